@@ -1,0 +1,34 @@
+#!/bin/sh
+# Install the Debian packages tbisect needs to build and test, if missing.
+# A no-op (no network, no root needed) when everything is already present.
+set -eu
+
+pkgs="build-essential autoconf automake libtool pkg-config
+libcjson-dev libopenblas-dev libncurses-dev libreadline-dev zlib1g-dev
+libcmocka-dev tmux python3 python3-numpy mandoc"
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "setup-deps: all build and test packages are present"
+    exit 0
+fi
+
+echo "setup-deps: installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then
+    run=""
+elif command -v sudo >/dev/null 2>&1; then
+    run="sudo"
+else
+    echo "setup-deps: need root (or sudo) to install:$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$run apt-get update
+# shellcheck disable=SC2086
+$run apt-get install -y --no-install-recommends $missing

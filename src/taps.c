@@ -1,0 +1,142 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "taps.h"
+
+/* Sub-taps not listed here sort between the listed ones (rank 50) by name. */
+const tb_tap_info tb_taps[] = {
+	{"embed", TB_SCOPE_PRE, 0, NULL, "token embedding output (post-embed)"},
+	{"attn_norm", TB_SCOPE_LAYER, 100, NULL, "attention input norm (input_layernorm)"},
+	{"attn.q", TB_SCOPE_LAYER, 200, "attn", "query projection"},
+	{"attn.k", TB_SCOPE_LAYER, 201, "attn", "key projection"},
+	{"attn.v", TB_SCOPE_LAYER, 202, "attn", "value projection"},
+	{"attn.o", TB_SCOPE_LAYER, 290, "attn", "attention output projection"},
+	{"attn", TB_SCOPE_LAYER, 300, NULL, "attention output (post-attn)"},
+	{"mlp_norm", TB_SCOPE_LAYER, 400, NULL, "MLP input norm (post_attention_layernorm)"},
+	{"mlp.gate", TB_SCOPE_LAYER, 500, "mlp", "MLP gate projection"},
+	{"mlp.up", TB_SCOPE_LAYER, 501, "mlp", "MLP up projection"},
+	{"mlp.down", TB_SCOPE_LAYER, 590, "mlp", "MLP down projection"},
+	{"mlp", TB_SCOPE_LAYER, 600, NULL, "MLP output (post-mlp)"},
+	{"block", TB_SCOPE_LAYER, 700, NULL, "decoder layer output (post-block)"},
+	{"final_norm", TB_SCOPE_POST, 0, NULL, "final norm output"},
+	{"logits", TB_SCOPE_POST, 1, NULL, "lm_head output (logits)"},
+};
+const size_t tb_n_taps = sizeof tb_taps / sizeof tb_taps[0];
+
+#define FREE_SUBTAP_OFFSET 50 /* rank of attn.X / mlp.X after their parent group base */
+
+const tb_tap_info *tb_tap_lookup(const char *tap)
+{
+	for (size_t i = 0; i < tb_n_taps; i++)
+		if (!strcmp(tb_taps[i].name, tap))
+			return &tb_taps[i];
+	return NULL;
+}
+
+/* "attn" or "mlp" when tap is attn.X / mlp.X with a well-formed X. */
+static const char *free_subtap_parent(const char *tap)
+{
+	const char *dot = strchr(tap, '.'), *s;
+
+	if (!dot || dot[1] == '\0')
+		return NULL;
+	for (s = dot + 1; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return NULL;
+	if (dot - tap == 4 && !strncmp(tap, "attn", 4))
+		return "attn";
+	if (dot - tap == 3 && !strncmp(tap, "mlp", 3))
+		return "mlp";
+	return NULL;
+}
+
+bool tb_tap_valid(const char *tap)
+{
+	return strlen(tap) < TB_TAP_LEN && (tb_tap_lookup(tap) || free_subtap_parent(tap));
+}
+
+bool tb_tap_is_model_level(const char *tap)
+{
+	const tb_tap_info *ti = tb_tap_lookup(tap);
+
+	return ti && ti->scope != TB_SCOPE_LAYER;
+}
+
+const char *tb_tap_parent(const char *tap)
+{
+	const tb_tap_info *ti = tb_tap_lookup(tap);
+
+	return ti ? ti->parent : free_subtap_parent(tap);
+}
+
+static void tap_key(const char *tap, tb_scope *scope, int *rank)
+{
+	const tb_tap_info *ti = tb_tap_lookup(tap);
+	const char *parent;
+
+	if (ti) {
+		*scope = ti->scope;
+		*rank = ti->rank;
+		return;
+	}
+	parent = free_subtap_parent(tap);
+	*scope = TB_SCOPE_LAYER;
+	*rank = parent ? (!strcmp(parent, "attn") ? 200 : 500) + FREE_SUBTAP_OFFSET : 999;
+}
+
+int tb_cell_cmp(const tb_cell *a, const tb_cell *b)
+{
+	tb_scope sa, sb;
+	int ra, rb;
+
+	tap_key(a->tap, &sa, &ra);
+	tap_key(b->tap, &sb, &rb);
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	if (sa == TB_SCOPE_LAYER && a->layer != b->layer)
+		return a->layer < b->layer ? -1 : 1;
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	return strcmp(a->tap, b->tap);
+}
+
+bool tb_cell_eq(const tb_cell *a, const tb_cell *b)
+{
+	return a->layer == b->layer && !strcmp(a->tap, b->tap);
+}
+
+void tb_cell_name(const tb_cell *c, char *buf, size_t size)
+{
+	if (c->layer < 0)
+		snprintf(buf, size, "%s", c->tap);
+	else
+		snprintf(buf, size, "L%d.%s", c->layer, c->tap);
+}
+
+int tb_cell_parse(const char *s, tb_cell *out)
+{
+	const char *p = s;
+	char *end;
+	long layer;
+
+	if (tb_tap_valid(s) && tb_tap_is_model_level(s)) {
+		out->layer = -1;
+		snprintf(out->tap, sizeof out->tap, "%s", s);
+		return 0;
+	}
+	if (!strncmp(p, "layers.", 7))
+		p += 7;
+	else if (*p == 'L' || *p == 'l')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -1;
+	layer = strtol(p, &end, 10);
+	if (layer > 1000000 || *end != '.' || !tb_tap_valid(end + 1) || tb_tap_is_model_level(end + 1))
+		return -1;
+	out->layer = (int)layer;
+	snprintf(out->tap, sizeof out->tap, "%s", end + 1);
+	return 0;
+}

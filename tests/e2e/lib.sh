@@ -1,0 +1,152 @@
+# lib.sh: TAP helpers shared by the end-to-end tests (POSIX sh; source it).
+#
+#   . "$(dirname "$0")/lib.sh"
+#   tap_setup                        # $TBISECT, $TBGEN, $TAP_TMP (removed at exit)
+#   expect_exit 0 "ls a good tree" "$TBISECT" ls "$TAP_TMP/good"
+#   ...
+#   tap_done                         # prints the "1..N" plan, exits 0 iff all passed
+#
+# Every run_cmd / expect_* leaves the command's output in "$TAP_OUT" and
+# "$TAP_ERR" and its exit status in $TAP_RC, for further checks.
+
+# The variables set here are for the sourcing script.
+# shellcheck disable=SC2034
+
+LC_ALL=C
+export LC_ALL
+
+TAP_N=0
+TAP_FAILED=0
+
+# tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN, make $TAP_TMP.
+tap_setup() {
+	: "${top_srcdir:=.}" "${top_builddir:=.}"
+	TBISECT=$top_builddir/tbisect
+	TBGEN=$top_builddir/tests/tbgen
+	TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
+	trap 'rm -rf "$TAP_TMP"' EXIT
+	trap 'exit 130' INT TERM HUP
+	TAP_OUT=$TAP_TMP/.stdout
+	TAP_ERR=$TAP_TMP/.stderr
+	TAP_RC=0
+}
+
+# diag MSG...: print MSG as a TAP comment ("# MSG"); lines of a file via diag_file.
+diag() {
+	printf '# %s\n' "$*"
+}
+
+# diag_file FILE: print each line of FILE as a TAP comment (at most 20 lines).
+diag_file() {
+	[ -f "$1" ] && sed -n '1,20s/^/#   /p' "$1"
+}
+
+# ok DESC: record a passing test.
+ok() {
+	TAP_N=$((TAP_N + 1))
+	printf 'ok %d - %s\n' "$TAP_N" "$*"
+}
+
+# not_ok DESC [WHY]: record a failing test, WHY as a TAP comment.
+not_ok() {
+	TAP_N=$((TAP_N + 1))
+	TAP_FAILED=$((TAP_FAILED + 1))
+	printf 'not ok %d - %s\n' "$TAP_N" "$1"
+	[ $# -gt 1 ] && diag "$2"
+	return 0
+}
+
+# skip DESC REASON: record a skipped test.
+skip() {
+	TAP_N=$((TAP_N + 1))
+	printf 'ok %d - %s # SKIP %s\n' "$TAP_N" "$1" "$2"
+}
+
+# bail_out MSG: abort the whole run (TAP "Bail out!").
+bail_out() {
+	printf 'Bail out! %s\n' "$*"
+	exit 1
+}
+
+# check_that DESC CMD...: ok iff CMD (a test, not the program under test) succeeds.
+check_that() {
+	_d=$1
+	shift
+	if "$@"; then ok "$_d"; else not_ok "$_d" "failed: $*"; fi
+}
+
+# run_cmd CMD...: run CMD, stdin from /dev/null, output to $TAP_OUT/$TAP_ERR, status to $TAP_RC.
+run_cmd() {
+	TAP_RC=0
+	"$@" </dev/null >"$TAP_OUT" 2>"$TAP_ERR" || TAP_RC=$?
+}
+
+# expect_exit CODE DESC CMD...: run CMD; ok iff it exits with status CODE.
+expect_exit() {
+	_code=$1 _d=$2
+	shift 2
+	run_cmd "$@"
+	if [ "$TAP_RC" -eq "$_code" ]; then
+		ok "$_d"
+		return 0
+	fi
+	not_ok "$_d" "exit status $TAP_RC, expected $_code: $*"
+	diag_file "$TAP_ERR"
+	return 1
+}
+
+# stderr_lines: number of lines in $TAP_ERR (a last line without newline counts).
+stderr_lines() {
+	awk 'END { print NR }' "$TAP_ERR"
+}
+
+# one_error_line PATH: "" if $TAP_ERR is one "tbisect: " line naming PATH (no sanitizer report), else why not.
+one_error_line() {
+	_n=$(stderr_lines)
+	if grep -q -e "Sanitizer" -e "runtime error:" "$TAP_ERR"; then
+		echo "sanitizer report on stderr"
+	elif [ "$_n" -ne 1 ]; then
+		echo "stderr has $_n lines, expected 1"
+	elif ! head -n 1 "$TAP_ERR" | grep -q '^tbisect: '; then
+		echo "stderr does not start with 'tbisect: '"
+	elif ! grep -F -q -- "$1" "$TAP_ERR"; then
+		echo "stderr does not name $1"
+	fi
+}
+
+# expect_error_msg CODE PATH TEXT DESC CMD...: as expect_error, and the line must also contain TEXT.
+expect_error_msg() {
+	_code=$1 _p=$2 _t=$3 _d=$4
+	shift 4
+	run_cmd "$@"
+	if [ "$TAP_RC" -ne "$_code" ]; then
+		_why="exit status $TAP_RC, expected $_code"
+	else
+		_why=$(one_error_line "$_p")
+		if [ -z "$_why" ] && [ -n "$_t" ] && ! grep -F -q -- "$_t" "$TAP_ERR"; then
+			_why="stderr does not say \"$_t\""
+		fi
+	fi
+	if [ -z "$_why" ]; then
+		ok "$_d"
+		return 0
+	fi
+	not_ok "$_d" "$_why: $*"
+	diag_file "$TAP_ERR"
+	return 1
+}
+
+# expect_error CODE PATH DESC CMD...: ok iff CMD exits CODE with one "tbisect: ...PATH..." line on stderr.
+expect_error() {
+	_c=$1 _q=$2 _e=$3
+	shift 3
+	expect_error_msg "$_c" "$_q" "" "$_e" "$@"
+}
+
+# tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
+tap_done() {
+	printf '1..%d\n' "$TAP_N"
+	[ "$TAP_FAILED" -eq 0 ] || diag "$TAP_FAILED of $TAP_N tests failed"
+	[ "$TAP_FAILED" -eq 0 ]
+	exit $?
+}

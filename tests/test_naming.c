@@ -1,0 +1,261 @@
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "naming.h"
+#include "testutil.h"
+
+/* One row of CONTRACT §4 as data: raw name, shared prefix, expected cell
+ * ("-" for unmapped). */
+static const struct {
+	const char *raw, *shared, *cell;
+} rows[] = {
+	{"model.embed_tokens", NULL, "embed"},
+	{"transformer.wte", NULL, "embed"},
+	{"tok_embeddings", NULL, "embed"},
+	{"embed", NULL, "embed"},
+	{"post_embed", NULL, "embed"},
+	{"model.layers.3.input_layernorm", NULL, "L3.attn_norm"},
+	{"transformer.h.3.ln_1", NULL, "L3.attn_norm"},
+	{"layers.3.attention_norm", NULL, "L3.attn_norm"},
+	{"model.layers.12.self_attn", NULL, "L12.attn"},
+	{"transformer.h.12.attn", NULL, "L12.attn"},
+	{"layers.12.attention", NULL, "L12.attn"},
+	{"model.layers.0.self_attn.q_proj", NULL, "L0.attn.q"},
+	{"model.layers.0.self_attn.k_proj", NULL, "L0.attn.k"},
+	{"model.layers.0.self_attn.v_proj", NULL, "L0.attn.v"},
+	{"model.layers.0.self_attn.o_proj", NULL, "L0.attn.o"},
+	{"model.layers.5.post_attention_layernorm", NULL, "L5.mlp_norm"},
+	{"transformer.h.5.ln_2", NULL, "L5.mlp_norm"},
+	{"layers.5.ffn_norm", NULL, "L5.mlp_norm"},
+	{"model.layers.7.mlp", NULL, "L7.mlp"},
+	{"transformer.h.7.mlp", NULL, "L7.mlp"},
+	{"layers.7.feed_forward", NULL, "L7.mlp"},
+	{"model.layers.7.mlp.gate_proj", NULL, "L7.mlp.gate"},
+	{"model.layers.7.mlp.up_proj", NULL, "L7.mlp.up"},
+	{"model.layers.7.mlp.down_proj", NULL, "L7.mlp.down"},
+	{"model.layers.31", NULL, "L31.block"},
+	{"transformer.h.31", NULL, "L31.block"},
+	{"layers.31", NULL, "L31.block"},
+	{"model.norm", NULL, "final_norm"},
+	{"transformer.ln_f", NULL, "final_norm"},
+	{"norm", NULL, "final_norm"},
+	{"lm_head", NULL, "logits"},
+	{"logits", NULL, "logits"},
+	{"output", NULL, "logits"},
+	{"layers.4.attn", NULL, "L4.attn"},
+	{"layers.4.mlp_norm", NULL, "L4.mlp_norm"},
+	{"layers.4.attn.q", NULL, "L4.attn.q"},
+	{"layers.4.attn.scores", NULL, "L4.attn.scores"},
+	{"L4.block", NULL, "L4.block"},
+	{"L4.mlp.gate", NULL, "L4.mlp.gate"},
+	{"layer_4.attn_norm", NULL, "L4.attn_norm"},
+	{"blocks.4.mlp", NULL, "L4.mlp"},
+	{"layers/4/attn", NULL, "L4.attn"},
+	{"layers.2.post_attn", NULL, "L2.attn"},
+	{"layers.2.post_mlp", NULL, "L2.mlp"},
+	{"layers.2.post_block", NULL, "L2.block"},
+	{"layer_hidden_states[6]", NULL, "L6.block"},
+	/* ignored suffixes */
+	{"model.layers.1.self_attn.output", NULL, "L1.attn"},
+	{"model.layers.1.mlp.out", NULL, "L1.mlp"},
+	{"lm_head:0", NULL, "logits"},
+	{"layers.1.block.output:0", NULL, "L1.block"},
+	/* shared prefix: stripped piece by piece */
+	{"decoder.layers.3.attn", "decoder.", "L3.attn"},
+	{"run7.model.embed_tokens", "run7.model.", "embed"},
+	{"run7.model.layers.2.mlp", "run7.model.", "L2.mlp"},
+	{"a.b.c.lm_head", "a.b.c.", "logits"},
+	/* not mapped */
+	{"decoder.layers.3.attn", NULL, "-"},
+	{"model.layers.x.mlp", NULL, "-"},
+	{"model.layers.3.mlp.weight", NULL, "-"},
+	{"tokens", NULL, "-"},
+	{"layers.3.embed", NULL, "-"},
+	{"layers.3.bogus", NULL, "-"},
+	{"layers.3.attn.Q", NULL, "-"},
+	{"attn", NULL, "-"},
+	{"x.norm.extra", "x.", "-"},
+	{"model.layers.123456789.mlp", NULL, "-"},
+};
+
+static void expect(const tb_namer *nm, const char *raw, const char *shared, const char *want)
+{
+	char got[128];
+	tb_cell c;
+
+	if (tb_namer_map(nm, raw, shared, &c, NULL, 0))
+		tb_cell_name(&c, got, sizeof got);
+	else
+		snprintf(got, sizeof got, "-");
+	if (strcmp(got, want) != 0)
+		fail_msg("%s (shared '%s'): got %s, want %s", raw, shared ? shared : "", got, want);
+}
+
+static void test_builtin_conventions(void **state)
+{
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+		expect(nm, rows[i].raw, rows[i].shared, rows[i].cell);
+	tb_namer_free(nm);
+}
+
+static void test_rule_reported(void **state)
+{
+	tb_namer *nm;
+	tb_err err;
+	tb_cell c;
+	char rule[128];
+	(void)state;
+
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	assert_true(tb_namer_map(nm, "transformer.h.2.ln_2", NULL, &c, rule, sizeof rule));
+	assert_string_equal(rule, "transformer.h.{N}.ln_2");
+	tb_namer_free(nm);
+}
+
+static void test_common_prefix(void **state)
+{
+	const char *a[] = {"run1.model.layers.0.mlp", "run1.model.layers.1.mlp", "run1.model.norm"};
+	const char *b[] = {"x.a", "y.a"};
+	const char *c[] = {"layers/0/attn", "layers/1/attn"};
+	const char *one[] = {"model.layers.0.mlp"};
+	char buf[256];
+	(void)state;
+
+	tb_common_prefix(a, 3, buf, sizeof buf);
+	assert_string_equal(buf, "run1.model.");
+	tb_common_prefix(b, 2, buf, sizeof buf);
+	assert_string_equal(buf, "");
+	tb_common_prefix(c, 2, buf, sizeof buf);
+	assert_string_equal(buf, "layers/");
+	tb_common_prefix(one, 1, buf, sizeof buf);
+	assert_string_equal(buf, "model.layers.0.");
+	tb_common_prefix(NULL, 0, buf, sizeof buf);
+	assert_string_equal(buf, "");
+}
+
+static void test_map_file(void **state)
+{
+	const char *dir = tu_tmpdir(), *path = tu_path(dir, "map.json");
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	tu_write_str(path, "{\"rules\": ["
+			   "{\"match\": \"^dec\\\\.blk([0-9]+)\\\\.sa$\", \"layer\": \"\\\\1\", \"tap\": \"attn\"},"
+			   "{\"match\": \"^dec\\\\.blk([0-9]+)\\\\.(mlp|attn_norm)$\", \"layer\": \"\\\\1\", \"tap\": \"\\\\2\"},"
+			   "{\"match\": \"^final$\", \"tap\": \"final_norm\"},"
+			   "{\"match\": \"^fixed$\", \"layer\": 9, \"tap\": \"block\"},"
+			   "{\"match\": \"^model\\\\.norm$\", \"tap\": \"logits\"}"
+			   "]}");
+	assert_int_equal(tb_namer_new(path, &nm, &err), 0);
+	expect(nm, "dec.blk12.sa", NULL, "L12.attn");
+	expect(nm, "dec.blk3.mlp", NULL, "L3.mlp");
+	expect(nm, "dec.blk3.attn_norm", NULL, "L3.attn_norm");
+	expect(nm, "final", NULL, "final_norm");
+	expect(nm, "fixed", NULL, "L9.block");
+	/* user rules come before the built-ins */
+	expect(nm, "model.norm", NULL, "logits");
+	expect(nm, "dec.blk.sa", NULL, "-");
+	expect(nm, "model.layers.2.mlp", NULL, "L2.mlp");
+	tb_namer_free(nm);
+}
+
+static void map_error(const char *json, const char *want)
+{
+	const char *dir = tu_tmpdir(), *path = tu_path(dir, "bad.json");
+	tb_namer *nm = (tb_namer *)1;
+	tb_err err;
+
+	tu_write_str(path, json);
+	assert_int_equal(tb_namer_new(path, &nm, &err), -1);
+	assert_null(nm);
+	assert_string_equal(err.file, path);
+	if (!strstr(err.msg, want))
+		fail_msg("map %s: message '%s' lacks '%s'", json, err.msg, want);
+}
+
+static void test_map_errors(void **state)
+{
+	(void)state;
+	map_error("{\"rules\": [", "not valid JSON");
+	map_error("[]", "\"rules\" array");
+	map_error("{\"rules\": {}}", "\"rules\" array");
+	map_error("{\"rules\": [3]}", "rule 0 is not an object");
+	map_error("{\"rules\": [{\"tap\": \"attn\", \"layer\": \"1\"}]}", "rule 0: \"match\"");
+	map_error("{\"rules\": [{\"match\": \"(a\", \"tap\": \"attn\", \"layer\": \"1\"}]}", "rule 0: \"match\":");
+	map_error("{\"rules\": [{\"match\": \"^x$\", \"tap\": \"attn\", \"layer\": \"1\"},"
+		  "{\"match\": \"(a)\\\\1\", \"tap\": \"attn\", \"layer\": \"1\"}]}",
+		  "rule 1: \"match\" uses a back-reference");
+	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"bogus\", \"layer\": \"1\"}]}", "rule 0: \"tap\": 'bogus'");
+	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"attn\"}]}", "needs a \"layer\"");
+	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"attn\", \"layer\": true}]}", "\"layer\" must be");
+	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": 3, \"layer\": \"1\"}]}", "\"tap\" must be a string");
+}
+
+static void test_missing_map_file(void **state)
+{
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	assert_int_equal(tb_namer_new("/nonexistent/map.json", &nm, &err), -1);
+	assert_string_equal(err.file, "/nonexistent/map.json");
+}
+
+static void test_cells(void **state)
+{
+	tb_cell a, b;
+	char buf[64];
+	(void)state;
+
+	assert_int_equal(tb_cell_parse("L3.attn", &a), 0);
+	assert_int_equal(a.layer, 3);
+	assert_string_equal(a.tap, "attn");
+	assert_int_equal(tb_cell_parse("layers.3.mlp.gate", &a), 0);
+	assert_string_equal(a.tap, "mlp.gate");
+	assert_int_equal(tb_cell_parse("logits", &a), 0);
+	assert_int_equal(a.layer, -1);
+	assert_int_equal(tb_cell_parse("L3.logits", &a), -1);
+	assert_int_equal(tb_cell_parse("bogus", &a), -1);
+	assert_int_equal(tb_cell_parse("L3", &a), -1);
+
+	/* forward order */
+	static const char *const order[] = {"embed", "L0.attn_norm", "L0.attn.q", "L0.attn.k", "L0.attn.v",
+					    "L0.attn.rope", "L0.attn.o", "L0.attn", "L0.mlp_norm", "L0.mlp.gate",
+					    "L0.mlp.up", "L0.mlp.act", "L0.mlp.down", "L0.mlp", "L0.block",
+					    "L1.attn_norm", "L10.block", "final_norm", "logits"};
+	for (size_t i = 0; i + 1 < sizeof order / sizeof *order; i++) {
+		assert_int_equal(tb_cell_parse(order[i], &a), 0);
+		assert_int_equal(tb_cell_parse(order[i + 1], &b), 0);
+		if (tb_cell_cmp(&a, &b) >= 0)
+			fail_msg("%s should come before %s", order[i], order[i + 1]);
+		assert_true(tb_cell_cmp(&b, &a) > 0);
+	}
+	tb_cell_parse("L12.mlp", &a);
+	tb_cell_name(&a, buf, sizeof buf);
+	assert_string_equal(buf, "L12.mlp");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
+		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
+		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
+		cmocka_unit_test(test_cells),
+	};
+	return cmocka_run_group_tests_name("naming", tests, NULL, NULL);
+}
