@@ -510,7 +510,9 @@ void tb_cell_judge(tb_cell_result *c)
 		snprintf(c->reason, sizeof c->reason, "NaN/Inf mismatch at %llu elements (NaN %llu/%llu, Inf %llu/%llu)",
 			 (unsigned long long)m->mismatch, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
 			 (unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
-	} else if (!(m->rel_l2 <= t->diverge)) {
+	} else if (t->absolute && !(m->max_abs <= t->diverge)) {
+		snprintf(c->reason, sizeof c->reason, "max_abs %.3g > %.3g (absolute test)", m->max_abs, t->diverge);
+	} else if (!t->absolute && !(m->rel_l2 <= t->diverge)) {
 		snprintf(c->reason, sizeof c->reason, "rel_l2 %.3g > diverge %.3g", m->rel_l2, t->diverge);
 	} else if (c->logits && !(c->logits->kl_mean <= t->max_kl)) {
 		snprintf(c->reason, sizeof c->reason, "mean KL %.3g > max-kl %.3g", c->logits->kl_mean, t->max_kl);

@@ -12,6 +12,7 @@ void tb_tolerance_default(tb_tolerance *t)
 	t->rtol = 1e-4;
 	t->diverge = 1e-2;
 	t->max_kl = 0.015;
+	t->absolute = false;
 }
 
 void tb_acc_init(tb_acc *a)

@@ -23,6 +23,7 @@ typedef struct tb_tolerance {
 	double atol, rtol; /* element ok iff |c-r| <= atol + rtol*|r| */
 	double diverge;    /* rel_l2 above this: diverged */
 	double max_kl;     /* logits: mean KL above this: diverged */
+	bool absolute;     /* judge by max_abs > diverge instead of rel_l2 (near-zero tensors) */
 } tb_tolerance;
 
 void tb_tolerance_default(tb_tolerance *t);

@@ -77,7 +77,7 @@ static cJSON *shape_json(int ndim, const int64_t *shape)
 	return a;
 }
 
-static cJSON *cell_json(const tb_cell_result *c)
+static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at)
 {
 	cJSON *o = cJSON_CreateObject();
 	const tb_metrics *m = &c->m;
@@ -126,6 +126,10 @@ static cJSON *cell_json(const tb_cell_result *c)
 	}
 	if (m->n_pos > 0)
 		cJSON_AddNumberToObject(o, "positions", (double)m->n_pos);
+	if (d) {
+		add_num(o, "input_rel_l2", d->origin.input_rel_l2[at]);
+		add_num(o, "amplification", d->origin.amplification[at]);
+	}
 	return o;
 }
 
@@ -142,6 +146,39 @@ static cJSON *first_div_json(const tb_cell_result *c)
 	else
 		cJSON_AddNullToObject(o, "first_bad_position");
 	return o;
+}
+
+static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, long i)
+{
+	if (i >= 0)
+		cJSON_AddItemToObject(root, key, first_div_json(&res->cells[i]));
+	else
+		cJSON_AddNullToObject(root, key);
+}
+
+static void diag_json(cJSON *root, const tb_report *r)
+{
+	const tb_diagnosis *d = r->diag;
+	cJSON *warn;
+
+	if (!d)
+		return;
+	add_cell_ref(root, "origin", r->result, d->origin.origin);
+	cJSON_AddNumberToObject(root, "origin_factor", d->origin.factor);
+	cJSON_AddStringToObject(root, "origin_text", d->origin.text);
+	add_num(root, "drift_per_layer", d->origin.drift);
+	warn = cJSON_AddArrayToObject(root, "warnings");
+	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", d->sanity.warnings[i].id);
+		cJSON_AddStringToObject(o, "text", d->sanity.warnings[i].text);
+		cJSON_AddItemToArray(warn, o);
+	}
+	if (r->show_features) {
+		cJSON *f = cJSON_AddObjectToObject(root, "features");
+		for (int i = 0; i < TB_F_COUNT; i++)
+			add_num(f, tb_feature_table[i].name, d->features[i]);
+	}
 }
 
 static const tb_cell_result *find_logits(const tb_result *res)
@@ -177,8 +214,8 @@ char *tb_report_json(const tb_report *r)
 	else
 		cJSON_AddNullToObject(root, "first_divergence");
 	causes = cJSON_AddArrayToObject(root, "causes");
-	for (size_t i = 0; r->causes && res->verdict != TB_ST_MATCH && i < r->causes->n; i++) {
-		const tb_cause *c = &r->causes->v[i];
+	for (size_t i = 0; r->diag && res->verdict != TB_ST_MATCH && i < r->diag->causes.n; i++) {
+		const tb_cause *c = &r->diag->causes.v[i];
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "id", c->id);
 		add_num(o, "score", c->score);
@@ -188,7 +225,7 @@ char *tb_report_json(const tb_report *r)
 	}
 	cells = cJSON_AddArrayToObject(root, "cells");
 	for (size_t i = 0; i < res->n_cells; i++)
-		cJSON_AddItemToArray(cells, cell_json(&res->cells[i]));
+		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i));
 	if (lc) {
 		const tb_logit_metrics *lm = lc->logits;
 		cJSON *o = cJSON_AddObjectToObject(root, "logits");
@@ -207,6 +244,7 @@ char *tb_report_json(const tb_report *r)
 	} else {
 		cJSON_AddNullToObject(root, "logits");
 	}
+	diag_json(root, r);
 	unp = cJSON_AddObjectToObject(root, "unpaired");
 	for (int side = 0; side < 2; side++) {
 		cJSON *arr = cJSON_AddArrayToObject(unp, side ? "cand" : "ref");
@@ -346,6 +384,34 @@ static void text_cell(FILE *out, const tb_cell_result *c)
 	}
 }
 
+static void text_diagnosis(FILE *out, const tb_report *r)
+{
+	const tb_diagnosis *d = r->diag;
+	const tb_result *res = r->result;
+
+	for (size_t i = 0; i < d->sanity.n_warnings; i++)
+		fprintf(out, "\nwarning (%s): %s\n", d->sanity.warnings[i].id, d->sanity.warnings[i].text);
+	if (d->origin.text[0])
+		fprintf(out, "\norigin: %s\n", d->origin.text);
+	if (r->show_features) {
+		fprintf(out, "\nfeatures of %s:\n", d->target >= 0 ? "the target cell" : "the model (no target cell)");
+		for (int i = 0; i < TB_F_COUNT; i++)
+			fprintf(out, "  %-22s %.6g\n", tb_feature_table[i].name, d->features[i]);
+	}
+	if (res->verdict == TB_ST_MATCH)
+		return;
+	if (!d->causes.n) {
+		fprintf(out, "\nlikely causes: no diagnosis rule matches this pattern\n");
+		return;
+	}
+	fprintf(out, "\nlikely causes:\n");
+	for (size_t i = 0; i < d->causes.n; i++) {
+		const tb_cause *c = &d->causes.v[i];
+		fprintf(out, "  %zu. %s (score %.2f)\n     why: %s\n     look at: %s\n", i + 1, c->id, c->score, c->why,
+			c->look_at);
+	}
+}
+
 int tb_report_text(FILE *out, const tb_report *r)
 {
 	const tb_result *res = r->result;
@@ -374,14 +440,8 @@ int tb_report_text(FILE *out, const tb_report *r)
 		fprintf(out, "\nfirst divergence: %s\n", name);
 		text_cell(out, &res->cells[res->first_div]);
 	}
-	if (r->causes && r->causes->n && res->verdict != TB_ST_MATCH) {
-		fprintf(out, "\nlikely causes:\n");
-		for (size_t i = 0; i < r->causes->n; i++) {
-			const tb_cause *c = &r->causes->v[i];
-			fprintf(out, "  %zu. %s (score %.2f)\n     why: %s\n     look at: %s\n", i + 1, c->id, c->score,
-				c->why ? c->why : "", c->look_at ? c->look_at : "");
-		}
-	}
+	if (r->diag)
+		text_diagnosis(out, r);
 	fprintf(out, "\nverdict: %s\n", tb_status_name(res->verdict));
 	return ferror(out) ? -1 : 0;
 }

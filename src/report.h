@@ -12,13 +12,15 @@
 
 #include "cause.h"
 #include "compare.h"
+#include "diagnose.h"
 #include "pairing.h"
 
 typedef struct tb_report {
 	const char *ref_path, *cand_path; /* as given on the command line */
 	const tb_pairing *pairing;
 	const tb_result *result;
-	const tb_causes *causes;          /* may be NULL: none computed */
+	const tb_diagnosis *diag;         /* may be NULL: no diagnosis run */
+	bool show_features;               /* include the target's feature values */
 } tb_report;
 
 /* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */

@@ -140,3 +140,67 @@ int tb_cell_parse(const char *s, tb_cell *out)
 	snprintf(out->tap, sizeof out->tap, "%s", end + 1);
 	return 0;
 }
+
+/* Who feeds whom.  mlp_norm reads the residual after attention, which is
+ * not a canonical tap: the previous block and attn stand for it. */
+static const struct {
+	const char *tap;
+	tb_feed from[TB_MAX_FEEDS];
+} wiring[] = {
+	{"attn_norm", {{"block", TB_FEED_PREV_BLOCK}}},
+	{"attn", {{"attn_norm", TB_FEED_SAME}}},
+	{"attn.", {{"attn_norm", TB_FEED_SAME}}},
+	{"mlp_norm", {{"block", TB_FEED_PREV_BLOCK}, {"attn", TB_FEED_SAME}}},
+	{"mlp", {{"mlp_norm", TB_FEED_SAME}}},
+	{"mlp.", {{"mlp_norm", TB_FEED_SAME}}},
+	{"block", {{"block", TB_FEED_PREV_BLOCK}, {"attn", TB_FEED_SAME}, {"mlp", TB_FEED_SAME}}},
+	{"final_norm", {{"block", TB_FEED_LAST_BLOCK}}},
+	{"logits", {{"final_norm", TB_FEED_MODEL}}},
+};
+
+int tb_tap_feeders(const char *tap, tb_feed *out)
+{
+	const char *parent = tb_tap_parent(tap);
+	char group[8];
+	int n = 0;
+
+	if (parent) {
+		snprintf(group, sizeof group, "%s.", parent);
+		tap = group;
+	}
+	for (size_t i = 0; i < sizeof wiring / sizeof *wiring; i++) {
+		if (strcmp(wiring[i].tap, tap) != 0)
+			continue;
+		for (n = 0; n < TB_MAX_FEEDS && wiring[i].from[n].tap; n++)
+			out[n] = wiring[i].from[n];
+		break;
+	}
+	return n;
+}
+
+bool tb_feed_cell(const tb_feed *f, const tb_cell *c, int n_layers, tb_cell *out)
+{
+	switch (f->how) {
+	case TB_FEED_SAME:
+		out->layer = c->layer;
+		break;
+	case TB_FEED_PREV_BLOCK:
+		if (c->layer <= 0) {
+			out->layer = -1;
+			snprintf(out->tap, sizeof out->tap, "embed");
+			return true;
+		}
+		out->layer = c->layer - 1;
+		break;
+	case TB_FEED_LAST_BLOCK:
+		if (n_layers <= 0)
+			return false;
+		out->layer = n_layers - 1;
+		break;
+	default:
+		out->layer = -1;
+		break;
+	}
+	snprintf(out->tap, sizeof out->tap, "%s", f->tap);
+	return true;
+}

@@ -49,6 +49,23 @@ bool tb_tap_is_model_level(const char *tap);
 /* "attn" for "attn.q", NULL for top-level taps. */
 const char *tb_tap_parent(const char *tap);
 
+/* The forward graph: which cells feed a tap (CONTRACT §2 wiring, issue
+ * "where the error is born").  layer_delta is relative to the cell's layer;
+ * TB_FEED_PREV_BLOCK means the previous layer's block, or embed for layer 0;
+ * TB_FEED_LAST_BLOCK the last layer's block (for final_norm). */
+enum { TB_FEED_SAME = 0, TB_FEED_PREV_BLOCK = 1, TB_FEED_LAST_BLOCK = 2, TB_FEED_MODEL = 3 };
+typedef struct tb_feed {
+	const char *tap;
+	int how; /* TB_FEED_* */
+} tb_feed;
+#define TB_MAX_FEEDS 3
+/* The feeders of a tap (attn.X and mlp.X use their group's row); returns
+ * how many (0 for embed). */
+int tb_tap_feeders(const char *tap, tb_feed *out);
+/* Resolve a feeder of cell c to a concrete cell; false when it has none
+ * (previous block of layer 0 is embed; last block needs n_layers). */
+bool tb_feed_cell(const tb_feed *f, const tb_cell *c, int n_layers, tb_cell *out);
+
 /* Forward order: embed, L0 ..., L1 ..., final_norm, logits. */
 int tb_cell_cmp(const tb_cell *a, const tb_cell *b);
 /* "L3.attn", "embed" */

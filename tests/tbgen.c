@@ -11,6 +11,11 @@
  *     --format F | --ref-format F | --cand-format F   npy npy-nested safetensors sharded
  *     --dtype D  | --ref-dtype D  | --cand-dtype D    f32 f16 bf16 f64
  *     --bug KIND[@CELL][:ARG]   none scale noise pos nan shape missing precision
+ *                               drift[:growth]  every layer's cells off by 1e-3 * growth^layer
+ *                               offset  candidate block N holds reference block N-1 (block 0: embed)
+ *                               duplicate  every candidate block holds block 0
+ *                               tokens[:P]  the candidate's token id at position P differs
+ *     --tokens                  also write a "tokens" tensor of int64 ids
  *     --sub                     also write attn.q/k/v and mlp.gate/up sub-taps
  *     --prefix P                prepend P to every candidate name
  *     --no-propagate            leave cells after the faulty one exact
@@ -177,7 +182,7 @@ static int parse_dtype(const char *s, tb_dtype *dt)
 int main(int argc, char **argv)
 {
 	int layers = 4, seq = 8, hidden = 64, vocab = 128, seed = 1;
-	bool sub = false, propagate = true;
+	bool sub = false, propagate = true, tokens = false;
 	const char *bug = "none", *prefix = "", *paths[2] = {NULL, NULL};
 	side sides[2] = {{"hf", "npy", TB_DT_F32, NULL}, {"hf", "npy", TB_DT_F32, NULL}};
 	char kind[32] = "none", where[64] = "", *colon;
@@ -204,6 +209,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--prefix")) { VAL(); prefix = v; }
 		else if (!strcmp(a, "--sub")) sub = true;
 		else if (!strcmp(a, "--no-propagate")) propagate = false;
+		else if (!strcmp(a, "--tokens")) tokens = true;
 		else if ((both = !strcmp(a, "--naming")) || !strcmp(a, "--ref-naming") || !strcmp(a, "--cand-naming")) {
 			VAL();
 			if (both || a[2] == 'r') sides[0].naming = v;
@@ -300,12 +306,34 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tbgen: cell '%s' is not generated\n", where);
 		return 2;
 	}
-	if (!strcmp(kind, "precision")) {
+	if (!strcmp(kind, "drift")) {
+		double g = isnan(arg) ? 1.5 : arg;
+		for (size_t i = 0; i < n; i++) {
+			int l = cells[i].cell.layer < 0 ? (i == 0 ? 0 : layers) : cells[i].cell.layer;
+			double rel = 1e-3 * pow(g, l);
+			for (size_t k = 0; k < cells[i].n; k++)
+				cells[i].cand[k] += (float)(rel * cells[i].ref[k] * gauss());
+		}
+	} else if (!strcmp(kind, "offset") || !strcmp(kind, "duplicate")) {
+		gen_cell *first = NULL, *prev = &cells[0]; /* embed */
+		for (size_t i = 0; i < n; i++) {
+			gen_cell *g = &cells[i];
+			if (strcmp(g->cell.tap, "block") != 0)
+				continue;
+			if (!first)
+				first = g;
+			if (!strcmp(kind, "offset"))
+				memcpy(g->cand, prev->ref, g->n * sizeof *g->cand);
+			else
+				memcpy(g->cand, first->ref, g->n * sizeof *g->cand);
+			prev = g;
+		}
+	} else if (!strcmp(kind, "precision")) {
 		double rel = isnan(arg) ? 2e-4 : arg;
 		for (size_t i = 0; i < n; i++)
 			for (size_t k = 0; k < cells[i].n; k++)
 				cells[i].cand[k] += (float)(rel * (1 + 0.2 * (double)i / (double)n) * cells[i].ref[k] * gauss());
-	} else if (strcmp(kind, "none") != 0) {
+	} else if (strcmp(kind, "none") != 0 && strcmp(kind, "tokens") != 0) {
 		gen_cell *g;
 		if (bug_at < 0) {
 			fprintf(stderr, "tbgen: bug '%s' needs @CELL\n", kind);
@@ -343,6 +371,24 @@ int main(int argc, char **argv)
 	if (write_side(&sides[0], cells, n, false, "") < 0 || write_side(&sides[1], cells, n, true, prefix) < 0) {
 		perror("tbgen: write");
 		return 1;
+	}
+	if (tokens || !strcmp(kind, "tokens")) {
+		int64_t ids[4096], shape[1] = {seq > 4096 ? 4096 : seq};
+		for (int sd = 0; sd < 2; sd++) {
+			char path[4096];
+			for (int64_t p = 0; p < shape[0]; p++)
+				ids[p] = (p * 7919 + 13) % vocab;
+			if (sd && !strcmp(kind, "tokens")) {
+				int64_t p = isnan(arg) ? 2 : (int64_t)arg;
+				if (p < shape[0])
+					ids[p] = (ids[p] + 1) % vocab;
+			}
+			snprintf(path, sizeof path, "%s/tokens.npy", sides[sd].dir);
+			if (dw_write_npy(path, 1, "<i8", false, 1, shape, ids, (size_t)shape[0] * 8) < 0) {
+				perror("tbgen: write tokens");
+				return 1;
+			}
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		free(cells[i].ref);

@@ -44,7 +44,8 @@ static void build(built *b, const char *ref, const char *cand)
 	rep.cand_path = cand;
 	rep.pairing = b->s.pairing;
 	rep.result = b->res;
-	rep.causes = NULL;
+	rep.diag = NULL;
+	rep.show_features = false;
 	b->text = tb_report_json(&rep);
 	assert_non_null(b->text);
 	b->json = cJSON_Parse(b->text);
@@ -204,7 +205,8 @@ static void test_text_report(void **state)
 	rep.cand_path = cand;
 	rep.pairing = b.s.pairing;
 	rep.result = b.res;
-	rep.causes = NULL;
+	rep.diag = NULL;
+	rep.show_features = false;
 	assert_int_equal(tb_report_text(f, &rep), 0);
 	fclose(f);
 	assert_non_null(strstr(buf, "first divergence: L0.attn"));

@@ -8,9 +8,11 @@
 #include "commands.h"
 #include "naming.h"
 #include "pairing.h"
+#include "tolfile.h"
 #include "tree.h"
 
-static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn)
+static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
+		   const tb_tolerance *base)
 {
 	cJSON *root = cJSON_CreateObject(), *arr, *notes;
 	char *text;
@@ -29,6 +31,19 @@ static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_nam
 			tb_cell_name(&c, cell, sizeof cell);
 			cJSON_AddStringToObject(o, "cell", cell);
 			cJSON_AddStringToObject(o, "rule", rule);
+			if (tf) {
+				tb_tolerance tol = *base;
+				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				cJSON *to = cJSON_AddObjectToObject(o, "tolerance");
+				if (k >= 0)
+					cJSON_AddStringToObject(to, "match", tb_tolfile_pattern(tf, k));
+				else
+					cJSON_AddNullToObject(to, "match");
+				cJSON_AddNumberToObject(to, "atol", tol.atol);
+				cJSON_AddNumberToObject(to, "rtol", tol.rtol);
+				cJSON_AddNumberToObject(to, "diverge", tol.diverge);
+				cJSON_AddStringToObject(to, "mode", tol.absolute ? "abs" : "rel");
+			}
 		} else {
 			cJSON_AddNullToObject(o, "cell");
 		}
@@ -51,7 +66,8 @@ static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_nam
 	return 0;
 }
 
-static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn)
+static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
+		    const tb_tolerance *base)
 {
 	size_t width = 8, unmapped = 0;
 
@@ -62,21 +78,29 @@ static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_na
 	}
 	if (width > 60)
 		width = 60;
-	printf("%-*s  %-14s %-10s %-18s %s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE");
+	printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
+	       tf ? "  TOLERANCE" : "");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		const tb_tensor *t = tree->tensors[i];
-		char cell[128], shape[128];
+		char cell[128], shape[128], tols[320] = "";
 		tb_cell c;
 
 		if (tb_namer_map(namer, t->name, tn->shared, &c, NULL, 0)) {
 			tb_cell_name(&c, cell, sizeof cell);
+			if (tf) {
+				tb_tolerance tol = *base;
+				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				snprintf(tols, sizeof tols, "  %s: atol %g rtol %g diverge %g%s",
+					 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol,
+					 tol.diverge, tol.absolute ? " abs" : "");
+			}
 		} else {
 			snprintf(cell, sizeof cell, "(unmapped)");
 			unmapped++;
 		}
 		tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
-		printf("%-*s  %-14s %-10s %-18s %s\n", (int)width, t->name, cell, tb_dtype_name(t->dtype), shape,
-		       t->path);
+		printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, t->name, cell, tb_dtype_name(t->dtype), shape,
+		       t->path, tols);
 	}
 	printf("%zu tensors, %zu unmapped\n", tree->n_tensors, unmapped);
 	for (size_t i = 0; i < tree->n_notes; i++)
@@ -86,25 +110,31 @@ static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_na
 int tb_cmd_ls(const tb_options *o)
 {
 	tb_tree_names tn;
+	tb_tolfile *tf = NULL;
 	tb_namer *namer;
 	tb_tree *tree;
 	tb_err err;
 	int rc = TB_EXIT_OK;
 
-	if (tb_namer_new(o->map_file, &namer, &err) < 0)
+	if (o->tol_file && tb_tolfile_load(o->tol_file, &o->tol, &tf, &err) < 0)
 		return tb_die(&err);
+	if (tb_namer_new(o->map_file, &namer, &err) < 0) {
+		tb_tolfile_free(tf);
+		return tb_die(&err);
+	}
 	if (tb_tree_open(o->paths[0], &o->open, &tree, &err) < 0) {
 		tb_namer_free(namer);
+		tb_tolfile_free(tf);
 		return tb_die(&err);
 	}
 	tb_tree_names_init(&tn, tree);
 	if (o->json) {
-		if (ls_json(tree, namer, &tn) < 0) {
+		if (ls_json(tree, namer, &tn, tf, &o->tol) < 0) {
 			tb_err_set(&err, NULL, "out of memory");
 			rc = tb_die(&err);
 		}
 	} else {
-		ls_text(tree, namer, &tn);
+		ls_text(tree, namer, &tn, tf, &o->tol);
 	}
 	if (fflush(stdout) != 0) {
 		tb_err_set(&err, NULL, "cannot write to standard output");
@@ -112,5 +142,6 @@ int tb_cmd_ls(const tb_options *o)
 	}
 	tb_tree_free(tree);
 	tb_namer_free(namer);
+	tb_tolfile_free(tf);
 	return rc;
 }

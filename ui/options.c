@@ -25,6 +25,9 @@ enum {
 	OPT_NPY_VOID2,
 	OPT_NPY_VOID1,
 	OPT_RECORD,
+	OPT_TOL,
+	OPT_ORIGIN_FACTOR,
+	OPT_FEATURES,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -46,6 +49,9 @@ static const struct option long_opts[] = {
 	{"npy-void2", required_argument, NULL, OPT_NPY_VOID2},
 	{"npy-void1", required_argument, NULL, OPT_NPY_VOID1},
 	{"record", required_argument, NULL, OPT_RECORD},
+	{"tol", required_argument, NULL, OPT_TOL},
+	{"origin-factor", required_argument, NULL, OPT_ORIGIN_FACTOR},
+	{"features", no_argument, NULL, OPT_FEATURES},
 	{"help", no_argument, NULL, OPT_HELP},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -67,7 +73,10 @@ void tb_usage(FILE *out)
 	      "  --diverge D       rel_l2 above D marks a cell diverged (default 1e-2)\n"
 	      "  --max-kl K        logits diverge when mean KL(ref||cand) exceeds K (default 0.015)\n"
 	      "  --map FILE        JSON naming map, tried before the built-in conventions\n"
-	      "  --rules FILE      extra diagnosis rules\n"
+	      "  --rules FILE      extra diagnosis rules (JSON, see tbisect-rules(5))\n"
+	      "  --tol FILE        per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})\n"
+	      "  --origin-factor F a cell whose error exceeds F times its inputs' is where error is born (10)\n"
+	      "  --features        (check) also print the measured features the rules test\n"
 	      "  --heads N         attention heads (per-head views and rules)\n"
 	      "  --kv-heads N      key/value heads\n"
 	      "  --json            (check) write the JSON report\n"
@@ -125,6 +134,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	memset(o, 0, sizeof *o);
 	tb_tolerance_default(&o->tol);
 	tb_open_opts_init(&o->open);
+	o->origin_factor = 10;
 	o->mode = TB_MODE_TUI;
 	if (argc > 1 && !strcmp(argv[1], "check")) {
 		o->mode = TB_MODE_CHECK;
@@ -144,6 +154,15 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 		case OPT_MAX_KL: rc = num_arg("max-kl", optarg, &o->tol.max_kl, msg, size); break;
 		case OPT_MAP: o->map_file = optarg; break;
 		case OPT_RULES: o->rules_file = optarg; break;
+		case OPT_TOL: o->tol_file = optarg; break;
+		case OPT_ORIGIN_FACTOR:
+			rc = num_arg("origin-factor", optarg, &o->origin_factor, msg, size);
+			if (rc == 0 && o->origin_factor <= 1) {
+				snprintf(msg, size, "--origin-factor: must be above 1");
+				rc = -1;
+			}
+			break;
+		case OPT_FEATURES: o->features = true; break;
 		case OPT_HEADS: rc = int_arg("heads", optarg, 1, 65536, &o->heads, msg, size); break;
 		case OPT_KV_HEADS: rc = int_arg("kv-heads", optarg, 1, 65536, &o->kv_heads, msg, size); break;
 		case OPT_JSON: o->json = true; break;
@@ -184,6 +203,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	}
 	if (o->json && o->mode != TB_MODE_CHECK && o->mode != TB_MODE_LS) {
 		snprintf(msg, size, "--json belongs to 'check' and 'ls'");
+		return -1;
+	}
+	if (o->features && o->mode != TB_MODE_CHECK) {
+		snprintf(msg, size, "--features belongs to 'check'");
 		return -1;
 	}
 	if (o->watch && o->mode != TB_MODE_TUI) {

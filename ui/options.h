@@ -20,6 +20,9 @@ typedef struct tb_options {
 	tb_tolerance tol;
 	const char *map_file;
 	const char *rules_file;
+	const char *tol_file;
+	double origin_factor;
+	bool features;        /* (check) print the target's feature values */
 	int heads, kv_heads;  /* 0: infer */
 	bool json;
 	bool history, no_history, watch;

@@ -1,0 +1,60 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "diagnose.h"
+
+/* Causes for the cell recorded in d->target. */
+static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, tb_diagnosis *d, tb_err *err)
+{
+	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
+	char cell[96] = "";
+	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
+
+	tb_causes_free(&d->causes);
+	tb_features_compute(&in, d->target, d->features);
+	if (d->target >= 0) {
+		const tb_cell_result *c = &r->cells[d->target];
+		tb_cell_name(&c->cell, cell, sizeof cell);
+		ctx.cell = cell;
+		ctx.tap = c->cell.tap;
+		ctx.layer = c->cell.layer;
+		ctx.ref_name = c->ref ? c->ref->name : NULL;
+		ctx.cand_name = c->cand ? c->cand->name : NULL;
+	}
+	if (r->verdict == TB_ST_MATCH || !o->rules)
+		return 0;
+	return tb_ruleset_eval(o->rules, d->features, &ctx, TB_MAX_CAUSES, &d->causes, err);
+}
+
+int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long target, tb_diagnosis *d,
+		tb_err *err)
+{
+	memset(d, 0, sizeof *d);
+	if (tb_origin_compute(r, o->origin_factor > 0 ? o->origin_factor : TB_ORIGIN_FACTOR, &d->origin, err) < 0)
+		return -1;
+	if (tb_sanity_check(s, r, &d->sanity, err) < 0) {
+		tb_origin_done(&d->origin);
+		return -1;
+	}
+	d->target = target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target;
+	if (eval_target(s, r, o, d, err) < 0) {
+		tb_diagnosis_done(d);
+		return -1;
+	}
+	return 0;
+}
+
+int tb_diagnose_cell(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long cell, tb_diagnosis *d,
+		     tb_err *err)
+{
+	d->target = cell;
+	return eval_target(s, r, o, d, err);
+}
+
+void tb_diagnosis_done(tb_diagnosis *d)
+{
+	tb_origin_done(&d->origin);
+	tb_sanity_done(&d->sanity);
+	tb_causes_free(&d->causes);
+}

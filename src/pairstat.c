@@ -1,0 +1,54 @@
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "pairstat.h"
+
+#define BLOCK (1u << 14)
+
+float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
+{
+	float *x;
+
+	if (t->numel > TB_LOAD_MAX_ELEMS) {
+		tb_err_set(err, t->path, "tensor '%s' is too large to analyse whole", t->name);
+		return NULL;
+	}
+	x = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *x);
+	if (!x) {
+		tb_err_set(err, t->path, "out of memory loading tensor '%s'", t->name);
+		return NULL;
+	}
+	if (tb_tensor_acquire(t, err) < 0) {
+		free(x);
+		return NULL;
+	}
+	tb_tensor_read_f32(t, 0, t->numel, x);
+	tb_tensor_release(t);
+	return x;
+}
+
+int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol, tb_metrics *m, tb_err *err)
+{
+	float r[BLOCK], c[BLOCK];
+	tb_acc acc;
+
+	if (ref->numel != cand->numel)
+		return tb_err_set(err, cand->path, "tensors '%s' and '%s' differ in size", ref->name, cand->name);
+	if (tb_tensor_acquire(ref, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(cand, err) < 0) {
+		tb_tensor_release(ref);
+		return -1;
+	}
+	tb_acc_init(&acc);
+	for (uint64_t off = 0; off < ref->numel; off += BLOCK) {
+		size_t n = ref->numel - off < BLOCK ? (size_t)(ref->numel - off) : BLOCK;
+		tb_tensor_read_f32(ref, off, n, r);
+		tb_tensor_read_f32(cand, off, n, c);
+		tb_acc_run(&acc, r, c, n, off, tol->atol, tol->rtol, NULL);
+	}
+	tb_tensor_release(ref);
+	tb_tensor_release(cand);
+	return tb_metrics_finish(m, &acc, NULL, 0, 0, tol->diverge) < 0 ? tb_err_set(err, NULL, "out of memory") : 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * pairstat: synchronous helpers for the diagnosis steps that re-read a few
+ * tensors: load a whole tensor as float32, and the metrics of any two
+ * tensors of equal element count (not only a paired cell).  Callers own
+ * the returned buffers (free()).
+ */
+#ifndef TB_PAIRSTAT_H
+#define TB_PAIRSTAT_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "metrics.h"
+#include "tensor.h"
+
+/* Tensors larger than this are not loaded whole. */
+#define TB_LOAD_MAX_ELEMS (64ull << 20)
+
+/* The tensor decoded to float32 in C order (malloc'd); NULL and err when it
+ * cannot be read or is over TB_LOAD_MAX_ELEMS. */
+float *tb_tensor_load_f32(tb_tensor *t, tb_err *err);
+
+/* Metrics of a against b as reference (no per-position profile).  Fails
+ * when element counts differ. */
+int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol, tb_metrics *m, tb_err *err);
+
+#endif

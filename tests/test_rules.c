@@ -1,0 +1,219 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "diag_features.h"
+#include "rules.h"
+#include "testutil.h"
+
+static void blank(double *f)
+{
+	for (int i = 0; i < TB_F_COUNT; i++)
+		f[i] = NAN;
+}
+
+static tb_ruleset *load(const char *json)
+{
+	tb_ruleset *rs = tb_ruleset_new();
+	tb_err err;
+
+	if (tb_ruleset_add_text(rs, json, strlen(json), "test.json", &err) < 0)
+		fail_msg("load: %s", err.msg);
+	return rs;
+}
+
+static void test_conditions_and_scores(void **state)
+{
+	tb_ruleset *rs = load("{\"rules\": ["
+			      "{\"id\": \"rope-style\", \"weight\": 0.8, \"require\": [\"at_attn\", \"pos0_ok\", \"bad_pos_frac >= 0.5\"],"
+			      " \"prefer\": [\"cosine < 0.9\", {\"if\": \"log_norm_ratio in [0, 0.1]\", \"weight\": 3}],"
+			      " \"why\": \"cos {cosine:.2f} at {cell}, layer {layer}, missing {pos1_rel}\", \"look_at\": \"rope in {ref_name}\"},"
+			      "{\"id\": \"softmax-scale\", \"weight\": 0.9, \"require\": [\"at_attn\"], \"unless\": [\"!pos0_ok\", \"cosine <= 0.5\"],"
+			      " \"why\": \"w\", \"look_at\": \"l\"},"
+			      "{\"id\": \"rope-style\", \"weight\": 0.3, \"require\": [\"at_attn\"], \"why\": \"weaker\", \"look_at\": \"l\"}"
+			      "]}");
+	tb_rule_ctx ctx = {"L0.attn", "attn", "model.layers.0.self_attn", "layers.0.attn", 0};
+	double f[TB_F_COUNT];
+	tb_causes c;
+	tb_err err;
+	(void)state;
+
+	blank(f);
+	f[TB_F_AT_ATTN] = 1;
+	f[TB_F_POS0_OK] = 1;
+	f[TB_F_BAD_POS_FRAC] = 0.75;
+	f[TB_F_COSINE] = 0.4;
+	f[TB_F_LOG_NORM_RATIO] = 0.02;
+	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	/* softmax-scale vetoed by "cosine <= 0.5"; rope-style keeps its best score */
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.v[0].id, "rope-style");
+	assert_near(c.v[0].score, 0.8, 1e-12);
+	assert_string_equal(c.v[0].why, "cos 0.40 at L0.attn, layer 0, missing n/a");
+	assert_string_equal(c.v[0].look_at, "rope in model.layers.0.self_attn");
+	tb_causes_free(&c);
+
+	f[TB_F_COSINE] = 0.95; /* first prefer fails, second holds: 0.8 * (1+3)/(1+4) */
+	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 2);
+	assert_string_equal(c.v[0].id, "softmax-scale");
+	assert_near(c.v[0].score, 0.9, 1e-12);
+	assert_near(c.v[1].score, 0.8 * 4 / 5, 1e-12);
+	tb_causes_free(&c);
+
+	f[TB_F_POS0_OK] = NAN; /* unknown: "pos0_ok" fails and "!pos0_ok" too */
+	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 1, &c, &err), 0);
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.v[0].id, "softmax-scale");
+	tb_causes_free(&c);
+	f[TB_F_AT_ATTN] = 0;
+	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 0);
+	tb_causes_free(&c);
+	tb_ruleset_free(rs);
+}
+
+static void rule_error(const char *json, const char *want)
+{
+	tb_ruleset *rs = tb_ruleset_new();
+	tb_err err;
+
+	assert_int_equal(tb_ruleset_add_text(rs, json, strlen(json), "bad.json", &err), -1);
+	assert_string_equal(err.file, "bad.json");
+	if (!strstr(err.msg, want))
+		fail_msg("rules %s: message '%s' lacks '%s'", json, err.msg, want);
+	assert_int_equal(tb_ruleset_count(rs), 0);
+	tb_ruleset_free(rs);
+}
+
+#define OK_RULE "{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"why\": \"w\", \"look_at\": \"l\"}"
+
+static void test_errors(void **state)
+{
+	(void)state;
+	rule_error("{", "not valid JSON");
+	rule_error("[]", "\"rules\" list");
+	rule_error("{\"rules\": [1]}", "rule 0 is not an object");
+	rule_error("{\"rules\": [" OK_RULE ", {\"id\": \"Bad Id\"}]}", "rule 1: \"id\"");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 2, \"require\": [\"at_attn\"], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "rule 0 (x): \"weight\"");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_atn\"], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "rule 0: require[0]: unknown feature 'at_atn'");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\", \"cosine <\"], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "rule 0: require[1]: 'cosine <': expected a number");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"cosine in [2, 1]\"], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "expected 'feature in [a, b]'");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"cosine ~ 1\"], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "expected an operator");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "at least one condition");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"why\": \"{nope}\", \"look_at\": \"l\"}]}",
+		   "rule 0 (x): \"why\": template names unknown feature 'nope'");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"why\": \"{cosine:%s}\", \"look_at\": \"l\"}]}",
+		   "bad format");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"why\": \"w\"}]}",
+		   "\"look_at\" must be");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"why\": \"w\", \"look_at\": \"l\", \"when\": 1}]}",
+		   "rule 0: unknown field \"when\"");
+	rule_error("{\"rules\": [{\"id\": \"x\", \"weight\": 1, \"require\": [\"at_attn\"], \"prefer\": [{\"if\": \"deep\", \"weight\": -1}], \"why\": \"w\", \"look_at\": \"l\"}]}",
+		   "prefer[0]: \"weight\"");
+}
+
+/* The shipped table loads, names only CONTRACT §6 ids, and covers all of them. */
+static void test_shipped_table(void **state)
+{
+	const char *dir = getenv("TBISECT_DATADIR");
+	char path[4096];
+	tb_ruleset *rs = tb_ruleset_new();
+	cJSON *root;
+	FILE *f;
+	char *text;
+	long n;
+	tb_err err;
+	(void)state;
+
+	assert_non_null(dir);
+	snprintf(path, sizeof path, "%s/rules.json", dir);
+	assert_int_equal(tb_ruleset_add_file(rs, path, &err), 0);
+	assert_true(tb_ruleset_count(rs) >= tb_n_cause_ids);
+	tb_ruleset_free(rs);
+
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = malloc((size_t)n + 1);
+	assert_int_equal(fread(text, 1, (size_t)n, f), n);
+	text[n] = 0;
+	fclose(f);
+	root = cJSON_Parse(text);
+	assert_non_null(root);
+	bool covered[64] = {false};
+	const cJSON *r;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "rules")) {
+		const char *id = cJSON_GetObjectItem(r, "id")->valuestring;
+		size_t k;
+		for (k = 0; k < tb_n_cause_ids && strcmp(tb_cause_ids[k], id); k++)
+			;
+		if (k == tb_n_cause_ids)
+			fail_msg("shipped rule id '%s' is not a CONTRACT cause id", id);
+		covered[k] = true;
+	}
+	for (size_t k = 0; k < tb_n_cause_ids; k++)
+		if (!covered[k])
+			fail_msg("no shipped rule for cause id '%s'", tb_cause_ids[k]);
+	cJSON_Delete(root);
+	free(text);
+}
+
+static void test_builtin_copy_matches(void **state)
+{
+	tb_ruleset *a = tb_ruleset_new(), *b = tb_ruleset_new();
+	char path[4096];
+	tb_err err;
+	(void)state;
+
+	/* With no data dir the compiled-in copy is used; it must be the same table. */
+	snprintf(path, sizeof path, "%s/rules.json", getenv("TBISECT_DATADIR"));
+	assert_int_equal(tb_ruleset_add_file(a, path, &err), 0);
+	setenv("TBISECT_DATADIR", "/nonexistent", 1);
+	assert_int_equal(tb_ruleset_add_standard(b, NULL, &err), 0);
+	/* an installed copy in pkgdatadir would win; a build tree has none */
+	if (!strcmp(tb_ruleset_shipped_source(b), "built-in"))
+		assert_int_equal(tb_ruleset_count(a), tb_ruleset_count(b));
+	else
+		assert_non_null(strstr(tb_ruleset_shipped_source(b), "rules.json"));
+	tb_ruleset_free(a);
+	tb_ruleset_free(b);
+}
+
+static void test_feature_table(void **state)
+{
+	(void)state;
+	for (int i = 0; i < TB_F_COUNT; i++) {
+		assert_int_equal(tb_feature_lookup(tb_feature_table[i].name), i);
+		assert_true(strlen(tb_feature_table[i].meaning) > 10);
+	}
+	assert_int_equal(tb_feature_lookup("bogus"), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conditions_and_scores), cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_shipped_table),         cmocka_unit_test(test_builtin_copy_matches),
+		cmocka_unit_test(test_feature_table),
+	};
+	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
+}
