@@ -208,12 +208,42 @@ static void test_feature_table(void **state)
 	assert_int_equal(tb_feature_lookup("bogus"), -1);
 }
 
+/* tbisect-rules(5) documents every feature and cause id. */
+static void test_man_page_lists_everything(void **state)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], line[512];
+	bool seen_f[TB_F_COUNT] = {false}, seen_c[64] = {false};
+	FILE *f;
+	(void)state;
+
+	snprintf(path, sizeof path, "%s/man/tbisect-rules.5", top ? top : ".");
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f)) {
+		char name[128];
+		if (sscanf(line, ".It Li %127s", name) != 1)
+			continue;
+		for (int i = 0; i < TB_F_COUNT; i++)
+			seen_f[i] = seen_f[i] || !strcmp(name, tb_feature_table[i].name);
+		for (size_t k = 0; k < tb_n_cause_ids; k++)
+			seen_c[k] = seen_c[k] || !strcmp(name, tb_cause_ids[k]);
+	}
+	fclose(f);
+	for (int i = 0; i < TB_F_COUNT; i++)
+		if (!seen_f[i])
+			fail_msg("feature '%s' is not documented in %s", tb_feature_table[i].name, path);
+	for (size_t k = 0; k < tb_n_cause_ids; k++)
+		if (!seen_c[k])
+			fail_msg("cause id '%s' is not documented in %s", tb_cause_ids[k], path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conditions_and_scores), cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_shipped_table),         cmocka_unit_test(test_builtin_copy_matches),
-		cmocka_unit_test(test_feature_table),
+		cmocka_unit_test(test_feature_table),         cmocka_unit_test(test_man_page_lists_everything),
 	};
 	return cmocka_run_group_tests_name("rules", tests, NULL, NULL);
 }
