@@ -245,6 +245,11 @@ char *tb_report_json(const tb_report *r)
 		cJSON_AddNullToObject(root, "logits");
 	}
 	diag_json(root, r);
+	if (r->history) {
+		cJSON *h = cJSON_AddArrayToObject(root, "history");
+		for (size_t i = 0; i < r->history->n; i++)
+			cJSON_AddItemToArray(h, tb_pass_json(&r->history->passes[i]));
+	}
 	unp = cJSON_AddObjectToObject(root, "unpaired");
 	for (int side = 0; side < 2; side++) {
 		cJSON *arr = cJSON_AddArrayToObject(unp, side ? "cand" : "ref");
@@ -442,6 +447,11 @@ int tb_report_text(FILE *out, const tb_report *r)
 	}
 	if (r->diag)
 		text_diagnosis(out, r);
+	if (r->history && r->show_history) {
+		fprintf(out, "\nhistory (%zu pass%s):\n", r->history->n, r->history->n == 1 ? "" : "es");
+		for (size_t i = 0; i < r->history->n; i++)
+			fprintf(out, "  %s\n", r->history->passes[i].note);
+	}
 	fprintf(out, "\nverdict: %s\n", tb_status_name(res->verdict));
 	return ferror(out) ? -1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "cause.h"
 #include "compare.h"
 #include "diagnose.h"
+#include "history.h"
 #include "pairing.h"
 
 typedef struct tb_report {
@@ -21,6 +22,8 @@ typedef struct tb_report {
 	const tb_result *result;
 	const tb_diagnosis *diag;         /* may be NULL: no diagnosis run */
 	bool show_features;               /* include the target's feature values */
+	const tb_history *history;        /* may be NULL: history off */
+	bool show_history;                /* text report: print the trajectory */
 } tb_report;
 
 /* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */

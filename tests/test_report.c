@@ -34,7 +34,7 @@ typedef struct built {
 static void build(built *b, const char *ref, const char *cand)
 {
 	tb_compare_opts o;
-	tb_report rep;
+	tb_report rep = {0};
 	tb_err err;
 
 	tb_compare_opts_init(&o);
@@ -193,7 +193,7 @@ static void test_text_report(void **state)
 {
 	char ref[4096], cand[4096], *buf = NULL;
 	size_t len = 0;
-	tb_report rep;
+	tb_report rep = {0};
 	built b;
 	FILE *f;
 	(void)state;

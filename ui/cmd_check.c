@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "compare.h"
 #include "diagnose.h"
+#include "history.h"
 #include "report.h"
 #include "session.h"
 #include "tolfile.h"
@@ -28,6 +29,7 @@ int tb_cmd_check(const tb_options *o)
 	tb_session s;
 	tb_result *res = NULL;
 	tb_report rep = {0};
+	tb_history hist = {0};
 	tb_err err;
 	int rc = TB_EXIT_BAD_INPUT;
 	bool diag_done = false;
@@ -67,6 +69,17 @@ int tb_cmd_check(const tb_options *o)
 		goto out;
 	}
 	diag_done = true;
+	if (!o->no_history) {
+		tb_history_open(&s, &hist);
+		if (hist.warning[0])
+			fprintf(stderr, "tbisect: warning: %s\n", hist.warning);
+		if (tb_history_record(&hist, &s, res, &diag, &err) < 0) {
+			char buf[2200];
+			fprintf(stderr, "tbisect: warning: %s\n", tb_err_text(&err, buf, sizeof buf));
+		}
+		rep.history = &hist;
+		rep.show_history = o->history;
+	}
 	rep.ref_path = o->paths[0];
 	rep.cand_path = o->paths[1];
 	rep.pairing = s.pairing;
@@ -91,6 +104,7 @@ int tb_cmd_check(const tb_options *o)
 		rc = tb_die(&err);
 	}
 out:
+	tb_history_free(&hist);
 	if (diag_done)
 		tb_diagnosis_done(&diag);
 	tb_result_free(res);

@@ -77,6 +77,8 @@ void tb_usage(FILE *out)
 	      "  --tol FILE        per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})\n"
 	      "  --origin-factor F a cell whose error exceeds F times its inputs' is where error is born (10)\n"
 	      "  --features        (check) also print the measured features the rules test\n"
+	      "  --history         (check) print how the first divergence moved over the passes\n"
+	      "  --no-history      do not record this run in the pass history\n"
 	      "  --heads N         attention heads (per-head views and rules)\n"
 	      "  --kv-heads N      key/value heads\n"
 	      "  --json            (check) write the JSON report\n"
@@ -207,6 +209,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	}
 	if (o->features && o->mode != TB_MODE_CHECK) {
 		snprintf(msg, size, "--features belongs to 'check'");
+		return -1;
+	}
+	if (o->history && o->no_history) {
+		snprintf(msg, size, "--history and --no-history exclude each other");
 		return -1;
 	}
 	if (o->watch && o->mode != TB_MODE_TUI) {

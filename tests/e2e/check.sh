@@ -150,9 +150,9 @@ check_that "--help shows usage" grep -q '^usage: tbisect' "$TAP_OUT"
 
 # --- threads do not change the report ---
 gen big --layers 4 --seq 64 --hidden 256 --bug noise@L2.mlp:0.02
-run_cmd "$TBISECT" check --json --threads 1 "$T/big/ref" "$T/big/cand"
+run_cmd "$TBISECT" check --json --no-history --threads 1 "$T/big/ref" "$T/big/cand"
 sed 's/"version".*//' "$TAP_OUT" >"$T/one.json"
-run_cmd "$TBISECT" check --json --threads 3 "$T/big/ref" "$T/big/cand"
+run_cmd "$TBISECT" check --json --no-history --threads 3 "$T/big/ref" "$T/big/cand"
 sed 's/"version".*//' "$TAP_OUT" >"$T/three.json"
 check_that "--threads 1 and 3 give the same report" cmp -s "$T/one.json" "$T/three.json"
 

@@ -1,0 +1,88 @@
+#!/bin/sh
+# End to end: the pass history of the iteration loop (check --history and
+# the JSON "history" array) over a chain of candidate dumps rewritten in place.
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+JSONQ=$top_builddir/tests/jsonq
+T=$TAP_TMP
+XDG_STATE_HOME=$T/state
+export XDG_STATE_HOME
+
+# pass BUG...: rewrite the candidate with tbgen, then run check --history.
+pass() {
+	rm -rf "$T/cand"
+	"$TBGEN" --layers 3 "$@" "$T/ref" "$T/cand" || bail_out "tbgen failed"
+	run_cmd "$TBISECT" check --history "$T/ref" "$T/cand"
+}
+
+last_note() {
+	grep '^  pass ' "$TAP_OUT" | tail -n 1
+}
+
+note_is() {
+	_got=$(last_note)
+	case "$_got" in
+	*"$2"*) ok "$1" ;;
+	*) not_ok "$1" "last pass line is '$_got', expected '$2'" ;;
+	esac
+}
+
+pass --bug noise@L0.attn
+note_is "pass 1 recorded" "pass 1: first divergence L0.attn"
+pass --bug noise@L1.mlp
+note_is "divergence moved later" "pass 2: first divergence L0.attn -> L1.mlp (later by 7 cells)"
+run_cmd "$TBISECT" check --history "$T/ref" "$T/cand"
+note_is "unchanged candidate noticed" "pass 3: candidate files unchanged since pass 2; first divergence L1.mlp"
+pass --bug noise@L1.mlp:0.5
+note_is "changed candidate, same divergence: flagged" "pass 4: first divergence still L1.mlp although the candidate changed"
+check_that "stuck pass carries the advice" grep -q 'revert and re-read the reference forward' "$TAP_OUT"
+pass --bug noise@L0.mlp_norm
+note_is "regression flagged" "pass 5: first divergence L1.mlp -> L0.mlp_norm (EARLIER by 6 cells)"
+pass --bug precision
+note_is "port matches" "pass 6: first divergence L0.mlp_norm -> none: nothing diverges (verdict close)"
+pass --bug noise@L2.block
+note_is "breaking a matching port is flagged" "pass 7: nothing diverged in pass 6, now the first divergence is L2.block"
+check_that "history lists all seven passes" test "$(grep -c '^  pass ' "$TAP_OUT")" -eq 7
+
+expect_exit 1 "JSON report carries the history" "$TBISECT" check --json "$T/ref" "$T/cand"
+h=$("$JSONQ" "$TAP_OUT" 'history.#')
+check_that "JSON history has 8 passes ($h)" test "$h" = 8
+check_that "JSON history pass 2 moved later" test "$("$JSONQ" "$TAP_OUT" history.1.movement)" = later
+check_that "JSON history pass 2 delta 7" test "$("$JSONQ" "$TAP_OUT" history.1.delta)" = 7
+check_that "JSON history pass 5 moved earlier" test "$("$JSONQ" "$TAP_OUT" history.4.movement)" = earlier
+check_that "JSON history keeps the top cause" test -n "$("$JSONQ" "$TAP_OUT" history.0.top_cause)"
+
+expect_exit 1 "--no-history" "$TBISECT" check --json --no-history "$T/ref" "$T/cand"
+check_that "--no-history: no history key" sh -c "! '$JSONQ' '$TAP_OUT' history >/dev/null"
+run_cmd "$TBISECT" check --json "$T/ref" "$T/cand"
+check_that "--no-history recorded nothing (9 passes)" test "$("$JSONQ" "$TAP_OUT" 'history.#')" = 9
+expect_exit 2 "--history with --no-history is a usage error" "$TBISECT" check --history --no-history "$T/ref" "$T/cand"
+
+# --- a corrupt history file is set aside, not fatal ---
+f=$(ls "$XDG_STATE_HOME"/tbisect/pair-*.json)
+printf '{"passes": [{"pass": "x"' >"$f"
+expect_exit 1 "corrupt history: the check still runs" "$TBISECT" check --history "$T/ref" "$T/cand"
+check_that "corrupt history: warned on stderr" grep -q '^tbisect: warning: history file .* is corrupt' "$TAP_ERR"
+check_that "corrupt history: set aside" sh -c "ls '$XDG_STATE_HOME'/tbisect/ | grep -q 'corrupt-'"
+note_is "corrupt history: starts again at pass 1" "pass 1: first divergence L2.block"
+
+# --- bounded ---
+i=0
+while [ $i -lt 205 ]; do
+	"$TBISECT" check --no-history "$T/ref" "$T/cand" >/dev/null 2>&1
+	"$TBISECT" check "$T/ref" "$T/cand" >/dev/null 2>&1
+	i=$((i + 1))
+done
+run_cmd "$TBISECT" check --json "$T/ref" "$T/cand"
+check_that "history is bounded to 200 passes" test "$("$JSONQ" "$TAP_OUT" 'history.#')" = 200
+check_that "oldest passes dropped, numbering kept" test "$("$JSONQ" "$TAP_OUT" history.199.pass)" = 207
+
+# --- never inside a dump tree, never writes the trees ---
+before=$(find "$T/ref" "$T/cand" -type f -exec cksum {} + | sort)
+XDG_STATE_HOME=$T/cand/.state expect_exit 1 "state directory inside the candidate tree" "$TBISECT" check "$T/ref" "$T/cand"
+check_that "history refused inside a dump tree" grep -q 'history not kept: the state directory .* is inside a dump tree' "$TAP_ERR"
+after=$(find "$T/ref" "$T/cand" -type f -exec cksum {} + | sort)
+check_that "dump trees unchanged" test "$before" = "$after"
+check_that "nothing created in the candidate tree" test ! -e "$T/cand/.state"
+
+tap_done
