@@ -16,6 +16,8 @@ const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 
 /* Similarity that counts as "the same row / head". */
 #define SAME_COS 0.98
+/* How much the error must jump at a window boundary. */
+#define WINDOW_JUMP 10.0
 
 int tb_feature_lookup(const char *name)
 {
@@ -154,11 +156,59 @@ static void scale_and_direction(const tb_cell_result *t, double *v)
 	}
 }
 
+/* Least-squares slope of log e[p] against log p over p in [lo, hi). */
+static double log_slope(const double *e, int64_t lo, int64_t hi)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0;
+	int64_t n = 0;
+
+	for (int64_t p = lo; p < hi; p++) {
+		if (!(e[p] > 0) || !isfinite(e[p]))
+			continue;
+		double x = log((double)p), y = log(e[p]);
+		sx += x;
+		sy += y;
+		sxx += x * x;
+		sxy += x * y;
+		n++;
+	}
+	return n >= 3 && n * sxx - sx * sx > 0 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : NAN;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* max(e[1..4]) / median(e[1..S-1]): how much of its final size the error
+ * already has right after position 0. */
+static double early_ratio(const double *e, int64_t S)
+{
+	double *sorted, early = 0, med;
+
+	if (S < 6)
+		return NAN;
+	sorted = malloc((size_t)(S - 1) * sizeof *sorted);
+	if (!sorted)
+		return NAN;
+	for (int64_t p = 1; p < S; p++) {
+		sorted[p - 1] = isfinite(e[p]) ? e[p] : INFINITY;
+		if (p <= 4)
+			early = fmax(early, sorted[p - 1]);
+	}
+	qsort(sorted, (size_t)(S - 1), sizeof *sorted, cmp_double);
+	med = sorted[(S - 1) / 2];
+	free(sorted);
+	return med > 0 ? early / med : NAN;
+}
+
 static void position_profile(const tb_cell_result *t, double *v)
 {
 	const tb_metrics *m = &t->m;
-	int64_t S = m->n_pos, bad = 0, n_fit = 0, ratios = 0;
-	double d = t->tol.diverge, mx = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, rs = 0, rss = 0;
+	int64_t S = m->n_pos, bad = 0, ratios = 0;
+	double d = t->tol.diverge, mx = 0, rs = 0, rss = 0;
 	if (S <= 0)
 		return;
 	v[TB_F_N_POS] = (double)S;
@@ -175,14 +225,6 @@ static void position_profile(const tb_cell_result *t, double *v)
 			mx = isnan(e) ? INFINITY : e;
 		if (m->pos_cos[p] < v[TB_F_POS_COS_MIN])
 			v[TB_F_POS_COS_MIN] = m->pos_cos[p];
-		if (p >= 1 && e > 0 && isfinite(e)) {
-			double x = log((double)p), y = log(e);
-			sx += x;
-			sy += y;
-			sxx += x * x;
-			sxy += x * y;
-			n_fit++;
-		}
 		if (isfinite(m->pos_norm_ratio[p])) {
 			ratios++;
 			rs += m->pos_norm_ratio[p];
@@ -193,8 +235,8 @@ static void position_profile(const tb_cell_result *t, double *v)
 	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)S;
 	v[TB_F_LATE_ONLY] = m->first_bad_position >= 100;
 	v[TB_F_EARLY_SMALL] = S > 1 && m->pos_rel_l2[1] < 0.1 * mx;
-	if (n_fit >= 3 && n_fit * sxx - sx * sx > 0)
-		v[TB_F_POS_GROWTH] = (n_fit * sxy - sx * sy) / (n_fit * sxx - sx * sx);
+	v[TB_F_POS_GROWTH] = log_slope(m->pos_rel_l2, 1, S);
+	v[TB_F_EARLY_RATIO] = early_ratio(m->pos_rel_l2, S);
 	if (ratios > 0) {
 		double mean = rs / (double)ratios;
 		v[TB_F_SCALE_MEAN] = mean;
@@ -207,12 +249,18 @@ static void position_profile(const tb_cell_result *t, double *v)
 			before_bad += !(m->pos_rel_l2[p] <= d);
 		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && before_bad >= (S - 1) * 8 / 10;
 	}
+	/* A window: exact (or nearly) below W, a jump at W, off after it.  A
+	 * smooth rise (RoPE base) crosses --diverge somewhere too, but
+	 * without the jump. */
 	v[TB_F_WINDOW] = -1;
 	if (m->first_bad_position >= 2) {
 		int64_t w = m->first_bad_position, after = 0;
+		double before = 0;
+		for (int64_t p = 0; p < w; p++)
+			before = fmax(before, m->pos_rel_l2[p]);
 		for (int64_t p = w; p < S; p++)
 			after += !(m->pos_rel_l2[p] <= d);
-		if (after >= (S - w) * 8 / 10)
+		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before)
 			v[TB_F_WINDOW] = (double)w;
 	}
 }
@@ -457,6 +505,33 @@ static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
 	return 0;
 }
 
+/* An attention sub-tap (q, k after RoPE) diverges first when the bug is in
+ * attention, but the attention output shows the pattern the rules know:
+ * profile that one when it diverged too. */
+static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_result *t)
+{
+	const char *parent = tb_tap_parent(t->cell.tap);
+	const tb_cell_result *a;
+
+	if (!parent || strcmp(parent, "attn") != 0)
+		return t;
+	a = find(r, t->cell.layer, "attn");
+	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
+}
+
+static void sub_tap_features(const tb_cell_result *t, double *v)
+{
+	const tb_metrics *m = &t->m;
+	bool kept = m->n_pos > 0;
+
+	if (m->n_pos <= 0)
+		return;
+	v[TB_F_SUB_POS0_OK] = m->pos_rel_l2[0] <= t->tol.diverge;
+	for (int64_t p = 0; p < m->n_pos && kept; p++)
+		kept = fabs(m->pos_norm_ratio[p] - 1) < 1e-3;
+	v[TB_F_SUB_NORM_KEPT] = kept;
+}
+
 void tb_features_compute(const tb_diag_input *in, long target, double *v)
 {
 	const tb_result *r = in->result;
@@ -479,10 +554,14 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	v[TB_F_HAS_TARGET] = target >= 0;
 	if (target < 0 || (size_t)target >= r->n_cells || !compared(&r->cells[target]))
 		return;
-	const tb_cell_result *t = &r->cells[target];
+	const tb_cell_result *t = &r->cells[target], *prof = profile_cell(r, t);
 	where(r, target, v);
-	scale_and_direction(t, v);
-	position_profile(t, v);
+	if (prof != t) {
+		sub_tap_features(t, v);
+		v[TB_F_AT_ATTN] = 1;
+	}
+	scale_and_direction(prof, v);
+	position_profile(prof, v);
 	if (in->origin) {
 		v[TB_F_ORIGIN_HERE] = in->origin->origin == target;
 		v[TB_F_AMPLIFICATION] = in->origin->amplification[target];

@@ -27,7 +27,7 @@
 	X(N_LAYERS, "n_layers", "count", "layers in the dump")                                                 \
 	X(AT_EMBED, "at_embed", "bool", "target is the embedding output")                                     \
 	X(AT_ATTN_NORM, "at_attn_norm", "bool", "target is a layer's attention input norm")                    \
-	X(AT_ATTN, "at_attn", "bool", "target is a layer's attention output")                                 \
+	X(AT_ATTN, "at_attn", "bool", "target is a layer's attention output, or a q/k/v sub-tap of a layer whose attention output diverged too (the profile features then describe that output)") \
 	X(AT_ATTN_SUB, "at_attn_sub", "bool", "target is an attention sub-tap (attn.q, attn.k, ...)")          \
 	X(AT_MLP_NORM, "at_mlp_norm", "bool", "target is a layer's MLP input norm")                            \
 	X(AT_MLP, "at_mlp", "bool", "target is a layer's MLP output")                                         \
@@ -54,6 +54,8 @@
 	X(MLP_NORM_OK, "mlp_norm_ok", "bool", "the target layer's mlp_norm matches or is close")               \
 	X(SIBLINGS_OK, "siblings_ok", "bool", "attn and mlp of the target layer both match or are close")       \
 	X(ATTN_SUB_BAD, "attn_sub_bad", "bool", "a q/k sub-tap of the target layer diverged")                 \
+	X(SUB_POS0_OK, "sub_pos0_ok", "bool", "target is an attention sub-tap whose position 0 is within --diverge") \
+	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm (a rotation or permutation)") \
 	X(REL_L2, "rel_l2", "ratio", "|c-r|/|r| of the target")                                               \
 	X(COSINE, "cosine", "cosine", "cosine similarity of the target")                                      \
 	X(NORM_RATIO, "norm_ratio", "ratio", "|c|/|r| of the target")                                         \
@@ -74,10 +76,11 @@
 	X(BAD_POS_FRAC, "bad_pos_frac", "fraction", "positions above --diverge")                              \
 	X(LAST_POS_OK, "last_pos_ok", "bool", "the last position is within --diverge")                        \
 	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches (non-causal attention)") \
-	X(WINDOW, "window", "position", "W when positions < W match and nearly all from W on are off (W >= 2), else -1") \
+	X(WINDOW, "window", "position", "W when positions < W match, the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
 	X(LATE_ONLY, "late_only", "bool", "the first bad position is 100 or later")                           \
 	X(POS_GROWTH, "pos_growth", "slope", "slope of log rel_l2 against log position (1: error proportional to position)") \
 	X(EARLY_SMALL, "early_small", "bool", "error at position 1 is under a tenth of the largest")          \
+	X(EARLY_RATIO, "early_ratio", "ratio", "largest rel_l2 over positions 1-4 over the median after position 0 (small: error builds up with position)") \
 	X(HEADS, "heads", "count", "heads the target's last axis was split into (0: unknown)")               \
 	X(HEAD_OK_FRAC, "head_ok_frac", "fraction", "heads of the target within --diverge")                  \
 	X(HEAD_PERM, "head_perm", "count", "candidate heads that match a different reference head (cosine > 0.98)") \

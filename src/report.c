@@ -148,6 +148,21 @@ static cJSON *first_div_json(const tb_cell_result *c)
 	return o;
 }
 
+/* The per-position profile, for scripts that plot or bisect positions. */
+static void add_profile(cJSON *o, const tb_cell_result *c)
+{
+	cJSON *rel, *cos;
+
+	if (c->m.n_pos <= 0)
+		return;
+	rel = cJSON_AddArrayToObject(o, "pos_rel_l2");
+	cos = cJSON_AddArrayToObject(o, "pos_cosine");
+	for (int64_t p = 0; p < c->m.n_pos; p++) {
+		cJSON_AddItemToArray(rel, num(c->m.pos_rel_l2[p]));
+		cJSON_AddItemToArray(cos, num(c->m.pos_cos[p]));
+	}
+}
+
 static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, long i)
 {
 	if (i >= 0)
@@ -209,9 +224,11 @@ char *tb_report_json(const tb_report *r)
 	add_num(tol, "diverge", res->tol.diverge);
 	add_num(tol, "max_kl", res->tol.max_kl);
 	cJSON_AddStringToObject(root, "verdict", tb_status_name(res->verdict));
-	if (res->first_div >= 0)
-		cJSON_AddItemToObject(root, "first_divergence", first_div_json(&res->cells[res->first_div]));
-	else
+	if (res->first_div >= 0) {
+		cJSON *fd = first_div_json(&res->cells[res->first_div]);
+		add_profile(fd, &res->cells[res->first_div]);
+		cJSON_AddItemToObject(root, "first_divergence", fd);
+	} else
 		cJSON_AddNullToObject(root, "first_divergence");
 	causes = cJSON_AddArrayToObject(root, "causes");
 	for (size_t i = 0; r->diag && res->verdict != TB_ST_MATCH && i < r->diag->causes.n; i++) {

@@ -502,7 +502,10 @@ static double score_of(const rule *r, const double *f)
 	for (size_t i = 0; i < r->n_unless; i++)
 		if (holds(&r->unless[i], f))
 			return -1;
+	/* Evidence that cannot be measured here (NaN) neither helps nor hurts. */
 	for (size_t i = 0; i < r->n_prefer; i++) {
+		if (isnan(f[r->prefer[i].feature]))
+			continue;
 		all += r->prefer[i].weight;
 		if (holds(&r->prefer[i], f))
 			got += r->prefer[i].weight;

@@ -8,7 +8,7 @@
  * "look_at": TEXT}.  COND is "feature", "!feature", "feature OP number"
  * (OP: < <= > >= == !=) or "feature in [a, b]".  A rule matches when every
  * require holds and no unless does; its score is weight * (1 + matched
- * prefer weight) / (1 + all prefer weight).  Templates fill {feature} or
+ * prefer weight) / (1 + prefer weight of the measurable conditions).  Templates fill {feature} or
  * {feature:.3f} and {cell} {tap} {layer} {ref_name} {cand_name}.
  * The ruleset owns its rules; tb_ruleset_free releases them.
  */

@@ -27,19 +27,23 @@ static int add_warning(tb_sanity *s, const char *id, const char *text)
 	return 0;
 }
 
-static tb_tensor *block_of(const tb_result *r, int side, int layer)
+static tb_tensor *tap_of(const tb_result *r, int side, int layer, const char *tap)
 {
-	tb_cell c = {layer, "block"};
+	tb_cell c;
 	long k;
 
-	if (layer < 0) {
-		c.layer = -1;
-		snprintf(c.tap, sizeof c.tap, "embed");
-	}
+	c.layer = layer;
+	snprintf(c.tap, sizeof c.tap, "%s", tap);
 	k = tb_result_find(r, &c);
 	if (k < 0)
 		return NULL;
 	return (tb_tensor *)(side ? r->cells[k].cand : r->cells[k].ref);
+}
+
+/* A layer's block output; layer -1 is the embedding output. */
+static tb_tensor *block_of(const tb_result *r, int side, int layer)
+{
+	return layer < 0 ? tap_of(r, side, -1, "embed") : tap_of(r, side, layer, "block");
 }
 
 static double rel_between(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol)
@@ -82,34 +86,50 @@ static void check_offset(const tb_result *r, tb_sanity *s)
 	}
 }
 
-/* Layers of one side whose block tensor is byte-for-byte another layer's. */
-static void check_duplicates(const tb_result *r, tb_sanity *s, int side)
+/* Layers of one side whose tensor for some tap is value-for-value another
+ * layer's: the most such layers over the layer taps. */
+static int duplicates_of_tap(const tb_result *r, int side, const char *tap)
 {
-	float **vals = calloc((size_t)(r->n_layers > 0 ? r->n_layers : 1), sizeof *vals);
-	bool *dup = calloc((size_t)(r->n_layers > 0 ? r->n_layers : 1), sizeof *dup);
+	int n = r->n_layers > 0 ? r->n_layers : 1, count = 0;
+	float **vals = calloc((size_t)n, sizeof *vals);
+	bool *dup = calloc((size_t)n, sizeof *dup);
 	tb_err err;
 
 	if (!vals || !dup)
 		goto out;
 	for (int l = 0; l < r->n_layers; l++) {
-		tb_tensor *t = block_of(r, side, l);
+		tb_tensor *t = tap_of(r, side, l, tap);
 		if (t && t->numel > 0)
 			vals[l] = tb_tensor_load_f32(t, &err);
 	}
 	for (int a = 0; a < r->n_layers; a++) {
 		for (int b = a + 1; b < r->n_layers && vals[a]; b++) {
-			tb_tensor *ta = block_of(r, side, a), *tb = block_of(r, side, b);
+			tb_tensor *ta = tap_of(r, side, a, tap), *tb = tap_of(r, side, b, tap);
 			if (vals[b] && ta->numel == tb->numel && !memcmp(vals[a], vals[b], (size_t)ta->numel * sizeof(float)))
 				dup[a] = dup[b] = true;
 		}
 	}
 	for (int l = 0; l < r->n_layers; l++)
-		s->dup_layers[side] += dup[l];
+		count += dup[l];
 out:
 	for (int l = 0; vals && l < r->n_layers; l++)
 		free(vals[l]);
 	free(vals);
 	free(dup);
+	return count;
+}
+
+static void check_duplicates(const tb_result *r, tb_sanity *s, int side)
+{
+	static const char *const taps[] = {"attn_norm", "attn", "mlp_norm", "mlp", "block"};
+
+	for (size_t i = 0; i < sizeof taps / sizeof *taps; i++) {
+		int n = duplicates_of_tap(r, side, taps[i]);
+		if (n > s->dup_layers[side]) {
+			s->dup_layers[side] = n;
+			s->dup_tap[side] = taps[i];
+		}
+	}
 }
 
 int64_t *tb_tree_token_ids(const tb_tree *tree, size_t *n)
@@ -211,8 +231,8 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 		check_duplicates(r, s, side);
 		if (s->dup_layers[side] >= 2) {
 			snprintf(text, sizeof text,
-				 "%d layers of the %s hold identical block tensors: a hook on the wrong module, or one buffer dumped repeatedly?",
-				 s->dup_layers[side], side ? "candidate" : "reference");
+				 "%d layers of the %s hold identical %s tensors: a hook on the wrong module, or one buffer dumped repeatedly?",
+				 s->dup_layers[side], side ? "candidate" : "reference", s->dup_tap[side]);
 			add_warning(s, "dump-duplicate", text);
 		}
 	}

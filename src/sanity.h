@@ -24,7 +24,8 @@ typedef struct tb_warning {
 typedef struct tb_sanity {
 	int offset;              /* +1: cand layer N holds ref layer N+1; -1: N-1; 0: no shift */
 	double offset_frac;      /* share of layers that show the shift */
-	int dup_layers[2];       /* per side: layers whose block equals another layer's */
+	int dup_layers[2];       /* per side: layers whose tensor of one tap equals another layer's */
+	const char *dup_tap[2];  /* the tap where that happens */
 	bool tokens_compared;
 	size_t tokens_differ;    /* positions whose ids differ */
 	long first_token_diff;   /* -1: none */
