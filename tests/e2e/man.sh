@@ -9,7 +9,8 @@
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 M=$top_srcdir/man
-PAGES="tbisect.1 tbisect-dumps.5"
+# Every page in man/, so a new page is linted and its examples run too.
+PAGES=$(cd "$M" && ls -- *.[1-9])
 T=$TAP_TMP
 
 if ! command -v mandoc >/dev/null 2>&1; then
