@@ -442,3 +442,18 @@ void tb_namer_free(tb_namer *namer)
 	free(namer->rules);
 	free(namer);
 }
+
+bool tb_name_is_token_ids(const char *raw)
+{
+	static const char *const names[] = {"tokens", "input_ids", "token_ids"};
+	char norm[8192];
+	const char *base;
+
+	normalise(raw, norm, sizeof norm);
+	base = strrchr(norm, '.');
+	base = base ? base + 1 : norm;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strcmp(base, names[i]))
+			return true;
+	return false;
+}

@@ -32,6 +32,11 @@ void tb_namer_free(tb_namer *namer);
 bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
 		  size_t rule_size);
 
+/* Is this raw name the model's input token ids ("tokens", "input_ids",
+ * "token_ids", possibly under a prefix)?  They are no cell: the sanity
+ * checks read them. */
+bool tb_name_is_token_ids(const char *raw);
+
 /* The longest prefix ending in '.' shared by all names ("" when none). */
 void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size);
 

@@ -59,6 +59,8 @@ static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer
 		tb_tensor *t = tree->tensors[i];
 		if (tb_namer_map(namer, t->name, tn.shared, &m[k].cell, NULL, 0)) {
 			m[k++].t = t;
+		} else if (tb_name_is_token_ids(t->name)) {
+			continue; /* input ids are no cell; the sanity checks compare them */
 		} else if (add_unpaired(p, side, t, "no naming rule matched") < 0) {
 			free(m);
 			return -1;

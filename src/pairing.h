@@ -5,7 +5,7 @@
  * A cell found on one side only is kept with the other side NULL (status
  * "missing" later).  Tensors that map to no cell, or to a cell another
  * tensor of the same tree already took, are listed as unpaired with the
- * reason.  The pairing borrows the trees' tensors: free it before the trees.
+ * reason; token-id tensors (tb_name_is_token_ids) are neither.  The pairing borrows the trees' tensors: free it before the trees.
  */
 #ifndef TB_PAIRING_H
 #define TB_PAIRING_H

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "naming.h"
 #include "origin.h"
 #include "pairstat.h"
 #include "sanity.h"
@@ -134,7 +135,6 @@ static void check_duplicates(const tb_result *r, tb_sanity *s, int side)
 
 int64_t *tb_tree_token_ids(const tb_tree *tree, size_t *n)
 {
-	static const char *const names[] = {"tokens", "input_ids", "token_ids"};
 	int64_t *ids;
 
 	*n = 0;
@@ -148,11 +148,7 @@ int64_t *tb_tree_token_ids(const tb_tree *tree, size_t *n)
 	}
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
-		const char *dot = strrchr(t->name, '.'), *base = dot ? dot + 1 : t->name;
-		bool hit = false;
-		for (size_t k = 0; k < sizeof names / sizeof *names && !hit; k++)
-			hit = !strcmp(base, names[k]);
-		if (!hit || t->numel > (1u << 24))
+		if (!tb_name_is_token_ids(t->name) || t->numel > (1u << 24))
 			continue;
 		tb_err err;
 		float *f = tb_tensor_load_f32(t, &err);

@@ -46,6 +46,8 @@ static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_nam
 			}
 		} else {
 			cJSON_AddNullToObject(o, "cell");
+			if (tb_name_is_token_ids(t->name))
+				cJSON_AddTrueToObject(o, "token_ids");
 		}
 		cJSON_AddStringToObject(o, "dtype", tb_dtype_name(t->dtype));
 		for (int d = 0; d < t->ndim; d++)
@@ -94,6 +96,8 @@ static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_na
 					 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol,
 					 tol.diverge, tol.absolute ? " abs" : "");
 			}
+		} else if (tb_name_is_token_ids(t->name)) {
+			snprintf(cell, sizeof cell, "(token ids)");
 		} else {
 			snprintf(cell, sizeof cell, "(unmapped)");
 			unmapped++;

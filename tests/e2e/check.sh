@@ -122,12 +122,16 @@ check_that "ls shows raw name and cell" grep -q '^model.layers.1.self_attn  *L1.
 check_that "ls counts tensors" grep -q '^18 tensors, 0 unmapped$' "$TAP_OUT"
 echo junk >"$T/clean/ref/README.txt"
 "$TBGEN" --layers 1 --naming canonical "$T/x1" "$T/x2"
-cp "$T/x1/layers.0.attn.npy" "$T/clean/ref/tokens.npy"
+cp "$T/x1/layers.0.attn.npy" "$T/clean/ref/weird_name.npy"
+cp "$T/x1/layers.0.attn.npy" "$T/clean/ref/input_ids.npy"
 expect_exit 0 "ls with a note and an unmapped tensor" "$TBISECT" ls "$T/clean/ref"
-check_that "ls lists the unmapped tensor" grep -q '^tokens  *(unmapped)' "$TAP_OUT"
+check_that "ls lists the unmapped tensor" grep -q '^weird_name  *(unmapped)' "$TAP_OUT"
+check_that "ls shows token ids as such" grep -q '^input_ids  *(token ids)' "$TAP_OUT"
+check_that "ls counts only the unmapped tensor" grep -q '^20 tensors, 1 unmapped$' "$TAP_OUT"
 check_that "ls notes the skipped file" grep -q '^note: skipped .*README.txt: not a tensor file' "$TAP_OUT"
 expect_exit 0 "ls --json" "$TBISECT" ls --json "$T/clean/ref"
-json_is "ls --json cell" tensors.0.cell logits
+json_is "ls --json cell" tensors.1.cell logits
+json_is "ls --json marks token ids" tensors.0.token_ids true
 expect_exit 0 "ls a single safetensors file" "$TBISECT" ls "$T/hf-npy-canonical-safetensors/cand/dump.safetensors"
 check_that "single file: raw names are keys" grep -q '^layers.0.attn  *L0.attn' "$TAP_OUT"
 expect_exit 0 "ls a shard index" "$TBISECT" ls "$T/gpt2-npy-nested-meta-sharded/cand/model.safetensors.index.json"

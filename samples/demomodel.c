@@ -1,0 +1,567 @@
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demomodel.h"
+#include "dtype.h"
+
+#define H DEMO_HIDDEN
+#define NH DEMO_HEADS
+#define NKV DEMO_KV_HEADS
+#define HD DEMO_HEAD_DIM
+#define FF DEMO_MLP
+#define V DEMO_VOCAB
+#define GROUP (NH / NKV)
+
+#define BOS 1
+#define EPS 1e-6f
+#define EPS_BUG 1e-5f
+#define THETA 10000.0
+#define THETA_BUG 500000.0
+#define ROPE_TABLE_BUG 100 /* positions the decode-position bug's RoPE table holds */
+#define TOKENIZER_BUG_POS 5
+/* Embeddings are small, as in trained checkpoints (std 0.01): this is what
+ * makes the norm-epsilon bug visible in the first norm. */
+#define EMBED_STD 0.01
+#define NORM_W_STD 0.1
+#define LM_HEAD_STD (3.0 / 8.0) /* logits of std ~3: a peaked softmax */
+#define MLP_BIAS_STD 0.1
+#define SCALE_MULTIPLIER 0.5f
+/* Layer 1's MLP is "hot", as in T5 v1.1: gate and up are scaled up and
+ * down_proj scaled down by the square, so the output has the usual size
+ * while the intermediate values exceed the float16 range (65504) at some
+ * positions (every seed tried, at 16 and 128 positions). */
+#define HOT_LAYER 1
+#define HOT_SCALE 128.0f
+
+struct demo_layer {
+	float *in_norm, *wq, *wk, *wv, *wo, *post_norm, *wg, *wu, *wd;
+};
+
+struct demo_model {
+	demo_config cfg;
+	float *embed, *final_norm, *lm_head, *mlp_bias;
+	struct demo_layer *layer;
+	int64_t *tokens;
+	float *blob; /* every weight, one allocation */
+};
+
+void demo_config_init(demo_config *cfg)
+{
+	cfg->layers = 4;
+	cfg->seq = 16;
+	cfg->window = 8;
+	cfg->seed = 1;
+}
+
+/* --- seeded random numbers: one stream per tensor, so a tensor's values
+ * depend only on the seed and the tensor, not on the other dimensions --- */
+
+typedef struct rng {
+	uint64_t s;
+} rng;
+
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static rng rng_for(uint64_t seed, uint64_t stream)
+{
+	uint64_t x = seed * 0x100000001B3ull + stream;
+	rng r = {splitmix(&x) | 1};
+
+	return r;
+}
+
+static double uniform(rng *r)
+{
+	r->s ^= r->s << 13;
+	r->s ^= r->s >> 7;
+	r->s ^= r->s << 17;
+	return ((r->s >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double gauss(rng *r)
+{
+	double u = uniform(r), v = uniform(r);
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Weights are bfloat16 values, as in a bf16 checkpoint: rounding them to
+ * bf16 changes nothing, only rounding activations does. */
+static void fill(float *w, size_t n, double mean, double std, uint64_t seed, uint64_t stream)
+{
+	rng r = rng_for(seed, stream);
+
+	for (size_t i = 0; i < n; i++)
+		w[i] = tb_bf16_to_f32(tb_f32_to_bf16((float)(mean + std * gauss(&r))));
+}
+
+/* Tensor streams: model-level ones, then 16 per layer. */
+enum { ST_EMBED = 1, ST_FINAL_NORM, ST_LM_HEAD, ST_MLP_BIAS, ST_TOKENS, ST_LAYER0 = 16 };
+
+demo_model *demo_model_new(const demo_config *cfg)
+{
+	size_t per_layer = 2 * H + (size_t)H * NH * HD * 2 + (size_t)H * NKV * HD * 2 + (size_t)3 * H * FF;
+	size_t total = (size_t)V * H * 2 + 2 * H + per_layer * (size_t)cfg->layers;
+	demo_model *m = calloc(1, sizeof *m);
+	float *p;
+
+	if (!m)
+		return NULL;
+	m->cfg = *cfg;
+	m->blob = malloc(total * sizeof *m->blob);
+	m->layer = calloc((size_t)cfg->layers, sizeof *m->layer);
+	m->tokens = malloc((size_t)cfg->seq * sizeof *m->tokens);
+	if (!m->blob || !m->layer || !m->tokens) {
+		demo_model_free(m);
+		return NULL;
+	}
+	p = m->blob;
+#define TAKE(n) (p += (n), p - (n))
+	m->embed = TAKE((size_t)V * H);
+	m->lm_head = TAKE((size_t)V * H);
+	m->final_norm = TAKE(H);
+	m->mlp_bias = TAKE(H);
+	fill(m->embed, (size_t)V * H, 0, EMBED_STD, cfg->seed, ST_EMBED);
+	fill(m->lm_head, (size_t)V * H, 0, LM_HEAD_STD, cfg->seed, ST_LM_HEAD);
+	fill(m->final_norm, H, 1, NORM_W_STD, cfg->seed, ST_FINAL_NORM);
+	fill(m->mlp_bias, H, 0, MLP_BIAS_STD, cfg->seed, ST_MLP_BIAS);
+	for (int l = 0; l < cfg->layers; l++) {
+		struct demo_layer *L = &m->layer[l];
+		uint64_t st = ST_LAYER0 + 16 * (uint64_t)l;
+		double hot = l == HOT_LAYER ? HOT_SCALE : 1;
+		L->in_norm = TAKE(H);
+		L->post_norm = TAKE(H);
+		L->wq = TAKE((size_t)NH * HD * H);
+		L->wo = TAKE((size_t)H * NH * HD);
+		L->wk = TAKE((size_t)NKV * HD * H);
+		L->wv = TAKE((size_t)NKV * HD * H);
+		L->wg = TAKE((size_t)FF * H);
+		L->wu = TAKE((size_t)FF * H);
+		L->wd = TAKE((size_t)H * FF);
+		fill(L->in_norm, H, 1, NORM_W_STD, cfg->seed, st + 0);
+		fill(L->post_norm, H, 1, NORM_W_STD, cfg->seed, st + 1);
+		fill(L->wq, (size_t)NH * HD * H, 0, 1 / sqrt(H), cfg->seed, st + 2);
+		fill(L->wk, (size_t)NKV * HD * H, 0, 1 / sqrt(H), cfg->seed, st + 3);
+		fill(L->wv, (size_t)NKV * HD * H, 0, 1 / sqrt(H), cfg->seed, st + 4);
+		fill(L->wo, (size_t)H * NH * HD, 0, 1 / sqrt(NH * HD), cfg->seed, st + 5);
+		fill(L->wg, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 6);
+		fill(L->wu, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 7);
+		fill(L->wd, (size_t)H * FF, 0, 1 / sqrt(FF) / (hot * hot), cfg->seed, st + 8);
+	}
+#undef TAKE
+	{
+		rng r = rng_for(cfg->seed, ST_TOKENS);
+		m->tokens[0] = BOS;
+		for (int i = 1; i < cfg->seq; i++)
+			m->tokens[i] = 2 + (int64_t)(uniform(&r) * (V - 2));
+	}
+	return m;
+}
+
+void demo_model_free(demo_model *m)
+{
+	if (!m)
+		return;
+	free(m->blob);
+	free(m->layer);
+	free(m->tokens);
+	free(m);
+}
+
+/* --- the forward pass --- */
+
+typedef struct fwd {
+	const demo_model *m;
+	demo_bugset bugs;
+	bool sub;
+	int S;
+	demo_run *run;
+	int failed;
+} fwd;
+
+static void emit(fwd *f, int layer, const char *tap, const float *x, int64_t cols)
+{
+	demo_run *r = f->run;
+	demo_tap *t, *grown;
+	size_t n = (size_t)f->S * (size_t)cols;
+
+	if (f->failed)
+		return;
+	grown = realloc(r->taps, (r->n_taps + 1) * sizeof *r->taps);
+	if (!grown) {
+		f->failed = 1;
+		return;
+	}
+	r->taps = grown;
+	t = &r->taps[r->n_taps];
+	t->data = malloc(n * sizeof *t->data);
+	if (!t->data) {
+		f->failed = 1;
+		return;
+	}
+	memcpy(t->data, x, n * sizeof *x);
+	t->layer = layer;
+	strcpy(t->tap, tap);
+	t->rows = f->S;
+	t->cols = cols;
+	r->n_taps++;
+}
+
+/* Round in place to bfloat16 (the dtype-precision bug: the hidden states
+ * between layers and the logits are kept in bf16; rounding inside the
+ * sublayers too would push this 4-layer model past rel_l2 1e-2) or to
+ * float16 (the hot layer of the nan-overflow bug: past 65504 is inf). */
+static void to_bf16(const fwd *f, float *x, size_t n)
+{
+	if (!DEMO_HAS(f->bugs, DTYPE_PRECISION))
+		return;
+	for (size_t i = 0; i < n; i++)
+		x[i] = tb_bf16_to_f32(tb_f32_to_bf16(x[i]));
+}
+
+static void to_f16(float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = tb_f16_to_f32(tb_f32_to_f16(x[i]));
+}
+
+/* y[rows, out] = x[rows, in] W^T for a torch-layout W [out, in]; transposed:
+ * y = x W, the weight read the wrong way round (square W only). */
+static void linear(const float *x, int rows, int in, const float *w, int out, float *y, bool transposed)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasNoTrans : CblasTrans, rows, out, in, 1.0f, x, in, w,
+		    transposed ? out : in, 0.0f, y, out);
+}
+
+static void rmsnorm(const fwd *f, const float *x, const float *w, bool unit_weight, float *y)
+{
+	float eps = DEMO_HAS(f->bugs, NORM_EPSILON) ? EPS_BUG : EPS;
+
+	for (int i = 0; i < f->S; i++) {
+		const float *xi = x + (size_t)i * H;
+		double ss = 0;
+		for (int c = 0; c < H; c++)
+			ss += (double)xi[c] * xi[c];
+		float inv = 1.0f / sqrtf((float)(ss / H) + eps);
+		for (int c = 0; c < H; c++) {
+			float wc = unit_weight ? 1.0f : DEMO_HAS(f->bugs, NORM_FORMULATION) ? 1.0f + w[c] : w[c];
+			y[(size_t)i * H + c] = xi[c] * inv * wc;
+		}
+	}
+}
+
+/* RMSNorm over one head's channels, unit weight (the qk-norm bug). */
+static void head_norm(float *v)
+{
+	double ss = 0;
+
+	for (int d = 0; d < HD; d++)
+		ss += (double)v[d] * v[d];
+	float inv = 1.0f / sqrtf((float)(ss / HD) + EPS);
+	for (int d = 0; d < HD; d++)
+		v[d] *= inv;
+}
+
+/* Rotate one head vector for position pos: HF rotate-half by default. */
+static void rope(const fwd *f, float *v, int pos)
+{
+	int rot = DEMO_HAS(f->bugs, PARTIAL_ROPE) ? HD / 2 : HD;
+	double theta = DEMO_HAS(f->bugs, ROPE_THETA) ? THETA_BUG : THETA;
+	float sign = DEMO_HAS(f->bugs, ROTATE_HALF_SIGN) ? -1.0f : 1.0f;
+	float out[HD];
+
+	if (DEMO_HAS(f->bugs, DECODE_POSITION) && pos >= ROPE_TABLE_BUG)
+		pos = ROPE_TABLE_BUG - 1;
+	memcpy(out, v, sizeof out);
+	for (int i = 0; i < rot / 2; i++) {
+		double ang = pos * pow(theta, -2.0 * i / rot);
+		float c = (float)cos(ang), s = sign * (float)sin(ang);
+		int a = i, b = i + rot / 2;
+		if (DEMO_HAS(f->bugs, ROPE_STYLE)) {
+			a = 2 * i;
+			b = 2 * i + 1;
+		}
+		out[a] = v[a] * c - v[b] * s;
+		out[b] = v[b] * c + v[a] * s;
+	}
+	memcpy(v, out, sizeof out);
+}
+
+/* q [S, NH*HD] and k [S, NKV*HD] in place: layout, qk-norm, RoPE. */
+static void position_qk(const fwd *f, float *q, float *k)
+{
+	float tmp[NH * HD];
+
+	for (int i = 0; i < f->S; i++) {
+		float *qi = q + (size_t)i * NH * HD, *ki = k + (size_t)i * NKV * HD;
+		if (DEMO_HAS(f->bugs, ATTENTION_LAYOUT)) {
+			for (int h = 0; h < NH; h++)
+				for (int d = 0; d < HD; d++)
+					tmp[h * HD + d] = qi[d * NH + h];
+			memcpy(qi, tmp, sizeof tmp);
+		}
+		for (int h = 0; h < NH; h++) {
+			if (DEMO_HAS(f->bugs, QK_NORM))
+				head_norm(qi + h * HD);
+			rope(f, qi + h * HD, i);
+		}
+		for (int g = 0; g < NKV; g++) {
+			if (DEMO_HAS(f->bugs, QK_NORM))
+				head_norm(ki + g * HD);
+			rope(f, ki + g * HD, i);
+		}
+	}
+}
+
+/* Scaled dot-product attention of every head: ctx [S, NH*HD]. */
+static void attend(const fwd *f, const float *q, const float *k, const float *v, float *ctx, float *p)
+{
+	int S = f->S;
+	float scale = DEMO_HAS(f->bugs, SOFTMAX_SCALE) ? 1.0f : 1.0f / sqrtf(HD);
+
+	for (int h = 0; h < NH; h++) {
+		int g = DEMO_HAS(f->bugs, GQA_REPEAT) ? h % NKV : h / GROUP;
+		for (int i = 0; i < S; i++) {
+			int lo = 0, hi = DEMO_HAS(f->bugs, ATTENTION_MASK) ? S - 1 : i;
+			const float *qi = q + (size_t)i * NH * HD + h * HD;
+			float mx = -INFINITY, sum = 0;
+			if (DEMO_HAS(f->bugs, SLIDING_WINDOW) && i - f->m->cfg.window + 1 > 0)
+				lo = i - f->m->cfg.window + 1;
+			for (int j = lo; j <= hi; j++) {
+				const float *kj = k + (size_t)j * NKV * HD + g * HD;
+				float s = 0;
+				for (int d = 0; d < HD; d++)
+					s += qi[d] * kj[d];
+				p[j] = s * scale;
+				if (p[j] > mx)
+					mx = p[j];
+			}
+			for (int j = lo; j <= hi; j++) {
+				p[j] = expf(p[j] - mx);
+				sum += p[j];
+			}
+			for (int j = lo; j <= hi; j++)
+				p[j] /= sum;
+			for (int d = 0; d < HD; d++) {
+				float acc = 0;
+				for (int j = lo; j <= hi; j++)
+					acc += p[j] * v[(size_t)j * NKV * HD + g * HD + d];
+				ctx[(size_t)i * NH * HD + h * HD + d] = acc;
+			}
+		}
+	}
+}
+
+static float silu(float x)
+{
+	return x / (1.0f + expf(-x));
+}
+
+static float gelu_tanh(float x)
+{
+	return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+
+typedef struct scratch {
+	float *x, *xn, *q, *k, *v, *ctx, *o, *h, *mn, *g, *u, *a, *mlp, *mlp0, *prev, *logits, *p;
+} scratch;
+
+static void mlp(fwd *f, int l, scratch *s)
+{
+	const struct demo_layer *L = &f->m->layer[l];
+	size_t n = (size_t)f->S * FF;
+	bool half = l == HOT_LAYER && DEMO_HAS(f->bugs, NAN_OVERFLOW);
+
+	if (half)
+		to_f16(s->mn, (size_t)f->S * H);
+	linear(s->mn, f->S, H, L->wg, FF, s->g, false);
+	linear(s->mn, f->S, H, L->wu, FF, s->u, false);
+	if (half) {
+		to_f16(s->g, n);
+		to_f16(s->u, n);
+	}
+	if (f->sub) {
+		emit(f, l, "mlp.gate", s->g, FF);
+		emit(f, l, "mlp.up", s->u, FF);
+	}
+	for (size_t i = 0; i < n; i++) {
+		float gate = s->g[i], up = s->u[i];
+		if (DEMO_HAS(f->bugs, MLP_GATING)) {
+			gate = s->u[i];
+			up = s->g[i];
+		}
+		s->a[i] = (DEMO_HAS(f->bugs, MLP_ACTIVATION) ? gelu_tanh(gate) : silu(gate)) * up;
+	}
+	if (half)
+		to_f16(s->a, n);
+	linear(s->a, f->S, FF, L->wd, H, s->mlp, false);
+	if (DEMO_HAS(f->bugs, MLP_BIAS))
+		for (int i = 0; i < f->S; i++)
+			for (int c = 0; c < H; c++)
+				s->mlp[(size_t)i * H + c] += f->m->mlp_bias[c];
+	if (half)
+		to_f16(s->mlp, (size_t)f->S * H);
+}
+
+static void layer(fwd *f, int l, scratch *s)
+{
+	const struct demo_layer *L = &f->m->layer[l];
+	size_t nx = (size_t)f->S * H;
+
+	memcpy(s->prev, s->x, nx * sizeof *s->x);
+	rmsnorm(f, s->x, L->in_norm, false, s->xn);
+	emit(f, l, "attn_norm", s->xn, H);
+
+	linear(s->xn, f->S, H, L->wq, NH * HD, s->q, false);
+	linear(s->xn, f->S, H, L->wk, NKV * HD, s->k, false);
+	linear(s->xn, f->S, H, L->wv, NKV * HD, s->v, false);
+	position_qk(f, s->q, s->k);
+	if (f->sub) {
+		emit(f, l, "attn.q", s->q, NH * HD);
+		emit(f, l, "attn.k", s->k, NKV * HD);
+		emit(f, l, "attn.v", s->v, NKV * HD);
+	}
+	attend(f, s->q, s->k, s->v, s->ctx, s->p);
+	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);
+	if (DEMO_HAS(f->bugs, SCALE_MULTIPLIER))
+		for (size_t i = 0; i < nx; i++)
+			s->o[i] *= SCALE_MULTIPLIER;
+	emit(f, l, "attn", s->o, H);
+
+	for (size_t i = 0; i < nx; i++)
+		s->h[i] = s->x[i] + s->o[i];
+	rmsnorm(f, s->h, L->post_norm, false, s->mn);
+	emit(f, l, "mlp_norm", s->mn, H);
+
+	mlp(f, l, s);
+	if (l == 0)
+		memcpy(s->mlp0, s->mlp, nx * sizeof *s->mlp);
+	emit(f, l, "mlp", DEMO_HAS(f->bugs, DUMP_DUPLICATE) ? s->mlp0 : s->mlp, H);
+
+	for (size_t i = 0; i < nx; i++)
+		s->x[i] = (DEMO_HAS(f->bugs, RESIDUAL_WIRING) ? s->mn[i] : s->h[i]) + s->mlp[i];
+	to_bf16(f, s->x, nx);
+	emit(f, l, "block", DEMO_HAS(f->bugs, DUMP_OFFSET) ? s->prev : s->x, H);
+}
+
+/* The ids the candidate embeds. */
+static void tokens_for(const fwd *f, int64_t *ids)
+{
+	const int64_t *t = f->m->tokens;
+
+	memcpy(ids, t, (size_t)f->S * sizeof *ids);
+	if (DEMO_HAS(f->bugs, TOKENIZER))
+		ids[TOKENIZER_BUG_POS] = 2 + (t[TOKENIZER_BUG_POS] - 2 + 101) % (V - 2);
+	if (DEMO_HAS(f->bugs, TOKENIZER_BOS))
+		memcpy(ids + 1, t, (size_t)(f->S - 1) * sizeof *ids);
+}
+
+int demo_forward(const demo_model *m, demo_bugset bugs, bool sub, demo_run *out)
+{
+	int S = m->cfg.seq;
+	size_t nx = (size_t)S * H;
+	fwd f = {m, bugs, sub, S, out, 0};
+	scratch s;
+	float *blob;
+	size_t need = nx * 8 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 2 + (size_t)S * FF * 3 +
+		      (size_t)S * V + (size_t)S;
+
+	memset(out, 0, sizeof *out);
+	out->seq = S;
+	out->tokens = malloc((size_t)S * sizeof *out->tokens);
+	blob = malloc(need * sizeof *blob);
+	if (!out->tokens || !blob) {
+		free(blob);
+		demo_run_free(out);
+		return -1;
+	}
+	{
+		float *p = blob;
+#define TAKE(n) (p += (n), p - (n))
+		s.x = TAKE(nx);
+		s.xn = TAKE(nx);
+		s.o = TAKE(nx);
+		s.h = TAKE(nx);
+		s.mn = TAKE(nx);
+		s.mlp = TAKE(nx);
+		s.mlp0 = TAKE(nx);
+		s.prev = TAKE(nx);
+		s.q = TAKE((size_t)S * NH * HD);
+		s.ctx = TAKE((size_t)S * NH * HD);
+		s.k = TAKE((size_t)S * NKV * HD);
+		s.v = TAKE((size_t)S * NKV * HD);
+		s.g = TAKE((size_t)S * FF);
+		s.u = TAKE((size_t)S * FF);
+		s.a = TAKE((size_t)S * FF);
+		s.logits = TAKE((size_t)S * V);
+		s.p = TAKE((size_t)S);
+#undef TAKE
+	}
+	/* Tiny matrices: one thread is fastest, and keeps runs reproducible. */
+	openblas_set_num_threads(1);
+
+	tokens_for(&f, out->tokens);
+	for (int i = 0; i < S; i++) {
+		int64_t t = out->tokens[i];
+		if (DEMO_HAS(bugs, EMBEDDING_WEIGHTS))
+			t = (t + 1) % V;
+		for (int c = 0; c < H; c++) {
+			float e = m->embed[(size_t)t * H + c];
+			s.x[(size_t)i * H + c] = DEMO_HAS(bugs, EMBEDDING_SCALE) ? e * sqrtf(H) : e;
+		}
+	}
+	to_bf16(&f, s.x, nx);
+	emit(&f, -1, "embed", s.x, H);
+
+	for (int l = 0; l < m->cfg.layers; l++)
+		layer(&f, l, &s);
+
+	rmsnorm(&f, s.x, m->final_norm, DEMO_HAS(bugs, FINAL_NORM), s.xn);
+	emit(&f, -1, "final_norm", s.xn, H);
+	linear(s.xn, S, H, DEMO_HAS(bugs, TIED_EMBEDDINGS) ? m->embed : m->lm_head, V, s.logits, false);
+	if (DEMO_HAS(bugs, LM_HEAD)) {
+		/* Logit v from row v+1: rotate each row left by one. */
+		for (int i = 0; i < S; i++) {
+			float *row = s.logits + (size_t)i * V, first = row[0];
+			memmove(row, row + 1, (V - 1) * sizeof *row);
+			row[V - 1] = first;
+		}
+	}
+	to_bf16(&f, s.logits, (size_t)S * V);
+	emit(&f, -1, "logits", s.logits, V);
+
+	free(blob);
+	if (f.failed) {
+		demo_run_free(out);
+		return -1;
+	}
+	return 0;
+}
+
+void demo_run_free(demo_run *r)
+{
+	for (size_t i = 0; i < r->n_taps; i++)
+		free(r->taps[i].data);
+	free(r->taps);
+	free(r->tokens);
+	memset(r, 0, sizeof *r);
+}
+
+const demo_tap *demo_run_find(const demo_run *r, int layer, const char *tap)
+{
+	for (size_t i = 0; i < r->n_taps; i++)
+		if (r->taps[i].layer == layer && !strcmp(r->taps[i].tap, tap))
+			return &r->taps[i];
+	return NULL;
+}

@@ -1,0 +1,73 @@
+/*
+ * demomodel: a tiny Llama-style decoder (token embedding, RMSNorm, RoPE
+ * rotate-half, grouped-query causal attention, SwiGLU MLP, final norm,
+ * lm_head) with seeded weights, run on a seeded token sequence.  The
+ * forward pass records every sublayer's output as a tap and can inject any
+ * set of the bugs of demobugs.h, which is how mkdemo makes the reference
+ * (no bugs) and the candidate of a sample pair.
+ *
+ * The model owns its weights; a run owns its taps and tokens.  Nothing is
+ * printed; allocation failure is reported as -1 / NULL.
+ */
+#ifndef TB_DEMOMODEL_H
+#define TB_DEMOMODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "demobugs.h"
+
+/* Fixed dimensions of the demo model. */
+#define DEMO_HIDDEN 64
+#define DEMO_HEADS 8
+#define DEMO_KV_HEADS 2
+#define DEMO_HEAD_DIM 8
+#define DEMO_MLP 128
+#define DEMO_VOCAB 256
+
+#define DEMO_MIN_LAYERS 2
+#define DEMO_MAX_LAYERS 64
+#define DEMO_MIN_SEQ 8
+#define DEMO_MAX_SEQ 2048
+
+typedef struct demo_config {
+	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
+	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
+	int window;    /* the sliding-window bug's window, >= 1 */
+	uint64_t seed; /* weights and tokens */
+} demo_config;
+
+/* Defaults: 4 layers, 16 positions, window 8, seed 1. */
+void demo_config_init(demo_config *cfg);
+
+typedef struct demo_model demo_model;
+
+demo_model *demo_model_new(const demo_config *cfg);
+void demo_model_free(demo_model *m);
+
+/* One recorded activation, [rows, cols] = [seq, width] (batch 1 implied). */
+typedef struct demo_tap {
+	int layer;    /* -1 for embed, final_norm, logits */
+	char tap[16]; /* canonical tap name: "attn", "attn.q", ... */
+	int64_t rows, cols;
+	float *data;
+} demo_tap;
+
+typedef struct demo_run {
+	demo_tap *taps; /* forward order */
+	size_t n_taps;
+	int64_t *tokens; /* the ids the run embedded, [seq] */
+	int seq;
+} demo_run;
+
+/* Run the model with the given bugs (0: the reference).  sub: also record
+ * attn.q, attn.k (after RoPE), attn.v, mlp.gate and mlp.up.  Fills *out;
+ * -1 when out of memory (*out is then empty). */
+int demo_forward(const demo_model *m, demo_bugset bugs, bool sub, demo_run *out);
+void demo_run_free(demo_run *r);
+
+/* The recorded tap for a cell, or NULL. */
+const demo_tap *demo_run_find(const demo_run *r, int layer, const char *tap);
+
+#endif

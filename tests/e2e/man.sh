@@ -1,0 +1,94 @@
+#!/bin/sh
+# The manual pages: each lints clean with mandoc and renders; tbisect(1)
+# lists every long option of ui/options.c; tbisect-dumps(5) lists every
+# naming convention of src/naming.c; and every ".Dl $ COMMAND" example runs
+# from a copy of the build's samples with the exit status the page's
+# preceding ".\" test: exit N [grep TEXT]" comment gives (0 when absent),
+# TEXT in its output, and nothing on standard error (STYLE.md 15: the
+# manual's examples are tests).
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+M=$top_srcdir/man
+# Every page in man/, so a new page is linted and its examples run too.
+PAGES=$(cd "$M" && ls -- *.[1-9])
+T=$TAP_TMP
+
+if ! command -v mandoc >/dev/null 2>&1; then
+	skip "manual pages" "mandoc not installed (scripts/setup-deps.sh installs it)"
+	tap_done
+fi
+
+BS=$(printf '\b')
+
+# render PAGE: the page as plain text (no overstrike), wide enough that no table wraps.
+render() {
+	mandoc -Tascii -O width=200 "$M/$1" | sed "s/.$BS//g"
+}
+
+for page in $PAGES; do
+	expect_exit 0 "$page: mandoc -Tlint exits 0" mandoc -Tlint -W warning "$M/$page"
+	check_that "$page: no lint messages" test ! -s "$TAP_OUT" -a ! -s "$TAP_ERR"
+	render "$page" >"$T/$page.txt"
+	check_that "$page: renders with its NAME section" grep -q '^NAME$' "$T/$page.txt"
+	check_that "$page: renders SEE ALSO" grep -q '^SEE ALSO$' "$T/$page.txt"
+done
+
+# Every long option of the option table is documented.
+opts=$(awk '/long_opts\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/ui/options.c" |
+	sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p')
+check_that "ui/options.c has options to check" test -n "$opts"
+for o in $opts; do
+	check_that "tbisect.1 documents --$o" grep -q -e "--$o\\b" "$T/tbisect.1.txt"
+done
+for c in check ls; do
+	check_that "tbisect.1 documents the $c command" grep -q "^     tbisect $c \\[options\\]" "$T/tbisect.1.txt"
+done
+
+# Every convention of the naming table is listed, in its order.
+awk '/tb_conventions\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/naming.c" |
+	sed -n 's/^[[:space:]]*{"\([^"]*\)",.*/\1/p' | sed -e 's/{N}/N/g' -e 's/{T}/TAP/g' >"$T/conv"
+check_that "src/naming.c has conventions to check" test -s "$T/conv"
+awk 'NR == FNR { want[++n] = $0; next }
+	$1 == want[i + 1] { i++ }
+	END { if (i < n) { print want[i + 1]; exit 1 } }' "$T/conv" "$T/tbisect-dumps.5.txt" >"$T/conv.missing"
+check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") conventions of src/naming.c in order" \
+	test ! -s "$T/conv.missing"
+[ -s "$T/conv.missing" ] && diag "first one missing: $(cat "$T/conv.missing")"
+
+# The examples, run where the pages say: the build directory (a copy of its samples).
+bin=$(cd "$top_builddir" && pwd)
+US=$(printf '\037')
+mkdir -p "$T/run/samples"
+cp -R "$top_builddir/samples/pair" "$top_builddir/samples/walkthrough" "$T/run/samples/" ||
+	bail_out "no generated samples in $top_builddir/samples"
+ln -s "$bin/samples/mkdemo" "$T/run/samples/mkdemo"
+for page in $PAGES; do
+	# One line per example: CODE, GREP and COMMAND separated by \037.
+	awk '/^\.\\" test: exit [0-9]+/ { code = $0; sub(/^\.\\" test: exit /, "", code)
+		want = ""; if (code ~ / grep /) { want = code; sub(/^[0-9]+ grep /, "", want) }
+		sub(/ .*/, "", code); next }
+	/^\.Dl \$ / { sub(/^\.Dl \$ /, ""); printf "%s\037%s\037%s\n", code == "" ? 0 : code, want, $0; code = want = "" }' \
+		"$M/$page" >"$T/$page.examples"
+	check_that "$page has tested examples" test -s "$T/$page.examples"
+	while IFS=$US read -r code want cmd; do
+		case $cmd in
+		*\\*) not_ok "$page: example has an escape, the reader would not see it: $cmd"; continue ;;
+		esac
+		TAP_RC=0
+		(cd "$T/run" && PATH=$bin:$PATH sh -c "$cmd") </dev/null >"$TAP_OUT" 2>"$TAP_ERR" || TAP_RC=$?
+		if [ "$TAP_RC" -ne "$code" ]; then
+			not_ok "$page: $cmd" "exit status $TAP_RC, expected $code"
+			diag_file "$TAP_ERR"
+		elif [ -n "$want" ] && ! grep -F -q -- "$want" "$TAP_OUT"; then
+			not_ok "$page: $cmd" "output does not say '$want'"
+			diag_file "$TAP_OUT"
+		elif [ -s "$TAP_ERR" ]; then
+			not_ok "$page: $cmd" "wrote to standard error"
+			diag_file "$TAP_ERR"
+		else
+			ok "$page: $cmd"
+		fi
+	done <"$T/$page.examples"
+done
+
+tap_done

@@ -1,0 +1,52 @@
+#!/bin/sh
+# README's "Samples" section is true: its table of bugs says what
+# `mkdemo --expect` says, and its commands run as written from a copy of
+# the build directory, with the output their comments announce.
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+MKDEMO=$top_builddir/samples/mkdemo
+T=$TAP_TMP
+
+sed -n '/^Samples$/,/^Dumping your own models$/p' "$top_srcdir/README" >"$T/samples"
+check_that "README has a Samples section" test -s "$T/samples"
+
+# The table: "  NAME   CELL[, CELL with --sub | , CELL at --seq 128]".
+"$MKDEMO" --list | awk '{print $1}' >"$T/bugs"
+while read -r bug; do
+	row=$(grep -E "^  $bug {2,}" "$T/samples" | sed -E "s/^  $bug +//")
+	want=$("$MKDEMO" --expect "$bug")
+	sub=$("$MKDEMO" --expect "$bug" --sub)
+	long=$("$MKDEMO" --expect "$bug" --seq 128)
+	line=$want
+	[ "$sub" != "$want" ] && line="$want, $sub with --sub"
+	[ "$long" != "$want" ] && line="$want, $long at --seq 128"
+	if [ "$row" = "$line" ]; then ok "README table: $bug $line"; else not_ok "README table: $bug" "README says '$row', mkdemo --expect '$line'"; fi
+done <"$T/bugs"
+
+# The commands (4-space indented), run in a copy of the build directory.
+bin=$(cd "$top_builddir" && pwd)
+mkdir -p "$T/build/samples"
+ln -s "$bin/tbisect" "$T/build/tbisect"
+ln -s "$bin/samples/mkdemo" "$T/build/samples/mkdemo"
+cp -R "$top_builddir/samples/pair" "$top_builddir/samples/walkthrough" "$T/build/samples/"
+cwd=$T
+sed -n 's/^    \(cd build\|\.\/tbisect .*\|samples\/mkdemo .*\)$/\1/p' "$T/samples" >"$T/cmds"
+check_that "README Samples has commands" test "$(wc -l <"$T/cmds")" -ge 8
+while read -r cmd; do
+	case $cmd in
+	"cd build") cwd=$T/build; ok "README: cd build"; continue ;;
+	esac
+	says=$(printf '%s\n' "$cmd" | sed -n 's/.*# \(first divergence: .*\|verdict: .*\)$/\1/p')
+	TAP_RC=0
+	(cd "$cwd" && sh -c "$cmd") </dev/null >"$TAP_OUT" 2>"$TAP_ERR" || TAP_RC=$?
+	if [ "$TAP_RC" -gt 1 ] || [ -s "$TAP_ERR" ]; then
+		not_ok "README: $cmd" "exit status $TAP_RC"
+		diag_file "$TAP_ERR"
+	elif [ -n "$says" ] && ! grep -q "^$says\$" "$TAP_OUT"; then
+		not_ok "README: $cmd" "output does not say '$says'"
+	else
+		ok "README: $cmd"
+	fi
+done <"$T/cmds"
+
+tap_done

@@ -1,0 +1,346 @@
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "demobugs.h"
+#include "demomodel.h"
+#include "dtype.h"
+#include "testutil.h"
+
+#define BUG(id) ((demo_bugset)1 << DEMO_BUG_##id)
+
+/* The reference and a candidate of the default model (or of cfg). */
+typedef struct pair {
+	demo_model *m;
+	demo_run ref, cand;
+} pair;
+
+static void pair_run(pair *p, const demo_config *cfg, demo_bugset bugs, bool sub)
+{
+	demo_config def;
+
+	demo_config_init(&def);
+	p->m = demo_model_new(cfg ? cfg : &def);
+	assert_non_null(p->m);
+	assert_int_equal(demo_forward(p->m, 0, sub, &p->ref), 0);
+	assert_int_equal(demo_forward(p->m, bugs, sub, &p->cand), 0);
+	assert_int_equal(p->ref.n_taps, p->cand.n_taps);
+}
+
+static void pair_free(pair *p)
+{
+	demo_run_free(&p->ref);
+	demo_run_free(&p->cand);
+	demo_model_free(p->m);
+}
+
+static const demo_tap *tap(const demo_run *r, int layer, const char *name)
+{
+	const demo_tap *t = demo_run_find(r, layer, name);
+
+	if (!t)
+		fail_msg("no tap %d %s", layer, name);
+	return t;
+}
+
+/* Rows [lo, hi) of a tap bit-identical between the two runs? */
+static bool rows_equal(const pair *p, const demo_tap *t, int64_t lo, int64_t hi)
+{
+	const demo_tap *c = tap(&p->cand, t->layer, t->tap);
+
+	return !memcmp(t->data + lo * t->cols, c->data + lo * t->cols, (size_t)((hi - lo) * t->cols) * sizeof(float));
+}
+
+static void test_taps_in_forward_order(void **state)
+{
+	static const char *layer_taps[] = {"attn_norm", "attn.q", "attn.k", "attn.v", "attn",
+					   "mlp_norm", "mlp.gate", "mlp.up", "mlp", "block"};
+	demo_config cfg;
+	demo_model *m;
+	demo_run r;
+	size_t k = 0;
+
+	(void)state;
+	demo_config_init(&cfg);
+	cfg.layers = 3;
+	m = demo_model_new(&cfg);
+	assert_int_equal(demo_forward(m, 0, true, &r), 0);
+	assert_int_equal(r.n_taps, 1 + 3 * 10 + 2);
+	assert_string_equal(r.taps[k++].tap, "embed");
+	for (int l = 0; l < 3; l++)
+		for (size_t i = 0; i < 10; i++, k++) {
+			assert_int_equal(r.taps[k].layer, l);
+			assert_string_equal(r.taps[k].tap, layer_taps[i]);
+		}
+	assert_string_equal(r.taps[k++].tap, "final_norm");
+	assert_string_equal(r.taps[k].tap, "logits");
+	assert_int_equal(r.taps[k].cols, DEMO_VOCAB);
+	assert_int_equal(tap(&r, 0, "attn.k")->cols, DEMO_KV_HEADS * DEMO_HEAD_DIM);
+	assert_int_equal(tap(&r, 0, "mlp.up")->cols, DEMO_MLP);
+	assert_int_equal(r.tokens[0], 1);
+	demo_run_free(&r);
+	assert_int_equal(demo_forward(m, 0, false, &r), 0);
+	assert_int_equal(r.n_taps, 1 + 3 * 5 + 2);
+	demo_run_free(&r);
+	demo_model_free(m);
+}
+
+static void test_none_is_exact_and_finite(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, 0, true);
+	for (size_t i = 0; i < p.ref.n_taps; i++) {
+		const demo_tap *t = &p.ref.taps[i];
+		assert_true(rows_equal(&p, t, 0, t->rows));
+		for (int64_t j = 0; j < t->rows * t->cols; j++)
+			assert_true(isfinite(t->data[j]));
+	}
+	pair_free(&p);
+}
+
+/* Causal attention: a token only changes its own and later positions. */
+static void test_causal(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(TOKENIZER), false);
+	assert_int_not_equal(p.ref.tokens[5], p.cand.tokens[5]);
+	for (size_t i = 0; i < p.ref.n_taps; i++) {
+		const demo_tap *t = &p.ref.taps[i];
+		assert_true(rows_equal(&p, t, 0, 5));
+		assert_false(rows_equal(&p, t, 5, 6));
+	}
+	pair_free(&p);
+}
+
+/* RoPE rotates nothing at position 0, so position 0 never sees a RoPE bug. */
+static void test_rope_bugs_spare_position_0(void **state)
+{
+	const demo_bugset bugs[] = {BUG(ROPE_STYLE), BUG(ROPE_THETA), BUG(ROTATE_HALF_SIGN), BUG(PARTIAL_ROPE)};
+
+	(void)state;
+	for (size_t b = 0; b < sizeof bugs / sizeof *bugs; b++) {
+		pair p;
+		pair_run(&p, NULL, bugs[b], true);
+		for (size_t i = 0; i < p.ref.n_taps; i++)
+			assert_true(rows_equal(&p, &p.ref.taps[i], 0, 1));
+		assert_false(rows_equal(&p, tap(&p.ref, 0, "attn.q"), 1, 2));
+		assert_true(rows_equal(&p, tap(&p.ref, 0, "attn.v"), 0, p.ref.seq));
+		pair_free(&p);
+	}
+}
+
+/* Rows before the bug's first position are exact at every tap. */
+static void check_from_position(const demo_config *cfg, demo_bugset bug, int from)
+{
+	pair p;
+
+	pair_run(&p, cfg, bug, false);
+	for (size_t i = 0; i < p.ref.n_taps; i++)
+		assert_true(rows_equal(&p, &p.ref.taps[i], 0, from));
+	assert_false(rows_equal(&p, tap(&p.ref, 0, "attn"), from, from + 1));
+	pair_free(&p);
+}
+
+static void test_window_and_decode_position(void **state)
+{
+	demo_config cfg;
+
+	(void)state;
+	demo_config_init(&cfg);
+	check_from_position(&cfg, BUG(SLIDING_WINDOW), 8);
+	cfg.window = 5;
+	check_from_position(&cfg, BUG(SLIDING_WINDOW), 5);
+	cfg.seq = 128;
+	check_from_position(&cfg, BUG(DECODE_POSITION), 100);
+}
+
+static void test_gqa_leaves_projections(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(GQA_REPEAT), true);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "attn.q"), 0, p.ref.seq));
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "attn.k"), 0, p.ref.seq));
+	assert_false(rows_equal(&p, tap(&p.ref, 0, "attn"), 0, 1));
+	pair_free(&p);
+}
+
+/* cand[i] == k * ref[i] for every element of a tap. */
+static void assert_scaled(const pair *p, int layer, const char *name, float k)
+{
+	const demo_tap *r = tap(&p->ref, layer, name), *c = tap(&p->cand, layer, name);
+
+	for (int64_t i = 0; i < r->rows * r->cols; i++)
+		assert_near(c->data[i], k * r->data[i], 1e-6 * fabs(r->data[i]));
+}
+
+static void test_scales(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(EMBEDDING_SCALE), false);
+	assert_scaled(&p, -1, "embed", 8.0f);
+	pair_free(&p);
+	pair_run(&p, NULL, BUG(SCALE_MULTIPLIER), false);
+	assert_scaled(&p, 0, "attn", 0.5f);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "attn_norm"), 0, p.ref.seq));
+	pair_free(&p);
+}
+
+static void test_dump_bugs(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(DUMP_OFFSET), false);
+	assert_memory_equal(tap(&p.cand, 0, "block")->data, tap(&p.ref, -1, "embed")->data, 16 * 64 * sizeof(float));
+	for (int l = 1; l < 4; l++)
+		assert_memory_equal(tap(&p.cand, l, "block")->data, tap(&p.ref, l - 1, "block")->data,
+				    16 * 64 * sizeof(float));
+	assert_true(rows_equal(&p, tap(&p.ref, 3, "mlp"), 0, 16));
+	pair_free(&p);
+	pair_run(&p, NULL, BUG(DUMP_DUPLICATE), false);
+	for (int l = 0; l < 4; l++)
+		assert_memory_equal(tap(&p.cand, l, "mlp")->data, tap(&p.ref, 0, "mlp")->data, 16 * 64 * sizeof(float));
+	assert_true(rows_equal(&p, tap(&p.ref, 3, "block"), 0, 16));
+	pair_free(&p);
+}
+
+static void test_tokens(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(TOKENIZER_BOS), false);
+	assert_int_equal(p.cand.tokens[0], 1);
+	assert_int_equal(p.cand.tokens[1], 1);
+	for (int i = 2; i < 16; i++)
+		assert_int_equal(p.cand.tokens[i], p.ref.tokens[i - 1]);
+	assert_memory_equal(tap(&p.cand, -1, "embed")->data + 64, tap(&p.ref, -1, "embed")->data, 15 * 64 * sizeof(float));
+	pair_free(&p);
+}
+
+static size_t nonfinite(const demo_tap *t)
+{
+	size_t n = 0;
+
+	for (int64_t i = 0; i < t->rows * t->cols; i++)
+		n += !isfinite(t->data[i]);
+	return n;
+}
+
+static void test_overflow_and_precision(void **state)
+{
+	pair p;
+
+	(void)state;
+	pair_run(&p, NULL, BUG(NAN_OVERFLOW), false);
+	assert_int_equal(nonfinite(tap(&p.ref, 1, "mlp")), 0);
+	assert_true(nonfinite(tap(&p.cand, 1, "mlp")) > 0);
+	assert_int_equal(nonfinite(tap(&p.cand, 1, "mlp_norm")), 0);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "block"), 0, 16));
+	pair_free(&p);
+	pair_run(&p, NULL, BUG(DTYPE_PRECISION), false);
+	for (int l = 0; l < 4; l++) {
+		const demo_tap *t = tap(&p.cand, l, "block");
+		for (int64_t i = 0; i < t->rows * t->cols; i++)
+			assert_true(t->data[i] == tb_bf16_to_f32(tb_f32_to_bf16(t->data[i])));
+	}
+	/* The weights are bf16 values already: the embeddings are exact. */
+	assert_true(rows_equal(&p, tap(&p.ref, -1, "embed"), 0, 16));
+	assert_false(rows_equal(&p, tap(&p.ref, 0, "block"), 0, 16));
+	pair_free(&p);
+}
+
+static void test_parse(void **state)
+{
+	demo_bugset s;
+	char msg[128], buf[256];
+
+	(void)state;
+	assert_int_equal(demo_bugs_parse("none", &s, msg, sizeof msg), 0);
+	assert_true(s == 0);
+	assert_int_equal(demo_bugs_parse("mlp-gating,rope-style", &s, msg, sizeof msg), 0);
+	assert_true(s == (BUG(MLP_GATING) | BUG(ROPE_STYLE)));
+	demo_bugs_format(s, buf, sizeof buf);
+	assert_string_equal(buf, "rope-style,mlp-gating");
+	demo_bugs_format(0, buf, sizeof buf);
+	assert_string_equal(buf, "none");
+	assert_int_equal(demo_bugs_parse("rope", &s, msg, sizeof msg), -1);
+	assert_string_equal(msg, "unknown bug 'rope' (mkdemo --list shows them)");
+	assert_int_equal(demo_bugs_parse("rope-style,", &s, msg, sizeof msg), -1);
+	assert_string_equal(msg, "bug list 'rope-style,' ends with a comma");
+	assert_int_equal(demo_bugs_parse("rope-style,,lm-head", &s, msg, sizeof msg), -1);
+	assert_string_equal(msg, "unknown bug '' (mkdemo --list shows them)");
+	assert_int_equal(demo_bugs_parse("", &s, msg, sizeof msg), -1);
+	assert_string_equal(msg, "empty bug list");
+}
+
+static void expect_is(const char *bugs, demo_expect_ctx ctx, const char *want)
+{
+	demo_bugset s;
+	char msg[128], got[64];
+
+	assert_int_equal(demo_bugs_parse(bugs, &s, msg, sizeof msg), 0);
+	demo_expect(s, &ctx, got, sizeof got);
+	if (strcmp(got, want))
+		fail_msg("expect %s: got %s, want %s", bugs, got, want);
+}
+
+static void test_expect(void **state)
+{
+	demo_expect_ctx def = {4, 16, 8, false}, sub = {4, 16, 8, true}, deep = {9, 128, 8, false};
+
+	(void)state;
+	expect_is("none", def, "match");
+	expect_is("dtype-precision", def, "close");
+	expect_is("rope-style", def, "L0.attn");
+	expect_is("rope-style", sub, "L0.attn.q");
+	expect_is("gqa-repeat", sub, "L0.attn");
+	expect_is("weight-mapping", def, "L2.attn");
+	expect_is("weight-mapping", deep, "L4.attn");
+	expect_is("decode-position", def, "match");
+	expect_is("decode-position", deep, "L0.attn");
+	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false}, "match");
+	expect_is("sliding-window", def, "L0.attn");
+	expect_is("tied-embeddings,mlp-activation,rope-style", def, "L0.attn");
+	expect_is("tied-embeddings,mlp-activation", def, "L0.mlp");
+	expect_is("lm-head,final-norm", def, "final_norm");
+	expect_is("dtype-precision,lm-head", def, "logits");
+	expect_is("dump-duplicate,nan-overflow,weight-mapping", def, "L1.mlp");
+	expect_is("norm-epsilon,embedding-scale", def, "embed");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_taps_in_forward_order),
+		cmocka_unit_test(test_none_is_exact_and_finite),
+		cmocka_unit_test(test_causal),
+		cmocka_unit_test(test_rope_bugs_spare_position_0),
+		cmocka_unit_test(test_window_and_decode_position),
+		cmocka_unit_test(test_gqa_leaves_projections),
+		cmocka_unit_test(test_scales),
+		cmocka_unit_test(test_dump_bugs),
+		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_overflow_and_precision),
+		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_expect),
+	};
+
+	return cmocka_run_group_tests_name("demomodel", tests, NULL, NULL);
+}
