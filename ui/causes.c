@@ -1,0 +1,93 @@
+/*
+ * The causes pane: the ranked causes of the first divergence, each with its
+ * score, why (the measured facts that matched) and look_at (what to check
+ * in the reference forward).  Until diagnosis rules are loaded it says so;
+ * it never invents causes.
+ */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "doc.h"
+#include "theme.h"
+#include "tui.h"
+
+void causes_lines(tui *t, doc *dc)
+{
+	long first = tui_first_divergence(t);
+	char name[128];
+
+	tui_cell_label(t, first, name, sizeof name);
+	doc_line(dc, ui_attr(UI_TITLE), "causes  (of the first divergence: %s)", name);
+	if (t->job) {
+		doc_line(dc, ui_attr(UI_DIM), "  the comparison is still running");
+		return;
+	}
+	if (first < 0) {
+		doc_line(dc, ui_attr(UI_DIM), "  none: no cell diverged");
+		return;
+	}
+	if (!t->rules_loaded) {
+		doc_line(dc, ui_attr(UI_DIM), "  no diagnosis rules loaded: causes are not ranked in this build");
+		return;
+	}
+	if (t->causes.n == 0) {
+		doc_line(dc, ui_attr(UI_DIM), "  no rule matched the measured facts");
+		return;
+	}
+	for (size_t i = 0; i < t->causes.n; i++) {
+		const tb_cause *c = &t->causes.v[i];
+		doc_line(dc, ui_attr(i == 0 ? UI_BAD : UI_HEADER), "  %zu. %s  score %.2f", i + 1, c->id, c->score);
+		doc_line(dc, ui_attr(UI_LABEL), "     why:");
+		doc_wrap(dc, 0, "", 8, c->why);
+		doc_line(dc, ui_attr(UI_LABEL), "     look at:");
+		doc_wrap(dc, 0, "", 8, c->look_at);
+	}
+}
+
+static int causes_len(tui *t)
+{
+	doc dc = {t->wmain, 0, 1 << 20, getmaxy(t->wmain)};
+
+	causes_lines(t, &dc);
+	return dc.y;
+}
+
+static void causes_draw(tui *t, WINDOW *w)
+{
+	doc dc = {w, 0, t->causes_scroll, getmaxy(w)};
+
+	ui_put(w, 0, 0, ui_attr(UI_TITLE), "causes pane   (Esc/q back, Up/Down scroll)");
+	causes_lines(t, &dc);
+}
+
+/* Scrolling shared by the causes and help screens. */
+unsigned doc_scroll_action(tui *t, tb_action a, int *scroll, int lines)
+{
+	int h = getmaxy(t->wmain), page = h - 2;
+
+	switch (a) {
+	case TB_ACT_UP: (*scroll)--; break;
+	case TB_ACT_DOWN: (*scroll)++; break;
+	case TB_ACT_PAGE_UP: *scroll -= page; break;
+	case TB_ACT_PAGE_DOWN: *scroll += page; break;
+	case TB_ACT_TOP: *scroll = 0; break;
+	case TB_ACT_BOTTOM: *scroll = lines; break;
+	case TB_ACT_BACK:
+	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
+	default: return 0;
+	}
+	*scroll = doc_clamp(*scroll, lines, h);
+	return UI_HANDLED | UI_REDRAW;
+}
+
+static unsigned causes_action(tui *t, tb_action a)
+{
+	return doc_scroll_action(t, a, &t->causes_scroll, causes_len(t));
+}
+
+const screen_ops causes_screen = {
+	.name = "causes",
+	.draw = causes_draw,
+	.action = causes_action,
+};

@@ -1,0 +1,65 @@
+/*
+ * The help screen, generated from the keymap (ui/keymap.c) and the command
+ * table (ui/cmdline.c): nothing here lists a key or a command by hand.
+ */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "doc.h"
+#include "metric.h"
+#include "theme.h"
+#include "tui.h"
+
+static void help_lines(tui *t, doc *dc)
+{
+	char keys[128];
+
+	doc_line(dc, ui_attr(UI_TITLE), "keys");
+	for (int a = 1; a < TB_ACT_COUNT; a++) {
+		tb_action_keys((tb_action)a, keys, sizeof keys);
+		char prefix[160];
+		snprintf(prefix, sizeof prefix, "  %-16s %-17s ", keys, tb_action_infos[a].name);
+		doc_wrap(dc, 0, prefix, 37, tb_action_infos[a].help);
+	}
+	doc_line(dc, 0, "%s", "");
+	doc_line(dc, ui_attr(UI_TITLE), "commands  (after ':'; Tab completes commands, cells and tensor names)");
+	for (size_t i = 0; i < ui_n_cmds; i++) {
+		char prefix[160];
+		snprintf(prefix, sizeof prefix, "  %-34s ", ui_cmds[i].usage);
+		doc_wrap(dc, 0, prefix, 37, ui_cmds[i].help);
+	}
+	doc_line(dc, 0, "%s", "");
+	doc_line(dc, ui_attr(UI_TITLE), "cells");
+	doc_line(dc, 0, "  . match   ~ close   X diverged   - missing (one side only)   ? not compared yet");
+	doc_line(dc, 0, "  blank: not dumped.  The number is the chosen metric; the color its log scale.");
+	doc_line(dc, 0, "  colors: %s (NO_COLOR=1 for none)", ui_theme_mode_name());
+	(void)t;
+}
+
+static int help_len(tui *t)
+{
+	doc dc = {t->wmain, 0, 1 << 20, getmaxy(t->wmain)};
+
+	help_lines(t, &dc);
+	return dc.y;
+}
+
+static void help_draw(tui *t, WINDOW *w)
+{
+	doc dc = {w, 0, t->help_scroll, getmaxy(w)};
+
+	ui_put(w, 0, 0, ui_attr(UI_TITLE), "tbisect help   (Esc/q back, Up/Down scroll)");
+	help_lines(t, &dc);
+}
+
+static unsigned help_action(tui *t, tb_action a)
+{
+	return doc_scroll_action(t, a, &t->help_scroll, help_len(t));
+}
+
+const screen_ops help_screen = {
+	.name = "help",
+	.draw = help_draw,
+	.action = help_action,
+};
