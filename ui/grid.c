@@ -184,6 +184,12 @@ void grid_relayout(grid *g)
 			g->vrows[g->n_vrows++] = r;
 	if (g->cur_c >= g->n_vcols)
 		g->cur_c = g->n_vcols > 0 ? g->n_vcols - 1 : 0;
+	/* A folded-away sub-tap hands the cursor to its parent tap. */
+	if (sel >= 0 && !find_shown(g, sel, &vr, &vc) && grid_col_is_sub(g, g->col_of[sel])) {
+		int pc = col_index(g, tb_tap_parent(g->cols[g->col_of[sel]]));
+		if (pc >= 0)
+			sel = g->at[g->row_of[sel] * g->n_cols + pc];
+	}
 	if (sel >= 0 && find_shown(g, sel, &vr, &vc)) {
 		g->cur_r = vr;
 		g->cur_c = vc;

@@ -117,7 +117,7 @@ static void draw_header(tui *t, WINDOW *w)
 		x += 18;
 	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", p->n_pairs, p->n_unp[0], p->n_unp[1]);
-	ui_put(w, 1, 0, ui_attr(UI_HEADER), "atol %.0e rtol %.0e diverge %.0e  ref %s  cand %s", t->tol.atol,
+	ui_put(w, 1, 0, ui_attr(UI_HEADER), "atol %g rtol %g diverge %g  ref %s  cand %s", t->tol.atol,
 	       t->tol.rtol, t->tol.diverge, t->sess.ref_path, t->sess.cand_path);
 }
 

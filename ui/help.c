@@ -19,15 +19,15 @@ static void help_lines(tui *t, doc *dc)
 	for (int a = 1; a < TB_ACT_COUNT; a++) {
 		tb_action_keys((tb_action)a, keys, sizeof keys);
 		char prefix[160];
-		snprintf(prefix, sizeof prefix, "  %-16s %-17s ", keys, tb_action_infos[a].name);
-		doc_wrap(dc, 0, prefix, 37, tb_action_infos[a].help);
+		snprintf(prefix, sizeof prefix, "  %-20s %-17s ", keys, tb_action_infos[a].name);
+		doc_wrap(dc, 0, prefix, 41, tb_action_infos[a].help);
 	}
 	doc_line(dc, 0, "%s", "");
 	doc_line(dc, ui_attr(UI_TITLE), "commands  (after ':'; Tab completes commands, cells and tensor names)");
 	for (size_t i = 0; i < ui_n_cmds; i++) {
 		char prefix[160];
-		snprintf(prefix, sizeof prefix, "  %-34s ", ui_cmds[i].usage);
-		doc_wrap(dc, 0, prefix, 37, ui_cmds[i].help);
+		snprintf(prefix, sizeof prefix, "  %-38s ", ui_cmds[i].usage);
+		doc_wrap(dc, 0, prefix, 41, ui_cmds[i].help);
 	}
 	doc_line(dc, 0, "%s", "");
 	doc_line(dc, ui_attr(UI_TITLE), "cells");

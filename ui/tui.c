@@ -346,10 +346,11 @@ static void draw(tui *t)
 	werase(t->wmain);
 	werase(t->wstatus);
 	if (t->too_small) {
-		ui_put(t->wmain, 0, 0, ui_attr(UI_ERROR), "terminal too small: %dx%d, tbisect needs %dx%d", t->cols,
-		       t->lines, MIN_COLS, MIN_LINES);
-		ui_put(t->wmain, 1, 0, 0, "enlarge the window, or use 'tbisect check REF CAND'");
-		ui_put(t->wmain, 2, 0, 0, "q quits");
+		ui_put(t->wmain, 0, 0, ui_attr(UI_ERROR), "terminal too small: %dx%d", t->cols, t->lines);
+		ui_put(t->wmain, 1, 0, 0, "tbisect needs %dx%d:", MIN_COLS, MIN_LINES);
+		ui_put(t->wmain, 2, 0, 0, "enlarge the window,");
+		ui_put(t->wmain, 3, 0, 0, "or use 'tbisect check'.");
+		ui_put(t->wmain, 4, 0, 0, "q quits");
 	} else {
 		t->stack[t->depth - 1]->draw(t, t->wmain);
 	}
