@@ -510,29 +510,34 @@ int tb_cmd_tui(const tb_options *o)
 	tui *t;
 	int rc;
 
-	if (script_path && *script_path) {
-		script = fopen(script_path, "r");
-		if (!script) {
-			fprintf(stderr, "tbisect: %s: cannot open the script: %s\n", script_path, strerror(errno));
-			return TB_EXIT_BAD_INPUT;
-		}
-	} else if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-		fprintf(stderr, "tbisect: the interactive view needs a terminal on stdin and stdout; "
-				"for a batch report use 'tbisect check REF CAND'\n");
-		return TB_EXIT_BAD_INPUT;
-	}
 	t = calloc(1, sizeof *t);
 	if (!t) {
 		fprintf(stderr, "tbisect: out of memory\n");
 		return TB_EXIT_BAD_INPUT;
 	}
-	t->opt = o;
-	t->tol = o->tol;
-	t->d.chan_pos = -1;
+	/* Bad input is reported as in every mode, before the terminal matters. */
 	if (tb_session_open(&t->sess, o->paths[0], o->paths[1], &o->open, o->map_file, &err) < 0) {
 		free(t);
 		return tb_die(&err);
 	}
+	if (script_path && *script_path) {
+		script = fopen(script_path, "r");
+		if (!script) {
+			fprintf(stderr, "tbisect: %s: cannot open the script: %s\n", script_path, strerror(errno));
+			tb_session_free(&t->sess);
+			free(t);
+			return TB_EXIT_BAD_INPUT;
+		}
+	} else if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "tbisect: the interactive view needs a terminal on stdin and stdout; "
+				"for a batch report use 'tbisect check REF CAND'\n");
+		tb_session_free(&t->sess);
+		free(t);
+		return TB_EXIT_BAD_INPUT;
+	}
+	t->opt = o;
+	t->tol = o->tol;
+	t->d.chan_pos = -1;
 	if (grid_init(&t->g, t->sess.pairing) < 0) {
 		fprintf(stderr, "tbisect: out of memory\n");
 		return TB_EXIT_BAD_INPUT;

@@ -180,3 +180,26 @@ expect_clean_exit() {
 		ok "$2"
 	fi
 }
+
+# expect_at NAME DESC N REGEX: ok when screen line N matches REGEX.
+expect_at() {
+	_n=0
+	_max=$((TUI_WAIT * 20))
+	while [ "$_n" -lt "$_max" ]; do
+		screen "$1"
+		if printf '%s\n' "$TUI_SCREEN" | sed -n "$3p" | grep -E -q -- "$4"; then
+			ok "$2"
+			return 0
+		fi
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	not_ok "$2" "line $3 does not match: $4"
+	diag_screen
+	return 1
+}
+
+# screen_escapes NAME: the screen with its attribute escapes, in $TUI_SCREEN.
+screen_escapes() {
+	TUI_SCREEN=$(tm capture-pane -p -e -t "tb:$1" 2>/dev/null)
+}
