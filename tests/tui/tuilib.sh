@@ -58,6 +58,8 @@ tui_start() {
 	_run=$TAP_TMP/run-$_name.sh
 	{
 		echo "cd '$TAP_TMP' || exit 1"
+		# tmux sets its own TERM in a pane: pin ours again.
+		echo "TERM=$TERM; export TERM"
 		printf "sh -c 'echo \$\$ > pid-%s; exec env%s \"\$0\" \"\$@\"' '%s'" "$_name" "$_envs" "$TBISECT"
 		for _a in "$@"; do printf " '%s'" "$_a"; done
 		echo
