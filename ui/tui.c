@@ -26,6 +26,8 @@
 #define MIN_COLS 50
 /* How long the loop waits for a key before it polls the job again (ms). */
 #define TICK_MS 100
+/* --watch reloads once the tree has been quiet this long (s). */
+#define WATCH_QUIET 0.3
 
 /* The one view of the process, for the shutdown and the signal handlers. */
 static tui *the_tui;
@@ -238,6 +240,12 @@ int tui_reload(tui *t)
 	if (start_job(t) < 0) {
 		tui_message(t, true, "cannot compare: %s", t->job_err);
 		return -1;
+	}
+	if (t->watch) {
+		char msg[256];
+		/* New directories of the tree need watches too. */
+		ui_watch_free(t->watch);
+		t->watch = ui_watch_new(t->opt->paths[1], msg, sizeof msg);
 	}
 	tui_message(t, false, "reloaded: %zu cells", t->sess.pairing->n_pairs);
 	return 0;
@@ -456,6 +464,20 @@ static bool script_step(tui *t, FILE *script)
 	return true;
 }
 
+/* True when a change of the candidate tree was just reloaded. */
+static bool poll_watch(tui *t)
+{
+	if (!t->watch)
+		return false;
+	if (ui_watch_changed(t->watch))
+		t->reload_due = tui_now() + WATCH_QUIET;
+	if (t->reload_due == 0 || tui_now() < t->reload_due)
+		return false;
+	t->reload_due = 0;
+	tui_reload(t);
+	return true;
+}
+
 static void loop(tui *t, FILE *script)
 {
 	bool dirty = true;
@@ -466,7 +488,7 @@ static void loop(tui *t, FILE *script)
 				break;
 			continue;
 		}
-		dirty |= poll_job(t) || t->job;
+		dirty |= poll_job(t) || t->job || poll_watch(t);
 		if (dirty) {
 			draw(t);
 			doupdate();
@@ -546,6 +568,12 @@ int tb_cmd_tui(const tb_options *o)
 	t->depth = 1;
 	if (start_job(t) < 0)
 		tui_message(t, true, "cannot compare: %s", t->job_err);
+	if (o->watch) {
+		char msg[256];
+		t->watch = ui_watch_new(o->paths[1], msg, sizeof msg);
+		if (!t->watch)
+			tui_message(t, true, "%s", msg);
+	}
 	if (o->rules_file)
 		tui_message(t, true, "--rules %s: this build has no diagnosis library; rules are not loaded", o->rules_file);
 	the_tui = t;
@@ -563,6 +591,7 @@ int tb_cmd_tui(const tb_options *o)
 		fclose(script);
 	tb_result_free(t->res);
 	tb_causes_free(&t->causes);
+	ui_watch_free(t->watch);
 	free(t->d.head);
 	grid_done(&t->g);
 	tb_session_free(&t->sess);

@@ -21,6 +21,7 @@
 #include "keymap.h"
 #include "options.h"
 #include "session.h"
+#include "watch.h"
 
 /* What a handler asks the loop to do. */
 enum {
@@ -86,6 +87,8 @@ struct tui {
 	char search[256];        /* last `/` pattern */
 	bool prompt_on;          /* the readline prompt owns the status line */
 	char completions[512];   /* last ambiguous completion, shown above the prompt */
+	ui_watch *watch;         /* --watch on the candidate tree, or NULL */
+	double reload_due;       /* when a noticed change is reloaded (0: none) */
 	WINDOW *wmain, *wstatus;
 	int lines, cols;
 	bool too_small;

@@ -2,7 +2,7 @@
 # The terminal side of the TUI in tmux: resizing relayouts (100x30 and
 # back, too small), mono rendering with NO_COLOR, 8 and 256 colors, and a
 # restored terminal after q, Ctrl-C, SIGTERM and a crash signal; a clear
-# message when there is no terminal at all.
+# message when there is no terminal at all; --watch reloads a changed tree.
 set -u
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
@@ -70,5 +70,18 @@ tui_start crash 80 24 -- ref cand
 wait_for crash "DIVERGED" || bail_out "the heatmap did not come up"
 kill -SEGV "$(tui_pid crash)"
 expect_clean_exit crash "a crash signal restores the terminal, then kills" 139
+
+"$TBGEN" --bug scale@L1.attn "$TAP_TMP/wref" "$TAP_TMP/wcand" || bail_out "tbgen failed"
+tui_start w 80 24 -- --watch wref wcand
+expect_screen w "--watch: the first comparison" "first divergence L1.attn"
+"$TBGEN" --bug scale@L2.mlp "$TAP_TMP/wref2" "$TAP_TMP/wcand2" >/dev/null 2>&1
+rm -rf "$TAP_TMP/wcand" && mv "$TAP_TMP/wcand2" "$TAP_TMP/wcand"
+expect_screen w "--watch: replacing the candidate tree reloads it" "first divergence L2.mlp"
+expect_screen w "--watch: the reload is announced" "reloaded: 23 cells"
+"$TBGEN" --bug scale@L3.block "$TAP_TMP/wref3" "$TAP_TMP/wcand3" >/dev/null 2>&1
+cp "$TAP_TMP"/wcand3/*.npy "$TAP_TMP/wcand/"
+expect_screen w "--watch: rewriting files inside it reloads again" "first divergence L3.block"
+keys w q
+expect_clean_exit w "quit after watching" 1
 
 tap_done

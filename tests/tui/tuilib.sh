@@ -62,7 +62,7 @@ tui_start() {
 		echo "TERM=$TERM; export TERM"
 		printf "sh -c 'echo \$\$ > pid-%s; exec env%s \"\$0\" \"\$@\"' '%s'" "$_name" "$_envs" "$TBISECT"
 		for _a in "$@"; do printf " '%s'" "$_a"; done
-		echo
+		echo " 2>'$TAP_TMP/stderr-$_name'"
 		echo 'echo "TBISECT_EXIT=$?"'
 		echo "stty -a | tr ' ;' '\\n\\n' | grep -E '^-?(icanon|echo|isig)\$' | tr '\\n' ' '; echo"
 		echo "echo TBISECT_DONE"
@@ -175,6 +175,9 @@ expect_clean_exit() {
 	if ! printf '%s\n' "$TUI_SCREEN" | grep -q "^TBISECT_EXIT=$3\$"; then
 		not_ok "$2" "exit status is not $3"
 		diag_screen
+	elif grep -q -e "Sanitizer" -e "runtime error:" "$TAP_TMP/stderr-$1" 2>/dev/null; then
+		not_ok "$2" "sanitizer report on stderr"
+		diag_file "$TAP_TMP/stderr-$1"
 	elif ! printf '%s\n' "$TUI_SCREEN" | grep -q "^isig icanon echo *\$"; then
 		not_ok "$2" "terminal not restored (want isig icanon echo)"
 		diag_screen
