@@ -100,10 +100,11 @@ static void draw_header(tui *t, WINDOW *w)
 		int v = t->res->verdict;
 		ui_put(w, 0, x, ui_attr(v == TB_ST_DIVERGED ? UI_BAD : v == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
 		       v == TB_ST_DIVERGED ? "DIVERGED" : v == TB_ST_CLOSE ? "CLOSE" : "MATCH");
+		x += v == TB_ST_DIVERGED ? 10 : 7;
 	} else {
 		ui_put(w, 0, x, ui_attr(t->job ? UI_PENDING : UI_ERROR), "%s", t->job ? "comparing" : "FAILED");
+		x += t->job ? 11 : 8;
 	}
-	x += 10;
 	if (first >= 0) {
 		const tb_cell_result *c = &tui_result(t)->cells[first];
 		char pos[48] = "";
@@ -209,8 +210,11 @@ static void draw_progress(tui *t, WINDOW *w, int y)
 	ui_put(w, y, 0, ui_attr(UI_HEADER), "comparing [");
 	for (int k = 0; k < bar; k++)
 		ui_put(w, y, 11 + k, k < fill ? ui_attr(UI_PROGRESS) : ui_attr(UI_DIM), "%c", k < fill ? '#' : '.');
-	ui_put(w, y, 11 + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  %.2f GB/s  ETA %.1fs", done, total, rate / 1e9,
-	       eta);
+	if (rate > 0)
+		ui_put(w, y, 11 + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  %.2f GB/s  ETA %.1fs", done, total,
+		       rate / 1e9, eta);
+	else
+		ui_put(w, y, 11 + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  starting", done, total);
 }
 
 static void draw_causes_line(tui *t, WINDOW *w, int y)

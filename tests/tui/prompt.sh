@@ -40,7 +40,7 @@ keys p : "filter (" Enter
 expect_screen p "filter with a bad regex says so" "filter: bad regular expression '('"
 
 keys p : "tol diverge=1 max_kl=100" Enter
-expect_screen p "tol recompares with the new tolerance" "CLOSE     no cell diverged"
+expect_screen p "tol recompares with the new tolerance" "CLOSE  no cell diverged"
 expect_screen p "tol: the header shows it" "atol 0.0001 rtol 0.0001 diverge 1  ref ref"
 keys p : "tol atol=1 rtol=0 diverge=0.01 max_kl=0.015" Enter
 expect_screen p "tol with several keys" "atol 1 rtol 0 diverge 0.01"
