@@ -174,14 +174,14 @@ static void draw_grid(tui *t, WINDOW *w)
 		bool model = grid_row_is_model(g, row);
 		ui_put(w, y, 0, ui_attr(vr == g->cur_r ? UI_LABEL_SEL : UI_LABEL), "%s",
 		       grid_row_label(g, row, buf, sizeof buf));
-		for (int vc = g->left; vc < g->left + cols && (vc < g->n_vcols || (model && vc == g->left)); vc++) {
+		/* A model-level row has one cell, drawn in the first shown column. */
+		int last = model ? g->left + 1 : g->left + cols < g->n_vcols ? g->left + cols : g->n_vcols;
+		for (int vc = g->left; vc < last; vc++) {
 			long i = grid_pair_at(g, vr, vc);
 			int x = LABEL_W + (vc - g->left) * CELL_W;
 			attr_t a;
-			if (model && vc != g->left)
-				break;
 			if (i < 0) {
-				if (vr == g->cur_r && vc == g->cur_c)
+				if (vr == g->cur_r && (model || vc == g->cur_c))
 					ui_put(w, y, x, ui_attr(UI_CURSOR), ">  (none) ");
 				continue;
 			}

@@ -32,7 +32,7 @@
 	X(REDRAW, "redraw", "redraw the screen")                                              \
 	X(BACK, "back", "back to the previous screen")                                        \
 	X(QUIT, "quit", "quit; in a sub-screen: back")                                        \
-	X(INTERRUPT, "interrupt", "quit from any screen")                                     \
+	X(INTERRUPT, "interrupt", "quit from any screen; in the prompt: cancel the line") \
 	X(CLICK, "select", "select the cell or position under the mouse")
 
 typedef enum tb_action {

@@ -562,6 +562,9 @@ int tb_cmd_tui(const tb_options *o)
 	t->d.chan_pos = -1;
 	if (grid_init(&t->g, t->sess.pairing) < 0) {
 		fprintf(stderr, "tbisect: out of memory\n");
+		grid_done(&t->g);
+		tb_session_free(&t->sess);
+		free(t);
 		return TB_EXIT_BAD_INPUT;
 	}
 	t->stack[0] = &heatmap_screen;

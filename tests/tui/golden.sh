@@ -13,6 +13,7 @@ COLUMNS=80
 export LINES COLUMNS
 
 "$TBGEN" --bug pos@L2.mlp:3 "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
+top_srcdir=$(cd "$top_srcdir" && pwd)
 cd "$TAP_TMP" || bail_out "cd failed"
 cat >script <<'KEYS'
 # the first divergence, its detail, then a wider terminal and the cosine metric
@@ -117,6 +118,18 @@ L2.mlp diverged: rel_l2 0.298 > diverge 0.01
 rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750  model.layers.2.mlp
 metric: cosine
 SCREEN
+
+# README's key and command list is the help screen, so the docs cannot drift.
+printf '?\n:save-display help.txt\n' >help.script
+env LINES=60 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand >/dev/null 2>&1
+sed -n '/^keys$/,/^cells$/p' help.txt | sed '$d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >help.keys
+sed -n '/^<!-- help: begin -->$/,/^<!-- help: end -->$/p' "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >readme.keys
+if [ -s help.keys ] && cmp -s help.keys readme.keys; then
+	ok "README lists the keys and commands exactly as the help screen"
+else
+	not_ok "README lists the keys and commands exactly as the help screen" "README differs from the help screen"
+	diff readme.keys help.keys | sed 's/^/#   /'
+fi
 
 printf 'f\nNoSuchKey\n' >bad
 expect_error_msg 2 "NoSuchKey" "script: unknown key" "an unknown key in a script is an error" env TBISECT_SCRIPT=bad "$TBISECT" ref cand
