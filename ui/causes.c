@@ -45,45 +45,14 @@ void causes_lines(tui *t, doc *dc)
 	}
 }
 
-static int causes_len(tui *t)
-{
-	doc dc = {t->wmain, 0, 1 << 20, getmaxy(t->wmain)};
-
-	causes_lines(t, &dc);
-	return dc.y;
-}
-
 static void causes_draw(tui *t, WINDOW *w)
 {
-	doc dc = {w, 0, t->causes_scroll, getmaxy(w)};
-
-	ui_put(w, 0, 0, ui_attr(UI_TITLE), "causes pane   (Esc/q back, Up/Down scroll)");
-	causes_lines(t, &dc);
-}
-
-/* Scrolling shared by the causes and help screens. */
-unsigned doc_scroll_action(tui *t, tb_action a, int *scroll, int lines)
-{
-	int h = getmaxy(t->wmain), page = h - 2;
-
-	switch (a) {
-	case TB_ACT_UP: (*scroll)--; break;
-	case TB_ACT_DOWN: (*scroll)++; break;
-	case TB_ACT_PAGE_UP: *scroll -= page; break;
-	case TB_ACT_PAGE_DOWN: *scroll += page; break;
-	case TB_ACT_TOP: *scroll = 0; break;
-	case TB_ACT_BOTTOM: *scroll = lines; break;
-	case TB_ACT_BACK:
-	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
-	default: return 0;
-	}
-	*scroll = doc_clamp(*scroll, lines, h);
-	return UI_HANDLED | UI_REDRAW;
+	doc_screen_draw(t, w, "causes pane   (Esc/q back, Up/Down scroll)", causes_lines, t->causes_scroll);
 }
 
 static unsigned causes_action(tui *t, tb_action a)
 {
-	return doc_scroll_action(t, a, &t->causes_scroll, causes_len(t));
+	return doc_screen_action(t, a, causes_lines, &t->causes_scroll);
 }
 
 const screen_ops causes_screen = {

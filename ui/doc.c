@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "doc.h"
+#include "theme.h"
 #include "tui.h"
 
 int doc_row(doc *d)
@@ -61,4 +62,33 @@ int doc_clamp(int scroll, int lines, int h)
 	if (scroll > max)
 		scroll = max;
 	return scroll < 0 ? 0 : scroll;
+}
+
+void doc_screen_draw(tui *t, WINDOW *w, const char *title, doc_fill fill, int scroll)
+{
+	doc dc = {w, 0, scroll, getmaxy(w)};
+
+	ui_put(w, 0, 0, ui_attr(UI_TITLE), "%s", title);
+	fill(t, &dc);
+}
+
+unsigned doc_screen_action(tui *t, tb_action a, doc_fill fill, int *scroll)
+{
+	int h = getmaxy(t->wmain), page = h - 2;
+	doc dc = {t->wmain, 0, 1 << 20, h};
+
+	fill(t, &dc);
+	switch (a) {
+	case TB_ACT_UP: (*scroll)--; break;
+	case TB_ACT_DOWN: (*scroll)++; break;
+	case TB_ACT_PAGE_UP: *scroll -= page; break;
+	case TB_ACT_PAGE_DOWN: *scroll += page; break;
+	case TB_ACT_TOP: *scroll = 0; break;
+	case TB_ACT_BOTTOM: *scroll = dc.y; break;
+	case TB_ACT_BACK:
+	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
+	default: return 0;
+	}
+	*scroll = doc_clamp(*scroll, dc.y, h);
+	return UI_HANDLED | UI_REDRAW;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 
 #include "doc.h"
-#include "metric.h"
 #include "theme.h"
 #include "tui.h"
 
@@ -37,25 +36,14 @@ static void help_lines(tui *t, doc *dc)
 	(void)t;
 }
 
-static int help_len(tui *t)
-{
-	doc dc = {t->wmain, 0, 1 << 20, getmaxy(t->wmain)};
-
-	help_lines(t, &dc);
-	return dc.y;
-}
-
 static void help_draw(tui *t, WINDOW *w)
 {
-	doc dc = {w, 0, t->help_scroll, getmaxy(w)};
-
-	ui_put(w, 0, 0, ui_attr(UI_TITLE), "tbisect help   (Esc/q back, Up/Down scroll)");
-	help_lines(t, &dc);
+	doc_screen_draw(t, w, "tbisect help   (Esc/q back, Up/Down scroll)", help_lines, t->help_scroll);
 }
 
 static unsigned help_action(tui *t, tb_action a)
 {
-	return doc_scroll_action(t, a, &t->help_scroll, help_len(t));
+	return doc_screen_action(t, a, help_lines, &t->help_scroll);
 }
 
 const screen_ops help_screen = {

@@ -149,8 +149,11 @@ void prompt_close(tui *t);
 /* The causes list, for the detail screen and the causes pane (causes.c). */
 void causes_lines(tui *t, doc *dc);
 
-/* Up/Down/PgUp/PgDn/g/G scrolling of a document screen; Esc/q go back. */
-unsigned doc_scroll_action(tui *t, tb_action a, int *scroll, int lines);
+/* Screens that are one scrolling document (help, causes): fill draws it. */
+typedef void (*doc_fill)(tui *t, doc *dc);
+void doc_screen_draw(tui *t, WINDOW *w, const char *title, doc_fill fill, int scroll);
+/* Up/Down/PgUp/PgDn/g/G scroll it; Esc/q go back. */
+unsigned doc_screen_action(tui *t, tb_action a, doc_fill fill, int *scroll);
 
 /* Drawing helpers shared by the screens (heatmap.c). */
 void ui_put(WINDOW *w, int y, int x, attr_t a, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
