@@ -49,6 +49,7 @@ keys main q
 expect_clean_exit main "q quits with exit 1 (diverged), terminal restored" 1
 
 tui_start sub 80 24 -- sref scand
+wait_for sub "DIVERGED" || bail_out "the heatmap did not come up"
 expect_line sub "sub-taps are columns in forward order" '^ +attn_norm +attn\.q +attn\.k +attn\.v +attn +mlp_norm +>$'
 keys sub f
 expect_screen sub "first divergence in a sub-tap" "L2.mlp.up diverged"
