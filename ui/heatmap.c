@@ -87,6 +87,19 @@ static void cell_text(const tui *t, long i, char *buf, size_t size, attr_t *a)
 	snprintf(buf, size, " %c %7s", tb_status_glyph(st), v);
 }
 
+/* path in at most max columns, cut from the left ("...pair/ref"). */
+static void fit_path(const char *path, int max, char *buf, size_t size)
+{
+	int n = (int)strlen(path);
+
+	if (max < 8)
+		max = 8;
+	if (n <= max)
+		snprintf(buf, size, "%s", path);
+	else
+		snprintf(buf, size, "...%s", path + n - (max - 3));
+}
+
 static void draw_header(tui *t, WINDOW *w)
 {
 	const tb_pairing *p = t->sess.pairing;
@@ -118,8 +131,12 @@ static void draw_header(tui *t, WINDOW *w)
 		x += 18;
 	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", p->n_pairs, p->n_unp[0], p->n_unp[1]);
-	ui_put(w, 1, 0, ui_attr(UI_HEADER), "atol %g rtol %g diverge %g  ref %s  cand %s", t->tol.atol,
-	       t->tol.rtol, t->tol.diverge, t->sess.ref_path, t->sess.cand_path);
+	char tol[128], ref[512], cand[512];
+	int n = snprintf(tol, sizeof tol, "atol %g rtol %g diverge %g", t->tol.atol, t->tol.rtol, t->tol.diverge);
+	int room = (t->cols - n - 13) / 2;
+	fit_path(t->sess.ref_path, room, ref, sizeof ref);
+	fit_path(t->sess.cand_path, room, cand, sizeof cand);
+	ui_put(w, 1, 0, ui_attr(UI_HEADER), "%s  ref %s  cand %s", tol, ref, cand);
 }
 
 static void draw_legend(tui *t, WINDOW *w, int y)
@@ -279,8 +296,13 @@ static void draw_status(tui *t, WINDOW *w, int y)
 	ui_metric_format(&ui_metrics[2], c->m.max_abs, cc, sizeof cc);
 	ui_metric_format(&ui_metrics[3], c->m.norm_ratio, d, sizeof d);
 	ui_metric_format(&ui_metrics[4], c->m.allclose_frac, e, sizeof e);
+	char names[600];
+	if (!strcmp(c->ref->name, c->cand->name))
+		snprintf(names, sizeof names, "%s", c->ref->name);
+	else
+		snprintf(names, sizeof names, "ref %s cand %s", c->ref->name, c->cand->name);
 	ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "rel_l2 %s cosine %s max_abs %s norm_ratio %s allclose %s  %s", a, b,
-	       cc, d, e, !strcmp(c->ref->name, c->cand->name) ? c->ref->name : "");
+	       cc, d, e, names);
 }
 
 static void heatmap_draw(tui *t, WINDOW *w)
