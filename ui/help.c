@@ -1,11 +1,13 @@
 /*
  * The help screen, generated from the keymap (ui/keymap.c) and the command
  * table (ui/cmdline.c): nothing here lists a key or a command by hand.
+ * `tbisect --keys` prints the same tables for the man page.
  */
 #include "config.h"
 
 #include <stdio.h>
 
+#include "commands.h"
 #include "doc.h"
 #include "theme.h"
 #include "tui.h"
@@ -34,6 +36,19 @@ static void help_lines(tui *t, doc *dc)
 	doc_line(dc, 0, "  blank: not dumped.  The number is the chosen metric; the color its log scale.");
 	doc_line(dc, 0, "  colors: %s (NO_COLOR=1 for none)", ui_theme_mode_name());
 	(void)t;
+}
+
+int tb_cmd_keys(void)
+{
+	char keys[128];
+
+	for (int a = 1; a < TB_ACT_COUNT; a++) {
+		tb_action_keys((tb_action)a, keys, sizeof keys);
+		printf("key\t%s\t%s\t%s\n", keys, tb_action_infos[a].name, tb_action_infos[a].help);
+	}
+	for (size_t i = 0; i < ui_n_cmds; i++)
+		printf("command\t%s\t%s\n", ui_cmds[i].usage, ui_cmds[i].help);
+	return fflush(stdout) == 0 ? TB_EXIT_OK : TB_EXIT_BAD_INPUT;
 }
 
 static void help_draw(tui *t, WINDOW *w)

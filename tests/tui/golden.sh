@@ -131,6 +131,15 @@ else
 	diff readme.keys help.keys | sed 's/^/#   /'
 fi
 
+# --keys prints the same tables for the man page: every action and command once.
+"$TBISECT" --keys >keys.tsv
+check_that "--keys: one row per action of the keymap" test "$(grep -c '^key	' keys.tsv)" = "$(grep -c '^	X(' "$top_srcdir/ui/keymap.h")"
+check_that "--keys: one row per prompt command" test "$(grep -c '^command	' keys.tsv)" = "$(grep -c '{\.name = ' "$top_srcdir/ui/cmdline.c")"
+check_that "--keys: each action's keys and name are in README's list" sh -c '
+	awk -F "\t" "\$1 == \"key\" { print \$2 \"\t\" \$3 }" keys.tsv | while IFS="	" read -r k a; do
+		grep -q "^  $k  *$a " readme.keys || { echo "missing: $k $a"; exit 1; }
+	done'
+
 printf 'f\nNoSuchKey\n' >bad
 expect_error_msg 2 "NoSuchKey" "script: unknown key" "an unknown key in a script is an error" env TBISECT_SCRIPT=bad "$TBISECT" ref cand
 expect_error_msg 2 "nosuch.script" "cannot open the script" "a missing script is an error" env TBISECT_SCRIPT=nosuch.script "$TBISECT" ref cand
