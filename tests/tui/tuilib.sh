@@ -38,7 +38,9 @@ tui_setup() {
 		exit 0
 	fi
 	TUI_SOCK=tbtest$$
-	trap 'tmux -L "$TUI_SOCK" kill-server >/dev/null 2>&1; rm -rf "$TAP_TMP"' EXIT
+	# kill-server leaves the socket file behind: remove it too.
+	TUI_SOCK_FILE=${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$TUI_SOCK
+	trap 'tmux -L "$TUI_SOCK" kill-server >/dev/null 2>&1; rm -f "$TUI_SOCK_FILE"; rm -rf "$TAP_TMP"' EXIT
 }
 
 tm() {
