@@ -4,17 +4,19 @@
 
 #include "diagnose.h"
 
-/* Causes for the cell recorded in d->target. */
-static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, tb_diagnosis *d, tb_err *err)
+/* Features and causes of one cell, given the model-wide findings. */
+static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
+		       long target, double *features, tb_causes *out, tb_err *err)
 {
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
 	char cell[96] = "";
 	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
 
-	tb_causes_free(&d->causes);
-	tb_features_compute(&in, d->target, d->features);
-	if (d->target >= 0) {
-		const tb_cell_result *c = &r->cells[d->target];
+	out->v = NULL;
+	out->n = 0;
+	tb_features_compute(&in, target, features);
+	if (target >= 0) {
+		const tb_cell_result *c = &r->cells[target];
 		tb_cell_name(&c->cell, cell, sizeof cell);
 		ctx.cell = cell;
 		ctx.tap = c->cell.tap;
@@ -24,7 +26,7 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	}
 	if (r->verdict == TB_ST_MATCH || !o->rules)
 		return 0;
-	return tb_ruleset_eval(o->rules, d->features, &ctx, TB_MAX_CAUSES, &d->causes, err);
+	return tb_ruleset_eval(o->rules, features, &ctx, TB_MAX_CAUSES, out, err);
 }
 
 int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long target, tb_diagnosis *d,
@@ -38,18 +40,19 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		return -1;
 	}
 	d->target = target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target;
-	if (eval_target(s, r, o, d, err) < 0) {
+	if (eval_target(s, r, o, d, d->target, d->features, &d->causes, err) < 0) {
 		tb_diagnosis_done(d);
 		return -1;
 	}
 	return 0;
 }
 
-int tb_diagnose_cell(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long cell, tb_diagnosis *d,
-		     tb_err *err)
+int tb_diagnose_cell(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
+		     long cell, tb_causes *out, tb_err *err)
 {
-	d->target = cell;
-	return eval_target(s, r, o, d, err);
+	double features[TB_F_COUNT];
+
+	return eval_target(s, r, o, d, cell, features, out, err);
 }
 
 void tb_diagnosis_done(tb_diagnosis *d)

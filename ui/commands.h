@@ -14,6 +14,8 @@ enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
 int tb_cmd_check(const tb_options *o);
 int tb_cmd_ls(const tb_options *o);
 int tb_cmd_tui(const tb_options *o);
+/* The key and command tables, one tab-separated row each, for the man page. */
+int tb_cmd_keys(void);
 
 /* Print err as one line on stderr; returns TB_EXIT_BAD_INPUT. */
 int tb_die(const tb_err *err);

@@ -30,6 +30,7 @@ enum {
 	OPT_FEATURES,
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_KEYS,
 };
 
 static const struct option long_opts[] = {
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
 	{"features", no_argument, NULL, OPT_FEATURES},
 	{"help", no_argument, NULL, OPT_HELP},
 	{"version", no_argument, NULL, OPT_VERSION},
+	{"keys", no_argument, NULL, OPT_KEYS},
 	{NULL, 0, NULL, 0},
 };
 
@@ -62,7 +64,7 @@ void tb_usage(FILE *out)
 	fputs("usage: tbisect [OPTIONS] REF CAND          interactive view (needs a terminal)\n"
 	      "       tbisect check [OPTIONS] REF CAND    batch report (text, or --json)\n"
 	      "       tbisect ls [OPTIONS] TREE           list tensors and their canonical cells\n"
-	      "       tbisect --version | --help\n"
+	      "       tbisect --version | --help | --keys\n"
 	      "\n"
 	      "REF and CAND are dump trees: a directory (walked recursively) or one file\n"
 	      "(.npy, .safetensors, *.safetensors.index.json).\n"
@@ -86,6 +88,8 @@ void tb_usage(FILE *out)
 	      "  --npy-void1 DT    read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)\n"
 	      "  --record K        which prompt of a multi-prompt golden file (default 0)\n"
 	      "  --threads N       worker threads (default: one per CPU)\n"
+	      "  --watch           (interactive view) reload when the candidate tree changes\n"
+	      "  --keys            print the interactive view's keys and commands (tab-separated)\n"
 	      "\n"
 	      "exit status: 0 nothing diverged, 1 a cell diverged, 2 usage error or bad input\n",
 	      out);
@@ -178,6 +182,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 		case 'h':
 		case OPT_HELP: o->mode = TB_MODE_HELP; return 0;
 		case OPT_VERSION: o->mode = TB_MODE_VERSION; return 0;
+		case OPT_KEYS: o->mode = TB_MODE_KEYS; return 0;
 		case ':':
 			snprintf(msg, size, "option '%s' needs an argument", argv[optind - 1]);
 			return -1;

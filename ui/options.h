@@ -11,7 +11,8 @@
 #include "compare.h"
 #include "tree.h"
 
-typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_HELP, TB_MODE_VERSION } tb_mode;
+typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_HELP, TB_MODE_VERSION,
+	       TB_MODE_KEYS } tb_mode;
 
 typedef struct tb_options {
 	tb_mode mode;

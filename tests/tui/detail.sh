@@ -1,0 +1,89 @@
+#!/bin/sh
+# The detail screen (Enter on a cell) in tmux: statistics of both sides, the
+# metrics, the per-position strip with the first bad position marked and the
+# selected position's worst channels, the per-head view, the worst elements,
+# the |diff| histogram and the causes; Esc and q go back.
+set -u
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+. "${top_srcdir:-.}/tests/tui/tuilib.sh"
+tui_setup
+
+"$TBGEN" --bug pos@L2.mlp:3 "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
+"$TBGEN" --bug missing@L1.mlp "$TAP_TMP/mref" "$TAP_TMP/mcand" || bail_out "tbgen failed"
+
+tui_start d 80 24 -- ref cand
+wait_for d "DIVERGED" || bail_out "the heatmap did not come up"
+keys d f Enter
+expect_screen d "Enter opens the first divergence" "L2.mlp  diverged: rel_l2"
+expect_screen d "the tap's label and both tensors" "MLP output (post-mlp)"
+expect_line d "ref tensor with dtype and shape" '^ref +model\.layers\.2\.mlp  f32 \[1, 8, 64\]'
+expect_line d "statistics side by side with the metrics" '^statistic +ref +cand \| metrics$'
+expect_line d "NaN counts per side" '^NaN +0 +0 \| allclose_frac +0\.[0-9]+$'
+expect_line d "Inf counts per side and the first bad position" '^Inf +0 +0 \| first_bad_position 3$'
+expect_line d "mean per side and max_abs" '^mean +-?[0-9.]+ +-?[0-9.]+ \| max_abs +[0-9.]+$'
+expect_line d "the strip: positions 0-2 match, 3-7 diverged" '^rel_l2  \.\.\.XXXXX$'
+expect_line d "the first bad position is marked" '^           \^$'
+expect_screen d "the first bad position in words" "^ first bad position 3 (rel_l2 > diverge 1e-02)"
+expect_screen d "the selected position starts at the first bad one" "pos 3: rel_l2"
+expect_line d "worst channels of position 3" '^ +\[0, 3, [0-9]+\] +-?[0-9.]+ +-?[0-9.]+ +[0-9.]+$'
+keys d Right
+expect_screen d "Right selects position 4" "pos 4: rel_l2"
+expect_line d "the cursor mark moves with it" '^           \^\|$'
+expect_line d "worst channels of position 4" '^ +\[0, 4, [0-9]+\] '
+keys d Left Left Left
+expect_screen d "Left goes back to a good position" "pos 1: rel_l2 0  cosine 1.000000"
+keys d n
+expect_screen d "n: next bad position" "pos 3: rel_l2"
+keys d N
+expect_screen d "N: no bad position before the first" "no bad position before 3"
+keys d PageDown
+expect_screen d "PgDn: the worst elements" "worst elements"
+expect_line d "worst elements carry index, ref, cand, |diff|" '^ +1\. \[0, [3-7], [0-9]+\] +-?[0-9.]+ +-?[0-9.]+ +[0-9.]+$'
+expect_screen d "the |diff| histogram" "|diff| histogram (log10 decades)"
+expect_line d "the histogram counts the exact elements" '^  0 +192 #+$'
+keys d G
+expect_screen d "the causes section ranks weight-mapping first" "1. weight-mapping  score 0.90"
+keys d Escape
+expect_screen d "Esc goes back to the heatmap" ".match<=1e-04"
+keys d Enter
+expect_screen d "Enter again" "worst channels at pos 3"
+keys d q
+expect_screen d "q in the detail screen goes back, it does not quit" "L2.mlp diverged: rel_l2"
+keys d c
+expect_screen d "c opens the causes pane" "causes pane"
+expect_screen d "the causes pane names the first divergence" "causes  (of the first divergence: L2.mlp)"
+expect_screen d "the causes pane shows why" "the first divergence is deep inside (layer 2)"
+keys d q
+keys d G Enter
+expect_screen d "logits detail: the logit metrics" "logits: kl_mean"
+keys d q q
+expect_clean_exit d "quit after the detail screens" 1
+
+tui_start h 80 24 -- --heads 4 ref cand
+wait_for h "DIVERGED" || bail_out "the heatmap did not come up"
+keys h : "goto L2.attn" Enter Enter
+expect_screen h "attn cell opens" "L2.attn  match"
+keys h PageDown
+expect_screen h "--heads 4: the per-head view" "per head  (4 heads of 16, --heads)"
+expect_line h "one row per head with rel_l2 and cosine" '^  \. 3 +0 +1\.000000 +0$'
+keys h q q
+expect_clean_exit h "quit after the per-head view" 1
+
+tui_start n 80 24 -- ref cand
+wait_for n "DIVERGED" || bail_out "the heatmap did not come up"
+keys n : "goto L2.attn" Enter Enter PageDown
+expect_screen n "no head count: the view says what to pass" "head count unknown: give --heads N"
+keys n q q
+expect_clean_exit n "quit" 1
+
+tui_start m 80 24 -- mref mcand
+wait_for m "no cell diverged" || bail_out "the heatmap did not come up"
+expect_line m "a missing cell is drawn apart from matching ones" '^L1 +\. 0\.0e\+00  \. 0\.0e\+00  \. 0\.0e\+00  - no cand  \. 0\.0e\+00$'
+keys m : "goto L1.mlp" Enter
+expect_screen m "status line of a missing cell" "L1.mlp missing: only in the reference"
+keys m Enter
+expect_screen m "detail of a missing cell" "cand  (not in this tree)"
+keys m q q
+expect_clean_exit m "missing is not diverged: exit 0" 0
+
+tap_done

@@ -1,0 +1,147 @@
+#!/bin/sh
+# Golden screens without a terminal: TBISECT_SCRIPT plays keys and commands
+# against a curses screen drawn to /dev/null, `:save-display FILE` writes
+# the screen's text, and each screen is compared exactly.
+set -u
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+. "${top_srcdir:-.}/tests/tui/tuilib.sh"
+tap_setup
+TBISECT=$(cd "$(dirname "$TBISECT")" && pwd)/$(basename "$TBISECT")
+tui_pin_env
+LINES=24
+COLUMNS=80
+export LINES COLUMNS
+
+"$TBGEN" --bug pos@L2.mlp:3 "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
+top_srcdir=$(cd "$top_srcdir" && pwd)
+cd "$TAP_TMP" || bail_out "cd failed"
+cat >script <<'KEYS'
+# the first divergence, its detail, then a wider terminal and the cosine metric
+f
+:save-display heatmap.txt
+Enter
+:save-display detail.txt
+Esc
+resize 100x30
+m
+:save-display wide.txt
+q
+KEYS
+expect_exit 1 "the script runs to q; exit 1 (diverged)" env TBISECT_SCRIPT=script "$TBISECT" ref cand
+
+# same_screen FILE DESC: the saved screen equals the text on stdin.
+same_screen() {
+	if cmp -s "$1" -; then ok "$2"; else not_ok "$2" "screen differs"; diff "$1" - | sed 's/^/#   /'; fi
+}
+
+same_screen heatmap.txt "heatmap after f, 80x24" <<'SCREEN'
+tbisect  DIVERGED  first divergence L2.mlp pos 3  paired 23  unpaired 0/0
+atol 0.0001 rtol 0.0001 diverge 0.01  ref ref  cand cand
+rel_l2 1e-08 .....~~~XXXX 1e+01  .match<=1e-04 ~close Xdiverged>1e-02 -missing
+            attn_norm  attn       mlp_norm   mlp        block
+embed       . 0.0e+00
+L0          . 0.0e+00  . 0.0e+00  . 0.0e+00  . 0.0e+00  . 0.0e+00
+L1          . 0.0e+00  . 0.0e+00  . 0.0e+00  . 0.0e+00  . 0.0e+00
+L2          . 0.0e+00  . 0.0e+00  . 0.0e+00 >X 3.0e-01  X 2.0e-01
+L3          X 1.9e-01  X 2.0e-01  X 1.8e-01  X 1.8e-01  X 1.9e-01
+final_norm  X 1.9e-01
+logits      X 2.1e-01
+
+
+
+
+
+
+
+
+
+causes of L2.mlp: weight-mapping 0.90 ...  (c: causes pane)
+L2.mlp diverged: rel_l2 0.298 > diverge 0.01
+rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750
+? help  Enter open  f first-divergence  : prompt  q quit
+SCREEN
+same_screen detail.txt "detail of the first divergence, 80x24" <<'SCREEN'
+L2.mlp  diverged: rel_l2 0.298 > diverge 0.01
+MLP output (post-mlp)   (Esc/q back, Up/Down scroll)
+ref   model.layers.2.mlp  f32 [1, 8, 64]  ref/model.layers.2.mlp.npy
+cand  model.layers.2.mlp  f32 [1, 8, 64]  cand/model.layers.2.mlp.npy
+statistic          ref         cand | metrics
+mean          0.024528   -0.0025628 | max_abs            1.5042
+std             1.3124       1.3711 | mean_abs           0.2458
+min            -5.1751      -5.0506 | rel_l2             0.29759
+max             3.7081       3.7081 | cosine             0.958563
+L2 norm         29.701       31.026 | norm_ratio         1.0446
+NaN                  0            0 | allclose_frac      0.375000
+Inf                  0            0 | first_bad_position 3
+worst element [0, 4, 25]  ref -1.1646  cand -2.6688   (512 elements)
+
+per position  (8 positions, shown 0-7; Left/Right select, f first bad)
+rel_l2  ...XXXXX
+cosine  ...XXXXX
+           ^
+^ first bad position 3 (rel_l2 > diverge 1e-02)
+pos 3: rel_l2 0.45363  cosine 0.916439  norm_ratio 1.1301
+worst channels at pos 3:  index                    ref        cand      |diff|
+                            [0, 3, 61]           0.57918      1.5995      1.0204
+                            [0, 3, 14]            1.8605     0.85232      1.0082
+? help  Enter open  f first-divergence  : prompt  q quit
+SCREEN
+same_screen wide.txt "heatmap by cosine after a resize to 100x30" <<'SCREEN'
+tbisect  DIVERGED  first divergence L2.mlp pos 3  paired 23  unpaired 0/0
+atol 0.0001 rtol 0.0001 diverge 0.01  ref ref  cand cand
+1-cosine 1e-12 ....~~~~XXXX 1e+00  .match<=5e-09 ~close Xdiverged>5e-05 -missing
+            attn_norm  attn       mlp_norm   mlp        block
+embed       .  1.0000
+L0          .  1.0000  .  1.0000  .  1.0000  .  1.0000  .  1.0000
+L1          .  1.0000  .  1.0000  .  1.0000  .  1.0000  .  1.0000
+L2          .  1.0000  .  1.0000  .  1.0000 >X  0.9586  X  0.9798
+L3          X  0.9833  X  0.9809  X  0.9839  X  0.9850  X  0.9825
+final_norm  X  0.9823
+logits      X  0.9789
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+causes of L2.mlp: weight-mapping 0.90 ...  (c: causes pane)
+L2.mlp diverged: rel_l2 0.298 > diverge 0.01
+rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750  model.layers.2.mlp
+metric: cosine
+SCREEN
+
+# README's key and command list is the help screen, so the docs cannot drift.
+printf '?\n:save-display help.txt\n' >help.script
+env LINES=60 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand >/dev/null 2>&1
+sed -n '/^keys$/,/^cells$/p' help.txt | sed '$d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >help.keys
+sed -n '/^<!-- help: begin -->$/,/^<!-- help: end -->$/p' "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >readme.keys
+if [ -s help.keys ] && cmp -s help.keys readme.keys; then
+	ok "README lists the keys and commands exactly as the help screen"
+else
+	not_ok "README lists the keys and commands exactly as the help screen" "README differs from the help screen"
+	diff readme.keys help.keys | sed 's/^/#   /'
+fi
+
+# --keys prints the same tables for the man page: every action and command once.
+"$TBISECT" --keys >keys.tsv
+check_that "--keys: one row per action of the keymap" test "$(grep -c '^key	' keys.tsv)" = "$(grep -c '^	X(' "$top_srcdir/ui/keymap.h")"
+check_that "--keys: one row per prompt command" test "$(grep -c '^command	' keys.tsv)" = "$(grep -c '{\.name = ' "$top_srcdir/ui/cmdline.c")"
+check_that "--keys: each action's keys and name are in README's list" sh -c '
+	awk -F "\t" "\$1 == \"key\" { print \$2 \"\t\" \$3 }" keys.tsv | while IFS="	" read -r k a; do
+		grep -q "^  $k  *$a " readme.keys || { echo "missing: $k $a"; exit 1; }
+	done'
+
+printf 'f\nNoSuchKey\n' >bad
+expect_error_msg 2 "NoSuchKey" "script: unknown key" "an unknown key in a script is an error" env TBISECT_SCRIPT=bad "$TBISECT" ref cand
+expect_error_msg 2 "nosuch.script" "cannot open the script" "a missing script is an error" env TBISECT_SCRIPT=nosuch.script "$TBISECT" ref cand
+
+tap_done

@@ -1,0 +1,101 @@
+#!/bin/sh
+# The ':' prompt (readline inside curses) and '/' search in tmux: every
+# command, Tab completion, history, errors, and the help screen generated
+# from the keymap.
+set -u
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+. "${top_srcdir:-.}/tests/tui/tuilib.sh"
+tui_setup
+
+"$TBGEN" --bug scale@L1.attn "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
+JSONQ=$top_builddir/tests/jsonq
+
+tui_start p 80 24 -- ref cand
+wait_for p "DIVERGED" || bail_out "the heatmap did not come up"
+
+keys p :
+expect_line p "':' opens the prompt on the last line" '^:$'
+keys p "goto L2.mlp" Enter
+expect_screen p "goto CELL selects it" "L2.mlp diverged: rel_l2"
+keys p : "goto 3" Enter
+expect_screen p "goto LAYER keeps the column" "L3.mlp diverged"
+keys p : "goto model.layers.0.self_attn" Enter
+expect_screen p "goto TENSOR-NAME" "L0.attn match"
+keys p : "goto L9.attn" Enter
+expect_screen p "goto an unknown cell says so" "goto: no cell 'L9.attn'"
+
+keys p : "metric cosine" Enter
+expect_screen p "metric NAME recolors by it" "1-cosine 1e-12 ....~~~~XXXX 1e+00"
+expect_screen p "metric: the message" "metric: cosine"
+keys p : "metric bogus" Enter
+expect_screen p "metric with a bad name lists the good ones" "metric: 'bogus' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac"
+keys p : "metric rel_l2" Enter
+
+keys p : "filter mlp" Enter
+expect_line p "filter REGEX shows the matching taps only" '^ +mlp_norm +mlp$'
+expect_screen p "filter: the message counts rows and columns" "filter 'mlp': 4 rows, 2 columns shown"
+keys p : "filter" Enter
+expect_line p "filter with no REGEX shows everything again" '^ +attn_norm +attn +mlp_norm +mlp +block$'
+keys p : "filter (" Enter
+expect_screen p "filter with a bad regex says so" "filter: bad regular expression '('"
+
+keys p : "tol diverge=1 max_kl=100" Enter
+expect_screen p "tol recompares with the new tolerance" "CLOSE  no cell diverged"
+expect_screen p "tol: the header shows it" "atol 0.0001 rtol 0.0001 diverge 1  ref ref"
+keys p : "tol atol=1 rtol=0 diverge=0.01 max_kl=0.015" Enter
+expect_screen p "tol with several keys" "atol 1 rtol 0 diverge 0.01"
+expect_screen p "tol: statuses follow the new tolerance" "DIVERGED  first divergence L1.attn"
+keys p : "tol atol=-1" Enter
+expect_screen p "tol refuses a negative value" "tol: atol: '-1' is not a non-negative number"
+keys p : "tol atol=1e-4 rtol=1e-4" Enter
+wait_for p "DIVERGED  first divergence L1.attn" || bail_out "no result after tol"
+
+keys p : "export out.json" Enter
+expect_screen p "export writes the report" "wrote out.json (23 cells, verdict diverged)"
+check_that "the exported report is the CONTRACT JSON" test "$("$JSONQ" "$TAP_TMP/out.json" first_divergence.tap 2>/dev/null)" = attn
+keys p : "export /nonexistent/dir/x.json" Enter
+expect_screen p "export to a bad path says why" "export: /nonexistent/dir/x.json: No such file or directory"
+
+"$TBGEN" --bug scale@L2.mlp "$TAP_TMP/ref" "$TAP_TMP/cand2" >/dev/null 2>&1
+rm -rf "$TAP_TMP/cand" && mv "$TAP_TMP/cand2" "$TAP_TMP/cand"
+keys p : "reload" Enter
+expect_screen p "reload reads the trees again" "first divergence L2.mlp"
+
+keys p : "go" Tab
+expect_line p "Tab completes a command name" '^:goto$'
+keys p "L2.ml" Tab
+expect_screen p "Tab lists ambiguous cell names" "2 matches: L2.mlp L2.mlp_norm"
+keys p "_" Tab Enter
+expect_screen p "Tab completes a cell name" "L2.mlp_norm"
+keys p : Up
+expect_line p "Up recalls the last command" '^:goto L2\.mlp_norm$'
+keys p Up
+expect_line p "Up again goes further back" '^:reload$'
+keys p Escape
+expect_screen p "Esc leaves the prompt" "? help"
+keys p : "frobnicate" Enter
+expect_screen p "an unknown command says so" "unknown command 'frobnicate' (try :help)"
+
+keys p / "mlp_norm" Enter
+expect_screen p "/ searches names after the cursor" "L3.mlp_norm"
+keys p / Enter
+expect_screen p "/ with no pattern repeats the search" "final_norm"
+keys p / "nosuchtensor" Enter
+expect_screen p "/ says when nothing matches" "search: nothing matches 'nosuchtensor'"
+
+keys p : "help" Enter
+expect_screen p "help opens the help screen" "tbisect help"
+expect_line p "help lists keys from the keymap" '^  f +first-divergence +jump to the first divergence'
+keys p q
+keys p ?
+expect_screen p "? opens the help screen too" "tbisect help"
+keys p G
+expect_line p "help lists the prompt commands" '^  goto CELL \| goto LAYER +select a cell'
+expect_screen p "the help scrolls to the cell legend" ". match   ~ close   X diverged   - missing"
+keys p Escape
+expect_screen p "Esc leaves the help" "? help"
+
+keys p : "quit" Enter
+expect_clean_exit p "quit quits" 1
+
+tap_done

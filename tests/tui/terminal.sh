@@ -1,0 +1,87 @@
+#!/bin/sh
+# The terminal side of the TUI in tmux: resizing relayouts (100x30 and
+# back, too small), mono rendering with NO_COLOR, 8 and 256 colors, and a
+# restored terminal after q, Ctrl-C, SIGTERM and a crash signal; a clear
+# message when there is no terminal at all; --watch reloads a changed tree.
+set -u
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+. "${top_srcdir:-.}/tests/tui/tuilib.sh"
+tui_setup
+
+"$TBGEN" --bug scale@L1.attn "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
+"$TBGEN" --sub --bug noise@L2.mlp.up "$TAP_TMP/sref" "$TAP_TMP/scand" || bail_out "tbgen failed"
+
+expect_error_msg 2 "tbisect check" "the interactive view needs a terminal on stdin and stdout" \
+	"no terminal: one line pointing to 'tbisect check', exit 2" "$TBISECT" "$TAP_TMP/ref" "$TAP_TMP/cand"
+expect_error_msg 2 "nosuch" "" "a bad tree fails before the screen opens" "$TBISECT" "$TAP_TMP/nosuch" "$TAP_TMP/cand"
+
+tui_start r 80 24 -- sref scand
+wait_for r "DIVERGED" || bail_out "the heatmap did not come up"
+expect_at r "80x24: the key hints on line 24" 24 '^\? help  Enter open'
+expect_at r "80x24: six columns fit" 4 '^ +attn_norm +attn\.q +attn\.k +attn\.v +attn +mlp_norm +>$'
+tm resize-window -t tb:r -x 100 -y 30
+expect_at r "100x30: the key hints move to line 30" 30 '^\? help  Enter open'
+expect_at r "100x30: eight columns fit" 4 '^ +attn_norm +attn\.q +attn\.k +attn\.v +attn +mlp_norm +mlp\.gate +mlp\.up +>$'
+expect_at r "100x30: the status line follows" 28 '^embed match'
+tm resize-window -t tb:r -x 80 -y 24
+expect_at r "back to 80x24: hints on line 24" 24 '^\? help  Enter open'
+expect_at r "back to 80x24: six columns again" 4 '^ +attn_norm +attn\.q +attn\.k +attn\.v +attn +mlp_norm +>$'
+tm resize-window -t tb:r -x 40 -y 10
+expect_screen r "40x10: a clear message instead of a broken screen" "terminal too small: 40x10"
+expect_screen r "too small: it points to tbisect check" "or use 'tbisect check'."
+tm resize-window -t tb:r -x 80 -y 24
+expect_at r "80x24 again: the heatmap is back" 4 '^ +attn_norm +attn\.q'
+keys r f Enter
+expect_screen r "the detail screen at 80x24" "per position"
+tm resize-window -t tb:r -x 100 -y 30
+expect_at r "the detail screen relayouts at 100x30" 30 '^\? help'
+tm resize-window -t tb:r -x 80 -y 24
+keys r q q
+expect_clean_exit r "q after resizing: terminal restored" 1
+
+tui_start mono 80 24 NO_COLOR=1 -- ref cand
+wait_for mono "DIVERGED" || bail_out "the heatmap did not come up"
+screen_escapes mono
+check_that "NO_COLOR: no color escapes at all" sh -c '! printf "%s" "$1" | grep -E -q "\[(3[0-7]|4[0-7]|38;5;[0-9]+|48;5;[0-9]+)m"' x "$TUI_SCREEN"
+expect_line mono "NO_COLOR: cells still read by glyph and number" '^L1 +\. 0\.0e\+00  X 5\.0e-01'
+expect_screen mono "NO_COLOR: the legend glyphs" "rel_l2 1e-08 .....~~~XXXX 1e+01"
+keys mono f
+expect_line mono "NO_COLOR: the cursor is a visible marker" '^L1 +\. 0\.0e\+00 >X 5\.0e-01'
+keys mono ? G
+expect_screen mono "NO_COLOR: help says mono" "colors: mono"
+keys mono q q
+expect_clean_exit mono "mono: q restores the terminal" 1
+
+tui_start c256 80 24 -- ref cand
+wait_for c256 "DIVERGED" || bail_out "the heatmap did not come up"
+screen_escapes c256
+check_that "xterm-256color: the heatmap uses the 256-color gradient" sh -c 'printf "%s" "$1" | grep -q "48;5;[0-9]*m X 5.0e-01"' x "$TUI_SCREEN"
+keys c256 C-c
+expect_clean_exit c256 "Ctrl-C quits and restores the terminal" 1
+
+tui_start c8 80 24 TERM=xterm -- ref cand
+wait_for c8 "DIVERGED" || bail_out "the heatmap did not come up"
+screen_escapes c8
+check_that "8 colors: status colors, no 256-color escapes" sh -c 'printf "%s" "$1" | grep -q "41m X 5.0e-01" && ! printf "%s" "$1" | grep -q "48;5;"' x "$TUI_SCREEN"
+kill -TERM "$(tui_pid c8)"
+expect_clean_exit c8 "SIGTERM restores the terminal" 143
+
+tui_start crash 80 24 -- ref cand
+wait_for crash "DIVERGED" || bail_out "the heatmap did not come up"
+kill -SEGV "$(tui_pid crash)"
+expect_clean_exit crash "a crash signal restores the terminal, then kills" 139
+
+"$TBGEN" --bug scale@L1.attn "$TAP_TMP/wref" "$TAP_TMP/wcand" || bail_out "tbgen failed"
+tui_start w 80 24 -- --watch wref wcand
+expect_screen w "--watch: the first comparison" "first divergence L1.attn"
+"$TBGEN" --bug scale@L2.mlp "$TAP_TMP/wref2" "$TAP_TMP/wcand2" >/dev/null 2>&1
+rm -rf "$TAP_TMP/wcand" && mv "$TAP_TMP/wcand2" "$TAP_TMP/wcand"
+expect_screen w "--watch: replacing the candidate tree reloads it" "first divergence L2.mlp"
+expect_screen w "--watch: the reload is announced" "reloaded: 23 cells"
+"$TBGEN" --bug scale@L3.block "$TAP_TMP/wref3" "$TAP_TMP/wcand3" >/dev/null 2>&1
+cp "$TAP_TMP"/wcand3/*.npy "$TAP_TMP/wcand/"
+expect_screen w "--watch: rewriting files inside it reloads again" "first divergence L3.block"
+keys w q
+expect_clean_exit w "quit after watching" 1
+
+tap_done

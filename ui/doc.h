@@ -1,0 +1,28 @@
+/*
+ * doc: a scrolling document drawn line by line into a window below a
+ * sticky title line, for the detail, causes and help screens.  Lines
+ * scrolled out of view are counted but not drawn, so a screen learns its
+ * document's length from one draw.
+ */
+#ifndef TB_UI_DOC_H
+#define TB_UI_DOC_H
+
+#include <curses.h>
+
+typedef struct doc {
+	WINDOW *w;
+	int y;      /* next document line */
+	int scroll; /* first document line shown */
+	int h;      /* window lines (line 0 is the title) */
+} doc;
+
+/* Window row of the next document line, or -1 when it is scrolled away. */
+int doc_row(doc *d);
+void doc_line(doc *d, attr_t a, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* prefix, then text word-wrapped to the window width; continuation lines
+ * start at column indent. */
+void doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text);
+/* Clamp a scroll offset to a document of `lines` in a window of h lines. */
+int doc_clamp(int scroll, int lines, int h);
+
+#endif
