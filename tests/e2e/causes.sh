@@ -1,0 +1,102 @@
+#!/bin/sh
+# The diagnosis on the tiny-model catalogue: for each injected bug, the
+# cause id that must rank first (or within the top N), and causes that must
+# not appear.  One table, below; mkdemo makes the pairs.
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+JSONQ=$top_builddir/tests/jsonq
+MKDEMO=$top_builddir/samples/mkdemo
+T=$TAP_TMP
+
+# rank_of ID: 1-based rank of cause ID in $TAP_OUT, 0 when absent.
+rank_of() {
+	_n=$("$JSONQ" "$TAP_OUT" 'causes.#')
+	_i=0
+	while [ "$_i" -lt "$_n" ]; do
+		[ "$("$JSONQ" "$TAP_OUT" "causes.$_i.id")" = "$1" ] && { echo $((_i + 1)); return; }
+		_i=$((_i + 1))
+	done
+	echo 0
+}
+
+# bug | mkdemo options | cause | within rank (1: first)
+while IFS='|' read -r bug opts cause within; do
+	case $bug in '' | '#'*) continue ;; esac
+	dir=$T/$bug$(echo "$opts" | tr -d ' -')
+	# shellcheck disable=SC2086
+	"$MKDEMO" $opts --bug "$bug" "$dir/ref" "$dir/cand" >/dev/null || bail_out "mkdemo --bug $bug failed"
+	run_cmd "$TBISECT" check --json --no-history "$dir/ref" "$dir/cand"
+	r=$(rank_of "$cause")
+	top=$("$JSONQ" "$TAP_OUT" causes.0.id 2>/dev/null)
+	if [ "$r" -ge 1 ] && [ "$r" -le "$within" ]; then
+		ok "$bug${opts:+ ($opts)}: $cause ranked $r (<= $within)"
+	else
+		not_ok "$bug${opts:+ ($opts)}: $cause within top $within" "rank $r, top cause '$top'"
+	fi
+done <<'TABLE'
+tokenizer||tokenizer|1
+tokenizer-bos||tokenizer|1
+embedding-weights||embedding-weights|1
+embedding-scale||embedding-scale|1
+norm-formulation||norm-formulation|1
+norm-epsilon||norm-epsilon|1
+rope-style||rope-style|1
+rope-style|--seq 64|rope-style|1
+rope-style|--sub|rope-style|1
+rope-theta||rope-theta|1
+rope-theta|--seq 128|rope-theta|1
+rope-theta|--sub|rope-theta|1
+rotate-half-sign||rotate-half-sign|3
+partial-rope||partial-rope|3
+decode-position|--seq 128|decode-position|1
+qk-norm||qk-norm|1
+qk-norm|--sub|qk-norm|1
+attention-layout||attention-layout|1
+attention-layout|--sub|attention-layout|1
+gqa-repeat||gqa-repeat|1
+softmax-scale||softmax-scale|1
+softmax-scale|--seq 64|softmax-scale|1
+attention-mask||attention-mask|1
+sliding-window||sliding-window|1
+scale-multiplier||scale-multiplier|1
+mlp-activation||mlp-activation|1
+mlp-gating||mlp-gating|1
+mlp-bias||mlp-bias|1
+residual-wiring||residual-wiring|1
+weight-mapping||weight-mapping|1
+nan-overflow||nan-overflow|1
+dtype-precision||dtype-precision|1
+final-norm||final-norm|1
+lm-head||lm-head|1
+tied-embeddings||tied-embeddings|1
+dump-offset||dump-offset|1
+dump-duplicate||dump-duplicate|1
+rope-style|--format safetensors --dtype bf16|rope-style|1
+mlp-gating|--format safetensors --dtype bf16|mlp-gating|1
+TABLE
+
+# Causes that must not be offered.
+"$MKDEMO" --bug none "$T/none/ref" "$T/none/cand" >/dev/null
+expect_exit 0 "clean pair: exit 0" "$TBISECT" check --json --no-history "$T/none/ref" "$T/none/cand"
+check_that "clean pair: no cause at all" test "$("$JSONQ" "$TAP_OUT" 'causes.#')" = 0
+"$MKDEMO" --bug dtype-precision "$T/prec/ref" "$T/prec/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/prec/ref" "$T/prec/cand"
+check_that "precision only: no origin blamed" test "$("$JSONQ" "$TAP_OUT" origin)" = null
+check_that "precision only: only dtype-precision offered" test "$("$JSONQ" "$TAP_OUT" 'causes.#')" = 1
+"$MKDEMO" --bug rope-style "$T/rs/ref" "$T/rs/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/rs/ref" "$T/rs/cand"
+for id in mlp-activation norm-formulation tokenizer dtype-precision weight-mapping attention-mask; do
+	check_that "rope-style: $id not offered" test "$(rank_of "$id")" = 0
+done
+"$MKDEMO" --bug mlp-activation "$T/ma/ref" "$T/ma/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/ma/ref" "$T/ma/cand"
+for id in rope-style softmax-scale gqa-repeat residual-wiring; do
+	check_that "mlp-activation: $id not offered" test "$(rank_of "$id")" = 0
+done
+check_that "why names the measured numbers" sh -c "'$JSONQ' '$TAP_OUT' causes.0.why | grep -q 'rel_l2 0\.[0-9]*, cosine 0\.9'"
+check_that "look_at says what to check" sh -c "'$JSONQ' '$TAP_OUT' causes.0.look_at | grep -q 'hidden_act'"
+run_cmd "$TBISECT" check --no-history "$T/ma/ref" "$T/ma/cand"
+check_that "text report lists the causes" grep -q '^  1\. mlp-activation (score 0\.[0-9]*)$' "$TAP_OUT"
+check_that "origin is the MLP" grep -q '^origin: error is born at L0.mlp' "$TAP_OUT"
+
+tap_done
