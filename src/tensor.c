@@ -180,14 +180,23 @@ void tb_tensor_release(tb_tensor *t)
 	blob_release(t->blob);
 }
 
+const void *tb_tensor_data(const tb_tensor *t)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	bool native = t->big_endian || tb_dtype_size(t->dtype) == 1;
+#else
+	bool native = !t->big_endian || tb_dtype_size(t->dtype) == 1;
+#endif
+	if (!native || !t->contiguous || !t->blob->data)
+		return NULL;
+	return t->blob->data + t->offset;
+}
+
 const float *tb_tensor_f32_direct(const tb_tensor *t)
 {
-	const unsigned char *p;
+	const unsigned char *p = t->dtype == TB_DT_F32 ? tb_tensor_data(t) : NULL;
 
-	if (t->dtype != TB_DT_F32 || t->big_endian || !t->contiguous || !t->blob->data)
-		return NULL;
-	p = t->blob->data + t->offset;
-	return ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
+	return p && ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
 }
 
 void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out)
