@@ -7,10 +7,11 @@ files) tensor by tensor, pairing equal names, and computes per cell what
 fraction and the per-position rel_l2 with the first bad position.  Written
 the way a competent numpy user would: np.load(mmap_mode='r') (np.memmap for
 safetensors), vectorised, in chunks of rows so memory stays bounded, sums
-in float64.  bfloat16 .npy arrives as raw '<V2': it is viewed as uint16 and
-shifted into float32.
+in float64 (--f32: in float32, faster and less exact, as a less careful
+user would).  bfloat16 .npy arrives as raw '<V2': it is viewed as uint16
+and shifted into float32.
 
-    baseline.py [--json OUT] [--atol A] [--rtol R] [--diverge D] REF CAND
+    baseline.py [--f32] [--json OUT] [--atol A] [--rtol R] [--diverge D] REF CAND
 """
 import argparse
 import json
@@ -60,13 +61,13 @@ def load_tree(root):
     return out
 
 
-def as_f64(a, bf16):
+def widen(a, bf16, dtype):
     if bf16:
         a = (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    return a.astype(np.float64)
+    return a.astype(dtype, copy=False)
 
 
-def compare(ref, cand, atol, rtol, diverge):
+def compare(ref, cand, atol, rtol, diverge, dtype):
     (r_all, r_bf), (c_all, c_bf) = ref, cand
     shape = r_all.shape
     while len(shape) > 1 and shape[0] == 1:
@@ -81,8 +82,8 @@ def compare(ref, cand, atol, rtol, diverge):
     sad = 0.0
     close = 0
     for s in range(0, rows, step):
-        r = as_f64(r_all[s:s + step], r_bf)
-        c = as_f64(c_all[s:s + step], c_bf)
+        r = widen(r_all[s:s + step], r_bf, dtype)
+        c = widen(c_all[s:s + step], c_bf, dtype)
         d = c - r
         pos[0, s:s + step] = np.einsum("ij,ij->i", d, d)
         pos[1, s:s + step] = np.einsum("ij,ij->i", r, r)
@@ -108,6 +109,7 @@ def compare(ref, cand, atol, rtol, diverge):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--f32", action="store_true")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--diverge", type=float, default=1e-2)
@@ -117,7 +119,8 @@ def main():
     ref, cand = load_tree(a.ref), load_tree(a.cand)
     cells = {}
     for name in sorted(ref.keys() & cand.keys()):
-        cells[name] = compare(ref[name], cand[name], a.atol, a.rtol, a.diverge)
+        cells[name] = compare(ref[name], cand[name], a.atol, a.rtol, a.diverge,
+                              np.float32 if a.f32 else np.float64)
     diverged = sum(1 for m in cells.values() if not m["rel_l2"] <= a.diverge)
     print(f"baseline: {len(cells)} cells, {diverged} diverged")
     if a.json:
