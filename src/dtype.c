@@ -215,24 +215,13 @@ static uint64_t load_uint(const unsigned char *p, unsigned size, bool swap)
 		for (; i < n; i++)                                               \
 			dst[i] = tb_sload(k, src, i);                            \
 	}
-DECODE_VARIANT(decode_generic, TB_SIMD_GENERIC_ATTR, TB_SIMD_GENERIC_SET)
+DECODE_VARIANT(decode_generic_run, TB_SIMD_GENERIC_ATTR, TB_SIMD_GENERIC_SET)
 #if TB_SIMD_X86
 #define AVX_SET(op) avx_##op
-DECODE_VARIANT(decode_avx2, __attribute__((target("avx2"))), AVX_SET)
+DECODE_VARIANT(decode_avx2_run, __attribute__((target("avx2"))), AVX_SET)
 #undef AVX_SET
 #endif
 #undef DECODE_VARIANT
-
-static void decode_16(tb_src k, const void *src, size_t n, float *dst)
-{
-#if TB_SIMD_X86
-	if (tb_simd_avx2()) {
-		decode_avx2(k, src, n, dst);
-		return;
-	}
-#endif
-	decode_generic(k, src, n, dst);
-}
 
 void tb_dtype_to_f32(tb_dtype dt, const void *src, size_t n, bool swap, float *dst)
 {
@@ -262,7 +251,7 @@ void tb_dtype_to_f32(tb_dtype dt, const void *src, size_t n, bool swap, float *d
 	case TB_DT_BF16:
 	case TB_DT_F16:
 		if (swap == HOST_BIG_ENDIAN) {
-			decode_16(dt == TB_DT_BF16 ? TB_SRC_BF16 : TB_SRC_F16, p, n, dst);
+			TB_SIMD_PICK(decode, run)(dt == TB_DT_BF16 ? TB_SRC_BF16 : TB_SRC_F16, p, n, dst);
 			return;
 		}
 		for (size_t i = 0; i < n; i++) {

@@ -26,33 +26,13 @@
 		(idx)[j_] = (i);                                               \
 	} while (0)
 
-#define V(op) TB_SIMD_GENERIC_SET(op)
-#define KNAME(name) logit_generic_##name
-#define KATTR TB_SIMD_GENERIC_ATTR
-#include "logit_kernel.inc"
-#undef V
-#undef KNAME
-#undef KATTR
-
-#if TB_SIMD_X86
-#define V(op) avx_##op
-#define KNAME(name) logit_avx2_##name
-#define KATTR __attribute__((target("avx2")))
-#include "logit_kernel.inc"
-#undef V
-#undef KNAME
-#undef KATTR
-#endif
+#define TB_KERNEL_FILE "logit_kernel.inc"
+#define TB_KERNEL_PREFIX logit
+#include "simd_stamp.h"
 
 void tb_logits_row(const float *ref, const float *cand, int64_t vocab, tb_logit_row *out)
 {
-#if TB_SIMD_X86
-	if (tb_simd_avx2()) {
-		logit_avx2_row(ref, cand, vocab, out);
-		return;
-	}
-#endif
-	logit_generic_row(ref, cand, vocab, out);
+	TB_SIMD_PICK(logit, row)(ref, cand, vocab, out);
 }
 
 tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab)

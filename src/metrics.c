@@ -135,23 +135,9 @@ typedef struct kout {
 	uint64_t close;
 } kout;
 
-#define V(op) TB_SIMD_GENERIC_SET(op)
-#define KNAME(name) acc_generic_##name
-#define KATTR TB_SIMD_GENERIC_ATTR
-#include "acc_kernel.inc"
-#undef V
-#undef KNAME
-#undef KATTR
-
-#if TB_SIMD_X86
-#define V(op) avx_##op
-#define KNAME(name) acc_avx2_##name
-#define KATTR __attribute__((target("avx2")))
-#include "acc_kernel.inc"
-#undef V
-#undef KNAME
-#undef KATTR
-#endif
+#define TB_KERNEL_FILE "acc_kernel.inc"
+#define TB_KERNEL_PREFIX acc
+#include "simd_stamp.h"
 
 static bool src_of(tb_dtype dt, tb_src *k)
 {
@@ -185,12 +171,7 @@ void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dt
 
 	src_of(rdt, &rk);
 	src_of(cdt, &ck);
-#if TB_SIMD_X86
-	if (tb_simd_avx2())
-		acc_avx2_run(rk, r, ck, c, n, atol, rtol, &o);
-	else
-#endif
-		acc_generic_run(rk, r, ck, c, n, atol, rtol, &o);
+	TB_SIMD_PICK(acc, run)(rk, r, ck, c, n, atol, rtol, &o);
 	if (!isfinite(o.srr + o.scc)) {
 		run_nonfinite(a, rk, r, ck, c, n, base, atol, rtol, run);
 		return;

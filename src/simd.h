@@ -3,8 +3,8 @@
  * metric kernel, the logit kernel), in three interchangeable sets of
  * always-inline functions: avx_ (AVX2), sse_ (SSE2, the x86-64 baseline)
  * and gen_ (portable C, other CPUs).  A kernel is a template (*.inc)
- * compiled once per set with V(op) naming the set's op; tb_simd_avx2()
- * says at run time which compiled copy to call.
+ * that simd_stamp.h compiles once per set, with V(op) naming the set's op;
+ * TB_SIMD_PICK calls the copy tb_simd_avx2() chooses at run time.
  *
  * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 4 int64) and
  * only exact IEEE operations in a fixed order, with no contraction into FMA
@@ -310,16 +310,18 @@ AVX_INLINE void avx_istore(int64_t *o, avx_i a) { _mm256_storeu_si256((__m256i *
 #endif /* TB_SIMD_X86 */
 
 /*
- * Stamp out a kernel template once per op set: the template file defines
- * functions named by KNAME(x) and calls ops as V(op); KATTR is the target
- * attribute.  "generic" is SSE2 on x86 and portable C elsewhere.
+ * The op set and target attribute of the "generic" copy (SSE2 on x86,
+ * portable C elsewhere), and the copy to call: TB_SIMD_PICK(prefix, name)
+ * is prefix_avx2_name or prefix_generic_name (see simd_stamp.h).
  */
 #if TB_SIMD_X86
 #define TB_SIMD_GENERIC_SET(x) sse_##x
 #define TB_SIMD_GENERIC_ATTR __attribute__((target("sse2")))
+#define TB_SIMD_PICK(prefix, name) (tb_simd_avx2() ? prefix##_avx2_##name : prefix##_generic_##name)
 #else
 #define TB_SIMD_GENERIC_SET(x) gen_##x
 #define TB_SIMD_GENERIC_ATTR
+#define TB_SIMD_PICK(prefix, name) prefix##_generic_##name
 #endif
 
 #endif
