@@ -126,7 +126,12 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 	pthread_mutex_lock(&pw->lock);
 	if (!pw->acquired) {
 		pw->acquired = true;
-		pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
+		/* Per-row sums exist only while the pair is in flight, so memory
+		 * follows the pairs being compared, not the tree. */
+		if (pw->n_pos > 0 && !(pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows)))
+			pw->acquire_rc = tb_err_set(err, pw->ref->path, "out of memory for tensor '%s'", pw->ref->name);
+		else
+			pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
 		if (pw->acquire_rc == 0) {
 			pw->acquire_rc = tb_tensor_acquire(pw->cand, err);
 			if (pw->acquire_rc < 0)
@@ -346,11 +351,9 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		n_units += pw->n_units;
 		atomic_init(&pw->remaining, pw->n_units);
 		pw->unit_acc = malloc(pw->n_units * sizeof *pw->unit_acc);
-		if (pw->n_pos > 0)
-			pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows);
 		if (pw->logits)
 			c->logits = tb_logits_new((int64_t)pw->n_rows, (int64_t)pw->row_len);
-		if (!pw->unit_acc || (pw->n_pos > 0 && !pw->rows) || (pw->logits && !c->logits))
+		if (!pw->unit_acc || (pw->logits && !c->logits))
 			return -1;
 		for (size_t k = 0; k < pw->n_units; k++)
 			tb_acc_init(&pw->unit_acc[k]);
