@@ -126,7 +126,12 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 	pthread_mutex_lock(&pw->lock);
 	if (!pw->acquired) {
 		pw->acquired = true;
-		pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
+		/* Per-row sums exist only while the pair is in flight, so memory
+		 * follows the pairs being compared, not the tree. */
+		if (pw->n_pos > 0 && !(pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows)))
+			pw->acquire_rc = tb_err_set(err, pw->ref->path, "out of memory for tensor '%s'", pw->ref->name);
+		else
+			pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
 		if (pw->acquire_rc == 0) {
 			pw->acquire_rc = tb_tensor_acquire(pw->cand, err);
 			if (pw->acquire_rc < 0)
@@ -140,18 +145,27 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 	return rc;
 }
 
+/* Elements the kernel can read in place (f32, bf16, f16, contiguous,
+ * native order), or NULL when they must be decoded first. */
+static const void *in_place(const tb_tensor *t)
+{
+	return tb_acc_reads(t->dtype) ? tb_tensor_data(t) : NULL;
+}
+
 /* Fold one row (or a slice of a flat tensor) into acc. */
 static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
 {
 	const tb_tolerance *tol = &pw->res->tol;
 	uint64_t start = row * pw->row_len, len = pw->row_len;
-	const float *dr = tb_tensor_f32_direct(pw->ref), *dc = tb_tensor_f32_direct(pw->cand);
+	const unsigned char *pr = in_place(pw->ref), *pc = in_place(pw->cand);
+	size_t er = elem_bytes(pw->ref), ec = elem_bytes(pw->cand);
 	tb_run_sums sums = {0}, part;
 
 	if (len > pw->n - start)
 		len = pw->n - start;
 	if (pw->logits) {
 		/* Logit rows are needed whole, in float. */
+		const float *dr = tb_tensor_f32_direct(pw->ref), *dc = tb_tensor_f32_direct(pw->cand);
 		const float *r = dr ? dr + start : NULL, *c = dc ? dc + start : NULL;
 		if ((!r || !c) && scratch_fit(s, (size_t)len) < 0)
 			return -1;
@@ -165,19 +179,23 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
 		}
 		tb_acc_run(acc, r, c, (size_t)len, start, tol->atol, tol->rtol, &sums);
 		tb_logits_row(r, c, (int64_t)len, &pw->res->logits->rows[row]);
-	} else if (dr && dc) {
-		tb_acc_run(acc, dr + start, dc + start, (size_t)len, start, tol->atol, tol->rtol, &sums);
+	} else if (pr && pc) {
+		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
+			       tol->atol, tol->rtol, &sums);
 	} else {
+		/* Decode what cannot be read in place, a cache-sized block at a time. */
 		if (scratch_fit(s, BLOCK_ELEMS) < 0)
 			return -1;
 		for (uint64_t off = 0; off < len; off += BLOCK_ELEMS) {
 			size_t k = (size_t)(len - off < BLOCK_ELEMS ? len - off : BLOCK_ELEMS);
-			const float *r = dr ? dr + start + off : s->r, *c = dc ? dc + start + off : s->c;
-			if (!dr)
+			const void *r = pr ? (const void *)(pr + (start + off) * er) : s->r;
+			const void *c = pc ? (const void *)(pc + (start + off) * ec) : s->c;
+			if (!pr)
 				tb_tensor_read_f32(pw->ref, start + off, k, s->r);
-			if (!dc)
+			if (!pc)
 				tb_tensor_read_f32(pw->cand, start + off, k, s->c);
-			tb_acc_run(acc, r, c, k, start + off, tol->atol, tol->rtol, &part);
+			tb_acc_run_raw(acc, r, pr ? pw->ref->dtype : TB_DT_F32, c, pc ? pw->cand->dtype : TB_DT_F32, k,
+				       start + off, tol->atol, tol->rtol, &part);
 			sums.sdd += part.sdd;
 			sums.srr += part.srr;
 			sums.scc += part.scc;
@@ -333,11 +351,9 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		n_units += pw->n_units;
 		atomic_init(&pw->remaining, pw->n_units);
 		pw->unit_acc = malloc(pw->n_units * sizeof *pw->unit_acc);
-		if (pw->n_pos > 0)
-			pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows);
 		if (pw->logits)
 			c->logits = tb_logits_new((int64_t)pw->n_rows, (int64_t)pw->row_len);
-		if (!pw->unit_acc || (pw->n_pos > 0 && !pw->rows) || (pw->logits && !c->logits))
+		if (!pw->unit_acc || (pw->logits && !c->logits))
 			return -1;
 		for (size_t k = 0; k < pw->n_units; k++)
 			tb_acc_init(&pw->unit_acc[k]);

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "dtype.h"
+#include "simd.h"
 
 struct dtype_info {
 	const char *name;
@@ -172,16 +173,12 @@ uint16_t tb_f32_to_f16(float f)
 	return (uint16_t)(s | h);
 }
 
-/* f16 is common in dumps; a table makes its decode a load. */
-static float f16_table[65536];
 /* One table per 1-byte float type, indexed by tb_dtype. */
 static float f8_table[TB_DT_COUNT][256];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void)
 {
-	for (uint32_t i = 0; i < 65536; i++)
-		f16_table[i] = tb_f16_to_f32((uint16_t)i);
 	for (uint32_t i = 0; i < 256; i++) {
 		f8_table[TB_DT_F8_E4M3FN][i] = tb_f8e4m3fn_to_f32((uint8_t)i);
 		f8_table[TB_DT_F8_E5M2][i] = tb_f8e5m2_to_f32((uint8_t)i);
@@ -201,6 +198,31 @@ static uint64_t load_uint(const unsigned char *p, unsigned size, bool swap)
 	return v;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN true
+#else
+#define HOST_BIG_ENDIAN false
+#endif
+
+/* Native-order f32/bf16/f16 to float, 8 at a time with the kernels'
+ * loaders (simd.h), one copy per instruction set. */
+#define DECODE_VARIANT(NAME, ATTR, V)                                            \
+	ATTR static void NAME(tb_src k, const void *src, size_t n, float *dst)   \
+	{                                                                        \
+		size_t i = 0;                                                    \
+		for (; i + 8 <= n; i += 8)                                       \
+			V(fstore)(dst + i, V(load)(k, src, i));                  \
+		for (; i < n; i++)                                               \
+			dst[i] = tb_sload(k, src, i);                            \
+	}
+DECODE_VARIANT(decode_generic_run, TB_SIMD_GENERIC_ATTR, TB_SIMD_GENERIC_SET)
+#if TB_SIMD_X86
+#define AVX_SET(op) avx_##op
+DECODE_VARIANT(decode_avx2_run, __attribute__((target("avx2"))), AVX_SET)
+#undef AVX_SET
+#endif
+#undef DECODE_VARIANT
+
 void tb_dtype_to_f32(tb_dtype dt, const void *src, size_t n, bool swap, float *dst)
 {
 	const unsigned char *p = src;
@@ -211,12 +233,12 @@ void tb_dtype_to_f32(tb_dtype dt, const void *src, size_t n, bool swap, float *d
 		swap = false;
 	switch (dt) {
 	case TB_DT_F32:
-		if (!swap) {
+		if (swap == HOST_BIG_ENDIAN) {
 			memcpy(dst, p, n * 4);
 			return;
 		}
 		for (size_t i = 0; i < n; i++)
-			dst[i] = f32_bits((uint32_t)load_uint(p + 4 * i, 4, true));
+			dst[i] = f32_bits((uint32_t)load_uint(p + 4 * i, 4, swap));
 		return;
 	case TB_DT_F64:
 		for (size_t i = 0; i < n; i++) {
@@ -227,17 +249,14 @@ void tb_dtype_to_f32(tb_dtype dt, const void *src, size_t n, bool swap, float *d
 		}
 		return;
 	case TB_DT_BF16:
-		for (size_t i = 0; i < n; i++) {
-			uint16_t h = swap ? (uint16_t)(p[2 * i] << 8 | p[2 * i + 1])
-					  : (uint16_t)(p[2 * i + 1] << 8 | p[2 * i]);
-			dst[i] = f32_bits((uint32_t)h << 16);
-		}
-		return;
 	case TB_DT_F16:
+		if (swap == HOST_BIG_ENDIAN) {
+			TB_SIMD_PICK(decode, run)(dt == TB_DT_BF16 ? TB_SRC_BF16 : TB_SRC_F16, p, n, dst);
+			return;
+		}
 		for (size_t i = 0; i < n; i++) {
-			uint16_t h = swap ? (uint16_t)(p[2 * i] << 8 | p[2 * i + 1])
-					  : (uint16_t)(p[2 * i + 1] << 8 | p[2 * i]);
-			dst[i] = f16_table[h];
+			uint16_t h = (uint16_t)load_uint(p + 2 * i, 2, swap);
+			dst[i] = dt == TB_DT_BF16 ? tb_bits_f32((uint32_t)h << 16) : tb_half_f32(h);
 		}
 		return;
 	case TB_DT_F8_E4M3FN:

@@ -3,73 +3,36 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "logits.h"
+#include "simd.h"
 
 #define TOPK 5
 
-/* Indices of the k largest values, largest first (ties: lower index). */
-static int topk(const float *x, int64_t n, int64_t *idx)
-{
-	int k = 0;
+/* Insert x[i] into the running top-k idx[0..k) (largest first; ties keep
+ * the lower index; NaN never enters). */
+#define TOPK_INSERT(x, i, idx, k)                                              \
+	do {                                                                   \
+		float v_ = (x)[i];                                             \
+		int j_;                                                        \
+		if (isnan(v_) || ((k) == TOPK && !(v_ > (x)[(idx)[TOPK - 1]]))) \
+			break;                                                 \
+		j_ = (k) < TOPK ? (k)++ : TOPK - 1;                            \
+		while (j_ > 0 && v_ > (x)[(idx)[j_ - 1]]) {                    \
+			(idx)[j_] = (idx)[j_ - 1];                             \
+			j_--;                                                  \
+		}                                                              \
+		(idx)[j_] = (i);                                               \
+	} while (0)
 
-	for (int64_t i = 0; i < n; i++) {
-		float v = x[i];
-		int j;
-		if (isnan(v))
-			continue;
-		if (k == TOPK && !(v > x[idx[TOPK - 1]]))
-			continue;
-		j = k < TOPK ? k++ : TOPK - 1;
-		while (j > 0 && v > x[idx[j - 1]]) {
-			idx[j] = idx[j - 1];
-			j--;
-		}
-		idx[j] = i;
-	}
-	return k;
-}
-
-static double log_sum_exp(const float *x, int64_t n, double mx)
-{
-	double s = 0;
-
-	for (int64_t i = 0; i < n; i++)
-		s += exp((double)x[i] - mx);
-	return mx + log(s);
-}
+#define TB_KERNEL_FILE "logit_kernel.inc"
+#define TB_KERNEL_PREFIX logit
+#include "simd_stamp.h"
 
 void tb_logits_row(const float *ref, const float *cand, int64_t vocab, tb_logit_row *out)
 {
-	int64_t ir[TOPK], ic[TOPK];
-	int kr, kc, common = 0;
-	double lr, lc, kl = 0;
-	bool finite = true;
-
-	for (int64_t i = 0; i < vocab && finite; i++)
-		finite = isfinite(ref[i]) && isfinite(cand[i]);
-	kr = topk(ref, vocab, ir);
-	kc = topk(cand, vocab, ic);
-	for (int a = 0; a < kr; a++)
-		for (int b = 0; b < kc; b++)
-			common += ir[a] == ic[b];
-	out->top5_common = common;
-	out->top1[0] = kr ? ir[0] : -1;
-	out->top1[1] = kc ? ic[0] : -1;
-	if (!finite || vocab == 0) {
-		out->kl = NAN;
-		out->top1_logprob[0] = out->top1_logprob[1] = NAN;
-		return;
-	}
-	lr = log_sum_exp(ref, vocab, ref[ir[0]]);
-	lc = log_sum_exp(cand, vocab, cand[ic[0]]);
-	for (int64_t i = 0; i < vocab; i++) {
-		double a = (double)ref[i] - lr, b = (double)cand[i] - lc;
-		kl += exp(a) * (a - b);
-	}
-	out->kl = kl < 0 ? 0 : kl; /* rounding can dip a hair below zero */
-	out->top1_logprob[0] = (double)ref[ir[0]] - lr;
-	out->top1_logprob[1] = (double)cand[ic[0]] - lc;
+	TB_SIMD_PICK(logit, row)(ref, cand, vocab, out);
 }
 
 tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab)

@@ -38,6 +38,12 @@ int tb_file_open(const char *path, tb_file **out, tb_err *err)
 			close(fd);
 			return tb_err_set(err, path, "cannot map: %s", strerror(e));
 		}
+		/* Indexing touches only headers: without this, each header fault
+		 * reads around it (read_ahead_kb, often megabytes) and maps a
+		 * cluster of pages, so opening a cold tree would read gigabytes.
+		 * tb_file_will_read turns a tensor's range sequential when the
+		 * compare step gets to it. */
+		madvise(map, (size_t)st.st_size, MADV_RANDOM);
 	}
 	close(fd);
 	f = calloc(1, sizeof *f);

@@ -20,7 +20,8 @@ typedef struct tb_file {
 } tb_file;
 
 /* Open and map a regular file.  Refuses anything else (FIFO, device, ...)
- * without blocking. */
+ * without blocking.  The mapping starts in random-access mode, so reading a
+ * header pulls in that page only, not a read-ahead window of tensor data. */
 int tb_file_open(const char *path, tb_file **out, tb_err *err);
 void tb_file_free(tb_file *f);
 

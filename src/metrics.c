@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "simd.h"
 
 void tb_tolerance_default(tb_tolerance *t)
 {
@@ -52,17 +53,24 @@ void tb_acc_merge(tb_acc *into, const tb_acc *from)
 	into->mismatch += from->mismatch;
 }
 
-static void note_worst(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double mx)
+/* Element i of a source, widened. */
+TB_INLINE double elem(tb_src k, const void *p, size_t i)
+{
+	return (double)tb_sload(k, p, i);
+}
+
+static void note_worst(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
+		       double mx)
 {
 	if (!(mx > a->max_abs))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)c[i] - (double)r[i]);
-		if (d == mx) {
+		double rv = elem(rk, r, i), cv = elem(ck, c, i);
+		if (fabs(cv - rv) == mx) {
 			a->max_abs = mx;
 			a->worst = base + i;
-			a->worst_r = r[i];
-			a->worst_c = c[i];
+			a->worst_r = (float)rv;
+			a->worst_c = (float)cv;
 			return;
 		}
 	}
@@ -70,13 +78,13 @@ static void note_worst(tb_acc *a, const float *r, const float *c, size_t n, uint
 
 /* The careful path for runs holding NaN or Inf: counts them and keeps the
  * sums over finite pairs. */
-static void run_nonfinite(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double atol,
-			  double rtol, tb_run_sums *run)
+static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
+			  double atol, double rtol, tb_run_sums *run)
 {
 	tb_run_sums s = {0};
 
 	for (size_t i = 0; i < n; i++) {
-		double rv = r[i], cv = c[i];
+		double rv = elem(rk, r, i), cv = elem(ck, c, i);
 		bool rf = isfinite(rv), cf = isfinite(cv);
 
 		a->nan[0] += isnan(rv) != 0;
@@ -108,8 +116,8 @@ static void run_nonfinite(tb_acc *a, const float *r, const float *c, size_t n, u
 		if (ad > a->max_abs) {
 			a->max_abs = ad;
 			a->worst = base + i;
-			a->worst_r = r[i];
-			a->worst_c = c[i];
+			a->worst_r = (float)rv;
+			a->worst_c = (float)cv;
 		}
 	}
 	a->n += n;
@@ -121,61 +129,83 @@ static void run_nonfinite(tb_acc *a, const float *r, const float *c, size_t n, u
 		*run = s;
 }
 
-void tb_acc_run(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double atol, double rtol,
-		tb_run_sums *run)
-{
-	double sdd = 0, srr = 0, scc = 0, src = 0, sad = 0, sr = 0, sc = 0, mx = 0;
-	double rmin = INFINITY, rmax = -INFINITY, cmin = INFINITY, cmax = -INFINITY;
-	uint64_t close = 0;
+/* What one fast-path run produced. */
+typedef struct kout {
+	double sdd, srr, scc, src, sad, sr, sc, mx;
+	float rmin, rmax, cmin, cmax;
+	uint64_t close;
+} kout;
 
-	/* The fast path assumes finite data; a NaN or Inf anywhere makes a sum
-	 * non-finite (squares of finite floats cannot overflow a double), and
-	 * the run is redone carefully. */
-#pragma omp simd reduction(+ : sdd, srr, scc, src, sad, sr, sc, close) reduction(max : mx, rmax, cmax) \
-	reduction(min : rmin, cmin)
-	for (size_t i = 0; i < n; i++) {
-		double rv = r[i], cv = c[i];
-		double d = cv - rv, ad = fabs(d);
-		sdd += d * d;
-		srr += rv * rv;
-		scc += cv * cv;
-		src += rv * cv;
-		sad += ad;
-		sr += rv;
-		sc += cv;
-		mx = ad > mx ? ad : mx;
-		rmin = rv < rmin ? rv : rmin;
-		rmax = rv > rmax ? rv : rmax;
-		cmin = cv < cmin ? cv : cmin;
-		cmax = cv > cmax ? cv : cmax;
-		close += ad <= atol + rtol * fabs(rv);
+#define TB_KERNEL_FILE "acc_kernel.inc"
+#define TB_KERNEL_PREFIX acc
+#include "simd_stamp.h"
+
+static bool src_of(tb_dtype dt, tb_src *k)
+{
+	switch (dt) {
+	case TB_DT_F32:
+		*k = TB_SRC_F32;
+		return true;
+	case TB_DT_BF16:
+		*k = TB_SRC_BF16;
+		return true;
+	case TB_DT_F16:
+		*k = TB_SRC_F16;
+		return true;
+	default:
+		return false;
 	}
-	if (!isfinite(srr + scc)) {
-		run_nonfinite(a, r, c, n, base, atol, rtol, run);
+}
+
+bool tb_acc_reads(tb_dtype dt)
+{
+	tb_src k;
+
+	return src_of(dt, &k);
+}
+
+void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dtype cdt, size_t n, uint64_t base,
+		    double atol, double rtol, tb_run_sums *run)
+{
+	tb_src rk = TB_SRC_F32, ck = TB_SRC_F32;
+	kout o;
+
+	src_of(rdt, &rk);
+	src_of(cdt, &ck);
+	TB_SIMD_PICK(acc, run)(rk, r, ck, c, n, atol, rtol, &o);
+	if (!isfinite(o.srr + o.scc)) {
+		run_nonfinite(a, rk, r, ck, c, n, base, atol, rtol, run);
 		return;
 	}
 	a->n += n;
 	a->finite += n;
-	a->sdd += sdd;
-	a->srr += srr;
-	a->scc += scc;
-	a->src += src;
-	a->sad += sad;
-	a->sr += sr;
-	a->sc += sc;
-	a->rmin = fmin(a->rmin, rmin);
-	a->rmax = fmax(a->rmax, rmax);
-	a->cmin = fmin(a->cmin, cmin);
-	a->cmax = fmax(a->cmax, cmax);
-	a->close += close;
-	if (n)
-		note_worst(a, r, c, n, base, mx);
-	if (run) {
-		run->sdd = sdd;
-		run->srr = srr;
-		run->scc = scc;
-		run->src = src;
+	a->sdd += o.sdd;
+	a->srr += o.srr;
+	a->scc += o.scc;
+	a->src += o.src;
+	a->sad += o.sad;
+	a->sr += o.sr;
+	a->sc += o.sc;
+	if (n) {
+		a->rmin = fmin(a->rmin, o.rmin);
+		a->rmax = fmax(a->rmax, o.rmax);
+		a->cmin = fmin(a->cmin, o.cmin);
+		a->cmax = fmax(a->cmax, o.cmax);
+		note_worst(a, rk, r, ck, c, n, base, o.mx);
 	}
+	a->close += o.close;
+	if (run) {
+		run->sdd = o.sdd;
+		run->srr = o.srr;
+		run->scc = o.scc;
+		run->src = o.src;
+	}
+}
+
+void tb_acc_run(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double atol, double rtol,
+		tb_run_sums *run)
+{
+	tb_acc_run_raw(a, r, TB_DT_F32, c, TB_DT_F32, n, base, atol, rtol, run);
 }
 
 double tb_rel_l2(double sdd, double srr)

@@ -4,7 +4,9 @@
  *
  * tb_acc_run folds a run of (ref, cand) float32 pairs into double
  * accumulators: squared norms, dot product, |diff| sum and max with its
- * index, allclose count, NaN/Inf counts, per-side min/max/sum.  Runs never
+ * index, allclose count, NaN/Inf counts, per-side min/max/sum;
+ * tb_acc_run_raw does the same reading f32, bf16 or f16 elements in place
+ * (one specialised, vectorised loop per dtype pair, see simd.h).  Runs never
  * cross a row (a position of an [.., S, H] activation), so the run's own
  * sums are also returned for the per-position profile.  Accumulators from
  * different runs merge exactly, so work can be split across threads.
@@ -18,6 +20,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "dtype.h"
 
 typedef struct tb_tolerance {
 	double atol, rtol; /* element ok iff |c-r| <= atol + rtol*|r| */
@@ -52,6 +56,13 @@ void tb_acc_merge(tb_acc *into, const tb_acc *from);
 /* base: flat index of r[0]. */
 void tb_acc_run(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double atol, double rtol,
 		tb_run_sums *run);
+/* Can tb_acc_run_raw read this dtype in place?  (f32, bf16, f16) */
+bool tb_acc_reads(tb_dtype dt);
+/* tb_acc_run on n little-endian elements of rdt at r and cdt at c (any
+ * alignment); both dtypes must pass tb_acc_reads.  Results are those of
+ * tb_acc_run on the exactly decoded float32 values. */
+void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dtype cdt, size_t n, uint64_t base,
+		    double atol, double rtol, tb_run_sums *run);
 
 typedef struct tb_metrics {
 	uint64_t n;

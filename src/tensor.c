@@ -58,8 +58,6 @@ static int blob_acquire(tb_blob *b, tb_err *err)
 			b->data = tb_file_view(b->file, b->offset, b->size);
 			if (!b->data)
 				rc = tb_err_set(err, b->file->path, "data range leaves the file");
-			else
-				tb_file_will_read(b->file, b->offset, b->size);
 		} else if (b->ops) {
 			unsigned char *data = NULL;
 			rc = b->ops->load(b->ctx, b->size, &data, err);
@@ -170,9 +168,27 @@ void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size)
 		snprintf(buf + len, size - len, "]");
 }
 
+/* Bytes from element 0 to the last reachable element. */
+static uint64_t extent_bytes(const tb_tensor *t)
+{
+	uint64_t last = 0;
+
+	if (t->numel == 0)
+		return 0;
+	for (int i = 0; i < t->ndim; i++)
+		last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+	return (last + 1) * tb_dtype_size(t->dtype);
+}
+
 int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 {
-	return blob_acquire(t->blob, err);
+	if (blob_acquire(t->blob, err) < 0)
+		return -1;
+	/* Read-ahead for this tensor only: a blob may be a whole multi-GB
+	 * container. */
+	if (t->blob->file)
+		tb_file_will_read(t->blob->file, t->blob->offset + t->offset, extent_bytes(t));
+	return 0;
 }
 
 void tb_tensor_release(tb_tensor *t)
@@ -180,14 +196,23 @@ void tb_tensor_release(tb_tensor *t)
 	blob_release(t->blob);
 }
 
+const void *tb_tensor_data(const tb_tensor *t)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	bool native = t->big_endian || tb_dtype_size(t->dtype) == 1;
+#else
+	bool native = !t->big_endian || tb_dtype_size(t->dtype) == 1;
+#endif
+	if (!native || !t->contiguous || !t->blob->data)
+		return NULL;
+	return t->blob->data + t->offset;
+}
+
 const float *tb_tensor_f32_direct(const tb_tensor *t)
 {
-	const unsigned char *p;
+	const unsigned char *p = t->dtype == TB_DT_F32 ? tb_tensor_data(t) : NULL;
 
-	if (t->dtype != TB_DT_F32 || t->big_endian || !t->contiguous || !t->blob->data)
-		return NULL;
-	p = t->blob->data + t->offset;
-	return ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
+	return p && ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
 }
 
 void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out)

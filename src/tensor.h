@@ -83,6 +83,9 @@ void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err);
 void tb_tensor_release(tb_tensor *t);
+/* The elements in place, when contiguous and in native byte order (any
+ * dtype, any alignment), or NULL (only while acquired). */
+const void *tb_tensor_data(const tb_tensor *t);
 /* Aligned, native-order, contiguous float32 data in place, or NULL when the
  * tensor must be decoded (only while acquired). */
 const float *tb_tensor_f32_direct(const tb_tensor *t);

@@ -1,0 +1,105 @@
+#!/bin/sh
+# make bench: time `tbisect check` against the numpy baseline (float64 sums,
+# and --f32) and the bandwidth probe on generated dump pairs, interleaved in
+# one run, and print median times, ratios, tbisect's peak RSS and the time to
+# open the session (what the TUI waits for before its first frame).  Also
+# checks that tbisect and numpy agree on every cell's metrics.
+#
+#   run.sh --bin BUILD_DIR --src SRC_DIR [--preset P] [--reps N] [--dir D] DTYPE:FORMAT...
+#
+# The pairs are generated once into D/P-DTYPE-FORMAT and kept (delete D to
+# free the disk).  Each program runs once untimed to warm the page cache.
+set -eu
+
+bin=. src=. preset=medium reps=3 dir=bench/data
+py=${BENCH_PYTHON:-/usr/bin/python3}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --bin) bin=$2; shift 2 ;;
+    --src) src=$2; shift 2 ;;
+    --preset) preset=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -gt 0 ] || set -- f32:npy bf16:npy
+if ! "$py" -c 'import numpy' 2>/dev/null; then
+    echo "bench: $py has no numpy (set BENCH_PYTHON=/path/to/python3 with numpy)" >&2
+    exit 2
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+mkdir -p "$dir"
+
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "bench: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores," \
+    "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo); preset $preset, median of $reps"
+printf '%-17s %5s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n' case GB tbisect numpy numpy32 probe \
+    numpy/tb np32/tb tb/probe "RSS MB" "open ms"
+for case in "$@"; do
+    dtype=${case%%:*} format=${case#*:}
+    data=$dir/$preset-$dtype-$format
+    if [ ! -f "$data/.stamp" ]; then
+        rm -rf "$data"
+        "$bin/bench/tbbench-gen" --preset "$preset" --dtype "$dtype" --format "$format" "$data" >&2
+        touch "$data/.stamp"
+    fi
+    gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
+    tb() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json "$data/ref" "$data/cand"; }
+    np() { "$bin/bench/tbbench-time" "$tmp/$1" "$py" "$src/bench/baseline.py" ${2:+--json "$2"} "$data/ref" "$data/cand"; }
+    np32() { "$bin/bench/tbbench-time" "$tmp/$1" "$py" "$src/bench/baseline.py" --f32 "$data/ref" "$data/cand"; }
+    op() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-open" "$data/ref" "$data/cand"; }
+    pr() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-probe" "$data/ref" "$data/cand"; }
+    # Warm-up round, which also checks that both tools agree.
+    tb warm >"$tmp/tb.json" || [ $? -eq 1 ]
+    np warm "$tmp/np.json" >/dev/null
+    pr warm >/dev/null
+    "$py" - "$tmp/tb.json" "$tmp/np.json" <<'EOF'
+import json, sys
+tb = {c["ref_name"]: c for c in json.load(open(sys.argv[1]))["cells"]}
+np_ = json.load(open(sys.argv[2]))
+bad = []
+for name, m in np_.items():
+    c = tb.get(name)
+    if c is None:
+        bad.append(f"{name}: not in tbisect's report")
+        continue
+    for k in ("rel_l2", "cosine", "max_abs", "mean_abs", "allclose_frac"):
+        a, b = c[k], m[k]
+        if not abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-300):
+            bad.append(f"{name}: {k} tbisect {a!r} numpy {b!r}")
+    if c["first_bad_position"] != m["first_bad_position"]:
+        bad.append(f"{name}: first_bad_position tbisect {c['first_bad_position']} numpy {m['first_bad_position']}")
+if bad:
+    sys.exit("bench: tbisect and numpy disagree:\n  " + "\n  ".join(bad[:20]))
+EOF
+    rm -f "$tmp/tb" "$tmp/np" "$tmp/np32" "$tmp/pr" "$tmp/op"
+    i=0
+    while [ $i -lt "$reps" ]; do
+        # Rotate the order so no program always runs first.
+        case $((i % 4)) in
+        0) tb tb >/dev/null || true; np np >/dev/null; np32 np32 >/dev/null; pr pr >/dev/null ;;
+        1) np np >/dev/null; np32 np32 >/dev/null; pr pr >/dev/null; tb tb >/dev/null || true ;;
+        2) np32 np32 >/dev/null; pr pr >/dev/null; tb tb >/dev/null || true; np np >/dev/null ;;
+        3) pr pr >/dev/null; tb tb >/dev/null || true; np np >/dev/null; np32 np32 >/dev/null ;;
+        esac
+        op op >/dev/null
+        i=$((i + 1))
+    done
+    t_tb=$(cut -d' ' -f1 "$tmp/tb" | median)
+    t_np=$(cut -d' ' -f1 "$tmp/np" | median)
+    t_np32=$(cut -d' ' -f1 "$tmp/np32" | median)
+    t_pr=$(cut -d' ' -f1 "$tmp/pr" | median)
+    t_op=$(cut -d' ' -f1 "$tmp/op" | median)
+    rss=$(cut -d' ' -f2 "$tmp/tb" | sort -n | tail -1)
+    awk -v c="$case" -v gb="$gb" -v tb="$t_tb" -v np="$t_np" -v np32="$t_np32" -v pr="$t_pr" -v rss="$rss" \
+        -v op="$t_op" 'BEGIN {
+        printf "%-17s %5.2f %7.3fs %7.3fs %7.3fs %7.3fs %7.1fx %7.1fx %7.0f%% %7.0f %7.1f\n", c, gb, tb, np, np32, pr,
+            np / tb, np32 / tb, 100 * pr / tb, rss / 1024, 1000 * op }'
+done
+echo "numpy: float64 sums; numpy32: float32 (--f32); numpy/tb, np32/tb: how many times faster tbisect is;"
+echo "tb/probe: tbisect's bandwidth as a share of the probe's; RSS: tbisect's peak resident set;"
+echo "open: process start to exit around tb_session_open (both trees indexed and paired, no tensor data read)."

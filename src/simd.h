@@ -1,0 +1,327 @@
+/*
+ * simd: the few vector operations the hot kernels are written in (the fused
+ * metric kernel, the logit kernel), in three interchangeable sets of
+ * always-inline functions: avx_ (AVX2), sse_ (SSE2, the x86-64 baseline)
+ * and gen_ (portable C, other CPUs).  A kernel is a template (*.inc)
+ * that simd_stamp.h compiles once per set, with V(op) naming the set's op;
+ * TB_SIMD_PICK calls the copy tb_simd_avx2() chooses at run time.
+ *
+ * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 4 int64) and
+ * only exact IEEE operations in a fixed order, with no contraction into FMA
+ * (-std=c11 turns it off), so all copies give bit-identical results.
+ * Tests force a copy with tb_simd_force.  Owns nothing but that switch.
+ */
+#ifndef TB_SIMD_H
+#define TB_SIMD_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* 32-byte vectors passed between always-inline helpers never cross a real
+ * call, so GCC's ABI note about them does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define TB_SIMD_X86 1
+#include <immintrin.h>
+#else
+#define TB_SIMD_X86 0
+#endif
+
+/* Run the AVX2 copies?  True when the CPU has AVX2, unless forced off. */
+bool tb_simd_avx2(void);
+/* "avx2", "generic", or NULL to choose by the CPU again.  Returns -1 (and
+ * changes nothing) for an unknown name or AVX2 on a CPU without it. */
+int tb_simd_force(const char *isa);
+/* The copy in use: "avx2" or "generic". */
+const char *tb_simd_name(void);
+
+/* Element sources the kernels read in place (little-endian). */
+typedef enum tb_src {
+	TB_SRC_F32,
+	TB_SRC_BF16,
+	TB_SRC_F16
+} tb_src;
+
+#define TB_INLINE static inline __attribute__((always_inline))
+
+/* --- scalar decoding, exactly as the vector loaders do it --- */
+
+TB_INLINE float tb_bits_f32(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Exact half to float: exponent and mantissa moved into place and scaled
+ * by 2^112 (exact for normal and subnormal halves alike); Inf and NaN get
+ * the all-ones exponent and keep their payload. */
+TB_INLINE float tb_half_f32(uint16_t h)
+{
+	uint32_t em = (uint32_t)(h & 0x7FFFu) << 13, sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t bits;
+
+	if ((h & 0x7C00u) == 0x7C00u)
+		bits = em | 0x7F800000u;
+	else
+		memcpy(&bits, &(float){tb_bits_f32(em) * 0x1p112f}, 4);
+	return tb_bits_f32(bits | sign);
+}
+
+TB_INLINE float tb_sload(tb_src k, const void *base, uint64_t i)
+{
+	const unsigned char *p = base;
+	uint16_t h;
+	float f;
+
+	if (k == TB_SRC_F32) {
+		memcpy(&f, p + 4 * i, 4);
+		return f;
+	}
+	memcpy(&h, p + 2 * i, 2);
+	return k == TB_SRC_BF16 ? tb_bits_f32((uint32_t)h << 16) : tb_half_f32(h);
+}
+
+/* --- gen_: portable C --- */
+
+typedef struct gen_d {
+	double v[4];
+} gen_d;
+typedef struct gen_f {
+	float v[8];
+} gen_f;
+typedef struct gen_i {
+	int64_t v[4];
+} gen_i;
+
+#define GEN_MAP(T, N, EXPR)              \
+	T r_;                            \
+	for (int l = 0; l < (N); l++)    \
+		r_.v[l] = (EXPR);        \
+	return r_
+
+TB_INLINE gen_d gen_dset(double x) { GEN_MAP(gen_d, 4, x); }
+TB_INLINE gen_d gen_dload(const double *p) { GEN_MAP(gen_d, 4, p[l]); }
+TB_INLINE gen_d gen_add(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] + b.v[l]); }
+TB_INLINE gen_d gen_sub(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] - b.v[l]); }
+TB_INLINE gen_d gen_mul(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] * b.v[l]); }
+/* a > b ? a : b, lane by lane (the x86 max rule). */
+TB_INLINE gen_d gen_max(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
+TB_INLINE gen_d gen_abs(gen_d a) { GEN_MAP(gen_d, 4, fabs(a.v[l])); }
+/* v where x >= lim, else +0. */
+TB_INLINE gen_d gen_keep_ge(gen_d x, gen_d lim, gen_d v) { GEN_MAP(gen_d, 4, x.v[l] >= lim.v[l] ? v.v[l] : 0.0); }
+/* 2^k for t = k + 0x1.8p52 (k an integer in [-1022, 1023]). */
+TB_INLINE gen_d gen_pow2(gen_d t)
+{
+	gen_d r;
+
+	for (int l = 0; l < 4; l++) {
+		int64_t ti, mi;
+		double m = 0x1.8p52;
+		memcpy(&ti, &t.v[l], 8);
+		memcpy(&mi, &m, 8);
+		uint64_t bits = (uint64_t)(ti - mi + 1023) << 52;
+		memcpy(&r.v[l], &bits, 8);
+	}
+	return r;
+}
+TB_INLINE gen_i gen_izero(void) { GEN_MAP(gen_i, 4, 0); }
+/* cnt + (a <= b), lane by lane. */
+TB_INLINE gen_i gen_count_le(gen_i cnt, gen_d a, gen_d b) { GEN_MAP(gen_i, 4, cnt.v[l] + (a.v[l] <= b.v[l])); }
+TB_INLINE gen_f gen_fset(float x) { GEN_MAP(gen_f, 8, x); }
+TB_INLINE gen_f gen_fadd(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] + b.v[l]); }
+TB_INLINE gen_f gen_fsub(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] - b.v[l]); }
+TB_INLINE gen_f gen_fmin(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] < b.v[l] ? a.v[l] : b.v[l]); }
+TB_INLINE gen_f gen_fmax(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
+TB_INLINE gen_f gen_load(tb_src k, const void *base, uint64_t i) { GEN_MAP(gen_f, 8, tb_sload(k, base, i + (uint64_t)l)); }
+/* Lanes 0-3 / 4-7 widened. */
+TB_INLINE gen_d gen_lo(gen_f f) { GEN_MAP(gen_d, 4, (double)f.v[l]); }
+TB_INLINE gen_d gen_hi(gen_f f) { GEN_MAP(gen_d, 4, (double)f.v[l + 4]); }
+/* Does any lane exceed x? */
+TB_INLINE bool gen_any_gt(gen_f f, float x)
+{
+	bool any = false;
+
+	for (int l = 0; l < 8; l++)
+		any |= f.v[l] > x;
+	return any;
+}
+TB_INLINE void gen_dstore(double *o, gen_d a) { memcpy(o, a.v, sizeof a.v); }
+TB_INLINE void gen_fstore(float *o, gen_f a) { memcpy(o, a.v, sizeof a.v); }
+TB_INLINE void gen_istore(int64_t *o, gen_i a) { memcpy(o, a.v, sizeof a.v); }
+
+#undef GEN_MAP
+
+#if TB_SIMD_X86
+
+/* --- sse_: SSE2, two registers per 4 doubles or 8 floats --- */
+
+#define SSE_INLINE static inline __attribute__((always_inline, target("sse2")))
+
+typedef struct sse_d {
+	__m128d lo, hi;
+} sse_d;
+typedef struct sse_f {
+	__m128 lo, hi;
+} sse_f;
+typedef struct sse_i {
+	__m128i lo, hi;
+} sse_i;
+
+#define SSE_D2(OP, a, b) ((sse_d){OP((a).lo, (b).lo), OP((a).hi, (b).hi)})
+
+SSE_INLINE sse_d sse_dset(double x) { return (sse_d){_mm_set1_pd(x), _mm_set1_pd(x)}; }
+SSE_INLINE sse_d sse_dload(const double *p) { return (sse_d){_mm_loadu_pd(p), _mm_loadu_pd(p + 2)}; }
+SSE_INLINE sse_d sse_add(sse_d a, sse_d b) { return SSE_D2(_mm_add_pd, a, b); }
+SSE_INLINE sse_d sse_sub(sse_d a, sse_d b) { return SSE_D2(_mm_sub_pd, a, b); }
+SSE_INLINE sse_d sse_mul(sse_d a, sse_d b) { return SSE_D2(_mm_mul_pd, a, b); }
+SSE_INLINE sse_d sse_max(sse_d a, sse_d b) { return SSE_D2(_mm_max_pd, a, b); }
+SSE_INLINE sse_d sse_abs(sse_d a)
+{
+	__m128d m = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
+	return (sse_d){_mm_and_pd(a.lo, m), _mm_and_pd(a.hi, m)};
+}
+SSE_INLINE sse_d sse_keep_ge(sse_d x, sse_d lim, sse_d v)
+{
+	return (sse_d){_mm_and_pd(_mm_cmpge_pd(x.lo, lim.lo), v.lo), _mm_and_pd(_mm_cmpge_pd(x.hi, lim.hi), v.hi)};
+}
+SSE_INLINE __m128d sse_pow2_half(__m128d t)
+{
+	__m128i k = _mm_sub_epi64(_mm_castpd_si128(t), _mm_castpd_si128(_mm_set1_pd(0x1.8p52)));
+	return _mm_castsi128_pd(_mm_slli_epi64(_mm_add_epi64(k, _mm_set1_epi64x(1023)), 52));
+}
+SSE_INLINE sse_d sse_pow2(sse_d t) { return (sse_d){sse_pow2_half(t.lo), sse_pow2_half(t.hi)}; }
+SSE_INLINE sse_i sse_izero(void) { return (sse_i){_mm_setzero_si128(), _mm_setzero_si128()}; }
+SSE_INLINE sse_i sse_count_le(sse_i cnt, sse_d a, sse_d b)
+{
+	return (sse_i){_mm_sub_epi64(cnt.lo, _mm_castpd_si128(_mm_cmple_pd(a.lo, b.lo))),
+		       _mm_sub_epi64(cnt.hi, _mm_castpd_si128(_mm_cmple_pd(a.hi, b.hi)))};
+}
+SSE_INLINE sse_f sse_fset(float x) { return (sse_f){_mm_set1_ps(x), _mm_set1_ps(x)}; }
+SSE_INLINE sse_f sse_fadd(sse_f a, sse_f b) { return (sse_f){_mm_add_ps(a.lo, b.lo), _mm_add_ps(a.hi, b.hi)}; }
+SSE_INLINE sse_f sse_fsub(sse_f a, sse_f b) { return (sse_f){_mm_sub_ps(a.lo, b.lo), _mm_sub_ps(a.hi, b.hi)}; }
+SSE_INLINE sse_f sse_fmin(sse_f a, sse_f b) { return (sse_f){_mm_min_ps(a.lo, b.lo), _mm_min_ps(a.hi, b.hi)}; }
+SSE_INLINE sse_f sse_fmax(sse_f a, sse_f b) { return (sse_f){_mm_max_ps(a.lo, b.lo), _mm_max_ps(a.hi, b.hi)}; }
+SSE_INLINE __m128 sse_half4(__m128i u)
+{
+	__m128i em = _mm_slli_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7FFF)), 13);
+	__m128i scaled = _mm_castps_si128(_mm_mul_ps(_mm_castsi128_ps(em), _mm_set1_ps(0x1p112f)));
+	__m128i special = _mm_cmpeq_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7C00)), _mm_set1_epi32(0x7C00));
+	__m128i bits = _mm_or_si128(_mm_andnot_si128(special, scaled),
+				    _mm_and_si128(special, _mm_or_si128(em, _mm_set1_epi32(0x7F800000))));
+	return _mm_castsi128_ps(_mm_or_si128(bits, _mm_slli_epi32(_mm_and_si128(u, _mm_set1_epi32(0x8000)), 16)));
+}
+SSE_INLINE sse_f sse_load(tb_src k, const void *base, uint64_t i)
+{
+	__m128i z = _mm_setzero_si128(), h;
+
+	if (k == TB_SRC_F32) {
+		const float *p = (const float *)base + i;
+		return (sse_f){_mm_loadu_ps(p), _mm_loadu_ps(p + 4)};
+	}
+	h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)base + i));
+	if (k == TB_SRC_BF16)
+		return (sse_f){_mm_castsi128_ps(_mm_unpacklo_epi16(z, h)), _mm_castsi128_ps(_mm_unpackhi_epi16(z, h))};
+	return (sse_f){sse_half4(_mm_unpacklo_epi16(h, z)), sse_half4(_mm_unpackhi_epi16(h, z))};
+}
+SSE_INLINE sse_d sse_lo(sse_f f) { return (sse_d){_mm_cvtps_pd(f.lo), _mm_cvtps_pd(_mm_movehl_ps(f.lo, f.lo))}; }
+SSE_INLINE sse_d sse_hi(sse_f f) { return (sse_d){_mm_cvtps_pd(f.hi), _mm_cvtps_pd(_mm_movehl_ps(f.hi, f.hi))}; }
+SSE_INLINE bool sse_any_gt(sse_f f, float x)
+{
+	__m128 t = _mm_set1_ps(x);
+	return _mm_movemask_ps(_mm_or_ps(_mm_cmpgt_ps(f.lo, t), _mm_cmpgt_ps(f.hi, t))) != 0;
+}
+SSE_INLINE void sse_dstore(double *o, sse_d a)
+{
+	_mm_storeu_pd(o, a.lo);
+	_mm_storeu_pd(o + 2, a.hi);
+}
+SSE_INLINE void sse_fstore(float *o, sse_f a)
+{
+	_mm_storeu_ps(o, a.lo);
+	_mm_storeu_ps(o + 4, a.hi);
+}
+SSE_INLINE void sse_istore(int64_t *o, sse_i a)
+{
+	_mm_storeu_si128((__m128i *)(void *)o, a.lo);
+	_mm_storeu_si128((__m128i *)(void *)(o + 2), a.hi);
+}
+
+#undef SSE_D2
+
+/* --- avx_: AVX2, one register per 4 doubles or 8 floats --- */
+
+#define AVX_INLINE static inline __attribute__((always_inline, target("avx2")))
+
+typedef __m256d avx_d;
+typedef __m256 avx_f;
+typedef __m256i avx_i;
+
+AVX_INLINE avx_d avx_dset(double x) { return _mm256_set1_pd(x); }
+AVX_INLINE avx_d avx_dload(const double *p) { return _mm256_loadu_pd(p); }
+AVX_INLINE avx_d avx_add(avx_d a, avx_d b) { return _mm256_add_pd(a, b); }
+AVX_INLINE avx_d avx_sub(avx_d a, avx_d b) { return _mm256_sub_pd(a, b); }
+AVX_INLINE avx_d avx_mul(avx_d a, avx_d b) { return _mm256_mul_pd(a, b); }
+AVX_INLINE avx_d avx_max(avx_d a, avx_d b) { return _mm256_max_pd(a, b); }
+AVX_INLINE avx_d avx_abs(avx_d a) { return _mm256_and_pd(a, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX))); }
+AVX_INLINE avx_d avx_keep_ge(avx_d x, avx_d lim, avx_d v) { return _mm256_and_pd(_mm256_cmp_pd(x, lim, _CMP_GE_OQ), v); }
+AVX_INLINE avx_d avx_pow2(avx_d t)
+{
+	__m256i k = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(0x1.8p52)));
+	return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
+}
+AVX_INLINE avx_i avx_izero(void) { return _mm256_setzero_si256(); }
+AVX_INLINE avx_i avx_count_le(avx_i cnt, avx_d a, avx_d b)
+{
+	return _mm256_sub_epi64(cnt, _mm256_castpd_si256(_mm256_cmp_pd(a, b, _CMP_LE_OQ)));
+}
+AVX_INLINE avx_f avx_fset(float x) { return _mm256_set1_ps(x); }
+AVX_INLINE avx_f avx_fadd(avx_f a, avx_f b) { return _mm256_add_ps(a, b); }
+AVX_INLINE avx_f avx_fsub(avx_f a, avx_f b) { return _mm256_sub_ps(a, b); }
+AVX_INLINE avx_f avx_fmin(avx_f a, avx_f b) { return _mm256_min_ps(a, b); }
+AVX_INLINE avx_f avx_fmax(avx_f a, avx_f b) { return _mm256_max_ps(a, b); }
+AVX_INLINE avx_f avx_load(tb_src k, const void *base, uint64_t i)
+{
+	__m256i u;
+
+	if (k == TB_SRC_F32)
+		return _mm256_loadu_ps((const float *)base + i);
+	u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)base + i)));
+	if (k == TB_SRC_BF16)
+		return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+	__m256i em = _mm256_slli_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFF)), 13);
+	__m256i scaled = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_set1_ps(0x1p112f)));
+	__m256i special = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7C00)), _mm256_set1_epi32(0x7C00));
+	__m256i bits = _mm256_blendv_epi8(scaled, _mm256_or_si256(em, _mm256_set1_epi32(0x7F800000)), special);
+	return _mm256_castsi256_ps(
+		_mm256_or_si256(bits, _mm256_slli_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x8000)), 16)));
+}
+AVX_INLINE avx_d avx_lo(avx_f f) { return _mm256_cvtps_pd(_mm256_castps256_ps128(f)); }
+AVX_INLINE avx_d avx_hi(avx_f f) { return _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)); }
+AVX_INLINE bool avx_any_gt(avx_f f, float x) { return _mm256_movemask_ps(_mm256_cmp_ps(f, _mm256_set1_ps(x), _CMP_GT_OQ)) != 0; }
+AVX_INLINE void avx_dstore(double *o, avx_d a) { _mm256_storeu_pd(o, a); }
+AVX_INLINE void avx_fstore(float *o, avx_f a) { _mm256_storeu_ps(o, a); }
+AVX_INLINE void avx_istore(int64_t *o, avx_i a) { _mm256_storeu_si256((__m256i *)(void *)o, a); }
+
+#endif /* TB_SIMD_X86 */
+
+/*
+ * The op set and target attribute of the "generic" copy (SSE2 on x86,
+ * portable C elsewhere), and the copy to call: TB_SIMD_PICK(prefix, name)
+ * is prefix_avx2_name or prefix_generic_name (see simd_stamp.h).
+ */
+#if TB_SIMD_X86
+#define TB_SIMD_GENERIC_SET(x) sse_##x
+#define TB_SIMD_GENERIC_ATTR __attribute__((target("sse2")))
+#define TB_SIMD_PICK(prefix, name) (tb_simd_avx2() ? prefix##_avx2_##name : prefix##_generic_##name)
+#else
+#define TB_SIMD_GENERIC_SET(x) gen_##x
+#define TB_SIMD_GENERIC_ATTR
+#define TB_SIMD_PICK(prefix, name) prefix##_generic_##name
+#endif
+
+#endif
