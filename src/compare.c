@@ -200,6 +200,7 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
 			sums.srr += part.srr;
 			sums.scc += part.scc;
 			sums.src += part.src;
+			sums.mismatch += part.mismatch;
 		}
 	}
 	if (pw->rows)

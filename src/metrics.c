@@ -94,8 +94,10 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		if (!rf || !cf) {
 			bool same_inf = isinf(rv) && isinf(cv) && rv == cv;
 			bool both_nan = isnan(rv) && isnan(cv);
-			if (!same_inf && !both_nan)
+			if (!same_inf && !both_nan) {
 				a->mismatch++;
+				s.mismatch++;
+			}
 			a->close += same_inf; /* numpy's isclose: equal infinities are close */
 			continue;
 		}
@@ -199,6 +201,7 @@ void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dt
 		run->srr = o.srr;
 		run->scc = o.scc;
 		run->src = o.src;
+		run->mismatch = 0;
 	}
 }
 
@@ -277,10 +280,13 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 		p->srr += rows[i].srr;
 		p->scc += rows[i].scc;
 		p->src += rows[i].src;
+		p->mismatch += rows[i].mismatch;
 	}
 	m->n_pos = n_pos;
 	for (int64_t i = 0; i < n_pos; i++) {
-		m->pos_rel_l2[i] = tb_rel_l2(pos[i].sdd, pos[i].srr);
+		/* A position where NaN/Inf appear on one side is as bad as it gets,
+		 * whatever its finite elements say. */
+		m->pos_rel_l2[i] = pos[i].mismatch ? INFINITY : tb_rel_l2(pos[i].sdd, pos[i].srr);
 		m->pos_cos[i] = tb_cosine(pos[i].src, pos[i].srr, pos[i].scc);
 		m->pos_norm_ratio[i] = tb_norm_ratio(pos[i].scc, pos[i].srr);
 		if (m->first_bad_position < 0 && !(m->pos_rel_l2[i] <= diverge))

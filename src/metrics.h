@@ -49,6 +49,7 @@ typedef struct tb_acc {
 /* Sums of one run, for the per-position profile. */
 typedef struct tb_run_sums {
 	double sdd, srr, scc, src;
+	uint64_t mismatch; /* pairs non-finite on one side, or differently */
 } tb_run_sums;
 
 void tb_acc_init(tb_acc *a);
@@ -72,7 +73,7 @@ typedef struct tb_metrics {
 	float worst_ref, worst_cand;
 	double mean[2], std[2], min[2], max[2], l2[2]; /* per side, over finite pairs */
 	int64_t n_pos;        /* positions (S of [.., S, H]); 0 when not an activation */
-	double *pos_rel_l2;   /* n_pos each, owned */
+	double *pos_rel_l2;   /* n_pos each, owned; infinite where NaN/Inf differ */
 	double *pos_cos;
 	double *pos_norm_ratio;
 	int64_t first_bad_position; /* -1: none */

@@ -203,6 +203,28 @@ static void test_nan_row_profile(void **state)
 	tb_acc_run(&a, r, c, 4, 0, 1e-4, 1e-4, &run);
 	assert_near(run.srr, 1 + 9 + 16, 0);
 	assert_near(run.sdd, 0, 0);
+	assert_int_equal(run.mismatch, 1);
+}
+
+/* A position whose only fault is a NaN on one side is a bad position. */
+static void test_nan_position_is_bad(void **state)
+{
+	const float r[6] = {1, 2, 3, 4, 5, 6}, c[6] = {1, 2, 3, INFINITY, 5, 6};
+	tb_run_sums rows[3];
+	tb_metrics m;
+	tb_acc a;
+	(void)state;
+
+	tb_acc_init(&a);
+	for (int p = 0; p < 3; p++)
+		tb_acc_run(&a, r + 2 * p, c + 2 * p, 2, (uint64_t)(2 * p), 1e-4, 1e-4, &rows[p]);
+	assert_int_equal(rows[0].mismatch, 0);
+	assert_int_equal(rows[1].mismatch, 1);
+	assert_int_equal(tb_metrics_finish(&m, &a, rows, 3, 3, 1e-2), 0);
+	assert_int_equal(m.first_bad_position, 1);
+	assert_true(isinf(m.pos_rel_l2[1]));
+	assert_near(m.pos_rel_l2[2], 0, 0);
+	tb_metrics_done(&m);
 }
 
 int main(void)
@@ -212,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_allclose_boundary),
 		cmocka_unit_test(test_merge_equals_single_pass), cmocka_unit_test(test_worst_first_on_ties),
 		cmocka_unit_test(test_positions),         cmocka_unit_test(test_nan_row_profile),
+		cmocka_unit_test(test_nan_position_is_bad),
 	};
 	return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
 }
