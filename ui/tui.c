@@ -24,8 +24,11 @@
 /* Smallest screen the layout fits in. */
 #define MIN_LINES 12
 #define MIN_COLS 50
-/* How long the loop waits for a key before it polls the job again (ms). */
+/* How long the loop waits for a key before it polls the job again (ms),
+ * and while a change of the trees is settling (the reload then starts
+ * close to the end of the settle delay). */
 #define TICK_MS 100
+#define TICK_SETTLE_MS 20
 /* --watch reloads once no dump file has changed for this long (s), so a
  * file still being written is not read half-way. */
 #define WATCH_SETTLE 0.3
@@ -482,6 +485,7 @@ static void loop(tui *t, FILE *script)
 			draw(t);
 			doupdate();
 		}
+		wtimeout(t->wstatus, t->watch && t->watch_state == UI_WATCH_SETTLING ? TICK_SETTLE_MS : TICK_MS);
 		int key = wgetch(t->wstatus);
 		dirty = key != ERR;
 		if (key != ERR)
