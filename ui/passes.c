@@ -30,7 +30,7 @@ static void history_lines(tui *t, doc *dc)
 		return;
 	}
 	doc_line(dc, 0, "%s", "");
-	doc_line(dc, ui_attr(UI_LABEL), "  %4s  %-16s  %-8s  %-16s  %-9s %s", "pass", "time", "verdict",
+	doc_line(dc, ui_attr(UI_LABEL), "  %4s %-16s %-8s %-16s %-11s %s", "pass", "time", "verdict",
 		 "first divergence", "movement", "top cause");
 	for (size_t k = h->n; k-- > 0;) {
 		const tb_pass *p = &h->passes[k];
@@ -43,7 +43,7 @@ static void history_lines(tui *t, doc *dc)
 			snprintf(move, sizeof move, "%s %+ld", tb_move_name(p->move), p->delta);
 		else
 			snprintf(move, sizeof move, "%s", tb_move_name(p->move));
-		doc_line(dc, ui_attr(bad ? UI_BAD : UI_HEADER), "  %4d  %-16s  %-8s  %-16s  %-9s %s", p->number, when,
+		doc_line(dc, ui_attr(bad ? UI_BAD : UI_HEADER), "  %4d %-16s %-8s %-16s %-11s %s", p->number, when,
 			 p->verdict, p->first_div[0] ? p->first_div : "none", move, p->top_cause[0] ? p->top_cause : "-");
 		doc_wrap(dc, ui_attr(bad ? UI_ERROR : UI_DIM), "        ", 8, p->note);
 	}

@@ -132,11 +132,11 @@ tui_start h 80 24 -- ref port
 expect_screen h "restart: the history goes on at pass 8" "pass 8: candidate files unchanged since pass 7; first divergence none"
 keys h H
 expect_screen h "H: the history screen" "history: 8 passes of this pair, newest first"
-expect_line h "H: newest first, pass 8 unchanged" '^ +8  [0-9-]+ [0-9:]+  match +none +unchanged +-$'
-expect_line h "H: pass 4 moved earlier, with its cause" '^ +4  [0-9-]+ [0-9:]+  diverged +L0\.mlp +earlier -18 +mlp-activation$'
+expect_line h "H: newest first, pass 8 unchanged" '^ +8 [0-9-]+ [0-9:]+ match +none +unchanged +-$'
+expect_line h "H: pass 4 moved earlier, with its cause" '^ +4 [0-9-]+ [0-9:]+ diverged +L0\.mlp +earlier -18 +mlp-activation$'
 expect_screen h "H: pass 4's note" "pass 4: first divergence logits -> L0.mlp (EARLIER by 18 cells)"
 keys h G
-expect_line h "H: G scrolls to the oldest pass" '^ +1  [0-9-]+ [0-9:]+  diverged +L0\.attn +first +rope-style$'
+expect_line h "H: G scrolls to the oldest pass" '^ +1 [0-9-]+ [0-9:]+ diverged +L0\.attn +first +rope-style$'
 keys h q
 expect_screen h "q leaves the history" "? help"
 
