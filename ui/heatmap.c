@@ -170,8 +170,10 @@ static void draw_header(tui *t, WINDOW *w)
 		       v == TB_ST_DIVERGED ? "DIVERGED" : v == TB_ST_CLOSE ? "CLOSE" : "MATCH");
 		x += v == TB_ST_DIVERGED ? 10 : 7;
 	} else {
-		ui_put(w, 0, x, ui_attr(t->job ? UI_PENDING : UI_ERROR), "%s", t->job ? "comparing" : "FAILED");
-		x += t->job ? 11 : 8;
+		/* Without a result: comparing, waiting for changed files to settle, or failed. */
+		const char *what = t->job ? "comparing" : t->watch_state != UI_WATCH_QUIET ? "waiting" : "FAILED";
+		ui_put(w, 0, x, ui_attr(t->job || what[0] == 'w' ? UI_PENDING : UI_ERROR), "%s", what);
+		x += (int)strlen(what) + 2;
 	}
 	if (first >= 0) {
 		const tb_cell_result *c = &tui_result(t)->cells[first];
@@ -301,6 +303,10 @@ static void draw_causes_line(tui *t, WINDOW *w, int y)
 	}
 	if (tui_reloading(t)) {
 		draw_progress(w, y, "reloading", t->next.job, t->next.t_start);
+		return;
+	}
+	if (!t->res && t->watch_state != UI_WATCH_QUIET) {
+		ui_put(w, y, 0, ui_attr(UI_PENDING), "%s", t->job_err);
 		return;
 	}
 	if (!t->res) {

@@ -201,6 +201,13 @@ static bool poll_watch(tui *t)
 	if (st == UI_WATCH_QUIET)
 		return false;
 	t->stale = true;
+	if (t->job) {
+		/* The first comparison is reading files that are being rewritten:
+		 * stop it, and compare again once they are quiet. */
+		tui_drop_result(t);
+		t->depth = 1;
+		snprintf(t->job_err, sizeof t->job_err, "the dump files changed during the comparison; comparing again once they are quiet");
+	}
 	if (st == UI_WATCH_READY) {
 		tui_reload(t);
 		return true;

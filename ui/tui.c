@@ -480,7 +480,10 @@ static void loop(tui *t, FILE *script)
 				break;
 			continue;
 		}
-		dirty |= poll_job(t) || t->job || tui_reload_poll(t) || tui_reloading(t);
+		/* Each is polled every time: no short cut past the reload and the watch. */
+		dirty |= poll_job(t);
+		dirty |= tui_reload_poll(t);
+		dirty |= t->job || tui_reloading(t);
 		if (dirty) {
 			draw(t);
 			doupdate();
