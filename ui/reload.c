@@ -260,6 +260,7 @@ bool tui_reload_poll(tui *t)
 void tui_record_pass(tui *t)
 {
 	const tb_pass *p;
+	tb_pass prev = {0};
 	char buf[2200], warning[sizeof t->hist.warning];
 	tb_err err;
 
@@ -276,11 +277,18 @@ void tui_record_pass(tui *t)
 			memcpy(t->hist.warning, warning, sizeof warning);
 		}
 	}
+	if (t->hist.n)
+		prev = t->hist.passes[t->hist.n - 1];
 	if (tb_history_record(&t->hist, &t->sess, t->res, t->have_diag ? &t->diag : NULL, &err) < 0)
 		tui_message(t, true, "%s", tb_err_text(&err, buf, sizeof buf));
 	if (!t->hist.n)
 		return;
 	p = &t->hist.passes[t->hist.n - 1];
+	/* Another run (a `tbisect check`) recorded this very dump since our last
+	 * pass: the movement since what this view showed is in its note. */
+	if (p->move == TB_MOVE_UNCHANGED && t->my_last_pass > 0 && prev.number > t->my_last_pass)
+		p = &prev;
+	t->my_last_pass = t->hist.passes[t->hist.n - 1].number;
 	snprintf(t->banner, sizeof t->banner, "%s", p->note);
 	t->banner_bad = tb_move_is_bad(p->move);
 	t->banner_good = p->move == TB_MOVE_LATER || p->move == TB_MOVE_MATCHED;

@@ -94,6 +94,7 @@ struct tui {
 	bool stale;              /* the trees changed on disk since the shown view read them */
 	pending next;            /* a reload in the background */
 	tb_history hist;         /* the passes of this pair (reloaded from disk before each record) */
+	int my_last_pass;        /* number of the last pass this view recorded, 0: none yet */
 	char banner[400];        /* the last pass: how the first divergence moved */
 	bool banner_bad;         /* a regression, stuck, broke: shown in the error style */
 	bool banner_good;        /* moved later, or matched */

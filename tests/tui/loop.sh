@@ -147,6 +147,15 @@ expect_screen h "r: reloaded by hand" "pass 9: nothing diverged in pass 8, now t
 check_that "r: a broken port is in the error style" banner_style h "nothing diverged in pass 8" 31
 keys h : "history" Enter
 expect_screen h ":history opens the history" "history: 9 passes of this pair, newest first"
+keys h q
+
+# --- a `tbisect check` of the same dump in between: the banner keeps its movement ---
+dump 2
+expect_exit 1 "a check of the next dump records pass 10" "$TBISECT" check ref port
+keys h r
+expect_screen h "r after that check: the banner shows how the divergence moved" "pass 10: first divergence L0.attn -> L0.mlp (later by 2 cells)"
+keys h H
+expect_line h "r after that check: the view's own pass 11 is unchanged" '^ +11 [0-9-]+ [0-9:]+ diverged +L0\.mlp +unchanged +mlp-activation$'
 keys h q q
 expect_clean_exit h "quit after r: exit 1" 1
 
@@ -155,7 +164,7 @@ hf=$(history_file)
 printf '{"passes": [{"pass": ' >"$hf"
 tui_start c 100 24 -- ref port
 expect_screen c "corrupt history: a message" "history file $hf is corrupt"
-expect_screen c "corrupt history: starts again at pass 1" "pass 1: first divergence L0.attn"
+expect_screen c "corrupt history: starts again at pass 1" "pass 1: first divergence L0.mlp"
 keys c H
 expect_screen c "corrupt history: the history screen has the warning" "warning: history file"
 expect_screen c "corrupt history: set aside" "set aside as"
@@ -167,10 +176,13 @@ check_that "corrupt history: a new file with one pass" test "$("$JSONQ" "$hf" 'p
 
 # --- --no-history: the banner still moves, nothing is recorded ---
 tui_start n 80 24 -- --no-history ref port
-expect_screen n "--no-history: the banner counts this session's passes" "pass 1: first divergence L0.attn"
+expect_screen n "--no-history: the banner counts this session's passes" "pass 1: first divergence L0.mlp"
+dump 1
+keys n r
+expect_screen n "--no-history: r, a regression" "pass 2: first divergence L0.mlp -> L0.attn (EARLIER by 2 cells)"
 dump 2
 keys n r
-expect_screen n "--no-history: r moves it later" "pass 2: first divergence L0.attn -> L0.mlp (later by 2 cells)"
+expect_screen n "--no-history: r, later again" "pass 3: first divergence L0.attn -> L0.mlp (later by 2 cells)"
 keys n H
 expect_screen n "--no-history: the history screen says it is not kept" "not kept (--no-history): the passes of this session only"
 keys n q q
