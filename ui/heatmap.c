@@ -171,8 +171,9 @@ static void draw_header(tui *t, WINDOW *w)
 		x += v == TB_ST_DIVERGED ? 10 : 7;
 	} else {
 		/* Without a result: comparing, waiting for changed files to settle, or failed. */
-		const char *what = t->job ? "comparing" : t->watch_state != UI_WATCH_QUIET ? "waiting" : "FAILED";
-		ui_put(w, 0, x, ui_attr(t->job || what[0] == 'w' ? UI_PENDING : UI_ERROR), "%s", what);
+		bool waiting = !t->job && t->watch_state != UI_WATCH_QUIET;
+		const char *what = t->job ? "comparing" : waiting ? "waiting" : "FAILED";
+		ui_put(w, 0, x, ui_attr(t->job || waiting ? UI_PENDING : UI_ERROR), "%s", what);
 		x += (int)strlen(what) + 2;
 	}
 	if (first >= 0) {

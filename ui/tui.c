@@ -61,11 +61,19 @@ static void on_quit_signal(int sig)
 static void on_crash(int sig)
 {
 	static const char bus[] = "tbisect: a dump file shrank while it was being read (rewritten in place?)\n";
+	const char *p = bus;
+	size_t n = sizeof bus - 1;
 
 	ui_shutdown();
-	/* The trees are mapped: a file truncated under the view faults. */
-	if (sig == SIGBUS && write(STDERR_FILENO, bus, sizeof bus - 1) < 0)
-		_exit(128 + sig);
+	/* The trees are mapped: a file truncated under the view faults.  Only
+	 * write(2) is safe here. */
+	while (sig == SIGBUS && n > 0) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+		if (w <= 0)
+			break;
+		p += w;
+		n -= (size_t)w;
+	}
 	raise(sig);
 }
 
