@@ -28,6 +28,11 @@ const char *tb_move_name(tb_move m)
 	return (unsigned)m < sizeof move_names / sizeof *move_names ? move_names[m] : "?";
 }
 
+bool tb_move_is_bad(tb_move m)
+{
+	return m == TB_MOVE_EARLIER || m == TB_MOVE_STUCK || m == TB_MOVE_BROKE;
+}
+
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
 {
 	const unsigned char *p = data;
@@ -343,7 +348,7 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 	const tb_pass *prev = h->n ? &h->passes[h->n - 1] : NULL;
 	tb_pass p = {0}, *grown;
 
-	if (!h->path[0])
+	if (!h->path[0] && !h->in_memory)
 		return 0;
 	p.number = prev ? prev->number + 1 : 1;
 	p.when = time(NULL);
@@ -389,7 +394,13 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 		return tb_err_set(err, h->path, "out of memory");
 	h->passes = grown;
 	h->passes[h->n++] = p;
-	return save(h, s, err);
+	return h->path[0] ? save(h, s, err) : 0;
+}
+
+void tb_history_init_memory(tb_history *h)
+{
+	memset(h, 0, sizeof *h);
+	h->in_memory = true;
 }
 
 void tb_history_free(tb_history *h)

@@ -56,18 +56,25 @@ typedef struct tb_history {
 	tb_pass *passes;            /* oldest first */
 	size_t n;
 	char warning[512];          /* non-fatal trouble (corrupt file set aside), "" if none */
+	bool in_memory;             /* passes are recorded but never saved */
 } tb_history;
 
 /* Load the history of this pair (empty when none).  Never fails: when the
  * state directory cannot be used, or lies inside a dump tree, or the file
  * is corrupt, h->warning says so and (for the first two) recording is off. */
 void tb_history_open(const tb_session *s, tb_history *h);
+/* An empty history that records passes in memory only, never on disk (the
+ * interactive view under --no-history, or when the state directory cannot
+ * be used: reloads still say how the first divergence moved). */
+void tb_history_init_memory(tb_history *h);
 /* Append this run as a pass (computing its movement) and save. */
 int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, const tb_diagnosis *d, tb_err *err);
 void tb_history_free(tb_history *h);
 
 /* "later", "earlier", ... */
 const char *tb_move_name(tb_move m);
+/* A move that needs the user's attention: earlier, stuck, broke. */
+bool tb_move_is_bad(tb_move m);
 /* One pass as the JSON report's "history" entries. */
 cJSON *tb_pass_json(const tb_pass *p);
 

@@ -170,6 +170,14 @@ static unsigned cmd_reload(tui *t, char *args)
 	return UI_REDRAW;
 }
 
+static unsigned cmd_history(tui *t, char *args)
+{
+	(void)args;
+	t->history_scroll = 0;
+	tui_push(t, &history_screen);
+	return UI_REDRAW;
+}
+
 static unsigned cmd_help(tui *t, char *args)
 {
 	(void)args;
@@ -208,7 +216,9 @@ const ui_cmd ui_cmds[] = {
 	{.name = "export", .usage = "export FILE.json", .exec = cmd_export, .complete = CMP_FILE,
 	 .help = "write the JSON report (as 'tbisect check --json') to FILE"},
 	{.name = "reload", .usage = "reload", .exec = cmd_reload, .complete = CMP_NONE,
-	 .help = "read both trees again and compare"},
+	 .help = "compare both trees again: a new pass (as r)"},
+	{.name = "history", .usage = "history", .exec = cmd_history, .complete = CMP_NONE,
+	 .help = "show the passes of this pair (as H)"},
 	{.name = "help", .usage = "help", .exec = cmd_help, .complete = CMP_NONE, .help = "show the help screen"},
 	{.name = "quit", .usage = "quit", .exec = cmd_quit, .complete = CMP_NONE, .help = "quit tbisect"},
 	{.name = "save-display", .usage = "save-display FILE", .exec = cmd_save_display, .complete = CMP_FILE,

@@ -120,7 +120,7 @@ static void load_channels(tui *t)
 
 	d->n_chan = 0;
 	d->chan_pos = -1;
-	if (c->m.n_pos <= 0)
+	if (c->m.n_pos <= 0 || tui_refuse_stale(t, c))
 		return;
 	if (tb_inspect_position(c, d->pos, DETAIL_CHANNELS, d->chan, &d->n_chan, &err) < 0) {
 		tui_message(t, true, "%s", err.msg);
@@ -129,7 +129,9 @@ static void load_channels(tui *t)
 	d->chan_pos = d->pos;
 }
 
-void tui_open_detail(tui *t, long pair)
+/* Compute what the detail of a cell shows (the numbers that need its
+ * tensors again are skipped when the files changed since they were read). */
+static void load(tui *t, long pair)
 {
 	detail *d = &t->d;
 	const tb_cell_result *c;
@@ -143,8 +145,7 @@ void tui_open_detail(tui *t, long pair)
 	d->strip_y = -1;
 	c = cur_cell(t);
 	d->pos = c->m.first_bad_position > 0 ? c->m.first_bad_position : 0;
-	tui_push(t, &detail_screen);
-	if (!c->ref || !c->cand)
+	if (!c->ref || !c->cand || tui_refuse_stale(t, c))
 		return;
 	if (t->have_diag && t->rules && pair != tui_first_divergence(t) && c->status == TB_ST_DIVERGED) {
 		tb_diag_opts o = tui_diag_opts(t);
@@ -166,6 +167,28 @@ void tui_open_detail(tui *t, long pair)
 			d->heads = 0;
 		}
 	}
+}
+
+void tui_open_detail(tui *t, long pair)
+{
+	load(t, pair);
+	tui_push(t, &detail_screen);
+}
+
+void tui_detail_reopen(tui *t, long pair)
+{
+	int64_t pos = t->d.pos;
+	int scroll = t->d.scroll, left = t->d.strip_left;
+	const tb_cell_result *c;
+
+	load(t, pair);
+	c = cur_cell(t);
+	if (pos < c->m.n_pos) {
+		t->d.pos = pos;
+		t->d.strip_left = left;
+		load_channels(t);
+	}
+	t->d.scroll = scroll;
 }
 
 /* Both sides' statistics beside every metric, then the worst element. */

@@ -30,9 +30,9 @@ void doc_line(doc *d, attr_t a, const char *fmt, ...)
 	ui_put(d->w, r, 0, a, "%s", buf);
 }
 
-void doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text)
+int doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text)
 {
-	int width = getmaxx(d->w) - indent;
+	int width = getmaxx(d->w) - indent, last = 0;
 	const char *s = text;
 	bool first = true;
 
@@ -48,11 +48,13 @@ void doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text
 				cut = width;
 		}
 		doc_line(d, a, "%-*s%.*s", indent, first ? prefix : "", cut, s);
+		last = indent + cut;
 		first = false;
 		s += cut;
 		while (*s == ' ')
 			s++;
 	} while (*s);
+	return last;
 }
 
 int doc_clamp(int scroll, int lines, int h)

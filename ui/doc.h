@@ -20,8 +20,8 @@ typedef struct doc {
 int doc_row(doc *d);
 void doc_line(doc *d, attr_t a, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* prefix, then text word-wrapped to the window width; continuation lines
- * start at column indent. */
-void doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text);
+ * start at column indent.  Returns the width of the last line. */
+int doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text);
 /* Clamp a scroll offset to a document of `lines` in a window of h lines. */
 int doc_clamp(int scroll, int lines, int h);
 

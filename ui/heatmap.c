@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "doc.h"
 #include "metric.h"
 #include "report.h"
 #include "theme.h"
@@ -47,9 +48,57 @@ void ui_fmt_num(double v, char *buf, size_t size)
 		snprintf(buf, size, "%.5g", v);
 }
 
+#define BANNER_MAX 4 /* banner lines at most */
+
+/* text word-wrapped into at most max lines from window line y (only
+ * counted when y < 0); returns the lines it takes, *last the width of the
+ * last one. */
+static int wrap_at(WINDOW *w, int y, int max, attr_t a, const char *text, int *last)
+{
+	doc dc = {w, 0, y < 0 ? 1 << 20 : 1 - y, y < 0 ? 0 : y + max};
+
+	*last = doc_wrap(&dc, a, "", 0, text);
+	return dc.y < max ? dc.y : max;
+}
+
+/* The banner under the grid: the last pass's movement with the count of
+ * changed cells, then why the last reload failed (which keeps its room:
+ * the note shrinks to one line then, H shows it whole).  Drawn from window
+ * line y0, or only counted when y0 < 0.  Returns its lines. */
+static int banner(const tui *t, WINDOW *w, int y0)
+{
+	char more[64] = "", err[sizeof t->reload_err + 64];
+	/* At least one grid row stays. */
+	int room = getmaxy(w) - GRID_TOP - 4, max = room < BANNER_MAX ? (room > 0 ? room : 0) : BANNER_MAX, n = 0;
+	int last = 0;
+
+	if (t->banner[0]) {
+		n = wrap_at(w, y0, t->reload_err[0] && max > 1 ? 1 : max,
+			    ui_attr(t->banner_bad ? UI_ERROR : t->banner_good ? UI_GOOD : UI_HEADER), t->banner, &last);
+		if (t->n_changed)
+			snprintf(more, sizeof more, "  (* %zu changed)", t->n_changed);
+		if (more[0]) {
+			const char *piece = more;
+			/* The count is one piece: on a line of its own when it does not fit. */
+			if (last + (int)strlen(more) > getmaxx(w) && n < max) {
+				n++;
+				piece = more + 2;
+				last = 0;
+			}
+			if (y0 >= 0 && n > 0)
+				ui_put(w, y0 + n - 1, last, ui_attr(UI_MARK), "%s", piece);
+		}
+	}
+	if (t->reload_err[0]) {
+		snprintf(err, sizeof err, "reload failed, showing the last good view: %s", t->reload_err);
+		n += wrap_at(w, y0 < 0 ? y0 : y0 + n, max - n, ui_attr(UI_ERROR), err, &last);
+	}
+	return n;
+}
+
 static int grid_rows(const tui *t)
 {
-	return getmaxy(t->wmain) - GRID_TOP - 3;
+	return getmaxy(t->wmain) - GRID_TOP - 3 - banner(t, t->wmain, -1);
 }
 
 static int grid_cols(const tui *t)
@@ -63,7 +112,9 @@ static const ui_metric *cur_metric(const tui *t)
 	return &ui_metrics[t->metric];
 }
 
-/* The 10 columns of one cell: marker, status glyph, space, value. */
+/* The 10 columns of one cell: marker, status glyph, space, value.  The
+ * marker is '*' (and the cell underlined) when the status changed in the
+ * last pass. */
 static void cell_text(const tui *t, long i, char *buf, size_t size, attr_t *a)
 {
 	const ui_metric *mt = cur_metric(t);
@@ -85,6 +136,10 @@ static void cell_text(const tui *t, long i, char *buf, size_t size, attr_t *a)
 	ui_metric_format(mt, val, v, sizeof v);
 	*a = ui_cell_attr(st, ui_metric_level(mt, mt->badness(val)));
 	snprintf(buf, size, " %c %7s", tb_status_glyph(st), v);
+	if (t->changed && t->res && t->changed[i]) {
+		buf[0] = '*';
+		*a |= ui_attr_only(UI_CHANGED);
+	}
 }
 
 /* path in at most max columns, cut from the left ("...pair/ref"). */
@@ -115,8 +170,11 @@ static void draw_header(tui *t, WINDOW *w)
 		       v == TB_ST_DIVERGED ? "DIVERGED" : v == TB_ST_CLOSE ? "CLOSE" : "MATCH");
 		x += v == TB_ST_DIVERGED ? 10 : 7;
 	} else {
-		ui_put(w, 0, x, ui_attr(t->job ? UI_PENDING : UI_ERROR), "%s", t->job ? "comparing" : "FAILED");
-		x += t->job ? 11 : 8;
+		/* Without a result: comparing, waiting for changed files to settle, or failed. */
+		bool waiting = !t->job && t->watch_state != UI_WATCH_QUIET;
+		const char *what = t->job ? "comparing" : waiting ? "waiting" : "FAILED";
+		ui_put(w, 0, x, ui_attr(t->job || waiting ? UI_PENDING : UI_ERROR), "%s", what);
+		x += (int)strlen(what) + 2;
 	}
 	if (first >= 0) {
 		const tb_cell_result *c = &tui_result(t)->cells[first];
@@ -212,26 +270,27 @@ static void draw_grid(tui *t, WINDOW *w)
 	}
 }
 
-static void draw_progress(tui *t, WINDOW *w, int y)
+/* "comparing [####....] 12/23 tensors ..." for a job started at t_start. */
+static void draw_progress(WINDOW *w, int y, const char *what, const tb_job *job, double t_start)
 {
 	size_t done, total;
 	uint64_t bd, bt;
 	double el, rate, eta;
-	int bar = 24, fill;
+	int bar = 24, fill, x = (int)strlen(what) + 2;
 
-	tb_job_progress(t->job, &done, &total, &bd, &bt);
-	el = tui_now() - t->t_start;
+	tb_job_progress(job, &done, &total, &bd, &bt);
+	el = tui_now() - t_start;
 	rate = el > 0 ? (double)bd / el : 0;
 	eta = rate > 0 ? (double)(bt - bd) / rate : 0;
 	fill = bt ? (int)((double)bd / (double)bt * bar) : (total ? (int)(done * (size_t)bar / total) : 0);
-	ui_put(w, y, 0, ui_attr(UI_HEADER), "comparing [");
+	ui_put(w, y, 0, ui_attr(UI_HEADER), "%s [", what);
 	for (int k = 0; k < bar; k++)
-		ui_put(w, y, 11 + k, k < fill ? ui_attr(UI_PROGRESS) : ui_attr(UI_DIM), "%c", k < fill ? '#' : '.');
+		ui_put(w, y, x + k, k < fill ? ui_attr(UI_PROGRESS) : ui_attr(UI_DIM), "%c", k < fill ? '#' : '.');
 	if (rate > 0)
-		ui_put(w, y, 11 + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  %.2f GB/s  ETA %.1fs", done, total,
+		ui_put(w, y, x + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  %.2f GB/s  ETA %.1fs", done, total,
 		       rate / 1e9, eta);
 	else
-		ui_put(w, y, 11 + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  starting", done, total);
+		ui_put(w, y, x + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  starting", done, total);
 }
 
 static void draw_causes_line(tui *t, WINDOW *w, int y)
@@ -240,7 +299,15 @@ static void draw_causes_line(tui *t, WINDOW *w, int y)
 	char name[128];
 
 	if (t->job) {
-		draw_progress(t, w, y);
+		draw_progress(w, y, "comparing", t->job, t->t_start);
+		return;
+	}
+	if (tui_reloading(t)) {
+		draw_progress(w, y, "reloading", t->next.job, t->next.t_start);
+		return;
+	}
+	if (!t->res && t->watch_state != UI_WATCH_QUIET) {
+		ui_put(w, y, 0, ui_attr(UI_PENDING), "%s", t->job_err);
 		return;
 	}
 	if (!t->res) {
@@ -312,6 +379,7 @@ static void heatmap_draw(tui *t, WINDOW *w)
 	draw_header(t, w);
 	draw_legend(t, w, 2);
 	draw_grid(t, w);
+	banner(t, w, h - 3 - banner(t, w, -1));
 	draw_causes_line(t, w, h - 3);
 	draw_status(t, w, h - 2);
 }

@@ -44,6 +44,8 @@ const tb_binding tb_bindings[] = {
 	{'\r', TB_ACT_OPEN},
 	{KEY_ENTER, TB_ACT_OPEN},
 	{'c', TB_ACT_CAUSES},
+	{'H', TB_ACT_HISTORY},
+	{'r', TB_ACT_RELOAD},
 	{'?', TB_ACT_HELP},
 	{KEY_F(1), TB_ACT_HELP},
 	{':', TB_ACT_PROMPT},

@@ -26,6 +26,8 @@
 	X(FOLD, "fold", "fold or unfold the sub-tap columns (attn.q, mlp.gate, ...)")         \
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
 	X(CAUSES, "causes", "show the causes pane (ranked causes, why, where to look)")       \
+	X(HISTORY, "history", "show the passes: each first divergence and how it moved")   \
+	X(RELOAD, "reload", "compare both trees again: a new pass (--watch: on change)")  \
 	X(HELP, "help", "show this help")                                                     \
 	X(PROMPT, "prompt", "open the command prompt (Tab completes, Up/Down history)")      \
 	X(SEARCH, "search", "search cell and tensor names; empty: next match")                \

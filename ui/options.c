@@ -88,7 +88,7 @@ void tb_usage(FILE *out)
 	      "  --npy-void1 DT    read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)\n"
 	      "  --record K        which prompt of a multi-prompt golden file (default 0)\n"
 	      "  --threads N       worker threads (default: one per CPU)\n"
-	      "  --watch           (interactive view) reload when the candidate tree changes\n"
+	      "  --watch           (interactive view) reload when either tree changes, once quiet\n"
 	      "  --keys            print the interactive view's keys and commands (tab-separated)\n"
 	      "\n"
 	      "exit status: 0 nothing diverged, 1 a cell diverged, 2 usage error or bad input\n",

@@ -27,6 +27,7 @@ static const theme_entry theme[UI_N] = {
 	[UI_ERROR] = {COLOR_RED, -1, A_BOLD, A_BOLD},
 	[UI_MARK] = {COLOR_MAGENTA, -1, A_BOLD, A_BOLD},
 	[UI_DIM] = {-1, -1, A_DIM, A_DIM},
+	[UI_CHANGED] = {-1, -1, A_UNDERLINE | A_BOLD, A_UNDERLINE},
 };
 
 /* Background of the heatmap gradient on 256 colors, best to worst. */
@@ -73,6 +74,11 @@ attr_t ui_attr(ui_elem e)
 	if (mode == UI_MONO)
 		return theme[e].mono;
 	return COLOR_PAIR(e + 1) | theme[e].color;
+}
+
+attr_t ui_attr_only(ui_elem e)
+{
+	return mode == UI_MONO ? theme[e].mono : theme[e].color;
 }
 
 attr_t ui_cell_attr(int status, double level)

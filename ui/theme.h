@@ -27,6 +27,7 @@ typedef enum ui_elem {
 	UI_ERROR,    /* error messages */
 	UI_MARK,     /* markers: first bad position, thresholds */
 	UI_DIM,      /* secondary text */
+	UI_CHANGED,  /* a cell whose status changed in the last pass (added to the cell's own look) */
 	UI_N
 } ui_elem;
 
@@ -37,6 +38,9 @@ void ui_theme_init(void);
 ui_color_mode ui_theme_mode(void);
 const char *ui_theme_mode_name(void);
 attr_t ui_attr(ui_elem e);
+/* The element's attributes without its color pair, to add to another
+ * element's look (a pair cannot be added to a pair). */
+attr_t ui_attr_only(ui_elem e);
 /* A heatmap cell of a status (tb_status) whose metric sits at level 0..1 of
  * its log scale. */
 attr_t ui_cell_attr(int status, double level);

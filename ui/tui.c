@@ -24,10 +24,14 @@
 /* Smallest screen the layout fits in. */
 #define MIN_LINES 12
 #define MIN_COLS 50
-/* How long the loop waits for a key before it polls the job again (ms). */
+/* How long the loop waits for a key before it polls the job again (ms),
+ * and while a change of the trees is settling (the reload then starts
+ * close to the end of the settle delay). */
 #define TICK_MS 100
-/* --watch reloads once the tree has been quiet this long (s). */
-#define WATCH_QUIET 0.3
+#define TICK_SETTLE_MS 20
+/* --watch reloads once no dump file has changed for this long (s), so a
+ * file still being written is not read half-way. */
+#define WATCH_SETTLE 0.3
 
 /* The one view of the process, for the shutdown and the signal handlers. */
 static tui *the_tui;
@@ -56,7 +60,20 @@ static void on_quit_signal(int sig)
  * by SA_RESETHAND). */
 static void on_crash(int sig)
 {
+	static const char bus[] = "tbisect: a dump file shrank while it was being read (rewritten in place?)\n";
+	const char *p = bus;
+	size_t n = sizeof bus - 1;
+
 	ui_shutdown();
+	/* The trees are mapped: a file truncated under the view faults.  Only
+	 * write(2) is safe here. */
+	while (sig == SIGBUS && n > 0) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+		if (w <= 0)
+			break;
+		p += w;
+		n -= (size_t)w;
+	}
 	raise(sig);
 }
 
@@ -77,9 +94,7 @@ static void install_signals(void)
 		sigaction(crash_sigs[i], &sa, NULL);
 }
 
-/* Leave curses, print one line, exit 2: for errors the view cannot show. */
-static void tui_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void tui_fatal(const char *fmt, ...)
+void tui_fatal(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -138,20 +153,27 @@ const char *tui_cell_label(const tui *t, long i, char *buf, size_t size)
 	return buf;
 }
 
-static int start_job(tui *t)
+tb_job *tui_compare_start(tui *t, const tb_pairing *p)
 {
 	tb_compare_opts co;
 	tb_err err;
+	tb_job *job;
 
 	tb_compare_opts_init(&co);
 	co.tol = t->tol;
 	co.threads = t->opt->threads;
 	t->job_err[0] = '\0';
-	t->job = tb_compare_start(t->sess.pairing, &co, &err);
-	if (!t->job) {
+	job = tb_compare_start(p, &co, &err);
+	if (!job)
 		tb_err_text(&err, t->job_err, sizeof t->job_err);
+	return job;
+}
+
+int tui_start_job(tui *t)
+{
+	t->job = tui_compare_start(t, t->sess.pairing);
+	if (!t->job)
 		return -1;
-	}
 	t->t_start = tui_now();
 	return 0;
 }
@@ -177,7 +199,7 @@ tb_diag_opts tui_diag_opts(const tui *t)
 }
 
 /* The comparison finished: diagnose it (origin, dump checks, causes of the
- * first divergence). */
+ * first divergence); a load is a pass. */
 static void job_done(tui *t)
 {
 	tb_err err;
@@ -195,6 +217,9 @@ static void job_done(tui *t)
 			tui_message(t, true, "diagnosis failed: %s", err.msg);
 	}
 	t->exit_code = t->res && t->res->verdict == TB_ST_DIVERGED ? TB_EXIT_DIVERGED : TB_EXIT_OK;
+	if (t->res && t->job_is_pass)
+		tui_record_pass(t);
+	t->job_is_pass = false;
 }
 
 /* True when the job just finished. */
@@ -206,7 +231,7 @@ static bool poll_job(tui *t)
 	return true;
 }
 
-static void drop_result(tui *t)
+void tui_drop_result(tui *t)
 {
 	stop_job(t);
 	tb_result_free(t->res);
@@ -215,55 +240,21 @@ static void drop_result(tui *t)
 		tb_diagnosis_done(&t->diag);
 	t->have_diag = false;
 	tb_causes_free(&t->d.causes);
-	t->depth = 1;
+	free(t->changed);
+	t->changed = NULL;
+	t->n_changed = 0;
 }
 
 int tui_recompare(tui *t)
 {
-	drop_result(t);
-	if (start_job(t) < 0) {
+	tui_reload_cancel(t);
+	tui_drop_result(t);
+	t->depth = 1;
+	t->job_is_pass = false;
+	if (tui_start_job(t) < 0) {
 		tui_message(t, true, "cannot compare: %s", t->job_err);
 		return -1;
 	}
-	return 0;
-}
-
-int tui_reload(tui *t)
-{
-	long sel = grid_selected(&t->g);
-	tb_cell keep = {-1, ""};
-	tb_session s;
-	tb_err err;
-	char buf[2200];
-	bool folded = t->g.folded;
-
-	if (tb_session_open(&s, t->opt->paths[0], t->opt->paths[1], &t->opt->open, t->opt->map_file, &err) < 0) {
-		tui_message(t, true, "reload failed, keeping the old trees: %s", tb_err_text(&err, buf, sizeof buf));
-		return -1;
-	}
-	if (sel >= 0)
-		keep = t->sess.pairing->pairs[sel].cell;
-	drop_result(t);
-	grid_done(&t->g);
-	tb_session_free(&t->sess);
-	t->sess = s;
-	if (grid_init(&t->g, t->sess.pairing) < 0)
-		tui_fatal("out of memory laying out the heatmap");
-	t->g.folded = folded;
-	grid_relayout(&t->g);
-	if (sel >= 0)
-		grid_select(&t->g, tb_pairing_find(t->sess.pairing, &keep));
-	if (start_job(t) < 0) {
-		tui_message(t, true, "cannot compare: %s", t->job_err);
-		return -1;
-	}
-	if (t->watch) {
-		char msg[256];
-		/* New directories of the tree need watches too. */
-		ui_watch_free(t->watch);
-		t->watch = ui_watch_new(t->opt->paths[1], msg, sizeof msg);
-	}
-	tui_message(t, false, "reloaded: %zu cells", t->sess.pairing->n_pairs);
 	return 0;
 }
 
@@ -407,6 +398,13 @@ static unsigned dispatch(tui *t, tb_action a)
 		t->causes_scroll = 0;
 		tui_push(t, &causes_screen);
 		return UI_REDRAW;
+	case TB_ACT_HISTORY:
+		t->history_scroll = 0;
+		tui_push(t, &history_screen);
+		return UI_REDRAW;
+	case TB_ACT_RELOAD:
+		tui_reload(t);
+		return UI_REDRAW;
 	case TB_ACT_PROMPT:
 	case TB_ACT_SEARCH:
 		prompt_open(t, a == TB_ACT_PROMPT ? ':' : '/');
@@ -453,8 +451,8 @@ static bool script_step(tui *t, FILE *script)
 	char line[1024], *save = NULL;
 	int cols, lines;
 
-	while (t->job) {
-		if (!poll_job(t))
+	while (t->job || tui_reloading(t)) {
+		if (!poll_job(t) && !tui_reload_poll(t))
 			usleep(2000);
 	}
 	draw(t);
@@ -480,20 +478,6 @@ static bool script_step(tui *t, FILE *script)
 	return true;
 }
 
-/* True when a change of the candidate tree was just reloaded. */
-static bool poll_watch(tui *t)
-{
-	if (!t->watch)
-		return false;
-	if (ui_watch_changed(t->watch))
-		t->reload_due = tui_now() + WATCH_QUIET;
-	if (t->reload_due == 0 || tui_now() < t->reload_due)
-		return false;
-	t->reload_due = 0;
-	tui_reload(t);
-	return true;
-}
-
 static void loop(tui *t, FILE *script)
 {
 	bool dirty = true;
@@ -504,11 +488,15 @@ static void loop(tui *t, FILE *script)
 				break;
 			continue;
 		}
-		dirty |= poll_job(t) || t->job || poll_watch(t);
+		/* Each is polled every time: no short cut past the reload and the watch. */
+		dirty |= poll_job(t);
+		dirty |= tui_reload_poll(t);
+		dirty |= t->job || tui_reloading(t);
 		if (dirty) {
 			draw(t);
 			doupdate();
 		}
+		wtimeout(t->wstatus, t->watch && t->watch_state == UI_WATCH_SETTLING ? TICK_SETTLE_MS : TICK_MS);
 		int key = wgetch(t->wstatus);
 		dirty = key != ERR;
 		if (key != ERR)
@@ -560,6 +548,7 @@ int tb_cmd_tui(const tb_options *o)
 		tb_err_set(&err, NULL, "out of memory");
 		return tb_die(&err);
 	}
+	clock_gettime(CLOCK_REALTIME, &t->loaded);
 	if (tb_ruleset_add_standard(t->rules, o->rules_file, &err) < 0 ||
 	    tb_session_open(&t->sess, o->paths[0], o->paths[1], &o->open, o->map_file, &err) < 0) {
 		tb_ruleset_free(t->rules);
@@ -596,11 +585,14 @@ int tb_cmd_tui(const tb_options *o)
 	}
 	t->stack[0] = &heatmap_screen;
 	t->depth = 1;
-	if (start_job(t) < 0)
+	if (o->no_history)
+		tb_history_init_memory(&t->hist);
+	t->job_is_pass = true;
+	if (tui_start_job(t) < 0)
 		tui_message(t, true, "cannot compare: %s", t->job_err);
 	if (o->watch) {
 		char msg[256];
-		t->watch = ui_watch_new(o->paths[1], msg, sizeof msg);
+		t->watch = ui_watch_new(o->paths, 2, WATCH_SETTLE, msg, sizeof msg);
 		if (!t->watch)
 			tui_message(t, true, "%s", msg);
 	}
@@ -614,13 +606,12 @@ int tb_cmd_tui(const tb_options *o)
 	loop(t, script);
 	ui_shutdown();
 	stop_job(t);
+	tui_reload_cancel(t);
 	rc = got_signal ? 128 + got_signal : t->exit_code;
 	if (script)
 		fclose(script);
-	tb_result_free(t->res);
-	if (t->have_diag)
-		tb_diagnosis_done(&t->diag);
-	tb_causes_free(&t->d.causes);
+	tui_drop_result(t);
+	tb_history_free(&t->hist);
 	tb_ruleset_free(t->rules);
 	ui_watch_free(t->watch);
 	free(t->d.head);

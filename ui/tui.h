@@ -1,10 +1,12 @@
 /*
  * tui: the interactive view's shared state and the seams between its parts.
  * tui.c owns the loop (keys, resize, progress polling, one doupdate per
- * iteration), the comparison job and the one idempotent shutdown; each
- * screen (heatmap, detail, causes, help) is a screen_ops table whose
- * handlers return flags for the loop to act on; prompt.c runs readline's
- * callback API inside the status window; cmdline.c holds the `:` commands.
+ * iteration), the comparison job and the one idempotent shutdown; reload.c
+ * the reloads (by hand or --watch), compared in the background while the
+ * last good view stays, and the passes they record; each screen (heatmap,
+ * detail, causes, help, history) is a screen_ops table whose handlers
+ * return flags for the loop to act on; prompt.c runs readline's callback
+ * API inside the status window; cmdline.c holds the `:` commands.
  */
 #ifndef TB_UI_TUI_H
 #define TB_UI_TUI_H
@@ -12,12 +14,14 @@
 #include <curses.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cause.h"
 #include "compare.h"
 #include "diagnose.h"
 #include "doc.h"
 #include "grid.h"
+#include "history.h"
 #include "inspect.h"
 #include "keymap.h"
 #include "options.h"
@@ -41,7 +45,7 @@ typedef struct screen_ops {
 	unsigned (*click)(tui *t, int y, int x); /* may be NULL */
 } screen_ops;
 
-extern const screen_ops heatmap_screen, detail_screen, causes_screen, help_screen;
+extern const screen_ops heatmap_screen, detail_screen, causes_screen, help_screen, history_screen;
 
 /* What the detail screen shows of one cell (computed when it opens). */
 #define DETAIL_TOPK 10
@@ -68,20 +72,41 @@ typedef struct detail {
 	int strip_y, strip_x;    /* where the position strip was drawn, -1: not shown */
 } detail;
 
+/* A reload: the trees opened again and compared in the background while
+ * the last good view stays on the screen (reload.c). */
+typedef struct pending {
+	tb_session sess;         /* valid while job is set */
+	tb_job *job;             /* NULL: no reload running */
+	double t_start;          /* monotonic seconds */
+	struct timespec opened;  /* wall clock just before the trees were opened */
+} pending;
+
 struct tui {
 	const tb_options *opt;
 	tb_session sess;
 	tb_tolerance tol;
-	tb_job *job;             /* running comparison, or NULL */
+	tb_job *job;             /* running comparison of the shown trees, or NULL */
 	tb_result *res;          /* finished result (owned), or NULL */
 	double t_start;          /* when the job started (monotonic seconds) */
 	char job_err[512];       /* why the last comparison failed */
+	bool job_is_pass;        /* the shown job is a load: record a pass when it ends */
+	struct timespec loaded;  /* wall clock just before the shown trees were opened */
+	bool stale;              /* the trees changed on disk since the shown view read them */
+	pending next;            /* a reload in the background */
+	tb_history hist;         /* the passes of this pair (reloaded from disk before each record) */
+	int my_last_pass;        /* number of the last pass this view recorded, 0: none yet */
+	char banner[400];        /* the last pass: how the first divergence moved */
+	bool banner_bad;         /* a regression, stuck, broke: shown in the error style */
+	bool banner_good;        /* moved later, or matched */
+	char reload_err[600];    /* why the last reload failed, "" after a good one */
+	unsigned char *changed;  /* per cell of the shown result: status changed since the previous pass */
+	size_t n_changed;        /* cells flagged in changed */
 	grid g;
 	int metric;              /* index into ui_metrics */
 	const screen_ops *stack[8];
 	int depth;
 	detail d;
-	int help_scroll, causes_scroll;
+	int help_scroll, causes_scroll, history_scroll;
 	tb_ruleset *rules;       /* the diagnosis rules (shipped + user), owned */
 	tb_diagnosis diag;       /* of the finished result: origin, warnings, causes of the first divergence */
 	bool have_diag;
@@ -90,8 +115,8 @@ struct tui {
 	char search[256];        /* last `/` pattern */
 	bool prompt_on;          /* the readline prompt owns the status line */
 	char completions[512];   /* last ambiguous completion, shown above the prompt */
-	ui_watch *watch;         /* --watch on the candidate tree, or NULL */
-	double reload_due;       /* when a noticed change is reloaded (0: none) */
+	ui_watch *watch;         /* --watch on both trees, or NULL */
+	ui_watch_state watch_state; /* at the last poll */
 	WINDOW *wmain, *wstatus;
 	int lines, cols;
 	bool too_small;
@@ -115,11 +140,38 @@ void tui_message(tui *t, bool error, const char *fmt, ...) __attribute__((format
 void tui_push(tui *t, const screen_ops *s);
 /* Open the detail screen on a cell. */
 void tui_open_detail(tui *t, long pair);
+/* Point the open detail screen at a cell of a new result, keeping the
+ * selected position and the scroll. */
+void tui_detail_reopen(tui *t, long pair);
 
-/* Stop the job and compare again with t->tol (tol, reload). */
+/* Leave curses, print one line, exit 2: for errors the view cannot show. */
+void tui_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Start comparing a pairing with t->tol; NULL with t->job_err set. */
+tb_job *tui_compare_start(tui *t, const tb_pairing *p);
+/* Start comparing the shown trees with t->tol; -1 with t->job_err set. */
+int tui_start_job(tui *t);
+/* Stop the shown job; free the result, its diagnosis and the changed flags. */
+void tui_drop_result(tui *t);
+/* Stop the job and compare again with t->tol (:tol); records no pass. */
 int tui_recompare(tui *t);
-/* Reopen both trees, keep the cursor on the same cell name. */
+
+/* --- reloads and passes (reload.c) --- */
+/* Open both trees again and compare them in the background; the last good
+ * view stays until the comparison succeeds, then the cursor, fold, filter
+ * and open screens carry over.  Without a good view yet, replace at once. */
 int tui_reload(tui *t);
+/* Poll the background reload and --watch; true when the screen changed. */
+bool tui_reload_poll(tui *t);
+/* Whether a reload runs in the background. */
+bool tui_reloading(const tui *t);
+/* Stop a background reload and forget its trees. */
+void tui_reload_cancel(tui *t);
+/* Record the shown result as a pass: history (unless --no-history, then in
+ * memory only) and the banner, which also counts t->n_changed. */
+void tui_record_pass(tui *t);
+/* True, with a message, when the files of cell c changed on disk since the
+ * shown view read them (re-reading them could see a half-written file). */
+bool tui_refuse_stale(tui *t, const tb_cell_result *c);
 /* Write the screen's text to a file (:save-display). */
 int tui_save_display(tui *t, const char *path);
 

@@ -85,4 +85,22 @@ after=$(find "$T/ref" "$T/cand" -type f -exec cksum {} + | sort)
 check_that "dump trees unchanged" test "$before" = "$after"
 check_that "nothing created in the candidate tree" test ! -e "$T/cand/.state"
 
+# --- the walkthrough chain, each pass copied over one candidate path ---
+W=$top_builddir/samples/walkthrough
+[ -f "$W/pass4/activations.safetensors" ] || bail_out "$W: the build did not generate the walkthrough"
+mkdir "$T/port"
+# chain N EXIT NOTE: the port now holds walkthrough pass N; check --history must say NOTE.
+chain() {
+	cp "$W/pass$1/activations.safetensors" "$T/port/"
+	expect_exit "$2" "chain pass $1: exit $2" "$TBISECT" check --history "$W/ref" "$T/port"
+	note_is "chain pass $1: $3" "$3"
+}
+chain 1 1 "pass 1: first divergence L0.attn"
+chain 2 1 "pass 2: first divergence L0.attn -> L0.mlp (later by 2 cells)"
+chain 3 1 "pass 3: first divergence L0.mlp -> logits (later by 18 cells)"
+chain 4 0 "pass 4: first divergence logits -> none: nothing diverges (verdict match)"
+expect_exit 0 "chain: the JSON report" "$TBISECT" check --json "$W/ref" "$T/port"
+check_that "chain: movements first, later, later, matched" test "$("$JSONQ" "$TAP_OUT" history.0.movement) $("$JSONQ" "$TAP_OUT" history.1.movement) $("$JSONQ" "$TAP_OUT" history.2.movement) $("$JSONQ" "$TAP_OUT" history.3.movement)" = "first later later matched"
+check_that "chain: the walkthrough itself is untouched" cmp -s "$T/port/activations.safetensors" "$W/pass4/activations.safetensors"
+
 tap_done

@@ -33,6 +33,23 @@ for page in $PAGES; do
 	check_that "$page: renders SEE ALSO" grep -q '^SEE ALSO$' "$T/$page.txt"
 done
 
+# tbisect.1's key list is the keymap and command table, exactly: man/keymap.sh
+# writes it from `tbisect --keys`, so the page cannot drift from the view.
+"$TBISECT" --keys | sh "$M/keymap.sh" >"$T/keymap.want"
+awk '/^\.\\" BEGIN KEYMAP/ { f = 1; next } /^\.\\" END KEYMAP/ { f = 0 } f' "$M/tbisect.1" >"$T/keymap.got"
+check_that "man/keymap.sh writes a key list" grep -q '^\.It Li "\\&f" Pq Cm first-divergence$' "$T/keymap.want"
+if [ -s "$T/keymap.got" ] && cmp -s "$T/keymap.want" "$T/keymap.got"; then
+	ok "tbisect.1 lists the keys and commands exactly as tbisect --keys"
+else
+	not_ok "tbisect.1 lists the keys and commands exactly as tbisect --keys" \
+		"update it: ./tbisect --keys | sh man/keymap.sh, between BEGIN KEYMAP and END KEYMAP"
+	diff "$T/keymap.want" "$T/keymap.got" | sed -n '1,20s/^/#   /p'
+fi
+check_that "tbisect.1 renders every action of the keymap" sh -c '
+	"$1" --keys | awk -F "\t" "\$1 == \"key\" { print \$2 \" (\" \$3 \")\" }" | while read -r line; do
+		grep -q -F -- "     $line" "$2" || { echo "missing: $line"; exit 1; }
+	done' x "$TBISECT" "$T/tbisect.1.txt"
+
 # Every long option of the option table is documented.
 opts=$(awk '/long_opts\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/ui/options.c" |
 	sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p')
@@ -55,8 +72,19 @@ check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") conventions of src/nam
 	test ! -s "$T/conv.missing"
 [ -s "$T/conv.missing" ] && diag "first one missing: $(cat "$T/conv.missing")"
 
-# The examples, run where the pages say: the build directory (a copy of its samples).
+# The examples, run where the pages say: the build directory (a copy of its
+# samples).  The interactive view's commands run in script mode with an
+# empty script (load, compare, record the pass, exit with the batch status);
+# the tutorial's keys and screens are replayed in tmux by
+# tests/tui/tutorial.sh.  The history of passes is this run's own.
 bin=$(cd "$top_builddir" && pwd)
+: >"$T/empty.script"
+TBISECT_SCRIPT=$T/empty.script
+XDG_STATE_HOME=$T/state
+TERM=xterm
+LINES=24
+COLUMNS=80
+export TBISECT_SCRIPT XDG_STATE_HOME TERM LINES COLUMNS
 US=$(printf '\037')
 mkdir -p "$T/run/samples"
 cp -R "$top_builddir/samples/pair" "$top_builddir/samples/walkthrough" "$T/run/samples/" ||

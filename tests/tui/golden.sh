@@ -31,7 +31,8 @@ expect_exit 1 "the script runs to q; exit 1 (diverged)" env TBISECT_SCRIPT=scrip
 
 # same_screen FILE DESC: the saved screen equals the text on stdin.
 same_screen() {
-	if cmp -s "$1" -; then ok "$2"; else not_ok "$2" "screen differs"; diff "$1" - | sed 's/^/#   /'; fi
+	cat >want.txt
+	if cmp -s "$1" want.txt; then ok "$2"; else not_ok "$2" "screen differs"; diff want.txt "$1" | sed 's/^/#   /'; fi
 }
 
 same_screen heatmap.txt "heatmap after f, 80x24" <<'SCREEN'
@@ -54,7 +55,7 @@ logits      X 2.1e-01
 
 
 
-
+pass 1: first divergence L2.mlp
 causes of L2.mlp: weight-mapping 0.90 ...  (c: causes pane)
 L2.mlp diverged: rel_l2 0.298 > diverge 0.01
 rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750
@@ -112,7 +113,7 @@ logits      X  0.9789
 
 
 
-
+pass 1: first divergence L2.mlp
 causes of L2.mlp: weight-mapping 0.90 ...  (c: causes pane)
 L2.mlp diverged: rel_l2 0.298 > diverge 0.01
 rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750  model.layers.2.mlp

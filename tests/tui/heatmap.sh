@@ -65,8 +65,8 @@ keys sub q
 expect_clean_exit sub "quit from the sub-tap view" 1
 
 tui_start big 80 24 -- bref bcand
-expect_screen big "200 layers: the first rows and a row counter" "1-16/203"
 wait_for big "DIVERGED"
+expect_screen big "200 layers: the first rows and a row counter (one line for the banner)" "1-15/203"
 keys big f
 expect_screen big "200 layers: f scrolls to the first divergence" "L150.mlp diverged"
 expect_line big "200 layers: the row label of L150 stays beside its cells" '^L150 .*>X'
@@ -74,7 +74,7 @@ expect_line big "200 layers: the column labels stay on top" '^[0-9-]+/203 +attn_
 keys big G
 expect_line big "200 layers: G reaches logits" '^logits '
 keys big PageUp
-expect_screen big "PgUp scrolls back a page" "L185.mlp diverged"
+expect_screen big "PgUp scrolls back a page" "L186.mlp diverged"
 keys big q
 expect_clean_exit big "quit from the 200-layer view" 1
 

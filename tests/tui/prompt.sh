@@ -90,7 +90,7 @@ keys p q
 keys p ?
 expect_screen p "? opens the help screen too" "tbisect help"
 keys p G
-expect_line p "help lists the prompt commands" '^  goto CELL \| goto LAYER +select a cell'
+expect_line p "help lists the prompt commands" '^  history +show the passes of this pair'
 expect_screen p "the help scrolls to the cell legend" ". match   ~ close   X diverged   - missing"
 keys p Escape
 expect_screen p "Esc leaves the help" "? help"

@@ -21,8 +21,10 @@ tui_pin_env() {
 	ESCDELAY=25
 	TZ=UTC
 	HOME=$TAP_TMP/home
+	# Every view records a pass: keep each test's history to itself.
+	XDG_STATE_HOME=$TAP_TMP/state
 	INPUTRC=/dev/null
-	export TERM LC_ALL ESCDELAY TZ HOME INPUTRC
+	export TERM LC_ALL ESCDELAY TZ HOME XDG_STATE_HOME INPUTRC
 	unset NO_COLOR LINES COLUMNS TBISECT_SCRIPT
 	mkdir -p "$HOME"
 }
