@@ -19,6 +19,9 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_npy,
 	&tb_fmt_safetensors_index,
 	&tb_fmt_safetensors,
+	&tb_fmt_pt,
+	&tb_fmt_npz,
+	&tb_fmt_golden,
 	NULL,
 };
 
@@ -388,7 +391,7 @@ static void derive_names(const char *rel, char *stem, char *prefix, size_t size)
 
 static const tb_format *pick_format(const tb_file *f, const char *name)
 {
-	size_t n = f->size < 64 ? (size_t)f->size : 64;
+	size_t n = f->size < TB_SNIFF_BYTES ? (size_t)f->size : TB_SNIFF_BYTES;
 
 	for (int i = 0; tb_formats[i]; i++)
 		if (tb_formats[i]->sniff(f->data ? f->data : (const unsigned char *)"", n))
