@@ -706,12 +706,9 @@ void dw_pk_tensor(dw_pk *p, const dw_pt_tensor *t, const char *key, bool v3)
 {
 	size_t es = tb_dtype_size(t->dtype);
 	int64_t stride[8], s = 1;
-	bool strided = false;
 
-	for (int i = 0; i < t->ndim; i++)
-		strided = strided || t->stride[i] != 0;
 	for (int i = t->ndim - 1; i >= 0; i--) {
-		stride[i] = strided ? t->stride[i] : s;
+		stride[i] = t->strided ? t->stride[i] : s;
 		s *= t->shape[i];
 	}
 	dw_pk_global(p, "torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");

@@ -107,7 +107,8 @@ typedef struct dw_pt_tensor {
 	tb_dtype dtype;
 	int ndim;
 	int64_t shape[8];
-	int64_t stride[8];     /* all 0: C-contiguous */
+	int64_t stride[8];     /* used when strided, else C-contiguous */
+	bool strided;
 	int64_t offset;        /* storage offset, in elements */
 	const void *storage;   /* the whole storage (little-endian unless big_endian) */
 	size_t storage_bytes;
