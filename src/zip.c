@@ -425,14 +425,19 @@ const tb_zip_entry *tb_zip_find(const tb_zip *z, const char *name)
 	return NULL;
 }
 
-/* Inflate the member into out[0..want).  whole: want is the declared size,
- * so the stream must end exactly there (and its CRC must match). */
+/* Inflate the member into out[0..want), or through a small scratch
+ * buffer when out is NULL (a check that keeps nothing).  whole: want is
+ * the declared size, so the stream must end exactly there (and its CRC
+ * must match). */
 static int inflate_member(const char *path, const char *name, const unsigned char *in, uint64_t csize,
 			  uint32_t crc, unsigned char *out, uint64_t want, bool whole, tb_err *err)
 {
-	z_stream s;
+	static const char *const ends_early = "zip: member '%s': deflate data ends early";
+	static const char *const corrupt = "zip: member '%s': corrupt deflate data";
+	unsigned char scratch[65536], spare;
 	uint64_t in_left = csize, out_done = 0;
-	unsigned char spare;
+	uLong c = crc32(0L, Z_NULL, 0);
+	z_stream s;
 	int zrc = Z_OK;
 
 	memset(&s, 0, sizeof s);
@@ -440,24 +445,27 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 		return tb_err_set(err, path, "zip: member '%s': cannot start inflating", name);
 	s.next_in = (Bytef *)(uintptr_t)in;
 	while (out_done < want) {
+		uint64_t room = want - out_done, cap = out ? ZCHUNK : sizeof scratch;
+		unsigned char *dst = out ? out + out_done : scratch;
 		if (s.avail_in == 0 && in_left > 0) {
 			s.avail_in = in_left > ZCHUNK ? ZCHUNK : (uInt)in_left;
 			in_left -= s.avail_in;
 		}
-		s.next_out = out + out_done;
-		s.avail_out = want - out_done > ZCHUNK ? ZCHUNK : (uInt)(want - out_done);
+		s.next_out = dst;
+		s.avail_out = (uInt)(room < cap ? room : cap);
 		uInt before = s.avail_out;
 		zrc = inflate(&s, Z_NO_FLUSH);
+		c = crc32(c, dst, before - s.avail_out);
 		out_done += before - s.avail_out;
 		if (zrc == Z_STREAM_END)
 			break;
 		if (zrc == Z_BUF_ERROR && s.avail_in == 0 && in_left == 0) {
 			inflateEnd(&s);
-			return tb_err_set(err, path, "zip: member '%s': deflate data ends early", name);
+			return tb_err_set(err, path, ends_early, name);
 		}
 		if (zrc != Z_OK && zrc != Z_BUF_ERROR) {
 			inflateEnd(&s);
-			return tb_err_set(err, path, "zip: member '%s': corrupt deflate data", name);
+			return tb_err_set(err, path, corrupt, name);
 		}
 	}
 	if (out_done < want) {
@@ -465,39 +473,28 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 		return tb_err_set(err, path, "zip: member '%s' inflates to %llu bytes, fewer than the %llu declared", name,
 				  (unsigned long long)out_done, (unsigned long long)want);
 	}
-	if (whole && zrc != Z_STREAM_END) {
-		/* Full: the stream must end here, not produce more. */
-		for (;;) {
-			if (s.avail_in == 0 && in_left > 0) {
-				s.avail_in = in_left > ZCHUNK ? ZCHUNK : (uInt)in_left;
-				in_left -= s.avail_in;
-			}
-			s.next_out = &spare;
-			s.avail_out = 1;
-			zrc = inflate(&s, Z_NO_FLUSH);
-			if (zrc == Z_STREAM_END && s.avail_out == 1)
-				break;
-			if (s.avail_out == 0 || zrc == Z_STREAM_END) {
-				inflateEnd(&s);
-				return tb_err_set(err, path, "zip: member '%s' inflates to more than its declared %llu bytes",
-						  name, (unsigned long long)want);
-			}
-			if (zrc != Z_OK) {
-				inflateEnd(&s);
-				return tb_err_set(err, path, zrc == Z_BUF_ERROR ? "zip: member '%s': deflate data ends early"
-										 : "zip: member '%s': corrupt deflate data",
-						  name);
-			}
+	/* Full: in a whole read the stream must end here, not produce more. */
+	while (whole && zrc != Z_STREAM_END) {
+		if (s.avail_in == 0 && in_left > 0) {
+			s.avail_in = in_left > ZCHUNK ? ZCHUNK : (uInt)in_left;
+			in_left -= s.avail_in;
+		}
+		s.next_out = &spare;
+		s.avail_out = 1;
+		zrc = inflate(&s, Z_NO_FLUSH);
+		if (s.avail_out == 0) {
+			inflateEnd(&s);
+			return tb_err_set(err, path, "zip: member '%s' inflates to more than its declared %llu bytes", name,
+					  (unsigned long long)want);
+		}
+		if (zrc != Z_OK && zrc != Z_STREAM_END) {
+			inflateEnd(&s);
+			return tb_err_set(err, path, zrc == Z_BUF_ERROR ? ends_early : corrupt, name);
 		}
 	}
 	inflateEnd(&s);
-	if (whole) {
-		uLong c = crc32(0L, Z_NULL, 0);
-		for (uint64_t p = 0; p < want; p += ZCHUNK)
-			c = crc32(c, out + p, want - p > ZCHUNK ? ZCHUNK : (uInt)(want - p));
-		if ((uint32_t)c != crc)
-			return tb_err_set(err, path, "zip: member '%s' fails its CRC check", name);
-	}
+	if (whole && (uint32_t)c != crc)
+		return tb_err_set(err, path, "zip: member '%s' fails its CRC check", name);
 	return 0;
 }
 
@@ -517,7 +514,7 @@ static int lazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *err
 	if (size > SIZE_MAX - 1 || !(buf = malloc((size_t)size + 1)))
 		return tb_err_set(err, c->file->path, "zip: out of memory inflating member '%s' (%llu bytes)", c->name,
 				  (unsigned long long)size);
-	if (size && inflate_member(c->file->path, c->name, c->file->data + c->data_off, c->csize, c->crc, buf, size,
+	if (inflate_member(c->file->path, c->name, c->file->data + c->data_off, c->csize, c->crc, buf, size,
 				   true, err) < 0) {
 		free(buf);
 		return -1;
@@ -548,6 +545,11 @@ int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *e
 		tb_blob_set_mapped(blob, z->file, e->data_off, e->usize);
 		return 0;
 	}
+	/* Inflate once now, keeping nothing, so a member that lies about its
+	 * size or fails its CRC is refused when the tree opens. */
+	if (inflate_member(z->file->path, e->name, z->file->data + e->data_off, e->csize, e->crc, NULL,
+				       e->usize, true, err) < 0)
+		return -1;
 	c = calloc(1, sizeof *c);
 	if (c)
 		c->name = strdup(e->name);

@@ -62,7 +62,8 @@ const tb_zip_entry *tb_zip_entry_at(const tb_zip *z, size_t i);
 const tb_zip_entry *tb_zip_find(const tb_zip *z, const char *name);
 
 /* Give blob the member's bytes: a view of the mapping (stored) or a lazy
- * inflate (deflated). */
+ * inflate (deflated; the member is inflated once first, into nothing, to
+ * check its size and CRC). */
 int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *err);
 /* Copy up to max leading bytes of the member into buf (inflating only what
  * is needed); *got receives the count. */

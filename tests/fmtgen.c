@@ -9,6 +9,10 @@
  *                                    layer_hidden_states[i] from the cells)
  *   fmtgen zip [--deflate] [--zip64] [--zip64-central] [--zip64-end] OUT NAME=FILE...
  *   fmtgen many DIR N                N one-element .npy files, layers.I.block
+ *   fmtgen pt-case KIND OUT.pt       a torch.save file with one flaw: size,
+ *                                    missing, past, negstride, key, args, pid,
+ *                                    complex, v3dtype, byteorder, shared,
+ *                                    overflow, rank, deflate (a valid one)
  *   fmtgen bomb OUT.npz BYTES [DECLARED]
  *                                    one deflated member of BYTES zero bytes
  *                                    (npy header included) whose sizes are
@@ -210,6 +214,133 @@ static int many(const char *dir, long n)
 	return 0;
 }
 
+/* One _rebuild_tensor_v2 call with every part chosen by the caller. */
+typedef struct pt_spec {
+	const char *cls, *key, *fn;
+	int64_t numel, offset;
+	int ndim;
+	int64_t shape[20], stride[20];
+	int nargs;     /* 6 normally */
+	bool bad_pid;  /* a string where the pid tuple goes */
+} pt_spec;
+
+static void emit_tensor(dw_pk *p, const pt_spec *t)
+{
+	dw_pk_global(p, "torch._utils", t->fn ? t->fn : "_rebuild_tensor_v2");
+	dw_pk_op(p, '(');
+	if (t->bad_pid) {
+		dw_pk_str(p, "storage");
+	} else {
+		dw_pk_op(p, '(');
+		dw_pk_shared_str(p, "storage");
+		dw_pk_global(p, "torch", t->cls);
+		dw_pk_shared_str(p, t->key);
+		dw_pk_shared_str(p, "cpu");
+		dw_pk_int(p, t->numel);
+		dw_pk_op(p, 't');
+		dw_pk_put(p);
+	}
+	dw_pk_op(p, 'Q');
+	dw_pk_int(p, t->offset);
+	dw_pk_op(p, '(');
+	for (int i = 0; i < t->ndim; i++)
+		dw_pk_int(p, t->shape[i]);
+	dw_pk_op(p, 't');
+	dw_pk_op(p, '(');
+	for (int i = 0; i < t->ndim; i++)
+		dw_pk_int(p, t->stride[i]);
+	dw_pk_op(p, 't');
+	if (t->nargs > 4)
+		dw_pk_op(p, 0x89);
+	if (t->nargs > 5) {
+		dw_pk_global(p, "collections", "OrderedDict");
+		dw_pk_op(p, ')');
+		dw_pk_op(p, 'R');
+	}
+	if (t->nargs > 6)
+		dw_pk_global(p, "torch", "complex64");
+	dw_pk_op(p, 't');
+	dw_pk_op(p, 'R');
+}
+
+static int pt_case(const char *kind, const char *out)
+{
+	static const float x[6] = {0, 1, 2, 3, 4, 5};
+	pt_spec t = {.cls = "FloatStorage", .key = "0", .numel = 6, .ndim = 1, .shape = {6}, .stride = {1}, .nargs = 6};
+	dw_pt_tensor st = {.storage = x, .storage_bytes = sizeof x};
+	dw_pt_opts o = {0};
+	bool two = false;
+	dw_pk p = {0};
+	int rc;
+
+	if (!strcmp(kind, "size"))
+		t.numel = 5;
+	else if (!strcmp(kind, "missing"))
+		t.key = "7";
+	else if (!strcmp(kind, "past"))
+		t.offset = 4, t.shape[0] = 3;
+	else if (!strcmp(kind, "negstride"))
+		t.stride[0] = -1;
+	else if (!strcmp(kind, "key"))
+		t.key = "../data.pkl";
+	else if (!strcmp(kind, "args"))
+		t.nargs = 4, t.fn = "_rebuild_tensor_v2";
+	else if (!strcmp(kind, "pid"))
+		t.bad_pid = true;
+	else if (!strcmp(kind, "complex"))
+		t.cls = "ComplexFloatStorage", t.numel = 3;
+	else if (!strcmp(kind, "v3dtype"))
+		t.fn = "_rebuild_tensor_v3", t.nargs = 7;
+	else if (!strcmp(kind, "byteorder"))
+		o.big_endian = true;
+	else if (!strcmp(kind, "shared"))
+		two = true;
+	else if (!strcmp(kind, "overflow"))
+		t.ndim = 2, t.shape[0] = t.shape[1] = 1ll << 40, t.stride[1] = 1;
+	else if (!strcmp(kind, "rank"))
+		t.ndim = 17;
+	else if (!strcmp(kind, "deflate"))
+		o.deflate = true;
+	else
+		return die("unknown pt-case");
+	for (int i = 1; i < t.ndim && !strcmp(kind, "rank"); i++)
+		t.shape[i] = 1, t.stride[i] = 1;
+	dw_pk_op(&p, 0x80);
+	dw_pk_op(&p, 2);
+	dw_pk_op(&p, '}');
+	dw_pk_put(&p);
+	if (two)
+		dw_pk_op(&p, '(');
+	dw_pk_str(&p, "w");
+	emit_tensor(&p, &t);
+	if (two) {
+		dw_pk_str(&p, "v");
+		t.cls = "IntStorage";
+		emit_tensor(&p, &t);
+	}
+	dw_pk_op(&p, two ? 'u' : 's');
+	dw_pk_op(&p, '.');
+	rc = dw_write_pt_pickle(out, p.b.p, p.b.n, &st, 1, &o);
+	dw_pk_free(&p);
+	if (rc == 0 && !strcmp(kind, "byteorder")) {
+		/* Same archive with a byteorder record that says neither. */
+		dw_zip *z = dw_zip_new();
+		dw_buf pk = {0};
+		dw_pk q = {0};
+		dw_pk_op(&q, 0x80);
+		dw_pk_op(&q, 2);
+		dw_pk_op(&q, '}');
+		dw_pk_op(&q, '.');
+		dw_zip_add(z, "archive/data.pkl", q.b.p, q.b.n, NULL);
+		dw_zip_add(z, "archive/byteorder", "middle", 6, NULL);
+		rc = dw_zip_write(z, out, false);
+		dw_zip_free(z);
+		dw_pk_free(&q);
+		dw_buf_free(&pk);
+	}
+	return rc < 0 ? die("write failed") : 0;
+}
+
 /* A member of `bytes` zeros, deflated in a stream (never held whole). */
 static int bomb(const char *out, unsigned long long bytes, unsigned long long declared)
 {
@@ -282,6 +413,8 @@ int main(int argc, char **argv)
 		return zip_cmd(argc, argv);
 	if (argc == 4 && !strcmp(argv[1], "many"))
 		return many(argv[2], strtol(argv[3], NULL, 10));
+	if (argc == 4 && !strcmp(argv[1], "pt-case"))
+		return pt_case(argv[2], argv[3]);
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "bomb"))
 		return bomb(argv[2], strtoull(argv[3], NULL, 10), strtoull(argv[argc == 5 ? 4 : 3], NULL, 10));
 	return die("usage: fmtgen convert|zip|many|bomb ... (see the source header)");

@@ -20,21 +20,6 @@ TAB=$(printf '\t')
 [ -x "$TBGEN" ] || bail_out "no tbgen at $TBGEN"
 "$TBGEN" --layers 1 "$GOOD" "$TAP_TMP/good2" >"$W/tbgen.out" 2>&1 || bail_out "tbgen failed"
 
-# byte N: the byte of value N (0..255).
-byte() {
-	# shellcheck disable=SC2059 # the format is the point: an octal escape
-	printf "\\$(printf %03o "$1")"
-}
-
-# le WIDTH N: N as a WIDTH-byte little-endian integer.
-le() {
-	_v=$2 _i=0
-	while [ "$_i" -lt "$1" ]; do
-		byte $((_v & 255))
-		_v=$((_v >> 8)) _i=$((_i + 1))
-	done
-}
-
 # npy FILE HEADER [NDATA [MAJOR]]: an npy file, header padded to 64 bytes, NDATA zero data bytes.
 npy() {
 	printf '%s' "$2" >"$W/h"
@@ -68,12 +53,6 @@ st_file() {
 st() {
 	printf '%s' "$2" >"$W/h"
 	st_file "$1" "$W/h" "$3" ${4:+"$4"}
-}
-
-# poke FILE OFFSET FORMAT: overwrite bytes at OFFSET with printf FORMAT's output.
-poke() {
-	# shellcheck disable=SC2059 # FORMAT carries octal escapes
-	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
 }
 
 # bad PATH REASON DESC [EXPECTED]: register PATH as an input to refuse; its one error line must

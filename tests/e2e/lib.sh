@@ -143,6 +143,29 @@ expect_error() {
 	expect_error_msg "$_c" "$_q" "" "$_e" "$@"
 }
 
+# --- binary fixtures (printf, dd: no python) ---
+
+# byte N: the byte of value N (0..255).
+byte() {
+	# shellcheck disable=SC2059 # the format is the point: an octal escape
+	printf "\\$(printf %03o "$1")"
+}
+
+# le WIDTH N: N as a WIDTH-byte little-endian integer.
+le() {
+	_v=$2 _i=0
+	while [ "$_i" -lt "$1" ]; do
+		byte $((_v & 255))
+		_v=$((_v >> 8)) _i=$((_i + 1))
+	done
+}
+
+# poke FILE OFFSET FORMAT: overwrite bytes at OFFSET with printf FORMAT's output.
+poke() {
+	# shellcheck disable=SC2059 # FORMAT carries octal escapes
+	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
 tap_done() {
 	printf '1..%d\n' "$TAP_N"
