@@ -349,6 +349,7 @@ static int bomb(const char *out, unsigned long long bytes, unsigned long long de
 	int64_t shape[1];
 	z_stream s;
 	unsigned long long left;
+	uLong crc;
 	int rc;
 
 	shape[0] = (int64_t)((bytes - 128) / 4);
@@ -358,10 +359,12 @@ static int bomb(const char *out, unsigned long long bytes, unsigned long long de
 	s.next_in = npy.p;
 	s.avail_in = (uInt)npy.n;
 	left = bytes - npy.n;
+	crc = crc32(crc32(0L, Z_NULL, 0), npy.p, (uInt)npy.n);
 	do {
 		if (s.avail_in == 0 && left) {
 			s.next_in = zeros;
 			s.avail_in = left < sizeof zeros ? (uInt)left : sizeof zeros;
+			crc = crc32(crc, zeros, s.avail_in);
 			left -= s.avail_in;
 		}
 		s.next_out = chunk;
@@ -377,7 +380,7 @@ static int bomb(const char *out, unsigned long long bytes, unsigned long long de
 	size_t nl = strlen(name);
 #define LE(p, v, w) for (int k_ = 0; k_ < (w); k_++) (p)[k_] = (unsigned char)((unsigned long long)(v) >> (8 * k_))
 	memset(h, 0, sizeof h);
-	LE(h, 0x04034b50, 4); LE(h + 4, 45, 2); LE(h + 8, 8, 2); LE(h + 12, 0x21, 2);
+	LE(h, 0x04034b50, 4); LE(h + 4, 45, 2); LE(h + 8, 8, 2); LE(h + 12, 0x21, 2); LE(h + 14, crc, 4);
 	LE(h + 18, 0xFFFFFFFFu, 4); LE(h + 22, 0xFFFFFFFFu, 4); LE(h + 26, nl, 2); LE(h + 28, 20, 2);
 	dw_buf_add(&z, h, 30);
 	dw_buf_add(&z, name, nl);
@@ -387,6 +390,7 @@ static int bomb(const char *out, unsigned long long bytes, unsigned long long de
 	size_t cd = z.n;
 	memset(h, 0, sizeof h);
 	LE(h, 0x02014b50, 4); LE(h + 4, 0x031e, 2); LE(h + 6, 45, 2); LE(h + 10, 8, 2); LE(h + 14, 0x21, 2);
+	LE(h + 16, crc, 4);
 	LE(h + 20, 0xFFFFFFFFu, 4); LE(h + 24, 0xFFFFFFFFu, 4); LE(h + 28, nl, 2); LE(h + 30, 20, 2);
 	dw_buf_add(&z, h, 46);
 	dw_buf_add(&z, name, nl);

@@ -166,6 +166,11 @@ poke() {
 	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
 }
 
+# peek FILE OFFSET WIDTH: the WIDTH-byte (1, 2 or 4) little-endian integer at OFFSET.
+peek() {
+	od -An -tu"$3" -j "$2" -N "$3" "$1" | tr -d ' '
+}
+
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
 tap_done() {
 	printf '1..%d\n' "$TAP_N"
