@@ -491,7 +491,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 		return -1;
 	fmt = pick_format(f, base);
 	if (!fmt)
-		return tb_err_set(err, path, "not a recognised tensor file (npy, safetensors, ...)");
+		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return fmt->index(b, f, stem, "", err);
 }
