@@ -142,32 +142,13 @@ static int write_all(const char *path, const void *a, size_t na, const void *b, 
 int dw_write_npy(const char *path, int version, const char *descr, bool fortran, int ndim, const int64_t *shape,
 		 const void *data, size_t nbytes)
 {
-	char dict[1024], head[2048];
-	size_t len = 0, pre = version == 1 ? 10 : 12, total, hlen;
+	dw_buf b = {0};
+	int rc = dw_npy_bytes(&b, version, descr, fortran, ndim, shape, data, nbytes);
 
-	len += (size_t)snprintf(dict + len, sizeof dict - len, "{'descr': '%s', 'fortran_order': %s, 'shape': (", descr,
-				fortran ? "True" : "False");
-	for (int i = 0; i < ndim; i++)
-		len += (size_t)snprintf(dict + len, sizeof dict - len, "%lld%s", (long long)shape[i],
-					ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
-	len += (size_t)snprintf(dict + len, sizeof dict - len, "), }");
-	/* Pad with spaces and a newline so the data starts on a 64-byte boundary. */
-	total = (pre + len + 1 + 63) / 64 * 64;
-	hlen = total - pre;
-	memcpy(head, "\x93NUMPY", 6);
-	head[6] = (char)version;
-	head[7] = 0;
-	if (version == 1) {
-		head[8] = (char)(hlen & 0xFF);
-		head[9] = (char)(hlen >> 8);
-	} else {
-		for (int i = 0; i < 4; i++)
-			head[8 + i] = (char)((hlen >> (8 * i)) & 0xFF);
-	}
-	memcpy(head + pre, dict, len);
-	memset(head + pre + len, ' ', hlen - len - 1);
-	head[total - 1] = '\n';
-	return write_all(path, head, total, data, nbytes);
+	if (rc == 0)
+		rc = write_all(path, b.p, b.n, NULL, 0);
+	dw_buf_free(&b);
+	return rc;
 }
 
 int dw_write_safetensors(const char *path, const dw_tensor *ts, size_t n, const char *metadata_json)
@@ -474,11 +455,11 @@ int dw_zip_write(dw_zip *z, const char *path, bool zip64_end)
 	return write_all(path, p, n, NULL, 0);
 }
 
-int dw_npy_bytes(dw_buf *out, const char *descr, bool fortran, int ndim, const int64_t *shape, const void *data,
-		 size_t nbytes)
+int dw_npy_bytes(dw_buf *out, int version, const char *descr, bool fortran, int ndim, const int64_t *shape,
+		 const void *data, size_t nbytes)
 {
 	char dict[1024];
-	size_t len = 0, total, hlen;
+	size_t len = 0, pre = version == 1 ? 10 : 12, total, hlen;
 
 	len += (size_t)snprintf(dict + len, sizeof dict - len, "{'descr': '%s', 'fortran_order': %s, 'shape': (", descr,
 				fortran ? "True" : "False");
@@ -486,10 +467,13 @@ int dw_npy_bytes(dw_buf *out, const char *descr, bool fortran, int ndim, const i
 		len += (size_t)snprintf(dict + len, sizeof dict - len, "%lld%s", (long long)shape[i],
 					ndim == 1 ? "," : i + 1 < ndim ? ", " : "");
 	len += (size_t)snprintf(dict + len, sizeof dict - len, "), }");
-	total = (10 + len + 1 + 63) / 64 * 64;
-	hlen = total - 10;
-	dw_buf_add(out, "\x93NUMPY\x01\x00", 8);
-	put_le(out, hlen, 2);
+	/* Pad with spaces and a newline so the data starts on a 64-byte boundary. */
+	total = (pre + len + 1 + 63) / 64 * 64;
+	hlen = total - pre;
+	dw_buf_add(out, "\x93NUMPY", 6);
+	put_le(out, (uint64_t)version, 1);
+	put_le(out, 0, 1);
+	put_le(out, hlen, version == 1 ? 2 : 4);
 	dw_buf_add(out, dict, len);
 	for (size_t i = len; i + 1 < hlen; i++)
 		dw_buf_add(out, " ", 1);
@@ -508,7 +492,7 @@ int dw_write_npz(const char *path, const dw_tensor *ts, size_t n, const dw_zip_o
 		dw_buf b = {0};
 		char name[4096];
 		snprintf(name, sizeof name, "%s.npy", ts[i].name);
-		dw_npy_bytes(&b, dw_npy_descr(ts[i].dtype), false, ts[i].ndim, ts[i].shape, ts[i].data, ts[i].nbytes);
+		dw_npy_bytes(&b, 1, dw_npy_descr(ts[i].dtype), false, ts[i].ndim, ts[i].shape, ts[i].data, ts[i].nbytes);
 		rc = dw_zip_add(z, name, b.p, b.n, o);
 		dw_buf_free(&b);
 	}
@@ -519,6 +503,13 @@ int dw_write_npz(const char *path, const dw_tensor *ts, size_t n, const dw_zip_o
 }
 
 /* ---- pickles ---- */
+
+void dw_pk_begin(dw_pk *p, int protocol)
+{
+	p->protocol = protocol;
+	dw_pk_op(p, 0x80);
+	dw_pk_op(p, protocol);
+}
 
 void dw_pk_op(dw_pk *p, int op)
 {
@@ -806,8 +797,7 @@ int dw_write_pt(const char *path, const dw_pt_tensor *ts, size_t n, const dw_pt_
 
 	if (!o)
 		o = &plain;
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	if (o->lone) {
 		dw_pk_tensor(&p, &ts[0], pt_key(ts, 0, key, sizeof key), o->v3);
 	} else {
@@ -1015,9 +1005,7 @@ int dw_write_golden_pickle(const char *path, const dw_golden_rec *recs, size_t n
 	dw_pk p = {0};
 	int rc;
 
-	p.protocol = protocol;
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, protocol);
+	dw_pk_begin(&p, protocol);
 	dw_pk_op(&p, ']');
 	dw_pk_put(&p);
 	dw_pk_op(&p, '(');

@@ -74,9 +74,9 @@ int dw_zip_add(dw_zip *z, const char *name, const void *data, size_t n, const dw
 const unsigned char *dw_zip_bytes(dw_zip *z, bool zip64_end, size_t *n);
 int dw_zip_write(dw_zip *z, const char *path, bool zip64_end);
 
-/* The bytes of an npy file (version 1) as dw_write_npy writes it. */
-int dw_npy_bytes(dw_buf *out, const char *descr, bool fortran, int ndim, const int64_t *shape, const void *data,
-		 size_t nbytes);
+/* The bytes of an npy file (version 1, 2 or 3) as dw_write_npy writes it. */
+int dw_npy_bytes(dw_buf *out, int version, const char *descr, bool fortran, int ndim, const int64_t *shape,
+		 const void *data, size_t nbytes);
 /* An npz of npy members named "<name>.npy" (o: how members are stored). */
 int dw_write_npz(const char *path, const dw_tensor *ts, size_t n, const dw_zip_opts *o);
 
@@ -92,6 +92,8 @@ typedef struct dw_pk {
 	int protocol;     /* 0 or 2: BINPUT/GLOBAL; 4, 5: MEMOIZE/STACK_GLOBAL */
 } dw_pk;
 
+/* PROTO: start a pickle of this protocol (2, 4 or 5). */
+void dw_pk_begin(dw_pk *p, int protocol);
 void dw_pk_op(dw_pk *p, int op);
 void dw_pk_raw(dw_pk *p, const void *data, size_t n);
 void dw_pk_put(dw_pk *p);                 /* BINPUT next slot (LONG_BINPUT past 255) */

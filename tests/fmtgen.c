@@ -305,8 +305,7 @@ static int pt_case(const char *kind, const char *out)
 		return die("unknown pt-case");
 	for (int i = 1; i < t.ndim && !strcmp(kind, "rank"); i++)
 		t.shape[i] = 1, t.stride[i] = 1;
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	dw_pk_op(&p, '}');
 	dw_pk_put(&p);
 	if (two)
@@ -327,8 +326,7 @@ static int pt_case(const char *kind, const char *out)
 		dw_zip *z = dw_zip_new();
 		dw_buf pk = {0};
 		dw_pk q = {0};
-		dw_pk_op(&q, 0x80);
-		dw_pk_op(&q, 2);
+		dw_pk_begin(&q, 2);
 		dw_pk_op(&q, '}');
 		dw_pk_op(&q, '.');
 		dw_zip_add(z, "archive/data.pkl", q.b.p, q.b.n, NULL);
@@ -353,7 +351,7 @@ static int bomb(const char *out, unsigned long long bytes, unsigned long long de
 	int rc;
 
 	shape[0] = (int64_t)((bytes - 128) / 4);
-	dw_npy_bytes(&npy, "<f4", false, 1, shape, NULL, 0);
+	dw_npy_bytes(&npy, 1, "<f4", false, 1, shape, NULL, 0);
 	memset(&s, 0, sizeof s);
 	deflateInit2(&s, 9, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY);
 	s.next_in = npy.p;

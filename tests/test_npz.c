@@ -95,7 +95,7 @@ static void test_skips_and_refusals(void **state)
 
 	/* A member that is not an .npy array is skipped with a note. */
 	z = dw_zip_new();
-	dw_npy_bytes(&npy, "<f4", false, 1, shape, xb, sizeof xb);
+	dw_npy_bytes(&npy, 1, "<f4", false, 1, shape, xb, sizeof xb);
 	dw_zip_add(z, "x.npy", npy.p, npy.n, NULL);
 	dw_zip_add(z, "README.txt", "hi", 2, NULL);
 	dw_zip_write(z, tu_path(dir, "skip.npz"), false);

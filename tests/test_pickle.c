@@ -75,8 +75,7 @@ static void test_values_protocol2(void **state)
 	tb_err err;
 	(void)state;
 
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	dw_pk_op(&p, '}');
 	dw_pk_put(&p);
 	dw_pk_op(&p, '(');

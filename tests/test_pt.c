@@ -91,8 +91,7 @@ static void test_lone_and_list(void **state)
 	tb_tree_free(tree);
 
 	/* A tuple of two tensors: the file's name, then the index. */
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	dw_pk_tensor(&p, &t, "0", false);
 	dw_pk_tensor(&p, &t, "0", false);
 	dw_pk_op(&p, 0x86);
@@ -117,8 +116,7 @@ static void test_nesting(void **state)
 	tb_tree *tree;
 	(void)state;
 
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	dw_pk_op(&p, '}');
 	dw_pk_put(&p);
 	dw_pk_op(&p, '(');
@@ -227,6 +225,24 @@ static void test_v3_and_byteorder(void **state)
 	tb_tree_free(tree);
 }
 
+/* A one-tensor pickle over storage key (numel from declared_bytes) beside
+ * a 24-byte record "0", which must be refused saying want. */
+static void refuse_tensor(const char *dir, const char *name, const char *key, size_t declared_bytes, const char *want)
+{
+	const int64_t s6s[1] = {6};
+	dw_pt_tensor t = f32_tensor("x", 1, s6s, s6, 6);
+	dw_pk p = {0};
+
+	dw_pk_begin(&p, 2);
+	t.storage_bytes = declared_bytes;
+	dw_pk_tensor(&p, &t, key, false);
+	dw_pk_op(&p, '.');
+	t.storage_bytes = 24;
+	assert_int_equal(dw_write_pt_pickle(tu_path(dir, name), p.b.p, p.b.n, &t, 1, NULL), 0);
+	tu_expect_refused(tu_path(dir, name), NULL, NULL, want);
+	dw_pk_free(&p);
+}
+
 /* The pickle asks for something other than what the archive holds. */
 static void test_refusals(void **state)
 {
@@ -237,41 +253,13 @@ static void test_refusals(void **state)
 	dw_pk p = {0};
 	(void)state;
 
-	/* Storage record shorter than numel * element size. */
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
-	t.storage_bytes = 20;
-	dw_pk_tensor(&p, &t, "0", false);
-	dw_pk_op(&p, '.');
-	t.storage_bytes = 24;
-	path = tu_path(dir, "size.pt");
-	assert_int_equal(dw_write_pt_pickle(path, p.b.p, p.b.n, &(dw_pt_tensor){.storage = s6, .storage_bytes = 24}, 1, NULL), 0);
-	tu_expect_refused(path, NULL, NULL, "storage record 'archive/data/0' holds 24 bytes, the pickle declares 20 (5 x FloatStorage)");
-	dw_pk_free(&p);
-
-	/* A storage key with no record. */
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
-	dw_pk_tensor(&p, &t, "7", false);
-	dw_pk_op(&p, '.');
-	path = tu_path(dir, "missing.pt");
-	assert_int_equal(dw_write_pt_pickle(path, p.b.p, p.b.n, &t, 1, NULL), 0);
-	tu_expect_refused(path, NULL, NULL, "storage record 'archive/data/7' is missing");
-	dw_pk_free(&p);
-
-	/* A storage key that tries to climb out of data/. */
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
-	dw_pk_tensor(&p, &t, "../data.pkl", false);
-	dw_pk_op(&p, '.');
-	path = tu_path(dir, "key.pt");
-	assert_int_equal(dw_write_pt_pickle(path, p.b.p, p.b.n, &t, 1, NULL), 0);
-	tu_expect_refused(path, NULL, NULL, "storage key is not a plain name");
-	dw_pk_free(&p);
+	refuse_tensor(dir, "size.pt", "0", 20,
+		      "storage record 'archive/data/0' holds 24 bytes, the pickle declares 20 (5 x FloatStorage)");
+	refuse_tensor(dir, "missing.pt", "7", 24, "storage record 'archive/data/7' is missing");
+	refuse_tensor(dir, "key.pt", "../data.pkl", 24, "storage key is not a plain name");
 
 	/* A global outside the allowlist, named in the message. */
-	dw_pk_op(&p, 0x80);
-	dw_pk_op(&p, 2);
+	dw_pk_begin(&p, 2);
 	dw_pk_global(&p, "torch._utils", "_rebuild_qtensor");
 	dw_pk_op(&p, '.');
 	path = tu_path(dir, "global.pt");

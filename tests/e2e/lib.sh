@@ -171,6 +171,24 @@ peek() {
 	od -An -tu"$3" -j "$2" -N "$3" "$1" | tr -d ' '
 }
 
+# snapshot DIR: checksums and names of everything under DIR (to show nothing changed).
+snapshot() {
+	find "$1" -type f -exec cksum {} + | sort
+	find "$1" | sort
+}
+
+# refuse_cases CASES GOOD: each "path<TAB>expected path<TAB>reason<TAB>description" line
+# of CASES must be refused (exit 2, one line naming the expected path and saying reason)
+# by check BAD GOOD, check GOOD BAD and ls BAD.
+refuse_cases() {
+	_good=$2
+	while IFS=$(printf '\t') read -r _path _want _reason _desc; do
+		expect_error_msg 2 "$_want" "$_reason" "check BAD GOOD refuses $_desc" "$TBISECT" check "$_path" "$_good"
+		expect_error_msg 2 "$_want" "$_reason" "check GOOD BAD refuses $_desc" "$TBISECT" check "$_good" "$_path"
+		expect_error_msg 2 "$_want" "$_reason" "ls refuses $_desc" "$TBISECT" ls "$_path"
+	done <"$1"
+}
+
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
 tap_done() {
 	printf '1..%d\n' "$TAP_N"
