@@ -18,17 +18,25 @@
  * ".bin" dump beside it must stay a skipped file, not an error. */
 static const char *const pt_suffixes[] = {".pt", ".pth", NULL};
 
-/* A torch.save zip: its first member sits under a top-level folder and is
- * not an npy file (that would be an npz). */
+/* Records torch writes first (data.pkl in current torch, version in old). */
+static const char *const pt_first_records[] = {"data.pkl", "version", ".data/version", ".format_version", "byteorder",
+					       ".storage_alignment", NULL};
+
+/* A torch.save zip: its first member is one of torch's own records inside
+ * the archive folder (any other zip is left alone unless named .pt). */
 static bool pt_sniff(const unsigned char *head, size_t n)
 {
-	const unsigned char *name;
-	size_t len;
+	const unsigned char *name, *slash;
+	size_t len, rest;
 
 	name = tb_zip_head_name(head, n, &len);
-	if (!name || !memchr(name, '/', len))
+	if (!name || !(slash = memchr(name, '/', len)))
 		return false;
-	return !(len > 4 && !memcmp(name + len - 4, ".npy", 4));
+	rest = len - (size_t)(slash + 1 - name);
+	for (int i = 0; pt_first_records[i]; i++)
+		if (rest == strlen(pt_first_records[i]) && !memcmp(slash + 1, pt_first_records[i], rest))
+			return true;
+	return rest > 5 && !memcmp(slash + 1, "data/", 5);
 }
 
 enum {

@@ -24,8 +24,10 @@
 
 #define TB_PK_MAX_STACK (1 << 20)
 #define TB_PK_MAX_MARKS 10000
-#define TB_PK_MAX_MEMO (1 << 22)
-#define TB_PK_MAX_VALUES (1 << 24)
+/* About 15 values and 10 memo entries per tensor: room for 250,000 tensors,
+ * while a hostile pickle costs at most a few hundred MB. */
+#define TB_PK_MAX_MEMO (1 << 21)
+#define TB_PK_MAX_VALUES (1 << 22)
 
 typedef enum tb_pk_kind {
 	TB_PK_NONE,

@@ -85,6 +85,8 @@ diag "10,000 small files listed in $((end - start)) s"
 mkdir "$T/fifo"
 cp "$T/cand-pt.pt" "$T/fifo/"
 head -c 100 /dev/urandom >"$T/fifo/raw.bin"
+printf 'notes\n' >"$T/notes.txt"
+"$FMTGEN" zip "$T/fifo/logs.zip" docs/notes.txt="$T/notes.txt" || bail_out "fmtgen zip failed"
 if mkfifo "$T/fifo/pipe.npy" 2>/dev/null; then
 	expect_exit 0 "a FIFO in the tree is skipped, not opened" timeout 20 "$TBISECT" ls "$T/fifo"
 	check_that "the FIFO is named in a note" grep -q 'pipe.npy: not a regular file' "$TAP_OUT"
@@ -93,5 +95,6 @@ else
 	skip "the FIFO is named in a note" "mkfifo unavailable"
 fi
 check_that "a raw .bin beside a .pt is skipped" grep -q 'raw.bin: not a tensor file' "$TAP_OUT"
+check_that "a zip of other things is skipped" grep -q 'logs.zip: not a tensor file' "$TAP_OUT"
 
 tap_done
