@@ -13,6 +13,9 @@
 #define PT_MAX_PICKLE (512ull << 20)
 /* Dict nesting followed when naming tensors (also stops cycles). */
 #define PT_MAX_DEPTH 64
+/* Elements of a view that reads its storage more than once (expand): each
+ * is visited when compared, so a hostile stride-0 view must stay bounded. */
+#define PT_MAX_ALIASED (1ull << 30)
 
 /* Only these suffixes claim a file that does not sniff as torch.save: a raw
  * ".bin" dump beside it must stay a skipped file, not an error. */
@@ -330,6 +333,9 @@ static int add_tensor(pt_ctx *c, const pt_tensor *pt, const char *name, bool big
 	t->blob = pt->storage->blob;
 	if (__builtin_mul_overflow((uint64_t)pt->offset, (uint64_t)es, &t->offset))
 		return tb_err_set(err, c->f->path, "tensor '%s': storage offset overflows", name);
+	if (t->numel > PT_MAX_ALIASED && t->numel * es > t->blob->size)
+		return tb_err_set(err, c->f->path, "tensor '%s': a view of %llu elements over a %llu-byte storage is too large",
+				  name, (unsigned long long)t->numel, (unsigned long long)t->blob->size);
 	return tb_tensor_check_bounds(t, c->f->path, err);
 }
 

@@ -12,7 +12,7 @@
  *   fmtgen pt-case KIND OUT.pt       a torch.save file with one flaw: size,
  *                                    missing, past, negstride, key, args, pid,
  *                                    complex, v3dtype, byteorder, shared,
- *                                    overflow, rank, deflate (a valid one)
+ *                                    overflow, rank, expand, deflate (valid)
  *   fmtgen bomb OUT.npz BYTES [DECLARED]
  *                                    one deflated member of BYTES zero bytes
  *                                    (npy header included) whose sizes are
@@ -299,6 +299,8 @@ static int pt_case(const char *kind, const char *out)
 		t.ndim = 2, t.shape[0] = t.shape[1] = 1ll << 40, t.stride[1] = 1;
 	else if (!strcmp(kind, "rank"))
 		t.ndim = 17;
+	else if (!strcmp(kind, "expand"))
+		t.ndim = 2, t.shape[0] = t.shape[1] = 1ll << 20, t.stride[0] = t.stride[1] = 0;
 	else if (!strcmp(kind, "deflate"))
 		o.deflate = true;
 	else

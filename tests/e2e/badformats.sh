@@ -144,7 +144,8 @@ for k in "size:storage record 'archive/data/0' holds 24 bytes, the pickle declar
 	"byteorder:byteorder record says neither 'little' nor 'big'" \
 	"shared:storage '0' is declared twice with different types or sizes" \
 	"overflow:element count overflows" \
-	"rank:tensor size has more than 16 entries"; do
+	"rank:tensor size has more than 16 entries" \
+	"expand:a view of 1099511627776 elements over a 24-byte storage is too large"; do
 	kind=${k%%:*}
 	"$FMTGEN" pt-case "$kind" "$B/pt_$kind.pt" || bail_out "fmtgen pt-case $kind failed"
 	bad "$B/pt_$kind.pt" "${k#*:}" "torch: $kind"
