@@ -89,7 +89,9 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 	}
 	if (eocd == UINT64_MAX)
 		return tb_err_set(err, f->path, "zip: no end-of-central-directory record");
-	if (rd16(d + eocd + 4) != 0 || rd16(d + eocd + 6) != 0 || rd16(d + eocd + 8) != rd16(d + eocd + 10))
+	/* 0xFFFF: the value is in the zip64 record. */
+	if ((rd16(d + eocd + 4) != 0 && rd16(d + eocd + 4) != 0xFFFF) ||
+	    (rd16(d + eocd + 6) != 0 && rd16(d + eocd + 6) != 0xFFFF) || rd16(d + eocd + 8) != rd16(d + eocd + 10))
 		return tb_err_set(err, f->path, "zip: multi-disk archives are not supported");
 	end->n_entries = rd16(d + eocd + 10);
 	end->cd_size = rd32(d + eocd + 12);
