@@ -79,16 +79,20 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 
 	if (f->size < EOCD_LEN)
 		return tb_err_set(err, f->path, "zip: file too short for an end-of-central-directory record");
-	/* The record sits at the very end, followed only by its comment. */
+	/* The record sits at the very end, followed only by its comment.  Take
+	 * the last signature, as other readers do, and insist that its comment
+	 * ends the file: no second reading of the archive is possible. */
 	lowest = f->size - EOCD_LEN > MAX_COMMENT ? f->size - EOCD_LEN - MAX_COMMENT : 0;
 	for (pos = f->size - EOCD_LEN + 1; pos-- > lowest;) {
-		if (rd32(d + pos) == SIG_EOCD && pos + EOCD_LEN + rd16(d + pos + 20) == f->size) {
+		if (rd32(d + pos) == SIG_EOCD) {
 			eocd = pos;
 			break;
 		}
 	}
 	if (eocd == UINT64_MAX)
 		return tb_err_set(err, f->path, "zip: no end-of-central-directory record");
+	if (eocd + EOCD_LEN + rd16(d + eocd + 20) != f->size)
+		return tb_err_set(err, f->path, "zip: the end-of-central-directory comment does not end the file");
 	/* 0xFFFF: the value is in the zip64 record. */
 	if ((rd16(d + eocd + 4) != 0 && rd16(d + eocd + 4) != 0xFFFF) ||
 	    (rd16(d + eocd + 6) != 0 && rd16(d + eocd + 6) != 0xFFFF) || rd16(d + eocd + 8) != rd16(d + eocd + 10))
@@ -114,6 +118,10 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 	if (end->cd_off > end->limit || end->cd_size > end->limit - end->cd_off)
 		return tb_err_set(err, f->path, "zip: central directory (%llu bytes at %llu) runs past its end record",
 				  (unsigned long long)end->cd_size, (unsigned long long)end->cd_off);
+	/* Readers that allow prepended data locate the directory from the end
+	 * record instead; both must agree. */
+	if (end->cd_off + end->cd_size != end->limit)
+		return tb_err_set(err, f->path, "zip: central directory does not end where its end record starts");
 	if (end->n_entries > TB_ZIP_MAX_ENTRIES)
 		return tb_err_set(err, f->path, "zip: more than %d members", TB_ZIP_MAX_ENTRIES);
 	if (end->n_entries > end->cd_size / CENTRAL_LEN)
@@ -539,11 +547,29 @@ static const tb_blob_ops inflate_ops = {
 	.free_ctx = lazy_free,
 };
 
+/* A stored member's CRC, checked once (torch can be told to write none:
+ * a zero CRC is not checked). */
+static int check_stored(const tb_zip *z, const tb_zip_entry *e, tb_err *err)
+{
+	const unsigned char *p = z->file->data + e->data_off;
+	uLong c = crc32(0L, Z_NULL, 0);
+
+	if (e->crc == 0)
+		return 0;
+	for (uint64_t off = 0; off < e->usize; off += ZCHUNK)
+		c = crc32(c, p + off, e->usize - off > ZCHUNK ? ZCHUNK : (uInt)(e->usize - off));
+	if ((uint32_t)c != e->crc)
+		return tb_err_set(err, z->file->path, "zip: member '%s' fails its CRC check", e->name);
+	return 0;
+}
+
 int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *err)
 {
 	inflate_ctx *c;
 
 	if (e->method == TB_ZIP_STORED) {
+		if (check_stored(z, e, err) < 0)
+			return -1;
 		tb_blob_set_mapped(blob, z->file, e->data_off, e->usize);
 		return 0;
 	}
@@ -592,7 +618,7 @@ int tb_zip_read(const tb_zip *z, const tb_zip_entry *e, uint64_t max, const unsi
 				  e->name, (unsigned long long)e->usize, (unsigned long long)max);
 	if (e->method == TB_ZIP_STORED) {
 		*data = z->file->data + e->data_off;
-		return 0;
+		return check_stored(z, e, err);
 	}
 	if (lazy_load(&(inflate_ctx){z->file, e->name, e->data_off, e->csize, e->crc}, e->usize, owned, err) < 0)
 		return -1;

@@ -7,9 +7,10 @@
  * into a caller's buffer), never past its declared size.
  *
  * Refused: encryption, methods other than stored/deflate, multi-disk
- * archives, duplicate names, names that could escape a directory, local
- * headers that disagree with the central directory, overlapping members,
- * and deflated totals over TB_ZIP_MAX_INFLATE.  The tb_zip owns its entry
+ * archives, data before the archive or after its end record, duplicate
+ * names, names that could escape a directory, local headers that disagree
+ * with the central directory, overlapping members, CRC mismatches, and
+ * deflated totals over TB_ZIP_MAX_INFLATE.  The tb_zip owns its entry
  * list; the file stays the caller's and must outlive it.  Used by the npz
  * and torch.save readers.
  */
@@ -61,17 +62,17 @@ size_t tb_zip_count(const tb_zip *z);
 const tb_zip_entry *tb_zip_entry_at(const tb_zip *z, size_t i);
 const tb_zip_entry *tb_zip_find(const tb_zip *z, const char *name);
 
-/* Give blob the member's bytes: a view of the mapping (stored) or a lazy
- * inflate (deflated; the member is inflated once first, into nothing, to
- * check its size and CRC). */
+/* Give blob the member's bytes: a view of the mapping (stored; its CRC is
+ * checked) or a lazy inflate (deflated; the member is inflated once first,
+ * into nothing, to check its size and CRC). */
 int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *err);
 /* Copy up to max leading bytes of the member into buf (inflating only what
  * is needed); *got receives the count. */
 int tb_zip_read_head(const tb_zip *z, const tb_zip_entry *e, unsigned char *buf, size_t max, size_t *got,
 		     tb_err *err);
-/* The whole member, at most max bytes (larger members are refused): a view
- * of the mapping (*owned NULL) or an inflated heap copy (*owned set; the
- * caller frees it). */
+/* The whole member, at most max bytes (larger members are refused), its
+ * CRC checked: a view of the mapping (*owned NULL) or an inflated heap copy
+ * (*owned set; the caller frees it). */
 int tb_zip_read(const tb_zip *z, const tb_zip_entry *e, uint64_t max, const unsigned char **data,
 		unsigned char **owned, tb_err *err);
 

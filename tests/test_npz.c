@@ -106,6 +106,21 @@ static void test_skips_and_refusals(void **state)
 	assert_non_null(strstr(tree->notes[0], "skipped member 'README.txt'"));
 	tb_tree_free(tree);
 
+	/* A stored member whose bytes no longer match its CRC. */
+	z = dw_zip_new();
+	dw_zip_add(z, "x.npy", npy.p, npy.n, NULL);
+	{
+		size_t n;
+		const unsigned char *p = dw_zip_bytes(z, false, &n);
+		unsigned char *b = malloc(n);
+		memcpy(b, p, n);
+		b[30 + 5 + npy.n - 1] ^= 0x40;
+		tu_write(tu_path(dir, "crc.npz"), b, n);
+		free(b);
+	}
+	dw_zip_free(z);
+	tu_expect_refused(tu_path(dir, "crc.npz"), NULL, NULL, "zip: member 'x.npy' fails its CRC check");
+
 	/* Data shorter than the npy header says. */
 	z = dw_zip_new();
 	dw_zip_add(z, "x.npy", npy.p, npy.n - 4, NULL);

@@ -176,6 +176,13 @@ static void p_dup(unsigned char *b, size_t *n)
 	memcpy(b + l1 + 30, "a", 1);
 }
 static void p_short_z64(unsigned char *b, size_t *n) { put32(b + central(b, *n, 0) + 42, 0xFFFFFFFFu); }
+static void p_trailing(unsigned char *b, size_t *n) { memcpy(b + *n, "junk!", 5); *n += 5; }
+static void p_prepend(unsigned char *b, size_t *n)
+{
+	memmove(b + 10, b, *n);
+	memset(b, 'J', 10);
+	*n += 10;
+}
 
 static void test_refused(void **state)
 {
@@ -199,6 +206,8 @@ static void test_refused(void **state)
 		{p_usize, "different compressed and uncompressed sizes"},
 		{p_dup, "duplicate member 'a'"},
 		{p_short_z64, "missing or short zip64 extra field"},
+		{p_trailing, "the end-of-central-directory comment does not end the file"},
+		{p_prepend, "central directory does not end where its end record starts"},
 	};
 	(void)state;
 
@@ -214,7 +223,7 @@ static void test_refused(void **state)
 		dw_zip_add(z, "a", "0123456789", 10, NULL);
 		dw_zip_add(z, "b", "abcdefghij", 10, NULL);
 		const unsigned char *p = dw_zip_bytes(z, false, &n);
-		b = malloc(n);
+		b = malloc(n + 64);
 		memcpy(b, p, n);
 		cases[i].patch(b, &n);
 		snprintf(name, sizeof name, "bad%zu.zip", i);

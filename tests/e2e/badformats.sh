@@ -84,6 +84,15 @@ bad "$B/storedsize.npz" "different compressed and uncompressed sizes" "zip: stor
 zip1 "$B/z64extra.npz" x.npy="$W/x.npy"
 poke "$B/z64extra.npz" $(($(cd_at "$B/z64extra.npz") + 42)) '\377\377\377\377'
 bad "$B/z64extra.npz" "missing or short zip64 extra field" "zip: 0xFFFFFFFF offset without zip64 extra"
+zip1 "$B/trailing.npz" x.npy="$W/x.npy"
+printf 'garbage' >>"$B/trailing.npz"
+bad "$B/trailing.npz" "the end-of-central-directory comment does not end the file" "zip: bytes after the end record"
+zip1 "$W/plain.npz" x.npy="$W/x.npy"
+{ printf 'prepended bytes'; cat "$W/plain.npz"; } >"$B/prepended.npz"
+bad "$B/prepended.npz" "central directory does not end where its end record starts" "zip: bytes before the archive"
+zip1 "$B/storedcrc.npz" x.npy="$W/x.npy"
+poke "$B/storedcrc.npz" $((35 + $(wc -c <"$W/x.npy") - 1)) 'Z'
+bad "$B/storedcrc.npz" "zip: member 'x.npy' fails its CRC check" "zip: stored member with a wrong CRC"
 zip1 "$B/dup.npz" x.npy="$W/x.npy" x.npy="$W/x.npy"
 bad "$B/dup.npz" "zip: duplicate member 'x.npy'" "zip: duplicate member names"
 for n in "../x.npy|dotdot|has a '.' or '..' path component" "/x.npy|abs|is an absolute path" \
