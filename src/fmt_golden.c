@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "jsonutil.h"
 #include "pickle.h"
 
 /* JSON nesting skipped over in fields we do not read. */
@@ -81,6 +82,12 @@ static size_t number_len(const unsigned char *p, const unsigned char *end, bool 
 		return (size_t)(q + 8 - p);
 	if (q == end || *q < '0' || *q > '9')
 		return 0;
+	if (*q == '0') {
+		/* JSON has no leading zeros: "007" is not a number. */
+		q++;
+		if (q < end && *q >= '0' && *q <= '9')
+			return 0;
+	}
 	while (q < end && *q >= '0' && *q <= '9')
 		q++;
 	if (integer)
@@ -506,6 +513,8 @@ static int golden_json(tb_builder *b, const tb_file *f, const char *prefix, tb_e
 		if (!blank(p, line_end)) {
 			if (k == want) {
 				jcur c = {p, f->data, line_end, f->path, k};
+				if (!tb_utf8_valid(p, (size_t)(line_end - p)))
+					return tb_err_set(err, f->path, "golden record %d is not valid UTF-8", k);
 				if (*c.p == 0x1e) /* RFC 7464 record separator */
 					c.p++;
 				return json_record(b, f, &c, prefix, err);

@@ -267,6 +267,10 @@ g gj_number '{"logits": [[1.0, 2.0.1]]}'
 bad "$B/gj_number.jsonl" "expected ',' or ']' in an array" "golden: malformed number"
 g gj_nan '{"logits": [[nan]]}'
 bad "$B/gj_nan.jsonl" "expected a number" "golden: lower-case nan"
+g gj_zeros '{"tokens": [007], "logits": [[1.0]]}'
+bad "$B/gj_zeros.jsonl" "expected an integer" "golden: token id with leading zeros"
+printf '{"prompt": "\351t\351", "logits": [[1.0]]}\n' >"$B/gj_utf8.jsonl"
+bad "$B/gj_utf8.jsonl" "golden record 0 is not valid UTF-8" "golden: latin-1 bytes in a string"
 g gj_dup '{"logits": [[1.0]], "logits": [[2.0]]}'
 bad "$B/gj_dup.jsonl" "duplicate key \"logits\"" "golden: duplicate key"
 g gj_none '{"prompt": "hello", "tokens": [1, 2]}'
