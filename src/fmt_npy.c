@@ -79,6 +79,9 @@ static int parse_int(cursor *c, int64_t *out)
 	start = c->p;
 	if (c->p < c->end && *c->p == '-')
 		return -2;
+	/* A Python 3 int literal has no leading zeros ("01" does not parse). */
+	if (c->end - c->p >= 2 && c->p[0] == '0' && c->p[1] >= '0' && c->p[1] <= '9')
+		return -1;
 	while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
 		if (v > (INT64_MAX - 9) / 10)
 			return -3;
@@ -225,6 +228,8 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 			return 0;
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	}
+	if (kind == '?' && p[1])
+		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	size = kind == '?' ? 1 : strtol(p + 1, &end, 10);
 	if (kind != '?' && *end)
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);

@@ -296,6 +296,12 @@ bad "$B/gj_hidden.jsonl" "expected an array of numbers" "golden: hidden state th
 g gj_ctrl "$(printf '{"prompt": "a\001b", "logits": [[1.0]]}')"
 bad "$B/gj_ctrl.jsonl" "control character in a string" "golden: control character in a string"
 
+# --- npy headers numpy refuses too (found comparing the fuzz corpus with np.load) ---
+cp "$top_srcdir/tests/fuzz-regress/npy/shape-leading-zero.npy" "$B/leadzero.npy"
+bad "$B/leadzero.npy" "'shape' must hold integers" "npy: shape (01, 2)"
+cp "$top_srcdir/tests/fuzz-regress/npy/descr-bool-suffix.npy" "$B/boolsuffix.npy"
+bad "$B/boolsuffix.npy" "unknown npy dtype '?f2'" "npy: descr '?f2'"
+
 # --- a tree holding one bad container among good ones ---
 mkdir -p "$B/tree_mixed/a" "$B/tree_mixed/b"
 cp "$W/good.npz" "$B/tree_mixed/a/good.npz"
