@@ -133,19 +133,3 @@ void tu_expect_values(tb_tensor *t, const float *want, size_t n)
 	}
 	free(got);
 }
-
-unsigned char *tu_read(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	unsigned char *buf;
-	long len;
-
-	if (!f || fseek(f, 0, SEEK_END) < 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0 ||
-	    !(buf = malloc((size_t)len + 1)) || fread(buf, 1, (size_t)len, f) != (size_t)len) {
-		perror(path);
-		abort();
-	}
-	fclose(f);
-	*n = (size_t)len;
-	return buf;
-}

@@ -37,5 +37,3 @@ tb_tensor *tu_tensor(const tb_tree *tree, const char *name);
 void tu_expect_refused(const char *path, const tb_open_opts *opts, const char *file, const char *want);
 /* The tensor decodes to exactly want (bitwise, NaN as NaN). */
 void tu_expect_values(tb_tensor *t, const float *want, size_t n);
-/* Read a whole file (malloc'd; *n set); aborts on failure. */
-unsigned char *tu_read(const char *path, size_t *n);
