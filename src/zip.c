@@ -53,11 +53,6 @@ static uint64_t rd64(const unsigned char *p)
 	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
-bool tb_zip_sniff(const unsigned char *head, size_t n)
-{
-	return n >= 4 && (!memcmp(head, "PK\3\4", 4) || !memcmp(head, "PK\5\6", 4));
-}
-
 const unsigned char *tb_zip_head_name(const unsigned char *head, size_t n, size_t *len)
 {
 	if (n < LOCAL_LEN || rd32(head) != SIG_LOCAL)

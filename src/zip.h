@@ -45,9 +45,6 @@ typedef struct tb_zip_entry {
 
 typedef struct tb_zip tb_zip;
 
-/* Does this look like the start of a zip file (local header or empty archive)? */
-bool tb_zip_sniff(const unsigned char *head, size_t n);
-
 /* The first member's name from the first local header at head, when all
  * of it lies within the n bytes (for sniffing); else NULL. */
 const unsigned char *tb_zip_head_name(const unsigned char *head, size_t n, size_t *len);
