@@ -1,8 +1,10 @@
 #!/bin/sh
 # tbisect quick start.
 #   ./quickstart.sh demo   install what is missing, build, open the bundled sample pair
-#   ./quickstart.sh test   install what is missing, build, run the whole test suite
-# Builds out of tree in ./build.  Safe to re-run: steps already done are skipped.
+#   ./quickstart.sh test   install what is missing, build, run the whole test suite,
+#                          then once more under ASan + UBSan (TB_ASAN=no skips that)
+# Builds out of tree in ./build (and ./build-asan).  Safe to re-run: steps
+# already done are skipped.  The last line sums both runs: "N passed, N failed".
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,19 +34,39 @@ if [ "$what" = demo ]; then
 	exec make demo
 fi
 
+# tally LOG: add a test-suite.log's counts to $passed/$failed (a missing log is one failure).
+passed=0
+failed=0
+tally() {
+	if [ ! -f "$1" ]; then
+		failed=$((failed + 1))
+		return
+	fi
+	_p=$(sed -n 's/^# PASS: *//p' "$1" | head -n 1)
+	_f=$(sed -n 's/^# FAIL: *//p' "$1" | head -n 1)
+	_e=$(sed -n 's/^# ERROR: *//p' "$1" | head -n 1)
+	_x=$(sed -n 's/^# XPASS: *//p' "$1" | head -n 1)
+	passed=$((passed + ${_p:-0}))
+	failed=$((failed + ${_f:-0} + ${_e:-0} + ${_x:-0}))
+	grep -E '^(not ok|ERROR|FAIL)' "$1" | head -n 40 || true
+}
+
 status=0
 make -j"$jobs" check || status=$?
-if [ -f test-suite.log ]; then
-	pass=$(sed -n 's/^# PASS: *//p' test-suite.log | head -n 1)
-	fail=$(sed -n 's/^# FAIL: *//p' test-suite.log | head -n 1)
-	err=$(sed -n 's/^# ERROR: *//p' test-suite.log | head -n 1)
-	xpass=$(sed -n 's/^# XPASS: *//p' test-suite.log | head -n 1)
-	if [ "$status" -ne 0 ]; then
-		grep -E '^(not ok|ERROR|FAIL)' test-suite.log | head -n 40 || true
+tally test-suite.log
+
+# The same suite again with AddressSanitizer and UBSan (a second build dir).
+if [ "${TB_ASAN:-yes}" != no ]; then
+	cd "$here"
+	mkdir -p build-asan
+	cd build-asan
+	if [ ! -f Makefile ] || [ ../configure -nt config.status ]; then
+		../configure --enable-sanitizers
 	fi
-	echo "${pass:-0} passed, $(( ${fail:-0} + ${err:-0} + ${xpass:-0} )) failed"
-else
-	echo "0 passed, 1 failed"
-	status=1
+	asan=0
+	make -j"$jobs" && make -j"$jobs" check || asan=$?
+	[ "$asan" -eq 0 ] || status=$asan
+	tally test-suite.log
 fi
+echo "$passed passed, $failed failed"
 exit "$status"

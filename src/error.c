@@ -6,12 +6,36 @@
 
 #include "error.h"
 
-/* Messages quote names taken from hostile files; keep them on one line. */
+/* Length of the valid UTF-8 sequence at s that is not a control
+ * character (C1 included), or 0. */
+static size_t printable_utf8(const unsigned char *s)
+{
+	size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+	unsigned cp = len == 1 ? s[0] : len == 2 ? s[0] & 0x1Fu : len == 3 ? s[0] & 0x0Fu : s[0] & 0x07u;
+
+	for (size_t k = 1; k < len; k++) {
+		if ((s[k] & 0xC0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[k] & 0x3Fu);
+	}
+	if (len == 0 || cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+	    (len == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return len;
+}
+
+/* Messages quote names taken from hostile files: keep them on one line,
+ * with no control characters and no invalid UTF-8 for a terminal to act on. */
 static void one_line(char *s)
 {
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
+	while (*s) {
+		size_t n = printable_utf8((const unsigned char *)s);
+		if (n == 0) {
+			*s++ = '?';
+			continue;
+		}
+		s += n;
+	}
 }
 
 int tb_err_set(tb_err *err, const char *file, const char *fmt, ...)

@@ -23,7 +23,7 @@ typedef struct tb_builder tb_builder;
 typedef struct tb_format {
 	const char *name;
 	const char *const *suffixes; /* lower-case file-name endings, NULL-terminated */
-	/* Claim by content; head holds the file's first n (<= 64) bytes. */
+	/* Claim by content; head holds the file's first n (<= TB_SNIFF_BYTES) bytes. */
 	bool (*sniff)(const unsigned char *head, size_t n);
 	/* Add the file's tensors.  stem: the raw name a lone tensor gets (path
 	 * in the tree, extension dropped, '/' as '.'); prefix: what container
@@ -31,12 +31,19 @@ typedef struct tb_format {
 	int (*index)(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err);
 } tb_format;
 
+/* Bytes of a file's start that sniffers see: enough for a zip's first
+ * local header and member name. */
+#define TB_SNIFF_BYTES 512
+
 /* The readers, in sniffing order; NULL-terminated. */
 extern const tb_format *const tb_formats[];
 
 extern const tb_format tb_fmt_npy;
 extern const tb_format tb_fmt_safetensors;
 extern const tb_format tb_fmt_safetensors_index;
+extern const tb_format tb_fmt_pt;
+extern const tb_format tb_fmt_npz;
+extern const tb_format tb_fmt_golden;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000

@@ -8,9 +8,8 @@
 
 #include "fmt.h"
 #include "jsonutil.h"
+#include "npy.h"
 
-/* NumPy itself caps headers at 10000 characters; leave room for odd writers. */
-#define NPY_MAX_HEADER (64 * 1024)
 #define MANIFEST_NAME "dtypes.json"
 #define MANIFEST_MAX (1024 * 1024)
 
@@ -80,6 +79,9 @@ static int parse_int(cursor *c, int64_t *out)
 	start = c->p;
 	if (c->p < c->end && *c->p == '-')
 		return -2;
+	/* A Python 3 int literal has no leading zeros ("01" does not parse). */
+	if (c->end - c->p >= 2 && c->p[0] == '0' && c->p[1] >= '0' && c->p[1] <= '9')
+		return -1;
 	while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
 		if (v > (INT64_MAX - 9) / 10)
 			return -3;
@@ -226,6 +228,8 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 			return 0;
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	}
+	if (kind == '?' && p[1])
+		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	size = kind == '?' ? 1 : strtol(p + 1, &end, 10);
 	if (kind != '?' && *end)
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
@@ -287,65 +291,85 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	}
 }
 
-static int npy_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
+int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const tb_open_opts *opts,
+		 tb_npy_info *info, tb_err *err)
 {
-	const unsigned char *d = f->data;
-	uint64_t hlen, pre, data_bytes;
+	uint64_t hlen, pre;
 	npy_header h;
-	tb_tensor *t;
-	tb_blob *blob;
-	bool big;
 
-	(void)prefix;
-	if (f->size < 6 || memcmp(d, "\x93NUMPY", 6))
-		return tb_err_set(err, f->path, "not an npy file (bad magic)");
-	if (f->size < 10)
-		return tb_err_set(err, f->path, "npy file truncated in its preamble");
+	memset(info, 0, sizeof *info);
+	if (size < 6 || memcmp(d, "\x93NUMPY", 6))
+		return tb_err_set(err, path, "not an npy file (bad magic)");
+	if (size < 10)
+		return tb_err_set(err, path, "npy file truncated in its preamble");
 	if (d[6] == 1 && d[7] == 0) {
 		hlen = (uint64_t)d[8] | (uint64_t)d[9] << 8;
 		pre = 10;
 	} else if ((d[6] == 2 || d[6] == 3) && d[7] == 0) {
-		if (f->size < 12)
-			return tb_err_set(err, f->path, "npy file truncated in its preamble");
+		if (size < 12)
+			return tb_err_set(err, path, "npy file truncated in its preamble");
 		hlen = (uint64_t)d[8] | (uint64_t)d[9] << 8 | (uint64_t)d[10] << 16 | (uint64_t)d[11] << 24;
 		pre = 12;
 	} else {
-		return tb_err_set(err, f->path, "unsupported npy format version %u.%u", d[6], d[7]);
+		return tb_err_set(err, path, "unsupported npy format version %u.%u", d[6], d[7]);
 	}
-	if (hlen > NPY_MAX_HEADER)
-		return tb_err_set(err, f->path, "npy header of %llu bytes exceeds the %d-byte cap",
-				  (unsigned long long)hlen, NPY_MAX_HEADER);
-	if (hlen > f->size - pre)
-		return tb_err_set(err, f->path, "npy header length %llu runs past the end of the file",
+	if (hlen > TB_NPY_MAX_HEADER)
+		return tb_err_set(err, path, "npy header of %llu bytes exceeds the %d-byte cap",
+				  (unsigned long long)hlen, TB_NPY_MAX_HEADER);
+	if (hlen > size - pre)
+		return tb_err_set(err, path, "npy header length %llu runs past the end of the file",
 				  (unsigned long long)hlen);
 	for (uint64_t i = 0; i < hlen; i++)
 		if (d[pre + i] == 0)
-			return tb_err_set(err, f->path, "npy header contains a NUL byte");
-	if (parse_header((const char *)d + pre, (size_t)hlen, &h, f->path, err) < 0)
+			return tb_err_set(err, path, "npy header contains a NUL byte");
+	if (parse_header((const char *)d + pre, (size_t)hlen, &h, path, err) < 0)
 		return -1;
-	t = tb_builder_add(b, f->path, "", stem, err);
-	if (!t)
+	if (descr_dtype(h.descr, opts, path, &info->dtype, &info->big_endian, err) < 0)
 		return -1;
-	if (descr_dtype(h.descr, tb_builder_opts(b), f->path, &t->dtype, &big, err) < 0)
+	info->data_off = pre + hlen;
+	info->fortran = h.fortran;
+	info->ndim = h.ndim;
+	memcpy(info->shape, h.shape, sizeof h.shape);
+	return 0;
+}
+
+int tb_npy_apply(tb_tensor *t, const tb_npy_info *info, const char *path, tb_err *err)
+{
+	t->dtype = info->dtype;
+	t->big_endian = info->big_endian;
+	if (tb_tensor_set_shape(t, info->ndim, info->shape, path, err) < 0)
 		return -1;
-	t->big_endian = big;
-	if (tb_tensor_set_shape(t, h.ndim, h.shape, f->path, err) < 0)
-		return -1;
-	data_bytes = t->numel * tb_dtype_size(t->dtype);
-	if (data_bytes > f->size - pre - hlen)
-		return tb_err_set(err, f->path, "npy data truncated: %llu bytes expected, %llu present",
-				  (unsigned long long)data_bytes, (unsigned long long)(f->size - pre - hlen));
-	if (h.fortran) {
+	if (info->fortran) {
 		int64_t s = 1;
 		for (int i = 0; i < t->ndim; i++) {
 			t->stride[i] = s;
 			s *= t->shape[i] ? t->shape[i] : 1;
 		}
 	}
+	return 0;
+}
+
+static int npy_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
+{
+	uint64_t data_bytes;
+	tb_npy_info info;
+	tb_tensor *t;
+	tb_blob *blob;
+
+	(void)prefix;
+	if (tb_npy_parse(f->data, f->size, f->path, tb_builder_opts(b), &info, err) < 0)
+		return -1;
+	t = tb_builder_add(b, f->path, "", stem, err);
+	if (!t || tb_npy_apply(t, &info, f->path, err) < 0)
+		return -1;
+	data_bytes = t->numel * tb_dtype_size(t->dtype);
+	if (data_bytes > f->size - info.data_off)
+		return tb_err_set(err, f->path, "npy data truncated: %llu bytes expected, %llu present",
+				  (unsigned long long)data_bytes, (unsigned long long)(f->size - info.data_off));
 	blob = tb_builder_blob(b, err);
 	if (!blob)
 		return -1;
-	tb_blob_set_mapped(blob, f, pre + hlen, data_bytes);
+	tb_blob_set_mapped(blob, f, info.data_off, data_bytes);
 	t->blob = blob;
 	t->offset = 0;
 	return tb_tensor_check_bounds(t, f->path, err);

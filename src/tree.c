@@ -19,6 +19,9 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_npy,
 	&tb_fmt_safetensors_index,
 	&tb_fmt_safetensors,
+	&tb_fmt_pt,
+	&tb_fmt_npz,
+	&tb_fmt_golden,
 	NULL,
 };
 
@@ -388,7 +391,7 @@ static void derive_names(const char *rel, char *stem, char *prefix, size_t size)
 
 static const tb_format *pick_format(const tb_file *f, const char *name)
 {
-	size_t n = f->size < 64 ? (size_t)f->size : 64;
+	size_t n = f->size < TB_SNIFF_BYTES ? (size_t)f->size : TB_SNIFF_BYTES;
 
 	for (int i = 0; tb_formats[i]; i++)
 		if (tb_formats[i]->sniff(f->data ? f->data : (const unsigned char *)"", n))
@@ -488,7 +491,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 		return -1;
 	fmt = pick_format(f, base);
 	if (!fmt)
-		return tb_err_set(err, path, "not a recognised tensor file (npy, safetensors, ...)");
+		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return fmt->index(b, f, stem, "", err);
 }

@@ -26,3 +26,14 @@ void tu_write(const char *path, const void *data, size_t n);
 void tu_write_str(const char *path, const char *text);
 
 #endif
+
+#include "tree.h"
+
+/* Open a tree that must open (fails the test with the error otherwise). */
+tb_tree *tu_open(const char *path, const tb_open_opts *opts);
+/* A tensor of the tree by raw name (fails the test when absent). */
+tb_tensor *tu_tensor(const tb_tree *tree, const char *name);
+/* Opening path must fail, naming file (NULL: path) and saying want. */
+void tu_expect_refused(const char *path, const tb_open_opts *opts, const char *file, const char *want);
+/* The tensor decodes to exactly want (bitwise, NaN as NaN). */
+void tu_expect_values(tb_tensor *t, const float *want, size_t n);

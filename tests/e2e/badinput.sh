@@ -14,26 +14,10 @@ GOOD=$TAP_TMP/good
 CASES=$W/cases      # one "path<TAB>expected path<TAB>reason<TAB>description" per input
 mkdir "$B" "$W" || bail_out "cannot make directories under $TAP_TMP"
 : >"$CASES"
-TAB=$(printf '\t')
 
 [ -x "$TBISECT" ] || bail_out "no tbisect at $TBISECT"
 [ -x "$TBGEN" ] || bail_out "no tbgen at $TBGEN"
 "$TBGEN" --layers 1 "$GOOD" "$TAP_TMP/good2" >"$W/tbgen.out" 2>&1 || bail_out "tbgen failed"
-
-# byte N: the byte of value N (0..255).
-byte() {
-	# shellcheck disable=SC2059 # the format is the point: an octal escape
-	printf "\\$(printf %03o "$1")"
-}
-
-# le WIDTH N: N as a WIDTH-byte little-endian integer.
-le() {
-	_v=$2 _i=0
-	while [ "$_i" -lt "$1" ]; do
-		byte $((_v & 255))
-		_v=$((_v >> 8)) _i=$((_i + 1))
-	done
-}
 
 # npy FILE HEADER [NDATA [MAJOR]]: an npy file, header padded to 64 bytes, NDATA zero data bytes.
 npy() {
@@ -68,12 +52,6 @@ st_file() {
 st() {
 	printf '%s' "$2" >"$W/h"
 	st_file "$1" "$W/h" "$3" ${4:+"$4"}
-}
-
-# poke FILE OFFSET FORMAT: overwrite bytes at OFFSET with printf FORMAT's output.
-poke() {
-	# shellcheck disable=SC2059 # FORMAT carries octal escapes
-	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
 }
 
 # bad PATH REASON DESC [EXPECTED]: register PATH as an input to refuse; its one error line must
@@ -265,24 +243,16 @@ cp -R "$B/idx_dotdot" "$B/tree_index"
 bad "$B/tree_index" "not a plain file name beside the index" "tree: index with a traversing shard path" "$B/tree_index/model.safetensors.index.json"
 
 # --- the runs ---
-snapshot() {
-	find "$B" -type f -exec cksum {} + | sort
-	find "$B" | sort
-}
-snapshot >"$W/before"
+snapshot "$B" >"$W/before"
 
 expect_exit 0 "control: ls of the good tree" "$TBISECT" ls "$GOOD"
 expect_exit 0 "control: check of the good pair" "$TBISECT" check "$GOOD" "$TAP_TMP/good2"
 expect_exit 0 "control: |V2 is read with --npy-void2 bf16" "$TBISECT" ls --npy-void2 bf16 "$B/void2.npy"
 expect_exit 0 "control: <V1 is read with --npy-void1 f8_e4m3fn" "$TBISECT" ls --npy-void1 f8_e4m3fn "$B/void1.npy"
 
-while IFS=$TAB read -r path want reason desc; do
-	expect_error_msg 2 "$want" "$reason" "check BAD GOOD refuses $desc" "$TBISECT" check "$path" "$GOOD"
-	expect_error_msg 2 "$want" "$reason" "check GOOD BAD refuses $desc" "$TBISECT" check "$GOOD" "$path"
-	expect_error_msg 2 "$want" "$reason" "ls refuses $desc" "$TBISECT" ls "$path"
-done <"$CASES"
+refuse_cases "$CASES" "$GOOD"
 
-snapshot >"$W/after"
+snapshot "$B" >"$W/after"
 if cmp -s "$W/before" "$W/after"; then
 	ok "no bad input was modified, added or removed"
 else

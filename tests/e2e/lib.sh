@@ -143,6 +143,52 @@ expect_error() {
 	expect_error_msg "$_c" "$_q" "" "$_e" "$@"
 }
 
+# --- binary fixtures (printf, dd: no python) ---
+
+# byte N: the byte of value N (0..255).
+byte() {
+	# shellcheck disable=SC2059 # the format is the point: an octal escape
+	printf "\\$(printf %03o "$1")"
+}
+
+# le WIDTH N: N as a WIDTH-byte little-endian integer.
+le() {
+	_v=$2 _i=0
+	while [ "$_i" -lt "$1" ]; do
+		byte $((_v & 255))
+		_v=$((_v >> 8)) _i=$((_i + 1))
+	done
+}
+
+# poke FILE OFFSET FORMAT: overwrite bytes at OFFSET with printf FORMAT's output.
+poke() {
+	# shellcheck disable=SC2059 # FORMAT carries octal escapes
+	printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+
+# peek FILE OFFSET WIDTH: the WIDTH-byte (1, 2 or 4) little-endian integer at OFFSET.
+peek() {
+	od -An -tu"$3" -j "$2" -N "$3" "$1" | tr -d ' '
+}
+
+# snapshot DIR: checksums and names of everything under DIR (to show nothing changed).
+snapshot() {
+	find "$1" -type f -exec cksum {} + | sort
+	find "$1" | sort
+}
+
+# refuse_cases CASES GOOD: each "path<TAB>expected path<TAB>reason<TAB>description" line
+# of CASES must be refused (exit 2, one line naming the expected path and saying reason)
+# by check BAD GOOD, check GOOD BAD and ls BAD.
+refuse_cases() {
+	_good=$2
+	while IFS=$(printf '\t') read -r _path _want _reason _desc; do
+		expect_error_msg 2 "$_want" "$_reason" "check BAD GOOD refuses $_desc" "$TBISECT" check "$_path" "$_good"
+		expect_error_msg 2 "$_want" "$_reason" "check GOOD BAD refuses $_desc" "$TBISECT" check "$_good" "$_path"
+		expect_error_msg 2 "$_want" "$_reason" "ls refuses $_desc" "$TBISECT" ls "$_path"
+	done <"$1"
+}
+
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
 tap_done() {
 	printf '1..%d\n' "$TAP_N"

@@ -1,0 +1,18 @@
+/* libFuzzer target: MaxText golden JSON lines (records 0 and 1). */
+#include "config.h"
+
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	tb_open_opts opts;
+	const char *path = fuzz_write("x.jsonl", data, size);
+
+	tb_open_opts_init(&opts);
+	fuzz_open_and_read(path, &opts);
+	opts.record = 1;
+	fuzz_open_and_read(path, &opts);
+	return 0;
+}
