@@ -2,9 +2,11 @@
 
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fmt.h"
 #include "jsonutil.h"
@@ -177,6 +179,49 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 }
 
 /* Look the file up in a sibling dtypes.json: {"x.npy": "bf16", "*": "bf16"}. */
+/* The last manifest read, kept parsed: a bf16 tree of 500 files shares one
+ * dtypes.json, and re-reading it per file was most of the time to open the
+ * tree.  Keyed by path and the file's identity, so an edit is seen. */
+static struct {
+	pthread_mutex_t lock;
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	cJSON *root;
+} manifest_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A private copy of the manifest at mpath (NULL when absent or invalid). */
+static cJSON *load_manifest(const char *mpath)
+{
+	struct stat st;
+	cJSON *root = NULL;
+	tb_err ignore;
+
+	if (stat(mpath, &st) < 0)
+		return NULL;
+	pthread_mutex_lock(&manifest_cache.lock);
+	if (manifest_cache.root && !strcmp(manifest_cache.path, mpath) && manifest_cache.dev == st.st_dev &&
+	    manifest_cache.ino == st.st_ino && manifest_cache.size == st.st_size &&
+	    manifest_cache.mtime.tv_sec == st.st_mtim.tv_sec && manifest_cache.mtime.tv_nsec == st.st_mtim.tv_nsec) {
+		root = cJSON_Duplicate(manifest_cache.root, true);
+	} else {
+		root = tb_json_load(mpath, MANIFEST_MAX, "dtype manifest", &ignore);
+		if (cJSON_IsObject(root)) {
+			cJSON_Delete(manifest_cache.root);
+			manifest_cache.root = cJSON_Duplicate(root, true);
+			snprintf(manifest_cache.path, sizeof manifest_cache.path, "%s", mpath);
+			manifest_cache.dev = st.st_dev;
+			manifest_cache.ino = st.st_ino;
+			manifest_cache.size = st.st_size;
+			manifest_cache.mtime = st.st_mtim;
+		}
+	}
+	pthread_mutex_unlock(&manifest_cache.lock);
+	return root;
+}
+
 static int manifest_dtype(const char *path, tb_dtype *out)
 {
 	char mpath[PATH_MAX], base[PATH_MAX];
@@ -184,13 +229,12 @@ static int manifest_dtype(const char *path, tb_dtype *out)
 	const char *fname = slash ? slash + 1 : path;
 	const cJSON *hit = NULL;
 	cJSON *root;
-	tb_err ignore;
 	int rc = -1;
 
 	if ((size_t)snprintf(mpath, sizeof mpath, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path,
 			     MANIFEST_NAME) >= sizeof mpath)
 		return -1;
-	root = tb_json_load(mpath, MANIFEST_MAX, "dtype manifest", &ignore);
+	root = load_manifest(mpath);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return -1;

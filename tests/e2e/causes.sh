@@ -4,7 +4,6 @@
 # not appear.  One table, below; mkdemo makes the pairs.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
 

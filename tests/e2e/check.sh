@@ -3,7 +3,6 @@
 # tests/tbgen across formats, naming conventions and dtypes.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 T=$TAP_TMP
 
 # gen NAME TBGEN-ARGS...: write pair $T/NAME/{ref,cand}
@@ -13,11 +12,6 @@ gen() {
 	"$TBGEN" "$@" "$T/$_name/ref" "$T/$_name/cand" || bail_out "tbgen $* failed"
 }
 
-# json_is DESC PATH WANT: the last check's JSON ($TAP_OUT) has WANT at PATH.
-json_is() {
-	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
-	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
-}
 
 # first_div DESC WANT-CELL PAIR [OPTS...]: check --json exits 1 and the first divergence is WANT-CELL.
 first_div() {

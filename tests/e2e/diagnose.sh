@@ -3,7 +3,6 @@
 # per-tensor tolerance files and the rule table, on pairs from tests/tbgen.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 T=$TAP_TMP
 
 gen() {
@@ -12,10 +11,6 @@ gen() {
 	"$TBGEN" "$@" "$T/$_name/ref" "$T/$_name/cand" || bail_out "tbgen $* failed"
 }
 
-json_is() {
-	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
-	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
-}
 
 # cell_of PATH: "L3.mlp" / "embed" / "null" for a {layer, tap} object in $TAP_OUT
 cell_of() {

@@ -7,7 +7,6 @@
 # python3 lacks is a TAP skip with the reason.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 D=$top_srcdir/samples/dumpers
 T=$TAP_TMP
 TOK=1,5,9,13,17,21,25,29,33,37,41,45
@@ -15,21 +14,7 @@ PYTHONPATH=$top_srcdir/tests/dumpers:$D${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH
 
 # find_python MODULE: the first python3 on PATH (then /usr/bin/python3) that imports MODULE.
-find_python() {
-	for _p in python3 /usr/bin/python3; do
-		if command -v "$_p" >/dev/null 2>&1 && "$_p" -c "import $1" >/dev/null 2>&1; then
-			command -v "$_p"
-			return 0
-		fi
-	done
-	return 1
-}
 
-# json_is DESC PATH WANT: the last check's JSON ($TAP_OUT) has WANT at PATH.
-json_is() {
-	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
-	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
-}
 
 # first_is DESC WANT: the last check's first divergence is WANT ("L1.mlp").
 first_is() {

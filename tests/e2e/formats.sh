@@ -7,7 +7,6 @@
 # files load, and a FIFO in the tree is skipped without blocking.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 FMTGEN=$top_builddir/tests/fmtgen
 T=$TAP_TMP
 
@@ -24,11 +23,6 @@ first_div() {
 	if [ "$_got" = "$2" ]; then ok "$1: first divergence $2"; else not_ok "$1: first divergence" "got $_got, expected $2"; fi
 }
 
-# json_is DESC PATH WANT: the last JSON output has WANT at PATH.
-json_is() {
-	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
-	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
-}
 
 for f in pt pt-ordered pt-v3 npz npz-deflate npz-zip64; do
 	case $f in pt*) ext=pt ;; *) ext=npz ;; esac

@@ -3,7 +3,6 @@
 # the JSON "history" array) over a chain of candidate dumps rewritten in place.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 T=$TAP_TMP
 XDG_STATE_HOME=$T/state
 export XDG_STATE_HOME

@@ -1,7 +1,7 @@
 # lib.sh: TAP helpers shared by the end-to-end tests (POSIX sh; source it).
 #
 #   . "$(dirname "$0")/lib.sh"
-#   tap_setup                        # $TBISECT, $TBGEN, $TAP_TMP (removed at exit)
+#   tap_setup                        # $TBISECT, $TBGEN, $JSONQ, $TAP_TMP (removed at exit)
 #   expect_exit 0 "ls a good tree" "$TBISECT" ls "$TAP_TMP/good"
 #   ...
 #   tap_done                         # prints the "1..N" plan, exits 0 iff all passed
@@ -18,11 +18,12 @@ export LC_ALL
 TAP_N=0
 TAP_FAILED=0
 
-# tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN, make $TAP_TMP.
+# tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN/JSONQ, make $TAP_TMP.
 tap_setup() {
 	: "${top_srcdir:=.}" "${top_builddir:=.}"
 	TBISECT=$top_builddir/tbisect
 	TBGEN=$top_builddir/tests/tbgen
+	JSONQ=$top_builddir/tests/jsonq
 	TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
 	trap 'rm -rf "$TAP_TMP"' EXIT
 	trap 'exit 130' INT TERM HUP
@@ -187,6 +188,23 @@ refuse_cases() {
 		expect_error_msg 2 "$_want" "$_reason" "check GOOD BAD refuses $_desc" "$TBISECT" check "$_good" "$_path"
 		expect_error_msg 2 "$_want" "$_reason" "ls refuses $_desc" "$TBISECT" ls "$_path"
 	done <"$1"
+}
+
+# json_is DESC PATH WANT: the JSON in $TAP_OUT has WANT at PATH (tests/jsonq syntax).
+json_is() {
+	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
+	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
+}
+
+# find_python MODULE: print a python3 that can import MODULE; fail when none can.
+find_python() {
+	for _p in python3 /usr/bin/python3; do
+		if command -v "$_p" >/dev/null 2>&1 && "$_p" -c "import $1" >/dev/null 2>&1; then
+			command -v "$_p"
+			return 0
+		fi
+	done
+	return 1
 }
 
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.

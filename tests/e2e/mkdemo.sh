@@ -6,15 +6,9 @@
 # the expected cell.  Then formats, dtypes, re-dumping one side, errors.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
 
-# json_is DESC PATH WANT: the last check's JSON ($TAP_OUT) has WANT at PATH.
-json_is() {
-	_got=$("$JSONQ" "$TAP_OUT" "$2" 2>&1)
-	if [ "$_got" = "$3" ]; then ok "$1"; else not_ok "$1" "$2 is '$_got', expected '$3'"; fi
-}
 
 # first_cell: the first divergence of the last check as "L0.attn" / "embed" / "none".
 first_cell() {

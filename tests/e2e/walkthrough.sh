@@ -4,7 +4,6 @@
 # port must move the first divergence later until pass 4 matches.
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-JSONQ=$top_builddir/tests/jsonq
 S=$top_builddir/samples
 W=$S/walkthrough
 
