@@ -103,7 +103,7 @@ static unsigned cmd_metric(tui *t, char *args)
 	int m = ui_metric_find(args);
 
 	if (m < 0) {
-		tui_message(t, true, "metric: '%s' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac", args);
+		tui_message(t, true, "metric: '%s' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac added", args);
 		return 0;
 	}
 	t->metric = m;
@@ -210,7 +210,7 @@ const ui_cmd ui_cmds[] = {
 	{.name = "tol", .usage = "tol atol=A rtol=R diverge=D max_kl=K", .exec = cmd_tol, .complete = CMP_TOL,
 	 .help = "change the tolerance (any of the keys) and compare again"},
 	{.name = "metric", .usage = "metric NAME", .exec = cmd_metric, .complete = CMP_METRIC,
-	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio or allclose_frac"},
+	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export FILE.json", .exec = cmd_export, .complete = CMP_FILE,

@@ -418,6 +418,13 @@ static void detail_draw(tui *t, WINDOW *w)
 	}
 	if (c->ref && c->cand) {
 		numbers_block(&dc, c);
+		if (t->have_diag) {
+			long p = d->pair;
+			doc_line(&dc, p == t->diag.origin.origin ? ui_attr(UI_BAD) : 0,
+				 "error from its inputs %.3g -> here %.3g: x%.3g added%s", t->diag.origin.input_rel_l2[p],
+				 c->m.rel_l2, t->diag.origin.amplification[p],
+				 p == t->diag.origin.origin ? "  (the error is born here)" : "");
+		}
 		doc_line(&dc, 0, "%s", "");
 		positions_block(t, &dc, c);
 		doc_line(&dc, 0, "%s", "");

@@ -132,7 +132,7 @@ static void cell_text(const tui *t, long i, char *buf, size_t size, attr_t *a)
 		snprintf(buf, size, " %c %-7s", tb_status_glyph(st), c->ref ? "no cand" : "no ref");
 		return;
 	}
-	double val = mt->value(&c->m);
+	double val = mt->value(&c->m, t->have_diag ? t->diag.origin.amplification[i] : NAN);
 	ui_metric_format(mt, val, v, sizeof v);
 	*a = ui_cell_attr(st, ui_metric_level(mt, mt->badness(val)));
 	snprintf(buf, size, " %c %7s", tb_status_glyph(st), v);

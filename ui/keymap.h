@@ -22,7 +22,7 @@
 	X(FIRST_DIV, "first-divergence", "jump to the first divergence; detail: first bad position") \
 	X(NEXT_DIV, "next-diverged", "next diverged cell in forward order; detail: next bad position") \
 	X(PREV_DIV, "prev-diverged", "previous diverged cell; detail: previous bad position") \
-	X(METRIC, "cycle-metric", "cycle the metric: rel_l2, cosine, max_abs, norm_ratio, allclose_frac") \
+	X(METRIC, "cycle-metric", "cycle the metric: rel_l2, cosine, max_abs, norm_ratio, allclose_frac, added") \
 	X(FOLD, "fold", "fold or unfold the sub-tap columns (attn.q, mlp.gate, ...)")         \
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
 	X(CAUSES, "causes", "show the causes pane (ranked causes, why, where to look)")       \

@@ -6,11 +6,20 @@
 
 #include "metric.h"
 
-static double v_rel_l2(const tb_metrics *m) { return m->rel_l2; }
-static double v_cosine(const tb_metrics *m) { return m->cosine; }
-static double v_max_abs(const tb_metrics *m) { return m->max_abs; }
-static double v_norm_ratio(const tb_metrics *m) { return m->norm_ratio; }
-static double v_allclose(const tb_metrics *m) { return m->allclose_frac; }
+/* The amplification at which the "added" scale reads as diverged. */
+static double origin_factor = 10;
+
+void ui_metric_set_origin_factor(double factor)
+{
+	origin_factor = factor;
+}
+
+static double v_rel_l2(const tb_metrics *m, double amp) { (void)amp; return m->rel_l2; }
+static double v_cosine(const tb_metrics *m, double amp) { (void)amp; return m->cosine; }
+static double v_max_abs(const tb_metrics *m, double amp) { (void)amp; return m->max_abs; }
+static double v_norm_ratio(const tb_metrics *m, double amp) { (void)amp; return m->norm_ratio; }
+static double v_allclose(const tb_metrics *m, double amp) { (void)amp; return m->allclose_frac; }
+static double v_added(const tb_metrics *m, double amp) { (void)m; return amp; }
 
 static double b_same(double v) { return fabs(v); }
 static double b_one_minus(double v) { return fabs(1 - v); }
@@ -20,6 +29,9 @@ static double zero_mark(const tb_tolerance *t) { (void)t; return 0; }
 static double rtol_mark(const tb_tolerance *t) { return t->rtol; }
 static double atol_mark(const tb_tolerance *t) { return t->atol; }
 static double diverge_mark(const tb_tolerance *t) { return t->diverge; }
+/* No amplification: a cell carrying only its inputs' error reads as 1. */
+static double one_mark(const tb_tolerance *t) { (void)t; return 1; }
+static double origin_mark(const tb_tolerance *t) { (void)t; return origin_factor; }
 /* An error of relative size e at right angles costs about e^2/2 of cosine. */
 static double rtol_cos_mark(const tb_tolerance *t) { return t->rtol * t->rtol / 2; }
 static double diverge_cos_mark(const tb_tolerance *t) { return t->diverge * t->diverge / 2; }
@@ -31,6 +43,7 @@ const ui_metric ui_metrics[] = {
 	{"max_abs", "max_abs", v_max_abs, b_same, 0, 1e-8, 100, atol_mark, no_mark},
 	{"norm_ratio", "|norm_ratio-1|", v_norm_ratio, b_one_minus, 1, 1e-8, 1, rtol_mark, diverge_mark},
 	{"allclose_frac", "1-allclose_frac", v_allclose, b_one_minus, 1, 1e-6, 1, zero_mark, no_mark},
+	{"added", "amplification", v_added, b_same, 0, 1e-2, 1e4, one_mark, origin_mark},
 };
 const size_t ui_n_metrics = sizeof ui_metrics / sizeof ui_metrics[0];
 

@@ -1,6 +1,7 @@
 /*
  * metric: the metrics a heatmap can be colored by (rel_l2, cosine, max_abs,
- * norm_ratio, allclose_frac), as one table: how to read the value from a
+ * norm_ratio, allclose_frac, and "added": the amplification of the error a
+ * cell's inputs brought, which lights up where error is born), as one table: how to read the value from a
  * cell, how to print it in a cell's few columns, and its "badness" on a log
  * scale with the marks where it reads as match and as diverged for a given
  * tolerance.  Used by the heatmap, its legend and the status line.
@@ -15,7 +16,7 @@
 typedef struct ui_metric {
 	const char *name;        /* as `metric NAME` takes it */
 	const char *scale;       /* what the color scale measures: "rel_l2", "1-cosine", ... */
-	double (*value)(const tb_metrics *m);
+	double (*value)(const tb_metrics *m, double amplification);
 	double (*badness)(double value); /* >= 0, 0 is a perfect match */
 	int fixed;               /* print as %.4f (1) or %.1e (0) */
 	double lo, hi;           /* badness at the ends of the log scale */
@@ -25,6 +26,9 @@ typedef struct ui_metric {
 
 extern const ui_metric ui_metrics[];
 extern const size_t ui_n_metrics;
+
+/* The --origin-factor the "added" scale marks as diverged (set once at start). */
+void ui_metric_set_origin_factor(double factor);
 
 /* Index of a metric by name, or -1. */
 int ui_metric_find(const char *name);

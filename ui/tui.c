@@ -574,6 +574,7 @@ int tb_cmd_tui(const tb_options *o)
 	}
 	t->opt = o;
 	t->tol = o->tol;
+	ui_metric_set_origin_factor(o->origin_factor);
 	t->d.chan_pos = -1;
 	if (grid_init(&t->g, t->sess.pairing) < 0) {
 		fprintf(stderr, "tbisect: out of memory\n");

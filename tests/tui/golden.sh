@@ -75,6 +75,7 @@ L2 norm         29.701       31.026 | norm_ratio         1.0446
 NaN                  0            0 | allclose_frac      0.375000
 Inf                  0            0 | first_bad_position 3
 worst element [0, 4, 25]  ref -1.1646  cand -2.6688   (512 elements)
+error from its inputs 0 -> here 0.298: x3.91e+03 added  (the error is born here)
 
 per position  (8 positions, shown 0-7; Left/Right select, f first bad)
 rel_l2  ...XXXXX
@@ -84,7 +85,6 @@ cosine  ...XXXXX
 pos 3: rel_l2 0.45363  cosine 0.916439  norm_ratio 1.1301
 worst channels at pos 3:  index                    ref        cand      |diff|
                             [0, 3, 61]           0.57918      1.5995      1.0204
-                            [0, 3, 14]            1.8605     0.85232      1.0082
 ? help  Enter open  f first-divergence  : prompt  q quit
 SCREEN
 same_screen wide.txt "heatmap by cosine after a resize to 100x30" <<'SCREEN'

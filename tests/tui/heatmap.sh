@@ -40,6 +40,8 @@ keys main m
 expect_screen main "m: metric cosine, legend on 1-cosine" "1-cosine 1e-12"
 expect_line main "m: cells show the cosine" '^L0 +\.  1\.0000'
 keys main m m m m
+expect_screen main "m: metric added, legend on amplification" "amplification 1e-02"
+keys main m
 expect_screen main "m cycles back to rel_l2" "rel_l2 1e-08"
 # An SGR mouse report (xterm-256color's kmous): press and release at column 25, line 8.
 tm send-keys -t tb:main -l "$(printf '\033[<0;25;8M')"
