@@ -411,8 +411,6 @@ static void text_diagnosis(FILE *out, const tb_report *r)
 	const tb_diagnosis *d = r->diag;
 	const tb_result *res = r->result;
 
-	for (size_t i = 0; i < d->sanity.n_warnings; i++)
-		fprintf(out, "\nwarning (%s): %s\n", d->sanity.warnings[i].id, d->sanity.warnings[i].text);
 	if (d->origin.text[0])
 		fprintf(out, "\norigin: %s\n", d->origin.text);
 	if (r->show_features) {
@@ -445,6 +443,9 @@ int tb_report_text(FILE *out, const tb_report *r)
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",
 		res->n_cells, res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED],
 		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
+	/* Faults of the dumps themselves come before any metric is read. */
+	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
+		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
 	text_grid(out, res);
 	for (int side = 0; side < 2; side++) {
 		size_t n = p->n_unp[side];

@@ -66,6 +66,10 @@ gen tok --layers 2 --bug tokens:3 --tokens
 expect_exit 0 "token ids differ, activations equal: exit 0" "$TBISECT" check --json "$T/tok/ref" "$T/tok/cand"
 json_is "token ids: warning" warnings.0.id tokenizer
 check_that "token ids: warning names the position" grep -q 'first at 3 (ref' "$TAP_OUT"
+run_cmd "$TBISECT" check --no-history "$T/tok/ref" "$T/tok/cand"
+w=$(grep -n '^warning (tokenizer): token ids differ' "$TAP_OUT" | cut -d: -f1)
+g=$(grep -n '^legend:' "$TAP_OUT" | cut -d: -f1)
+check_that "text report: the dump warning comes before any metric (line ${w:-none} < ${g:-none})" test "${w:-99999}" -lt "${g:-0}"
 gen clean --layers 3 --tokens
 expect_exit 0 "clean pair: exit 0" "$TBISECT" check --json "$T/clean/ref" "$T/clean/cand"
 json_is "clean pair: no warnings" 'warnings.#' 0
