@@ -64,44 +64,6 @@ static tb_tensor *find(const tb_tree *tree, const char *name)
 	return t;
 }
 
-/* Refused, with the error naming file and saying want. */
-static void expect_refused(const char *path, const char *file, const char *want)
-{
-	tb_tree *tree = (tb_tree *)1;
-	tb_err err;
-
-	tb_err_clear(&err);
-	if (tb_tree_open(path, NULL, &tree, &err) == 0) {
-		tb_tree_free(tree);
-		fail_msg("%s: accepted, expected an error containing \"%s\"", path, want);
-	}
-	assert_null(tree);
-	if (strcmp(err.file, file) != 0)
-		fail_msg("%s: error names \"%s\", expected \"%s\" (%s)", path, err.file, file, err.msg);
-	if (!strstr(err.msg, want))
-		fail_msg("%s: error \"%s\" does not contain \"%s\"", path, err.msg, want);
-}
-
-/* Decoded values equal want exactly: same bits for zeros, NaN for NaN. */
-static void expect_values(tb_tensor *t, const float *want, size_t n)
-{
-	float *got = calloc(n ? n : 1, sizeof *got);
-	tb_err err;
-
-	assert_non_null(got);
-	if (t->numel != n)
-		fail_msg("%s: %llu elements, expected %zu", t->name, (unsigned long long)t->numel, n);
-	assert_int_equal(tb_tensor_acquire(t, &err), 0);
-	tb_tensor_read_f32(t, 0, n, got);
-	tb_tensor_release(t);
-	for (size_t i = 0; i < n; i++) {
-		bool same = isnan(want[i]) ? isnan(got[i]) : got[i] == want[i] && !signbit(got[i]) == !signbit(want[i]);
-		if (!same)
-			fail_msg("%s: element %zu is %a, expected %a", t->name, i, (double)got[i], (double)want[i]);
-	}
-	free(got);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
@@ -191,7 +153,7 @@ static void test_all_dtypes(void **state)
 		assert_int_equal(t->shape[0], dcases[k].n);
 		assert_int_equal(t->offset, off);
 		assert_string_equal(t->path, path);
-		expect_values(t, dcases[k].want, dcases[k].n);
+		tu_expect_values(t, dcases[k].want, dcases[k].n);
 		off += dcases[k].n * tb_dtype_size(dcases[k].dtype);
 	}
 	assert_null(tb_tree_find(tree, "__metadata__"));
@@ -222,17 +184,17 @@ static void test_shapes(void **state)
 	assert_string_equal(tree->tensors[3]->name, "z");
 	t = find(tree, "s");
 	assert_int_equal(t->ndim, 0);
-	expect_values(t, data, 1);
+	tu_expect_values(t, data, 1);
 	t = find(tree, "m");
 	assert_int_equal(t->ndim, 2);
 	assert_int_equal(t->shape[0], 2);
 	assert_int_equal(t->shape[1], 3);
-	expect_values(t, want23, 6);
+	tu_expect_values(t, want23, 6);
 	t = find(tree, "e");
 	assert_int_equal(t->ndim, 2);
 	assert_int_equal(t->shape[0], 0);
 	assert_int_equal(t->shape[1], 4);
-	expect_values(t, NULL, 0);
+	tu_expect_values(t, NULL, 0);
 	t = find(tree, "z");
 	assert_int_equal(t->dtype, TB_DT_BF16);
 	assert_int_equal(t->numel, 0);
@@ -253,19 +215,19 @@ static void test_whitespace_and_metadata(void **state)
 	st_text(tu_path(dir, "pad.safetensors"), padded, x, sizeof x);
 	tree = open_tree(tu_path(dir, "pad.safetensors"));
 	assert_int_equal(tree->n_tensors, 1);
-	expect_values(find(tree, "x"), x, 2);
+	tu_expect_values(find(tree, "x"), x, 2);
 	tb_tree_free(tree);
 
 	/* The writer's own space padding to a multiple of 8. */
 	assert_int_equal(dw_write_safetensors(tu_path(dir, "w.safetensors"), &wt, 1, "{\"format\":\"pt\"}"), 0);
 	tree = open_tree(tu_path(dir, "w.safetensors"));
 	assert_int_equal(tree->n_tensors, 1);
-	expect_values(find(tree, "w.0"), x, 2);
+	tu_expect_values(find(tree, "w.0"), x, 2);
 	tb_tree_free(tree);
 
 	/* Metadata only: a valid file that holds nothing. */
 	st_text(tu_path(dir, "meta.safetensors"), "{\"__metadata__\":{}}", NULL, 0);
-	expect_refused(tu_path(dir, "meta.safetensors"), tu_path(dir, "meta.safetensors"), "no tensors found");
+	tu_expect_refused(tu_path(dir, "meta.safetensors"), NULL, tu_path(dir, "meta.safetensors"), "no tensors found");
 }
 
 typedef struct bad_case {
@@ -358,7 +320,7 @@ static void test_bad_headers(void **state)
 		snprintf(name, sizeof name, "%s.safetensors", bad_cases[k].name);
 		path = tu_path(dir, name);
 		st_text(path, bad_cases[k].header, zeros, bad_cases[k].nbytes);
-		expect_refused(path, path, bad_cases[k].want);
+		tu_expect_refused(path, NULL, path, bad_cases[k].want);
 	}
 }
 
@@ -373,30 +335,30 @@ static void test_bad_preamble(void **state)
 
 	p = tu_path(dir, "tiny.safetensors");
 	tu_write(p, "\x02\0\0\0\0", 5);
-	expect_refused(p, p, "safetensors: file shorter than its 8-byte header length");
+	tu_expect_refused(p, NULL, p, "safetensors: file shorter than its 8-byte header length");
 	p = tu_path(dir, "zero.safetensors");
 	tu_write(p, "", 0);
-	expect_refused(p, p, "safetensors: file shorter than its 8-byte header length");
+	tu_expect_refused(p, NULL, p, "safetensors: file shorter than its 8-byte header length");
 	p = tu_path(dir, "past.safetensors");
 	st_raw(p, 1000, ok, strlen(ok), four, 4);
-	expect_refused(p, p, "safetensors: header length 1000 runs past the end of the file");
+	tu_expect_refused(p, NULL, p, "safetensors: header length 1000 runs past the end of the file");
 	p = tu_path(dir, "huge.safetensors");
 	st_raw(p, 100000001, ok, strlen(ok), four, 4);
-	expect_refused(p, p, "safetensors: header length 100000001 exceeds the 100 MB cap");
+	tu_expect_refused(p, NULL, p, "safetensors: header length 100000001 exceeds the 100 MB cap");
 	p = tu_path(dir, "wrap.safetensors");
 	st_raw(p, UINT64_MAX - 4, ok, strlen(ok), four, 4);
-	expect_refused(p, p, "exceeds the 100 MB cap");
+	tu_expect_refused(p, NULL, p, "exceeds the 100 MB cap");
 	/* The length cuts the JSON short: invalid, never read past the length. */
 	p = tu_path(dir, "cut.safetensors");
 	st_raw(p, strlen(ok) - 1, ok, strlen(ok), four, 4);
-	expect_refused(p, p, "not valid JSON");
+	tu_expect_refused(p, NULL, p, "not valid JSON");
 
 	/* serde rejects NUL padding; so must we. */
 	snprintf(nulpad, sizeof nulpad, "%s", ok);
 	memset(nulpad + strlen(ok), 0, 4);
 	p = tu_path(dir, "nulpad.safetensors");
 	st_raw(p, strlen(ok) + 4, nulpad, strlen(ok) + 4, four, 4);
-	expect_refused(p, p, "safetensors header contains a NUL byte");
+	tu_expect_refused(p, NULL, p, "safetensors header contains a NUL byte");
 }
 
 /* A shard holding F32 tensors of two elements, all equal to value. */
@@ -416,7 +378,7 @@ static void expect_const(tb_tensor *t, float value)
 {
 	const float want[2] = {value, value};
 
-	expect_values(t, want, 2);
+	tu_expect_values(t, want, 2);
 }
 
 static void test_sharded_basic(void **state)
@@ -445,7 +407,7 @@ static void test_sharded_basic(void **state)
 		assert_true(ends_with(t->path, i < 2 ? "/model-00001-of-00002.safetensors"
 						    : "/model-00002-of-00002.safetensors"));
 		assert_int_equal(t->ndim, 2);
-		expect_values(t, v[i], 3);
+		tu_expect_values(t, v[i], 3);
 	}
 	assert_int_equal(tree->n_notes, 0);
 	tb_tree_free(tree);
@@ -453,7 +415,7 @@ static void test_sharded_basic(void **state)
 	/* The index alone is a tree too. */
 	tree = open_tree(tu_path(dir, "model.safetensors.index.json"));
 	assert_int_equal(tree->n_tensors, 4);
-	expect_values(find(tree, "model.norm"), v[3], 3);
+	tu_expect_values(find(tree, "model.norm"), v[3], 3);
 	tb_tree_free(tree);
 
 	/* A shard alone is an ordinary safetensors file. */
@@ -479,7 +441,7 @@ static void test_sharded_subdir(void **state)
 	assert_string_equal(tree->tensors[0]->name, "ckpt.a");
 	assert_string_equal(tree->tensors[1]->name, "ckpt.b");
 	assert_string_equal(tree->tensors[2]->name, "top");
-	expect_values(tree->tensors[1], x, 2);
+	tu_expect_values(tree->tensors[1], x, 2);
 	tb_tree_free(tree);
 }
 
@@ -534,13 +496,13 @@ static void test_sharded_bad_shard_names(void **state)
 		write_shard(tu_path(dir, "sub/A.safetensors"), in_a, 1, 1.0f);
 		snprintf(json, sizeof json, "{\"weight_map\":{\"a\":\"%s\"}}", names[k]);
 		tu_write_str(index, json);
-		expect_refused(index, index,
+		tu_expect_refused(index, NULL, index,
 			       "shard index: tensor 'a' names a shard that is not a plain file name beside the index");
 	}
 	{
 		const char *dir = tu_tmpdir(), *index = tu_path(dir, "m.safetensors.index.json");
 		tu_write_str(index, "{\"weight_map\":{\"a\":7}}");
-		expect_refused(index, index, "not a plain file name");
+		tu_expect_refused(index, NULL, index, "not a plain file name");
 	}
 }
 
@@ -556,8 +518,8 @@ static void test_sharded_inconsistent(void **state)
 	index = tu_path(dir, "m.safetensors.index.json");
 	write_shard(tu_path(dir, "A.safetensors"), only_a, 1, 1.0f);
 	tu_write_str(index, "{\"weight_map\":{\"a\":\"A.safetensors\",\"ghost\":\"A.safetensors\"}}");
-	expect_refused(dir, index, "shard index lists tensor 'ghost' but shard A.safetensors does not hold it");
-	expect_refused(index, index, "shard index lists tensor 'ghost' but shard A.safetensors does not hold it");
+	tu_expect_refused(dir, NULL, index, "shard index lists tensor 'ghost' but shard A.safetensors does not hold it");
+	tu_expect_refused(index, NULL, index, "shard index lists tensor 'ghost' but shard A.safetensors does not hold it");
 
 	/* Held by the shard, but not listed. */
 	dir = tu_tmpdir();
@@ -565,14 +527,14 @@ static void test_sharded_inconsistent(void **state)
 	shard = tu_path(dir, "A.safetensors");
 	write_shard(shard, in_a, 2, 1.0f);
 	tu_write_str(index, "{\"weight_map\":{\"a\":\"A.safetensors\"}}");
-	expect_refused(dir, shard, "safetensors: tensor 'extra' is not listed in the shard index");
+	tu_expect_refused(dir, NULL, shard, "safetensors: tensor 'extra' is not listed in the shard index");
 
 	/* A shard that is not there. */
 	dir = tu_tmpdir();
 	index = tu_path(dir, "m.safetensors.index.json");
 	tu_write_str(index, "{\"weight_map\":{\"a\":\"gone.safetensors\"}}");
-	expect_refused(index, tu_path(dir, "gone.safetensors"), "shard listed in ");
-	expect_refused(index, tu_path(dir, "gone.safetensors"), "m.safetensors.index.json: cannot open");
+	tu_expect_refused(index, NULL, tu_path(dir, "gone.safetensors"), "shard listed in ");
+	tu_expect_refused(index, NULL, tu_path(dir, "gone.safetensors"), "m.safetensors.index.json: cannot open");
 
 	/* A broken shard is reported as itself. */
 	dir = tu_tmpdir();
@@ -580,7 +542,7 @@ static void test_sharded_inconsistent(void **state)
 	shard = tu_path(dir, "A.safetensors");
 	st_text(shard, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", "\0\0\0\0", 4);
 	tu_write_str(index, "{\"weight_map\":{\"a\":\"A.safetensors\"}}");
-	expect_refused(dir, shard, "tensors cover 8 data bytes but the file holds 4");
+	tu_expect_refused(dir, NULL, shard, "tensors cover 8 data bytes but the file holds 4");
 }
 
 static void test_index_errors(void **state)
@@ -604,7 +566,7 @@ static void test_index_errors(void **state)
 
 		write_shard(tu_path(dir, "A.safetensors"), in_a, 1, 1.0f);
 		tu_write_str(index, cases[k].json);
-		expect_refused(dir, index, cases[k].want);
+		tu_expect_refused(dir, NULL, index, cases[k].want);
 	}
 }
 

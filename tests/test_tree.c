@@ -61,24 +61,6 @@ static tb_tree *open_tree(const char *path)
 	return tree;
 }
 
-/* Refused, with the error naming file and saying want. */
-static void expect_refused(const char *path, const char *file, const char *want)
-{
-	tb_tree *tree = (tb_tree *)1;
-	tb_err err;
-
-	tb_err_clear(&err);
-	if (tb_tree_open(path, NULL, &tree, &err) == 0) {
-		tb_tree_free(tree);
-		fail_msg("%s: accepted, expected an error containing \"%s\"", path, want);
-	}
-	assert_null(tree);
-	if (strcmp(err.file, file) != 0)
-		fail_msg("%s: error names \"%s\", expected \"%s\" (%s)", path, err.file, file, err.msg);
-	if (!strstr(err.msg, want))
-		fail_msg("%s: error \"%s\" does not contain \"%s\"", path, err.msg, want);
-}
-
 static void expect_names(const tb_tree *tree, const char *const *names, size_t n)
 {
 	if (tree->n_tensors != n)
@@ -183,8 +165,8 @@ static void test_single_file(void **state)
 	tb_tree_free(tree);
 
 	tu_write_str(tu_path(dir, "README.md"), "# not a tensor\n");
-	expect_refused(tu_path(dir, "README.md"), tu_path(dir, "README.md"), "not a recognised tensor file");
-	expect_refused(tu_path(dir, "nothing-here"), tu_path(dir, "nothing-here"), "cannot open");
+	tu_expect_refused(tu_path(dir, "README.md"), NULL, tu_path(dir, "README.md"), "not a recognised tensor file");
+	tu_expect_refused(tu_path(dir, "nothing-here"), NULL, tu_path(dir, "nothing-here"), "cannot open");
 }
 
 static void test_skipped_files(void **state)
@@ -213,7 +195,7 @@ static void test_skipped_files(void **state)
 
 	/* A file with a tensor suffix is not skipped: its reader says what is wrong. */
 	tu_write_str(tu_path(dir, "sub/broken.npy"), "not numpy at all");
-	expect_refused(dir, tu_path(dir, "sub/broken.npy"), "not an npy file (bad magic)");
+	tu_expect_refused(dir, NULL, tu_path(dir, "sub/broken.npy"), "not an npy file (bad magic)");
 }
 
 static void test_fifo(void **state)
@@ -233,7 +215,7 @@ static void test_fifo(void **state)
 	tb_tree_free(tree);
 
 	alarm(20);
-	expect_refused(tu_path(dir, "pipe.npy"), tu_path(dir, "pipe.npy"), "not a directory or regular file");
+	tu_expect_refused(tu_path(dir, "pipe.npy"), NULL, tu_path(dir, "pipe.npy"), "not a directory or regular file");
 	alarm(0);
 }
 
@@ -278,18 +260,18 @@ static void test_symlink_outside(void **state)
 	npy_at(target, 1, 2);
 	snprintf(link, sizeof link, "%s/out.npy", dir);
 	assert_int_equal(symlink("../tree2/x.npy", link), 0);
-	expect_refused(dir, link, "symbolic link leaves the tree");
-	expect_refused(dir, link, "tree2/x.npy");
+	tu_expect_refused(dir, NULL, link, "symbolic link leaves the tree");
+	tu_expect_refused(dir, NULL, link, "tree2/x.npy");
 
 	assert_int_equal(unlink(link), 0);
 	snprintf(link, sizeof link, "%s/up", dir);
 	assert_int_equal(symlink("..", link), 0);
-	expect_refused(dir, link, "symbolic link leaves the tree");
+	tu_expect_refused(dir, NULL, link, "symbolic link leaves the tree");
 
 	assert_int_equal(unlink(link), 0);
 	snprintf(link, sizeof link, "%s/abs.npy", dir);
 	assert_int_equal(symlink(target, link), 0);
-	expect_refused(dir, link, "symbolic link leaves the tree");
+	tu_expect_refused(dir, NULL, link, "symbolic link leaves the tree");
 }
 
 static void test_symlink_loop_broken(void **state)
@@ -301,23 +283,23 @@ static void test_symlink_loop_broken(void **state)
 	npy_at(tu_path(loop, "a.npy"), 1, 1);
 	snprintf(link, sizeof link, "%s/again", loop);
 	assert_int_equal(symlink(".", link), 0);
-	expect_refused(loop, link, "symbolic link loop");
+	tu_expect_refused(loop, NULL, link, "symbolic link loop");
 
 	/* A link back up from a subdirectory. */
 	npy_at(tu_path(deep, "sub/a.npy"), 1, 1);
 	snprintf(link, sizeof link, "%s/sub/parent", deep);
 	assert_int_equal(symlink("..", link), 0);
-	expect_refused(deep, link, "symbolic link loop");
+	tu_expect_refused(deep, NULL, link, "symbolic link loop");
 
 	npy_at(tu_path(self, "a.npy"), 1, 1);
 	snprintf(link, sizeof link, "%s/me.npy", self);
 	assert_int_equal(symlink("me.npy", link), 0);
-	expect_refused(self, link, "symbolic link");
+	tu_expect_refused(self, NULL, link, "symbolic link");
 
 	npy_at(tu_path(broken, "a.npy"), 1, 1);
 	snprintf(link, sizeof link, "%s/gone.npy", broken);
 	assert_int_equal(symlink("nowhere.npy", link), 0);
-	expect_refused(broken, link, "broken symbolic link");
+	tu_expect_refused(broken, NULL, link, "broken symbolic link");
 }
 
 static void test_empty(void **state)
@@ -325,12 +307,12 @@ static void test_empty(void **state)
 	const char *empty = tu_tmpdir(), *junk = tu_tmpdir(), *nested = tu_tmpdir();
 	(void)state;
 
-	expect_refused(empty, empty, "no tensors found");
+	tu_expect_refused(empty, NULL, empty, "no tensors found");
 	tu_write_str(tu_path(junk, "README"), "nothing\n");
-	expect_refused(junk, junk, "no tensors found");
+	tu_expect_refused(junk, NULL, junk, "no tensors found");
 	assert_int_equal(mkdir(tu_path(nested, "a"), 0700), 0);
 	assert_int_equal(mkdir(tu_path(nested, "a/b"), 0700), 0);
-	expect_refused(nested, nested, "no tensors found");
+	tu_expect_refused(nested, NULL, nested, "no tensors found");
 }
 
 static void test_duplicates(void **state)
@@ -341,16 +323,16 @@ static void test_duplicates(void **state)
 
 	st_at(tu_path(two, "a.safetensors"), w, 1, 1);
 	st_at(tu_path(two, "b.safetensors"), w, 1, 2);
-	expect_refused(two, tu_path(two, "b.safetensors"), "duplicate tensor name 'w'");
+	tu_expect_refused(two, NULL, tu_path(two, "b.safetensors"), "duplicate tensor name 'w'");
 
 	npy_at(tu_path(mixed, "w.npy"), 1, 1);
 	st_at(tu_path(mixed, "m.safetensors"), w, 1, 2);
-	expect_refused(mixed, tu_path(mixed, "w.npy"), "duplicate tensor name 'w'");
+	tu_expect_refused(mixed, NULL, tu_path(mixed, "w.npy"), "duplicate tensor name 'w'");
 
 	/* "sub/w.npy" and key "sub.w" at the top collide after naming. */
 	npy_at(tu_path(nested, "sub/w.npy"), 1, 1);
 	st_at(tu_path(nested, "top.safetensors"), sub_w, 1, 2);
-	expect_refused(nested, tu_path(nested, "top.safetensors"), "duplicate tensor name 'sub.w'");
+	tu_expect_refused(nested, NULL, tu_path(nested, "top.safetensors"), "duplicate tensor name 'sub.w'");
 }
 
 static void test_find(void **state)
