@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "pairstat.h"
 
@@ -51,4 +52,28 @@ int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *
 	tb_tensor_release(ref);
 	tb_tensor_release(cand);
 	return tb_metrics_finish(m, &acc, NULL, 0, 0, tol->diverge) < 0 ? tb_err_set(err, NULL, "out of memory") : 0;
+}
+
+int tb_tensors_equal(tb_tensor *a, tb_tensor *b, tb_err *err)
+{
+	float x[BLOCK], y[BLOCK];
+	int same = 1;
+
+	if (a->numel != b->numel)
+		return 0;
+	if (tb_tensor_acquire(a, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(b, err) < 0) {
+		tb_tensor_release(a);
+		return -1;
+	}
+	for (uint64_t off = 0; same && off < a->numel; off += BLOCK) {
+		size_t n = a->numel - off < BLOCK ? (size_t)(a->numel - off) : BLOCK;
+		tb_tensor_read_f32(a, off, n, x);
+		tb_tensor_read_f32(b, off, n, y);
+		same = !memcmp(x, y, n * sizeof *x);
+	}
+	tb_tensor_release(a);
+	tb_tensor_release(b);
+	return same;
 }

@@ -24,4 +24,8 @@ float *tb_tensor_load_f32(tb_tensor *t, tb_err *err);
  * when element counts differ. */
 int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol, tb_metrics *m, tb_err *err);
 
+/* 1 when a and b hold the same values bit for bit (as float32, read a
+ * block at a time), 0 when not, -1 and err when either cannot be read. */
+int tb_tensors_equal(tb_tensor *a, tb_tensor *b, tb_err *err);
+
 #endif

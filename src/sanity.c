@@ -28,7 +28,7 @@ static int add_warning(tb_sanity *s, const char *id, const char *text)
 	return 0;
 }
 
-static tb_tensor *tap_of(const tb_result *r, int side, int layer, const char *tap)
+static const tb_cell_result *cell_of(const tb_result *r, int layer, const char *tap)
 {
 	tb_cell c;
 	long k;
@@ -36,15 +36,29 @@ static tb_tensor *tap_of(const tb_result *r, int side, int layer, const char *ta
 	c.layer = layer;
 	snprintf(c.tap, sizeof c.tap, "%s", tap);
 	k = tb_result_find(r, &c);
-	if (k < 0)
+	return k < 0 ? NULL : &r->cells[k];
+}
+
+static tb_tensor *side_of(const tb_cell_result *c, int side)
+{
+	if (!c)
 		return NULL;
-	return (tb_tensor *)(side ? r->cells[k].cand : r->cells[k].ref);
+	return (tb_tensor *)(side ? c->cand : c->ref);
 }
 
 /* A layer's block output; layer -1 is the embedding output. */
-static tb_tensor *block_of(const tb_result *r, int side, int layer)
+static const tb_cell_result *block_of(const tb_result *r, int layer)
 {
-	return layer < 0 ? tap_of(r, side, -1, "embed") : tap_of(r, side, layer, "block");
+	return layer < 0 ? cell_of(r, -1, "embed") : cell_of(r, layer, "block");
+}
+
+/* The comparison's per-side statistics are over pairs where both sides are
+ * finite, so they describe one side's tensor alone only when nothing is
+ * NaN or Inf; they let the checks below skip re-reading tensors. */
+static bool stats_usable(const tb_cell_result *c)
+{
+	return c && c->ref && c->cand && c->status != TB_ST_PENDING && c->status != TB_ST_MISSING &&
+	       !c->shape_mismatch && !(c->m.nan[0] | c->m.nan[1] | c->m.inf[0] | c->m.inf[1]);
 }
 
 static double rel_between(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol)
@@ -57,24 +71,32 @@ static double rel_between(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *t
 	return m.rel_l2;
 }
 
+/* rel_l2(cand against shifted) is below `below`?  ||c - r|| >= | ||c|| - ||r|| |
+ * gives a lower bound from the norms alone, so most layers need no re-read. */
+static bool shifted_below(const tb_cell_result *aligned, const tb_cell_result *shifted, const tb_tolerance *tol,
+			  double below)
+{
+	if (stats_usable(aligned) && stats_usable(shifted) && shifted->m.l2[0] > 0 &&
+	    fabs(aligned->m.l2[1] - shifted->m.l2[0]) / shifted->m.l2[0] >= below)
+		return false;
+	return rel_between(side_of(shifted, 0), side_of(aligned, 1), tol) < below;
+}
+
 static void check_offset(const tb_result *r, tb_sanity *s)
 {
 	int votes[2] = {0, 0};
 
 	for (int l = 0; l < r->n_layers; l++) {
-		tb_tensor *cand = block_of(r, 1, l), *ref = block_of(r, 0, l);
-		double aligned;
-		if (!cand || !ref)
+		const tb_cell_result *c = block_of(r, l);
+		if (!c || !c->ref || !c->cand)
 			continue;
-		aligned = rel_between(ref, cand, &r->tol);
+		double aligned = stats_usable(c) ? c->m.rel_l2 : rel_between(side_of(c, 0), side_of(c, 1), &r->tol);
 		if (!(aligned > r->tol.diverge))
 			continue;
 		for (int d = 0; d < 2; d++) {
 			int other = d ? l - 1 : l + 1; /* layer -1 is the embedding output */
-			if (other >= r->n_layers)
-				continue;
-			double shifted = rel_between(block_of(r, 0, other), cand, &r->tol);
-			if (shifted < OFFSET_BETTER * aligned)
+			const tb_cell_result *o = other < r->n_layers ? block_of(r, other) : NULL;
+			if (o && o->ref && shifted_below(c, o, &r->tol, OFFSET_BETTER * aligned))
 				votes[d]++;
 		}
 	}
@@ -87,35 +109,43 @@ static void check_offset(const tb_result *r, tb_sanity *s)
 	}
 }
 
+/* Could one side of cells a and b hold the same values?  Equal tensors have
+ * equal minimum and maximum and norms equal up to summation rounding. */
+static bool maybe_equal(const tb_cell_result *a, const tb_cell_result *b, int side)
+{
+	tb_tensor *ta = side_of(a, side), *tb = side_of(b, side);
+
+	if (!ta || !tb || ta->numel != tb->numel || !ta->numel)
+		return false;
+	if (!stats_usable(a) || !stats_usable(b))
+		return true;
+	return a->m.min[side] == b->m.min[side] && a->m.max[side] == b->m.max[side] &&
+	       fabs(a->m.l2[side] - b->m.l2[side]) <= 1e-9 * fmax(a->m.l2[side], b->m.l2[side]);
+}
+
 /* Layers of one side whose tensor for some tap is value-for-value another
- * layer's: the most such layers over the layer taps. */
+ * layer's: the most such layers over the layer taps.  Only tensors whose
+ * statistics agree are read again. */
 static int duplicates_of_tap(const tb_result *r, int side, const char *tap)
 {
 	int n = r->n_layers > 0 ? r->n_layers : 1, count = 0;
-	float **vals = calloc((size_t)n, sizeof *vals);
 	bool *dup = calloc((size_t)n, sizeof *dup);
 	tb_err err;
 
-	if (!vals || !dup)
-		goto out;
-	for (int l = 0; l < r->n_layers; l++) {
-		tb_tensor *t = tap_of(r, side, l, tap);
-		if (t && t->numel > 0)
-			vals[l] = tb_tensor_load_f32(t, &err);
-	}
+	if (!dup)
+		return 0;
 	for (int a = 0; a < r->n_layers; a++) {
-		for (int b = a + 1; b < r->n_layers && vals[a]; b++) {
-			tb_tensor *ta = tap_of(r, side, a, tap), *tb = tap_of(r, side, b, tap);
-			if (vals[b] && ta->numel == tb->numel && !memcmp(vals[a], vals[b], (size_t)ta->numel * sizeof(float)))
+		const tb_cell_result *ca = cell_of(r, a, tap);
+		for (int b = a + 1; b < r->n_layers; b++) {
+			const tb_cell_result *cb = cell_of(r, b, tap);
+			if ((dup[a] && dup[b]) || !maybe_equal(ca, cb, side))
+				continue;
+			if (tb_tensors_equal(side_of(ca, side), side_of(cb, side), &err) == 1)
 				dup[a] = dup[b] = true;
 		}
 	}
 	for (int l = 0; l < r->n_layers; l++)
 		count += dup[l];
-out:
-	for (int l = 0; vals && l < r->n_layers; l++)
-		free(vals[l]);
-	free(vals);
 	free(dup);
 	return count;
 }

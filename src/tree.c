@@ -403,6 +403,24 @@ static const tb_format *pick_format(const tb_file *f, const char *name)
 	return NULL;
 }
 
+/* Run a reader's index step, then unmap what it touched.  Header reads can
+ * map whole large folios of the page cache (megabytes per file with
+ * transparent huge pages), which would otherwise stay resident for every
+ * file of the tree; the page cache keeps them, so nothing is read twice. */
+static int index_with(tb_builder *b, const tb_format *fmt, const tb_file *f, const char *stem, const char *prefix,
+		      tb_err *err)
+{
+	tb_tree_priv *p = b->tree->priv;
+	size_t first = p->files.n - 1; /* f, then the shards it opens */
+	int rc = fmt->index(b, f, stem, prefix, err);
+
+	for (size_t i = first; i < p->files.n; i++) {
+		const tb_file *g = p->files.v[i];
+		tb_file_drop(g, 0, g->size);
+	}
+	return rc;
+}
+
 /* Index one file, or skip it with a note when no reader wants it. */
 static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *err)
 {
@@ -432,7 +450,7 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);
-	return fmt->index(b, f, stem, prefix, err);
+	return index_with(b, fmt, f, stem, prefix, err);
 }
 
 static int cmp_tensor(const void *a, const void *b)
@@ -493,7 +511,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	if (!fmt)
 		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
 	derive_names(base, stem, prefix, sizeof stem);
-	return fmt->index(b, f, stem, "", err);
+	return index_with(b, fmt, f, stem, "", err);
 }
 
 int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_err *err)

@@ -13,6 +13,8 @@
 
 #include "compare.h"
 #include "dumpwrite.h"
+#include "pairstat.h"
+#include "sanity.h"
 #include "session.h"
 #include "testutil.h"
 
@@ -371,6 +373,101 @@ static void test_empty_tensors(void **state)
 	done(&f);
 }
 
+/* Six layers of block taps; cand(l) = f(l) decides the candidate's. */
+static void write_blocks(const char *ref, const char *cand, int nan_at, int (*cand_of)(int))
+{
+	int64_t sh[3] = {1, 8, 16};
+	char name[64];
+
+	for (int l = 0; l < 6; l++) {
+		float *x = ramp(128, 1.0f + 0.5f * (float)l), *y = ramp(128, 1.0f + 0.5f * (float)cand_of(l));
+		if (nan_at >= 0)
+			x[nan_at] = y[nan_at] = NAN;
+		snprintf(name, sizeof name, "layers.%d.block", l);
+		put(ref, name, TB_DT_F32, 3, sh, x);
+		put(cand, name, TB_DT_F32, 3, sh, y);
+		free(x);
+		free(y);
+	}
+}
+
+static int all_layer0(int l)
+{
+	(void)l;
+	return 0;
+}
+
+static int previous_layer(int l)
+{
+	return l > 0 ? l - 1 : 5;
+}
+
+static void sanity_of(int nan_at, int (*cand_of)(int), tb_sanity *out)
+{
+	const char *dir = tu_tmpdir();
+	char ref[4096], cand[4096];
+	fixture f;
+	tb_err err;
+
+	snprintf(ref, sizeof ref, "%s/ref", dir);
+	snprintf(cand, sizeof cand, "%s/cand", dir);
+	write_blocks(ref, cand, nan_at, cand_of);
+	run(&f, ref, cand, NULL);
+	assert_int_equal(tb_sanity_check(&f.s, f.res, out, &err), 0);
+	done(&f);
+}
+
+/* Duplicates are found from the comparison's statistics, and re-read
+ * whole when NaN makes those statistics partial. */
+static void test_sanity_duplicates(void **state)
+{
+	tb_sanity s;
+	(void)state;
+
+	sanity_of(-1, all_layer0, &s);
+	assert_int_equal(s.dup_layers[1], 6);
+	assert_string_equal(s.dup_tap[1], "block");
+	assert_int_equal(s.dup_layers[0], 0);
+	tb_sanity_done(&s);
+	sanity_of(5, all_layer0, &s);
+	assert_int_equal(s.dup_layers[1], 6);
+	tb_sanity_done(&s);
+}
+
+static void test_sanity_offset(void **state)
+{
+	tb_sanity s;
+	(void)state;
+
+	sanity_of(-1, previous_layer, &s);
+	assert_int_equal(s.offset, -1);
+	assert_int_equal(s.dup_layers[1], 0);
+	tb_sanity_done(&s);
+}
+
+static void test_tensors_equal(void **state)
+{
+	const char *dir = tu_tmpdir();
+	int64_t sh[1] = {40000}; /* more than one block */
+	float *x = ramp(40000, 1), *y = ramp(40000, 1);
+	tb_tree *t;
+	tb_err err;
+
+	y[39999] = nextafterf(y[39999], 2.0f);
+	put(dir, "a", TB_DT_F32, 1, sh, x);
+	put(dir, "b", TB_DT_F32, 1, sh, x);
+	put(dir, "c", TB_DT_F32, 1, sh, y);
+	sh[0] = 39999;
+	put(dir, "d", TB_DT_F32, 1, sh, x);
+	t = tu_open(dir, NULL);
+	assert_int_equal(tb_tensors_equal(tu_tensor(t, "a"), tu_tensor(t, "b"), &err), 1);
+	assert_int_equal(tb_tensors_equal(tu_tensor(t, "a"), tu_tensor(t, "c"), &err), 0);
+	assert_int_equal(tb_tensors_equal(tu_tensor(t, "a"), tu_tensor(t, "d"), &err), 0);
+	tb_tree_free(t);
+	free(x);
+	free(y);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +480,9 @@ int main(void)
 		cmocka_unit_test(test_bf16_exact),
 		cmocka_unit_test(test_per_cell_tolerance),
 		cmocka_unit_test(test_empty_tensors),
+		cmocka_unit_test(test_sanity_duplicates),
+		cmocka_unit_test(test_sanity_offset),
+		cmocka_unit_test(test_tensors_equal),
 	};
 	return cmocka_run_group_tests_name("compare", tests, NULL, NULL);
 }
