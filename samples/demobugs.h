@@ -38,17 +38,17 @@ typedef enum demo_shows {
 	X(DECODE_POSITION,  "decode-position",  0, "attn",        "attn.q",   DEMO_SHOWS_PAST_100,    "RoPE table of 100 positions: later positions reuse position 99") \
 	X(QK_NORM,          "qk-norm",          0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "per-head RMSNorm on q and k that the model does not have") \
 	X(ATTENTION_LAYOUT, "attention-layout", 0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "q_proj output viewed as [seq, head_dim, heads] instead of [seq, heads, head_dim]") \
-	X(GQA_REPEAT,       "gqa-repeat",       0, "attn",        NULL,       DEMO_SHOWS_ALWAYS,      "kv heads tiled (h % kv_heads) instead of repeated (h / group)") \
-	X(SOFTMAX_SCALE,    "softmax-scale",    0, "attn",        NULL,       DEMO_SHOWS_ALWAYS,      "attention scores not divided by sqrt(head_dim)") \
-	X(ATTENTION_MASK,   "attention-mask",   0, "attn",        NULL,       DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
-	X(SLIDING_WINDOW,   "sliding-window",   0, "attn",        NULL,       DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
+	X(GQA_REPEAT,       "gqa-repeat",       0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "kv heads tiled (h % kv_heads) instead of repeated (h / group)") \
+	X(SOFTMAX_SCALE,    "softmax-scale",    0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "attention scores not divided by sqrt(head_dim)") \
+	X(ATTENTION_MASK,   "attention-mask",   0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
+	X(SLIDING_WINDOW,   "sliding-window",   0, "attn",        "attn.o",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
 	X(SCALE_MULTIPLIER, "scale-multiplier", 0, "attn",        NULL,       DEMO_SHOWS_ALWAYS,      "attention output multiplied by 0.5 (a MuP/residual multiplier from another model)") \
-	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         NULL,       DEMO_SHOWS_ALWAYS,      "MLP activation gelu_tanh instead of silu") \
-	X(MLP_GATING,       "mlp-gating",       0, "mlp",         NULL,       DEMO_SHOWS_ALWAYS,      "activation applied to up instead of gate: act(up)*gate") \
-	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         NULL,       DEMO_SHOWS_ALWAYS,      "a down_proj bias the model does not have (a constant offset per channel)") \
+	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "MLP activation gelu_tanh instead of silu") \
+	X(MLP_GATING,       "mlp-gating",       0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "activation applied to up instead of gate: act(up)*gate") \
+	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "a down_proj bias the model does not have (a constant offset per channel)") \
 	X(RESIDUAL_WIRING,  "residual-wiring",  0, "block",       NULL,       DEMO_SHOWS_ALWAYS,      "second residual taken from the norm output: block = mlp_norm + mlp") \
-	X(WEIGHT_MAPPING,   "weight-mapping",   DEMO_MID, "attn", NULL,       DEMO_SHOWS_ALWAYS,      "the middle layer's o_proj weight loaded transposed; earlier layers exact") \
-	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         NULL,       DEMO_SHOWS_ALWAYS,      "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
+	X(WEIGHT_MAPPING,   "weight-mapping",   DEMO_MID, "attn", "attn.o",   DEMO_SHOWS_ALWAYS,      "the middle layer's o_proj weight loaded transposed; earlier layers exact") \
+	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
 	X(DTYPE_PRECISION,  "dtype-precision",  -1, "close",      NULL,       DEMO_SHOWS_ALWAYS,      "hidden states between layers and logits kept in bfloat16: close, not diverged") \
 	X(FINAL_NORM,       "final-norm",       -1, "final_norm", NULL,       DEMO_SHOWS_ALWAYS,      "final norm weight not loaded (ones)") \
 	X(LM_HEAD,          "lm-head",          -1, "logits",     NULL,       DEMO_SHOWS_ALWAYS,      "lm_head rows off by one (logit v computed with row v+1)") \

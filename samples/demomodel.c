@@ -412,6 +412,8 @@ static void mlp(fwd *f, int l, scratch *s)
 				s->mlp[(size_t)i * H + c] += f->m->mlp_bias[c];
 	if (half)
 		to_f16(s->mlp, (size_t)f->S * H);
+	if (f->sub)
+		emit(f, l, "mlp.down", s->mlp, H);
 }
 
 static void layer(fwd *f, int l, scratch *s)
@@ -434,6 +436,8 @@ static void layer(fwd *f, int l, scratch *s)
 	}
 	attend(f, s->q, s->k, s->v, s->ctx, s->p);
 	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);
+	if (f->sub)
+		emit(f, l, "attn.o", s->o, H);
 	if (DEMO_HAS(f->bugs, SCALE_MULTIPLIER))
 		for (size_t i = 0; i < nx; i++)
 			s->o[i] *= SCALE_MULTIPLIER;

@@ -62,7 +62,8 @@ typedef struct demo_run {
 } demo_run;
 
 /* Run the model with the given bugs (0: the reference).  sub: also record
- * attn.q, attn.k (after RoPE), attn.v, mlp.gate and mlp.up.  Fills *out;
+ * attn.q, attn.k (after RoPE), attn.v, attn.o (o_proj's own output, before
+ * any multiplier), mlp.gate, mlp.up and mlp.down.  Fills *out;
  * -1 when out of memory (*out is then empty). */
 int demo_forward(const demo_model *m, demo_bugset bugs, bool sub, demo_run *out);
 void demo_run_free(demo_run *r);

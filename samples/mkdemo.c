@@ -32,10 +32,12 @@ static const struct {
 	{"attn.q", "model.layers.%d.self_attn.q_proj"},
 	{"attn.k", "model.layers.%d.self_attn.k_proj"},
 	{"attn.v", "model.layers.%d.self_attn.v_proj"},
+	{"attn.o", "model.layers.%d.self_attn.o_proj"},
 	{"attn", "model.layers.%d.self_attn"},
 	{"mlp_norm", "model.layers.%d.post_attention_layernorm"},
 	{"mlp.gate", "model.layers.%d.mlp.gate_proj"},
 	{"mlp.up", "model.layers.%d.mlp.up_proj"},
+	{"mlp.down", "model.layers.%d.mlp.down_proj"},
 	{"mlp", "model.layers.%d.mlp"},
 	{"block", "model.layers.%d"},
 	{"final_norm", "model.norm"},
@@ -158,7 +160,8 @@ static void usage(FILE *out)
 	      "  --naming N     hf (Hugging Face module paths, default for npy) or\n"
 	      "                 canonical (layers.N.attn, default for safetensors)\n"
 	      "  --dtype D      f32 (default), bf16 or f16\n"
-	      "  --sub          also write attn.q, attn.k (after RoPE), attn.v, mlp.gate, mlp.up\n"
+	      "  --sub          also write attn.q, attn.k (after RoPE), attn.v, attn.o, mlp.gate,\n"
+	      "                 mlp.up, mlp.down\n"
 	      "  --seq S        positions, 8..2048 (default 16)\n"
 	      "  --layers N     decoder layers, 2..64 (default 4)\n"
 	      "  --window W     the sliding-window bug's window (default 8)\n"

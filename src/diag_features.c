@@ -16,8 +16,10 @@ const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 
 /* Similarity that counts as "the same row / head". */
 #define SAME_COS 0.98
-/* How much the error must jump at a window boundary. */
+/* How much the error must jump at a window boundary, and how exact the
+ * positions before it must be (a window changes nothing there). */
 #define WINDOW_JUMP 10.0
+#define WINDOW_EXACT 1e-4
 
 int tb_feature_lookup(const char *name)
 {
@@ -56,6 +58,14 @@ static double sibling_ok(const tb_result *r, int layer, const char *tap)
 	return compared(c) ? ok_status(c) : NAN;
 }
 
+/* c is a sub-tap of group cell g (L3.attn.o of L3.attn): part of g, not upstream of it. */
+static bool in_group(const tb_cell_result *c, const tb_cell_result *g)
+{
+	const char *parent = tb_tap_parent(c->cell.tap);
+
+	return parent && c->cell.layer == g->cell.layer && !strcmp(parent, g->cell.tap);
+}
+
 static void where(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
@@ -67,6 +77,7 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_AT_ATTN_NORM] = !strcmp(tap, "attn_norm");
 	v[TB_F_AT_ATTN] = !strcmp(tap, "attn");
 	v[TB_F_AT_ATTN_SUB] = parent && !strcmp(parent, "attn");
+	v[TB_F_AT_QK_SUB] = !strcmp(tap, "attn.q") || !strcmp(tap, "attn.k");
 	v[TB_F_AT_MLP_NORM] = !strcmp(tap, "mlp_norm");
 	v[TB_F_AT_MLP] = !strcmp(tap, "mlp");
 	v[TB_F_AT_MLP_SUB] = parent && !strcmp(parent, "mlp");
@@ -78,7 +89,7 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_DEEP] = t->cell.layer > 0;
 	for (long i = 0; i < target; i++) {
 		const tb_cell_result *c = &r->cells[i];
-		if (!compared(c))
+		if (!compared(c) || in_group(c, t))
 			continue;
 		exact = exact && c->status == TB_ST_MATCH;
 		ok = ok && ok_status(c);
@@ -232,11 +243,14 @@ static void position_profile(const tb_cell_result *t, double *v)
 		}
 	}
 	v[TB_F_POS_MAX_REL] = mx;
+	if (S > 1 && mx > 0 && isfinite(mx))
+		v[TB_F_POS1_SHARE] = m->pos_rel_l2[1] / mx;
 	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)S;
 	v[TB_F_LATE_ONLY] = m->first_bad_position >= 100;
 	v[TB_F_EARLY_SMALL] = S > 1 && m->pos_rel_l2[1] < 0.1 * mx;
 	v[TB_F_POS_GROWTH] = log_slope(m->pos_rel_l2, 1, S);
 	v[TB_F_EARLY_RATIO] = early_ratio(m->pos_rel_l2, S);
+	v[TB_F_EARLY_GROWTH] = log_slope(m->pos_rel_l2, 1, S < 9 ? S : 9);
 	if (ratios > 0) {
 		double mean = rs / (double)ratios;
 		v[TB_F_SCALE_MEAN] = mean;
@@ -260,7 +274,7 @@ static void position_profile(const tb_cell_result *t, double *v)
 			before = fmax(before, m->pos_rel_l2[p]);
 		for (int64_t p = w; p < S; p++)
 			after += !(m->pos_rel_l2[p] <= d);
-		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before)
+		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before && before <= WINDOW_EXACT)
 			v[TB_F_WINDOW] = (double)w;
 	}
 }
@@ -393,37 +407,68 @@ out:
 	free(G);
 }
 
-/* Share of the error a per-channel constant offset explains. */
+/* Share of the error a per-channel constant offset explains.  Streamed a
+ * block at a time: the target may be the logits, far larger than a row. */
 static void bias_fraction(const tb_cell_result *t, double *v)
 {
+	enum { BLOCK = 1 << 14 };
 	int64_t S, H, rows;
-	float *r = NULL, *c = NULL;
-	double *mean = NULL, total = 0, explained = 0;
+	float r[BLOCK], c[BLOCK];
+	double *sum = NULL, total = 0, explained = 0;
+	tb_tensor *tr = (tb_tensor *)t->ref, *tc = (tb_tensor *)t->cand;
 	tb_err err;
 
 	if (!rows_of(t, &S, &H))
 		return;
-	rows = (int64_t)(t->ref->numel / (uint64_t)H);
-	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
-	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
-	mean = calloc((size_t)H, sizeof *mean);
-	if (!r || !c || !mean)
+	rows = (int64_t)(tr->numel / (uint64_t)H);
+	sum = calloc((size_t)H, sizeof *sum);
+	if (!sum)
+		return;
+	if (tb_tensor_acquire(tr, &err) < 0)
 		goto out;
-	for (int64_t i = 0; i < rows; i++)
-		for (int64_t h = 0; h < H; h++) {
-			double d = (double)c[i * H + h] - r[i * H + h];
+	if (tb_tensor_acquire(tc, &err) < 0) {
+		tb_tensor_release(tr);
+		goto out;
+	}
+	for (uint64_t off = 0; off < tr->numel; off += BLOCK) {
+		size_t n = tr->numel - off < BLOCK ? (size_t)(tr->numel - off) : BLOCK;
+		int64_t h = (int64_t)(off % (uint64_t)H);
+		tb_tensor_read_f32(tr, off, n, r);
+		tb_tensor_read_f32(tc, off, n, c);
+		for (size_t i = 0; i < n; i++) {
+			double d = (double)c[i] - r[i];
 			if (isfinite(d)) {
-				mean[h] += d / (double)rows;
+				sum[h] += d;
 				total += d * d;
 			}
+			if (++h == H)
+				h = 0;
 		}
+	}
+	tb_tensor_release(tr);
+	tb_tensor_release(tc);
 	for (int64_t h = 0; h < H; h++)
-		explained += mean[h] * mean[h] * (double)rows;
+		explained += sum[h] * sum[h] / (double)rows;
 	v[TB_F_BIAS_FRAC] = total > 0 ? explained / total : NAN;
 out:
-	free(r);
-	free(c);
-	free(mean);
+	free(sum);
+}
+
+/* The S x S logits of the prompt's own tokens, l[p][q] = logits[p][tok[q]]
+ * (malloc'd): the logits are read element by element, never whole. */
+static float *gather_logits(tb_tensor *lg, int64_t S, int64_t V, const int64_t *tok, tb_err *err)
+{
+	float *l = malloc((size_t)(S * S) * sizeof *l);
+
+	if (!l || tb_tensor_acquire(lg, err) < 0) {
+		free(l);
+		return NULL;
+	}
+	for (int64_t p = 0; p < S; p++)
+		for (int64_t q = 0; q < S; q++)
+			tb_tensor_read_f32(lg, (uint64_t)(p * V + tok[q]), 1, &l[p * S + q]);
+	tb_tensor_release(lg);
+	return l;
 }
 
 /* Do logits equal final_norm . embedding rows of the prompt's tokens
@@ -443,9 +488,12 @@ static double tie_score(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int6
 	V = shl[1];
 	if (shl[0] != S || S < 2 || (size_t)S > n_tok)
 		return NAN;
+	for (int64_t q = 0; q < S; q++)
+		if (tok[q] < 0 || tok[q] >= V)
+			return NAN;
 	x = tb_tensor_load_f32(fn, &err);
 	e = x ? tb_tensor_load_f32(emb, &err) : NULL;
-	l = e ? tb_tensor_load_f32(lg, &err) : NULL;
+	l = e ? gather_logits(lg, S, V, tok, &err) : NULL;
 	P = malloc((size_t)(S * S) * sizeof *P);
 	if (!x || !e || !l || !P)
 		goto out;
@@ -453,9 +501,7 @@ static double tie_score(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int6
 		    P, (int)S);
 	for (int64_t p = 0; p < S; p++)
 		for (int64_t q = 0; q < S; q++) {
-			if (tok[q] < 0 || tok[q] >= V)
-				goto out;
-			double a = P[p * S + q], b = l[p * V + tok[q]];
+			double a = P[p * S + q], b = l[p * S + q];
 			sp += a;
 			so += b;
 			spp += a * a;
@@ -563,7 +609,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	scale_and_direction(prof, v);
 	position_profile(prof, v);
 	if (in->origin) {
-		v[TB_F_ORIGIN_HERE] = in->origin->origin == target;
+		long o = in->origin->origin;
+		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));
 		v[TB_F_AMPLIFICATION] = in->origin->amplification[target];
 	}
 	if (v[TB_F_AT_ATTN] == 1 || v[TB_F_AT_ATTN_SUB] == 1)

@@ -27,10 +27,11 @@
 	X(N_LAYERS, "n_layers", "count", "layers in the dump")                                                 \
 	X(AT_EMBED, "at_embed", "bool", "target is the embedding output")                                     \
 	X(AT_ATTN_NORM, "at_attn_norm", "bool", "target is a layer's attention input norm")                    \
-	X(AT_ATTN, "at_attn", "bool", "target is a layer's attention output, or a q/k/v sub-tap of a layer whose attention output diverged too (the profile features then describe that output)") \
+	X(AT_ATTN, "at_attn", "bool", "target is a layer's attention output (or its output projection attn.o, the same tensor), or a q/k/v sub-tap of a layer whose attention output diverged too (the profile features then describe that output)") \
 	X(AT_ATTN_SUB, "at_attn_sub", "bool", "target is an attention sub-tap (attn.q, attn.k, ...)")          \
+	X(AT_QK_SUB, "at_qk_sub", "bool", "target is the query or key sub-tap (attn.q, attn.k)")               \
 	X(AT_MLP_NORM, "at_mlp_norm", "bool", "target is a layer's MLP input norm")                            \
-	X(AT_MLP, "at_mlp", "bool", "target is a layer's MLP output")                                         \
+	X(AT_MLP, "at_mlp", "bool", "target is a layer's MLP output (or its down projection mlp.down, the same tensor)")                                         \
 	X(AT_MLP_SUB, "at_mlp_sub", "bool", "target is an MLP sub-tap (mlp.gate, mlp.up, ...)")                \
 	X(AT_BLOCK, "at_block", "bool", "target is a decoder layer's output")                                 \
 	X(AT_FINAL_NORM, "at_final_norm", "bool", "target is the final norm")                                 \
@@ -72,14 +73,16 @@
 	X(POS0_REL, "pos0_rel", "ratio", "rel_l2 at position 0")                                              \
 	X(POS1_REL, "pos1_rel", "ratio", "rel_l2 at position 1")                                              \
 	X(POS_MAX_REL, "pos_max_rel", "ratio", "largest per-position rel_l2")                                 \
+	X(POS1_SHARE, "pos1_share", "ratio", "rel_l2 at position 1 over the largest (large: the error is full-size from the second token on)") \
 	X(FIRST_BAD_POS, "first_bad_pos", "position", "first position above --diverge, -1 if none")           \
 	X(BAD_POS_FRAC, "bad_pos_frac", "fraction", "positions above --diverge")                              \
 	X(LAST_POS_OK, "last_pos_ok", "bool", "the last position is within --diverge")                        \
 	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches (non-causal attention)") \
-	X(WINDOW, "window", "position", "W when positions < W match, the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
+	X(WINDOW, "window", "position", "W when positions < W are exact (rel_l2 at most 1e-4), the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
 	X(LATE_ONLY, "late_only", "bool", "the first bad position is 100 or later")                           \
 	X(POS_GROWTH, "pos_growth", "slope", "slope of log rel_l2 against log position (1: error proportional to position)") \
 	X(EARLY_SMALL, "early_small", "bool", "error at position 1 is under a tenth of the largest")          \
+	X(EARLY_GROWTH, "early_growth", "slope", "slope of log rel_l2 against log position over positions 1 to 8 (RoPE-base errors grow about linearly)") \
 	X(EARLY_RATIO, "early_ratio", "ratio", "largest rel_l2 over positions 1-4 over the median after position 0 (small: error builds up with position)") \
 	X(HEADS, "heads", "count", "heads the target's last axis was split into (0: unknown)")               \
 	X(HEAD_OK_FRAC, "head_ok_frac", "fraction", "heads of the target within --diverge")                  \

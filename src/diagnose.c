@@ -1,8 +1,29 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "diagnose.h"
+
+/* An output projection (attn.o, mlp.down) holds its group's output, and a
+ * Hugging Face hook dump lists it before the group: diagnose the group's
+ * cell, whose patterns the rules describe. */
+static long group_cell(const tb_result *r, long target)
+{
+	const tb_cell_result *t;
+	tb_cell parent;
+	long k;
+
+	if (target < 0 || (size_t)target >= r->n_cells)
+		return target;
+	t = &r->cells[target];
+	if (!tb_tap_is_group_output(t->cell.tap))
+		return target;
+	parent.layer = t->cell.layer;
+	snprintf(parent.tap, sizeof parent.tap, "%s", tb_tap_parent(t->cell.tap));
+	k = tb_result_find(r, &parent);
+	return k >= 0 && r->cells[k].status == TB_ST_DIVERGED ? k : target;
+}
 
 /* Features and causes of one cell, given the model-wide findings. */
 static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
@@ -14,6 +35,7 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 
 	out->v = NULL;
 	out->n = 0;
+	target = group_cell(r, target);
 	tb_features_compute(&in, target, features);
 	if (target >= 0) {
 		const tb_cell_result *c = &r->cells[target];
@@ -39,7 +61,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		tb_origin_done(&d->origin);
 		return -1;
 	}
-	d->target = target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target;
+	d->target = group_cell(r, target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target);
 	if (eval_target(s, r, o, d, d->target, d->features, &d->causes, err) < 0) {
 		tb_diagnosis_done(d);
 		return -1;

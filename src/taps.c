@@ -8,21 +8,21 @@
 
 /* Sub-taps not listed here sort between the listed ones (rank 50) by name. */
 const tb_tap_info tb_taps[] = {
-	{"embed", TB_SCOPE_PRE, 0, NULL, "token embedding output (post-embed)"},
-	{"attn_norm", TB_SCOPE_LAYER, 100, NULL, "attention input norm (input_layernorm)"},
-	{"attn.q", TB_SCOPE_LAYER, 200, "attn", "query projection"},
-	{"attn.k", TB_SCOPE_LAYER, 201, "attn", "key projection"},
-	{"attn.v", TB_SCOPE_LAYER, 202, "attn", "value projection"},
-	{"attn.o", TB_SCOPE_LAYER, 290, "attn", "attention output projection"},
-	{"attn", TB_SCOPE_LAYER, 300, NULL, "attention output (post-attn)"},
-	{"mlp_norm", TB_SCOPE_LAYER, 400, NULL, "MLP input norm (post_attention_layernorm)"},
-	{"mlp.gate", TB_SCOPE_LAYER, 500, "mlp", "MLP gate projection"},
-	{"mlp.up", TB_SCOPE_LAYER, 501, "mlp", "MLP up projection"},
-	{"mlp.down", TB_SCOPE_LAYER, 590, "mlp", "MLP down projection"},
-	{"mlp", TB_SCOPE_LAYER, 600, NULL, "MLP output (post-mlp)"},
-	{"block", TB_SCOPE_LAYER, 700, NULL, "decoder layer output (post-block)"},
-	{"final_norm", TB_SCOPE_POST, 0, NULL, "final norm output"},
-	{"logits", TB_SCOPE_POST, 1, NULL, "lm_head output (logits)"},
+	{"embed", TB_SCOPE_PRE, 0, NULL, "token embedding output (post-embed)", false},
+	{"attn_norm", TB_SCOPE_LAYER, 100, NULL, "attention input norm (input_layernorm)", false},
+	{"attn.q", TB_SCOPE_LAYER, 200, "attn", "query projection", false},
+	{"attn.k", TB_SCOPE_LAYER, 201, "attn", "key projection", false},
+	{"attn.v", TB_SCOPE_LAYER, 202, "attn", "value projection", false},
+	{"attn.o", TB_SCOPE_LAYER, 290, "attn", "attention output projection", true},
+	{"attn", TB_SCOPE_LAYER, 300, NULL, "attention output (post-attn)", false},
+	{"mlp_norm", TB_SCOPE_LAYER, 400, NULL, "MLP input norm (post_attention_layernorm)", false},
+	{"mlp.gate", TB_SCOPE_LAYER, 500, "mlp", "MLP gate projection", false},
+	{"mlp.up", TB_SCOPE_LAYER, 501, "mlp", "MLP up projection", false},
+	{"mlp.down", TB_SCOPE_LAYER, 590, "mlp", "MLP down projection", true},
+	{"mlp", TB_SCOPE_LAYER, 600, NULL, "MLP output (post-mlp)", false},
+	{"block", TB_SCOPE_LAYER, 700, NULL, "decoder layer output (post-block)", false},
+	{"final_norm", TB_SCOPE_POST, 0, NULL, "final norm output", false},
+	{"logits", TB_SCOPE_POST, 1, NULL, "lm_head output (logits)", false},
 };
 const size_t tb_n_taps = sizeof tb_taps / sizeof tb_taps[0];
 
@@ -70,6 +70,13 @@ const char *tb_tap_parent(const char *tap)
 	const tb_tap_info *ti = tb_tap_lookup(tap);
 
 	return ti ? ti->parent : free_subtap_parent(tap);
+}
+
+bool tb_tap_is_group_output(const char *tap)
+{
+	const tb_tap_info *ti = tb_tap_lookup(tap);
+
+	return ti && ti->group_output;
 }
 
 static void tap_key(const char *tap, tb_scope *scope, int *rank)

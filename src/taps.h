@@ -33,6 +33,7 @@ typedef struct tb_tap_info {
 	int rank;           /* order inside its scope */
 	const char *parent; /* for sub-taps: "attn" or "mlp"; else NULL */
 	const char *label;  /* what the tensor is, for people */
+	bool group_output;  /* the sub-tap's output is its parent's (attn.o, mlp.down) */
 } tb_tap_info;
 
 /* The canonical taps and known sub-taps, in forward order. */
@@ -48,6 +49,8 @@ bool tb_tap_valid(const char *tap);
 bool tb_tap_is_model_level(const char *tap);
 /* "attn" for "attn.q", NULL for top-level taps. */
 const char *tb_tap_parent(const char *tap);
+/* The last op of its group, whose output is the group's (attn.o, mlp.down). */
+bool tb_tap_is_group_output(const char *tap);
 
 /* The forward graph: which cells feed a tap (CONTRACT §2 wiring, issue
  * "where the error is born").  layer_delta is relative to the cell's layer;

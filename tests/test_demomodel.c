@@ -61,8 +61,8 @@ static bool rows_equal(const pair *p, const demo_tap *t, int64_t lo, int64_t hi)
 
 static void test_taps_in_forward_order(void **state)
 {
-	static const char *layer_taps[] = {"attn_norm", "attn.q", "attn.k", "attn.v", "attn",
-					   "mlp_norm", "mlp.gate", "mlp.up", "mlp", "block"};
+	static const char *layer_taps[] = {"attn_norm", "attn.q", "attn.k", "attn.v", "attn.o", "attn",
+					   "mlp_norm", "mlp.gate", "mlp.up", "mlp.down", "mlp", "block"};
 	demo_config cfg;
 	demo_model *m;
 	demo_run r;
@@ -73,10 +73,10 @@ static void test_taps_in_forward_order(void **state)
 	cfg.layers = 3;
 	m = demo_model_new(&cfg);
 	assert_int_equal(demo_forward(m, 0, true, &r), 0);
-	assert_int_equal(r.n_taps, 1 + 3 * 10 + 2);
+	assert_int_equal(r.n_taps, 1 + 3 * 12 + 2);
 	assert_string_equal(r.taps[k++].tap, "embed");
 	for (int l = 0; l < 3; l++)
-		for (size_t i = 0; i < 10; i++, k++) {
+		for (size_t i = 0; i < 12; i++, k++) {
 			assert_int_equal(r.taps[k].layer, l);
 			assert_string_equal(r.taps[k].tap, layer_taps[i]);
 		}
@@ -85,6 +85,9 @@ static void test_taps_in_forward_order(void **state)
 	assert_int_equal(r.taps[k].cols, DEMO_VOCAB);
 	assert_int_equal(tap(&r, 0, "attn.k")->cols, DEMO_KV_HEADS * DEMO_HEAD_DIM);
 	assert_int_equal(tap(&r, 0, "mlp.up")->cols, DEMO_MLP);
+	/* o_proj and down_proj are their groups' outputs, as in Hugging Face models */
+	assert_memory_equal(tap(&r, 1, "attn.o")->data, tap(&r, 1, "attn")->data, 16 * DEMO_HIDDEN * sizeof(float));
+	assert_memory_equal(tap(&r, 1, "mlp.down")->data, tap(&r, 1, "mlp")->data, 16 * DEMO_HIDDEN * sizeof(float));
 	assert_int_equal(r.tokens[0], 1);
 	demo_run_free(&r);
 	assert_int_equal(demo_forward(m, 0, false, &r), 0);
@@ -310,7 +313,9 @@ static void test_expect(void **state)
 	expect_is("dtype-precision", def, "close");
 	expect_is("rope-style", def, "L0.attn");
 	expect_is("rope-style", sub, "L0.attn.q");
-	expect_is("gqa-repeat", sub, "L0.attn");
+	expect_is("gqa-repeat", sub, "L0.attn.o");
+	expect_is("scale-multiplier", sub, "L0.attn");
+	expect_is("mlp-gating", sub, "L0.mlp.down");
 	expect_is("weight-mapping", def, "L2.attn");
 	expect_is("weight-mapping", deep, "L4.attn");
 	expect_is("decode-position", def, "match");

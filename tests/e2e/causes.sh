@@ -72,7 +72,32 @@ dump-offset||dump-offset|1
 dump-duplicate||dump-duplicate|1
 rope-style|--format safetensors --dtype bf16|rope-style|1
 mlp-gating|--format safetensors --dtype bf16|mlp-gating|1
+rope-style|--seq 128|rope-style|1
+rope-style|--seed 3 --seq 32|rope-style|1
+rope-theta|--seed 5 --format safetensors --dtype bf16|rope-theta|1
+rotate-half-sign|--seed 4 --seq 24|rotate-half-sign|3
+partial-rope|--seed 6 --seq 48|partial-rope|3
+attention-layout|--seed 3 --seq 32|attention-layout|1
+attention-layout|--seq 128|attention-layout|1
+qk-norm|--seed 6 --seq 48|qk-norm|1
+mlp-gating|--sub|mlp-gating|1
+mlp-bias|--sub|mlp-bias|1
+weight-mapping|--sub|weight-mapping|1
+scale-multiplier|--sub|scale-multiplier|1
 TABLE
+
+# An output projection (o_proj, down_proj) is dumped before its group and is
+# the first divergence, as the contract orders it; the diagnosis reads the
+# group's cell, the same tensor.
+"$MKDEMO" --sub --bug weight-mapping "$T/wmsub/ref" "$T/wmsub/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/wmsub/ref" "$T/wmsub/cand"
+check_that "o_proj dumped: first divergence is L2.attn.o" test "$("$JSONQ" "$TAP_OUT" first_divergence.tap)" = attn.o
+check_that "o_proj dumped: weight-mapping first" test "$("$JSONQ" "$TAP_OUT" causes.0.id)" = weight-mapping
+"$MKDEMO" --sub --bug mlp-activation "$T/masub/ref" "$T/masub/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/masub/ref" "$T/masub/cand"
+check_that "down_proj dumped: first divergence is L0.mlp.down" test "$("$JSONQ" "$TAP_OUT" first_divergence.tap)" = mlp.down
+check_that "down_proj dumped: mlp-activation first" test "$("$JSONQ" "$TAP_OUT" causes.0.id)" = mlp-activation
+check_that "down_proj dumped: qk-norm not offered" test "$(rank_of qk-norm)" = 0
 
 # Causes that must not be offered.
 "$MKDEMO" --bug none "$T/none/ref" "$T/none/cand" >/dev/null

@@ -126,7 +126,7 @@ check_that "HF names in the npy tree" grep -q '^model.layers.3.post_attention_la
 demo subs --sub --naming canonical
 expect_exit 0 "ls canonical sub-taps" "$TBISECT" ls "$T/subs/ref"
 check_that "attn.k sub-tap of [1, 16, 16]" grep -q '^layers.1.attn.k  *L1.attn.k  *f32  *\[1, 16, 16\]' "$TAP_OUT"
-check_that "4*10+3 cells and tokens" grep -q '^44 tensors, 0 unmapped$' "$TAP_OUT"
+check_that "4*12+3 cells and tokens" grep -q '^52 tensors, 0 unmapped$' "$TAP_OUT"
 
 # --- one side at a time: the reference stays, the candidate is re-dumped ---
 "$MKDEMO" --ref-only "$T/mix/ref" || bail_out "mkdemo --ref-only failed"
