@@ -13,9 +13,6 @@ TOK=1,5,9,13,17,21,25,29,33,37,41,45
 PYTHONPATH=$top_srcdir/tests/dumpers:$D${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH
 
-# find_python MODULE: the first python3 on PATH (then /usr/bin/python3) that imports MODULE.
-
-
 # first_is DESC WANT: the last check's first divergence is WANT ("L1.mlp").
 first_is() {
 	_l=$("$JSONQ" "$TAP_OUT" first_divergence.layer)

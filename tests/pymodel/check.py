@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Every bug of model.py, in three shapes and dump layouts, through
+`tbisect check --json`: the first divergence must be the one this script
+computes itself from the dumps, and the injected cause must rank first (or
+within the top three for the faults that look alike from the outputs).
+Prints TAP.
+
+    python3 check.py TBISECT WORKDIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model  # noqa: E402
+
+DIVERGE = 1e-2
+MAX_KL = 0.015
+
+# name: (format, seed, shape and dump options)
+VARIANTS = {
+    "6x16 safetensors": ("safetensors", 2,
+                         dict(hidden=96, heads=6, head_dim=16, kv_heads=3, mlp=256, seq=40, layers=3)),
+    "8x32 bf16": ("bf16", 3, dict(hidden=256, heads=8, head_dim=32, kv_heads=4, mlp=512, seq=24, layers=3)),
+    "4x32 npy with o_proj/down_proj": ("npy", 5, dict(hidden=128, heads=4, head_dim=32, kv_heads=2, mlp=256,
+                                                      seq=32, layers=3, subtaps=True)),
+}
+# Faults tbisect ranks together with rope-style (CONTRACT §6 signatures alike).
+WITHIN = {"rotate-half-sign": 3, "partial-rope": 3}
+SUBTAPS = ("attn_norm", "attn.q", "attn.k", "attn.v", "attn.o", "attn",
+           "mlp_norm", "mlp.gate", "mlp.up", "mlp.down", "mlp", "block")
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        buf = f.read()
+    n = struct.unpack("<Q", buf[:8])[0]
+    out = {}
+    for name, e in json.loads(buf[8:8 + n]).items():
+        lo, hi = e["data_offsets"]
+        raw = buf[8 + n + lo:8 + n + hi]
+        if e["dtype"] == "BF16":
+            a = model.from_bf16_bits(np.frombuffer(raw, "<u2"))
+        elif e["dtype"] == "F32":
+            a = np.frombuffer(raw, "<f4")
+        else:
+            a = np.frombuffer(raw, "<i8")
+        out[name] = a.reshape(e["shape"]).astype(np.float64)
+    return out
+
+
+def read_npy_tree(root, layers):
+    names = ["embed", "final_norm", "logits"]
+    names += ["layers.%d.%s" % (l, t) for l in range(layers) for t in SUBTAPS]
+    return {nm: np.load(os.path.join(root, model.hf_path(nm))).astype(np.float64)
+            for nm in names if os.path.exists(os.path.join(root, model.hf_path(nm)))}
+
+
+def cell_name(nm):
+    if nm.startswith("layers."):
+        _, l, tap = nm.split(".", 2)
+        return "L%s.%s" % (l, tap)
+    return nm
+
+
+def kl_mean(r, c):
+    def log_softmax(x):
+        x = x - x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+    r, c = r.reshape(-1, r.shape[-1]), c.reshape(-1, c.shape[-1])
+    if not (np.isfinite(r).all() and np.isfinite(c).all()):
+        return float("inf")
+    lr, lc = log_softmax(r), log_softmax(c)
+    return float((np.exp(lr) * (lr - lc)).sum(-1).mean())
+
+
+def first_divergence(ref, cand, layers):
+    """CONTRACT §2, computed here: "-" when nothing diverged."""
+    order = ["embed"] + ["layers.%d.%s" % (l, t) for l in range(layers) for t in SUBTAPS]
+    for nm in order + ["final_norm", "logits"]:
+        if nm not in ref or nm not in cand:
+            continue
+        r, c = ref[nm].reshape(-1), cand[nm].reshape(-1)
+        if np.isnan(r).sum() != np.isnan(c).sum() or np.isinf(r).sum() != np.isinf(c).sum():
+            return cell_name(nm)
+        ok = np.isfinite(r) & np.isfinite(c)
+        nr = np.linalg.norm(r[ok])
+        d = np.linalg.norm(c[ok] - r[ok])
+        rel = d / nr if nr > 0 else (0.0 if d == 0 else float("inf"))
+        if rel > DIVERGE or (nm == "logits" and kl_mean(ref[nm], cand[nm]) > MAX_KL):
+            return cell_name(nm)
+    return "-"
+
+
+def make_case(bug, fmt, seed, shape, work):
+    d = os.path.join(work, bug)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    ref, cand = (os.path.join(d, "ref"), os.path.join(d, "cand")) if fmt == "npy" else \
+        (os.path.join(d, "ref.safetensors"), os.path.join(d, "cand.safetensors"))
+    argv = ["--bug", bug, "--format", fmt, "--seed", str(seed)]
+    for k, v in shape.items():
+        argv += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+    cfg = model.parse(argv + [ref, cand])
+    r, c = model.build(cfg)
+    model.write(ref, fmt, r)
+    model.write(cand, fmt, c)
+    return d, ref, cand, cfg.layers
+
+
+def main():
+    tbisect, work = sys.argv[1], sys.argv[2]
+    cases = [(b, v) for v in VARIANTS for b in model.BUGS]
+    print("1..%d" % (2 * len(cases)))
+    n = 0
+    for bug, var in cases:
+        fmt, seed, shape = VARIANTS[var]
+        d, ref, cand, layers = make_case(bug, fmt, seed, shape, work)
+        read = read_safetensors if fmt != "npy" else (lambda p: read_npy_tree(p, layers))
+        want = first_divergence(read(ref), read(cand), layers)
+        p = subprocess.run([tbisect, "check", "--json", "--no-history", ref, cand],
+                           capture_output=True, text=True, timeout=300)
+        try:
+            rep = json.loads(p.stdout)
+        except ValueError:
+            rep = {}
+        fd = rep.get("first_divergence")
+        got = "-" if not fd else (fd["tap"] if fd["layer"] is None else "L%d.%s" % (fd["layer"], fd["tap"]))
+        ids = [c["id"] for c in rep.get("causes", [])]
+        what = "%s (%s)" % (bug, var)
+        n += 1
+        if p.returncode in (0, 1) and got == want:
+            print("ok %d - %s: first divergence %s" % (n, what, want))
+        else:
+            print("not ok %d - %s: first divergence\n# got %s (exit %d: %s), computed %s"
+                  % (n, what, got, p.returncode, p.stderr.strip()[:200], want))
+        n += 1
+        if bug == "none":
+            ok, say = rep.get("verdict") == "match" and not ids, "verdict match, no cause"
+        else:
+            within = WITHIN.get(bug, 1)
+            rank = ids.index(bug) + 1 if bug in ids else 0
+            ok, say = 1 <= rank <= within, "%s ranked %d (<= %d)" % (bug, rank, within)
+        if ok:
+            print("ok %d - %s: %s" % (n, what, say))
+        else:
+            print("not ok %d - %s: %s\n# causes %s" % (n, what, say, ids[:5]))
+        sys.stdout.flush()
+        shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+#!/usr/bin/python3
+"""A second tiny Llama-style decoder, in numpy, written apart from
+samples/mkdemo so that the diagnosis is tested on a model of other shapes,
+other weights and another dump layout: a reference dump and a candidate
+with one injected porting bug.
+
+    python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
+        [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
+        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] REF CAND
+
+npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
+safetensors files canonical names.  Compute is float64 (the nan-overflow
+candidate computes one MLP in float16, dtype-precision rounds the residual
+stream to bf16); dumps are float32 or bf16.
+
+Choices that make a bug visible:
+  * norm-epsilon: 1e-5 against the reference's 1e-6; about 10% of vocabulary
+    rows are rare tokens with 10x smaller embeddings and every prompt holds
+    two, so the first norm sees tiny variances there.
+  * nan-overflow: for that case only, layer 1's gate and up weights are x300
+    in both models; the reference stays finite in float64, the candidate's
+    float16 MLP overflows.
+  * decode-position: seq is at least 160 (a RoPE table of 100 positions).
+  * weight-mapping: layer layers // 2 uses o_proj transposed.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+BUGS = [
+    "none", "tokenizer", "embedding-weights", "embedding-scale",
+    "norm-formulation", "norm-epsilon", "rope-style", "rope-theta",
+    "rotate-half-sign", "partial-rope", "qk-norm", "attention-layout",
+    "gqa-repeat", "softmax-scale", "attention-mask", "sliding-window",
+    "scale-multiplier", "mlp-activation", "mlp-gating", "mlp-bias",
+    "residual-wiring", "weight-mapping", "final-norm", "lm-head",
+    "tied-embeddings", "nan-overflow", "dtype-precision", "decode-position",
+    "dump-offset", "dump-duplicate",
+]
+
+REF_EPS = 1e-6
+CAND_EPS = 1e-5          # norm-epsilon candidate
+WINDOW = 8               # sliding-window candidate
+ROPE_CACHE = 100         # decode-position candidate
+
+
+def to_bf16_bits(a):
+    """float -> bf16 bits (uint16), round to nearest even, NaN kept quiet."""
+    f = np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+    u = f.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(f)
+    r[nan] = 0x7FC0
+    return r
+
+
+def from_bf16_bits(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def bf16_round(a):
+    return from_bf16_bits(to_bf16_bits(a)).astype(np.float64)
+
+
+def rmsnorm(x, w, eps, plus_one=False):
+    var = np.mean(x * x, axis=-1, keepdims=True)
+    y = x / np.sqrt(var + eps)
+    return y * ((1.0 + w) if plus_one else w)
+
+
+def silu(x):
+    with np.errstate(over="ignore"):
+        return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def make_weights(cfg, rng):
+    H, nh, nkv, hd, F, V, L = (cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim,
+                               cfg.mlp, cfg.vocab, cfg.layers)
+    W = {}
+    E = rng.standard_normal((V, H)) * 0.02
+    rare = rng.random(V) < 0.10
+    rare[:2] = True          # guarantee a few rare ids exist
+    E[rare] *= 0.1
+    W["embed"] = E
+    W["rare"] = np.nonzero(rare)[0]
+    for l in range(L):
+        p = "l%d." % l
+        W[p + "attn_norm"] = 1.0 + 0.2 * rng.standard_normal(H)
+        W[p + "q"] = rng.standard_normal((nh * hd, H)) / np.sqrt(H)
+        W[p + "k"] = rng.standard_normal((nkv * hd, H)) / np.sqrt(H)
+        W[p + "v"] = rng.standard_normal((nkv * hd, H)) / np.sqrt(H)
+        W[p + "o"] = rng.standard_normal((H, nh * hd)) / np.sqrt(nh * hd)
+        W[p + "mlp_norm"] = 1.0 + 0.2 * rng.standard_normal(H)
+        W[p + "gate"] = rng.standard_normal((F, H)) / np.sqrt(H)
+        W[p + "up"] = rng.standard_normal((F, H)) / np.sqrt(H)
+        W[p + "down"] = rng.standard_normal((H, F)) / np.sqrt(F)
+        W[p + "bias"] = rng.standard_normal(H)       # only used by mlp-bias
+    W["final_norm"] = 1.0 + 0.2 * rng.standard_normal(H)
+    W["lm_head"] = rng.standard_normal((V, H)) / np.sqrt(H)
+    return W
+
+
+def make_tokens(cfg, W, rng):
+    S, V = cfg.seq, cfg.vocab
+    t = rng.integers(0, V, S)
+    rare = W["rare"]
+    pos = rng.choice(np.arange(1, S), size=2, replace=False)
+    t[pos] = rng.choice(rare, size=2)
+    return t.astype(np.int64)
+
+
+def rope_tables(positions, rd, theta):
+    inv = 1.0 / theta ** (np.arange(0, rd, 2, dtype=np.float64) / rd)
+    f = np.outer(positions.astype(np.float64), inv)
+    return np.cos(f), np.sin(f)
+
+
+def rope_half(x, cos, sin):
+    # x [S, h, rd]; HF rotate_half
+    half = x.shape[-1] // 2
+    c = np.concatenate([cos, cos], -1)[:, None, :]
+    s = np.concatenate([sin, sin], -1)[:, None, :]
+    rot = np.concatenate([-x[..., half:], x[..., :half]], -1)
+    return x * c + rot * s
+
+
+def rope_interleaved(x, cos, sin):
+    c = cos[:, None, :]
+    s = sin[:, None, :]
+    xe, xo = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = xe * c - xo * s
+    out[..., 1::2] = xe * s + xo * c
+    return out
+
+
+def attention(x, W, l, cfg, bug, sub=None):
+    S = x.shape[0]
+    nh, nkv, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+    p = "l%d." % l
+    q = x @ W[p + "q"].T
+    k = x @ W[p + "k"].T
+    v = x @ W[p + "v"].T
+    if sub is not None:
+        sub["layers.%d.attn.q" % l] = q
+        sub["layers.%d.attn.k" % l] = k
+        sub["layers.%d.attn.v" % l] = v
+    if bug == "attention-layout":
+        # view as [S, head_dim, heads] then swap: head/channel axes scrambled
+        q = q.reshape(S, hd, nh).transpose(0, 2, 1)
+        k = k.reshape(S, hd, nkv).transpose(0, 2, 1)
+        v = v.reshape(S, hd, nkv).transpose(0, 2, 1)
+    else:
+        q = q.reshape(S, nh, hd)
+        k = k.reshape(S, nkv, hd)
+        v = v.reshape(S, nkv, hd)
+    if bug == "qk-norm":
+        q = rmsnorm(q, 1.0, REF_EPS)
+        k = rmsnorm(k, 1.0, REF_EPS)
+    positions = np.arange(S)
+    if bug == "decode-position":
+        positions = positions % ROPE_CACHE
+    theta = 500000.0 if bug == "rope-theta" else cfg.theta
+    rd = hd // 2 if bug == "partial-rope" else hd
+    cos, sin = rope_tables(positions, rd, theta)
+    if bug == "rotate-half-sign":
+        sin = -sin
+    if bug == "rope-style":
+        q = rope_interleaved(q, cos, sin)
+        k = rope_interleaved(k, cos, sin)
+    elif bug == "partial-rope":
+        q = np.concatenate([rope_half(q[..., :rd], cos, sin), q[..., rd:]], -1)
+        k = np.concatenate([rope_half(k[..., :rd], cos, sin), k[..., rd:]], -1)
+    else:
+        q = rope_half(q, cos, sin)
+        k = rope_half(k, cos, sin)
+    rep = nh // nkv
+    if bug == "gqa-repeat":
+        k = np.tile(k, (1, rep, 1))
+        v = np.tile(v, (1, rep, 1))
+    else:
+        k = np.repeat(k, rep, axis=1)
+        v = np.repeat(v, rep, axis=1)
+    sc = np.einsum("qhd,khd->hqk", q, k)
+    if bug != "softmax-scale":
+        sc = sc / np.sqrt(hd)
+    qi = np.arange(S)[:, None]
+    ki = np.arange(S)[None, :]
+    allowed = np.ones((S, S), bool) if bug == "attention-mask" else (ki <= qi)
+    if bug == "sliding-window":
+        allowed &= (qi - ki) < WINDOW
+    sc = np.where(allowed[None], sc, -np.inf)
+    sc = sc - sc.max(-1, keepdims=True)
+    pr = np.exp(sc)
+    pr /= pr.sum(-1, keepdims=True)
+    out = np.einsum("hqk,khd->qhd", pr, v).reshape(S, nh * hd)
+    Wo = W[p + "o"]
+    if bug == "weight-mapping" and l == cfg.layers // 2:
+        if Wo.shape[0] == Wo.shape[1]:
+            Wo = Wo.T
+        else:
+            perm = np.arange(nh * hd).reshape(nh, hd)[::-1].reshape(-1)
+            Wo = Wo[:, perm]
+    o = out @ Wo.T
+    if bug == "scale-multiplier":
+        o = o * 0.5
+    if sub is not None:
+        sub["layers.%d.attn.o" % l] = o
+    return o
+
+
+def mlp(x, W, l, cfg, bug, sub=None):
+    p = "l%d." % l
+    if sub is None:
+        sub = {}
+    if bug == "nan-overflow" and l == 1:
+        f16 = np.float16
+        with np.errstate(over="ignore", invalid="ignore"):
+            x16 = x.astype(f16)
+            g = (x16 @ W[p + "gate"].T.astype(f16)).astype(f16)
+            u = (x16 @ W[p + "up"].T.astype(f16)).astype(f16)
+            h = (silu(g) * u).astype(f16)
+            o = (h @ W[p + "down"].T.astype(f16)).astype(f16)
+        sub["layers.%d.mlp.gate" % l] = g.astype(np.float64)
+        sub["layers.%d.mlp.up" % l] = u.astype(np.float64)
+        sub["layers.%d.mlp.down" % l] = o.astype(np.float64)
+        return o.astype(np.float64)
+    g = x @ W[p + "gate"].T
+    u = x @ W[p + "up"].T
+    act = gelu_tanh if bug == "mlp-activation" else silu
+    h = act(u) * g if bug == "mlp-gating" else act(g) * u
+    o = h @ W[p + "down"].T
+    if bug == "mlp-bias":
+        rms = np.sqrt(np.mean(o * o))
+        o = o + 0.3 * rms * W[p + "bias"][None, :]
+    sub["layers.%d.mlp.gate" % l] = g
+    sub["layers.%d.mlp.up" % l] = u
+    sub["layers.%d.mlp.down" % l] = o
+    return o
+
+
+def forward(cfg, W, tokens, bug, subtaps=False):
+    """Return ordered dict canonical-name -> array (2-D [S, X])."""
+    L = cfg.layers
+    eps = CAND_EPS if bug == "norm-epsilon" else REF_EPS
+    plus1 = bug == "norm-formulation"
+    rnd = bf16_round if bug == "dtype-precision" else (lambda a: a)
+    taps = {}
+    sub = {} if subtaps else None
+    E = W["embed"]
+    if bug == "embedding-weights":
+        h = E[(tokens + 1) % cfg.vocab]
+    else:
+        h = E[tokens]
+    if bug == "embedding-scale":
+        h = h * np.sqrt(cfg.hidden)
+    h = rnd(h)
+    taps["embed"] = h
+    for l in range(L):
+        p = "l%d." % l
+        xn = rmsnorm(h, W[p + "attn_norm"], eps, plus1)
+        taps["layers.%d.attn_norm" % l] = xn
+        a = attention(xn, W, l, cfg, bug, sub)
+        taps["layers.%d.attn" % l] = a
+        h = h + a
+        mn = rmsnorm(h, W[p + "mlp_norm"], eps, plus1)
+        taps["layers.%d.mlp_norm" % l] = mn
+        m = mlp(mn, W, l, cfg, bug, sub)
+        taps["layers.%d.mlp" % l] = m
+        h = (mn + m) if bug == "residual-wiring" else (h + m)
+        h = rnd(h)
+        taps["layers.%d.block" % l] = h
+    fw = np.ones(cfg.hidden) if bug == "final-norm" else W["final_norm"]
+    fn = rmsnorm(h, fw, eps, plus1)
+    taps["final_norm"] = fn
+    if bug == "tied-embeddings":
+        lm = E
+    elif bug == "lm-head":
+        lm = np.roll(W["lm_head"], -1, axis=0)
+    else:
+        lm = W["lm_head"]
+    taps["logits"] = fn @ lm.T
+    if bug == "dump-offset":
+        prev = taps["embed"]
+        for l in range(L):
+            cur = taps["layers.%d.block" % l]
+            taps["layers.%d.block" % l] = prev
+            prev = cur
+    if bug == "dump-duplicate":
+        for l in range(1, L):
+            taps["layers.%d.mlp" % l] = taps["layers.0.mlp"]
+    if sub:
+        taps.update(sub)
+    return taps
+
+
+HF_NAMES = {"attn_norm": "input_layernorm", "attn": "self_attn",
+            "mlp_norm": "post_attention_layernorm", "mlp": "mlp"}
+
+
+def hf_path(name):
+    """canonical -> relative npy path (Hugging Face module paths)."""
+    if name == "embed":
+        return "model/embed_tokens.npy"
+    if name == "final_norm":
+        return "model/norm.npy"
+    if name == "logits":
+        return "lm_head.npy"
+    if name == "tokens":
+        return "tokens.npy"
+    if name.count(".") == 3:
+        _, l, tap, st = name.split(".")
+        if tap == "attn":
+            return "model/layers/%s/self_attn/%s_proj.npy" % (l, st)
+        return "model/layers/%s/mlp/%s_proj.npy" % (l, st)
+    _, l, tap = name.split(".")
+    if tap == "block":
+        return "model/layers/%s.npy" % l
+    return "model/layers/%s/%s.npy" % (l, HF_NAMES[tap])
+
+
+def write_npy_tree(out, tensors):
+    os.makedirs(out, exist_ok=True)
+    for name, a in tensors.items():
+        path = os.path.join(out, hf_path(name))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        np.save(path, a)
+
+
+def write_safetensors(out, tensors, bf16):
+    header = {}
+    blobs = []
+    off = 0
+    for name in sorted(tensors):
+        a = tensors[name]
+        if a.dtype == np.int64:
+            dt, raw = "I64", a.astype("<i8").tobytes()
+        elif bf16:
+            dt, raw = "BF16", to_bf16_bits(a).astype("<u2").tobytes()
+        else:
+            dt, raw = "F32", a.astype("<f4").tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape),
+                        "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    d = os.path.dirname(os.path.abspath(out))
+    os.makedirs(d, exist_ok=True)
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+
+
+def package(taps, tokens):
+    t = {}
+    for k, v in taps.items():
+        t[k] = np.asarray(v, dtype=np.float32)[None]
+    t["tokens"] = tokens[None].astype(np.int64)
+    return t
+
+
+def write(out, fmt, tensors):
+    if fmt == "npy":
+        write_npy_tree(out, tensors)
+    else:
+        write_safetensors(out, tensors, fmt == "bf16")
+
+
+def build(cfg):
+    if cfg.bug == "decode-position":
+        cfg.seq = max(cfg.seq, 160)
+    rng = np.random.default_rng(cfg.seed)
+    W = make_weights(cfg, rng)
+    tokens = make_tokens(cfg, W, rng)
+    if cfg.bug == "nan-overflow":
+        W["l1.gate"] = W["l1.gate"] * 300.0
+        W["l1.up"] = W["l1.up"] * 300.0
+    ref = forward(cfg, W, tokens, "none", cfg.subtaps)
+    ctok = tokens.copy()
+    if cfg.bug == "tokenizer":
+        pos = cfg.seq // 2
+        ctok[pos] = (ctok[pos] + 1) % cfg.vocab
+    cand = forward(cfg, W, ctok, cfg.bug, cfg.subtaps)
+    return package(ref, tokens), package(cand, ctok)
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bug", default="none", choices=BUGS)
+    ap.add_argument("--format", default="npy", choices=["npy", "safetensors", "bf16"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--mlp", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--theta", type=float, default=10000.0)
+    ap.add_argument("--subtaps", action="store_true",
+                    help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
+    ap.add_argument("out_ref")
+    ap.add_argument("out_cand")
+    cfg = ap.parse_args(argv)
+    if cfg.heads % cfg.kv_heads:
+        ap.error("heads must be a multiple of kv-heads")
+    if cfg.layers < 2:
+        ap.error("need at least 2 layers")
+    return cfg
+
+
+def main():
+    cfg = parse()
+    ref, cand = build(cfg)
+    write(cfg.out_ref, cfg.format, ref)
+    write(cfg.out_cand, cfg.format, cand)
+
+
+if __name__ == "__main__":
+    main()
