@@ -29,7 +29,8 @@ float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
 	return x;
 }
 
-int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol, tb_metrics *m, tb_err *err)
+int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
+			   tb_err *err)
 {
 	float r[BLOCK], c[BLOCK];
 	tb_acc acc;
@@ -42,12 +43,14 @@ int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *
 		tb_tensor_release(ref);
 		return -1;
 	}
+	if (n == 0 || n > ref->numel)
+		n = ref->numel;
 	tb_acc_init(&acc);
-	for (uint64_t off = 0; off < ref->numel; off += BLOCK) {
-		size_t n = ref->numel - off < BLOCK ? (size_t)(ref->numel - off) : BLOCK;
-		tb_tensor_read_f32(ref, off, n, r);
-		tb_tensor_read_f32(cand, off, n, c);
-		tb_acc_run(&acc, r, c, n, off, tol->atol, tol->rtol, NULL);
+	for (uint64_t off = 0; off < n; off += BLOCK) {
+		size_t k = n - off < BLOCK ? (size_t)(n - off) : BLOCK;
+		tb_tensor_read_f32(ref, off, k, r);
+		tb_tensor_read_f32(cand, off, k, c);
+		tb_acc_run(&acc, r, c, k, off, tol->atol, tol->rtol, NULL);
 	}
 	tb_tensor_release(ref);
 	tb_tensor_release(cand);

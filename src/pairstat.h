@@ -20,9 +20,11 @@
  * cannot be read or is over TB_LOAD_MAX_ELEMS. */
 float *tb_tensor_load_f32(tb_tensor *t, tb_err *err);
 
-/* Metrics of a against b as reference (no per-position profile).  Fails
+/* Metrics of a against b as reference over their first n elements (all
+ * when n is 0 or more than they have; no per-position profile).  Fails
  * when element counts differ. */
-int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol, tb_metrics *m, tb_err *err);
+int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
+			   tb_err *err);
 
 /* 1 when a and b hold the same values bit for bit (as float32, read a
  * block at a time), 0 when not, -1 and err when either cannot be read. */

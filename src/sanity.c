@@ -10,6 +10,9 @@
 #include "pairstat.h"
 #include "sanity.h"
 
+/* Elements of the first look at a shifted pair: a dump shifted by a layer
+ * is shifted everywhere, so its start already shows it. */
+#define OFFSET_SAMPLE (1u << 16)
 /* A shift must explain this share of layers, and at least two of them. */
 #define OFFSET_MIN_FRAC 0.6
 /* "Matches far better": the shifted error below this share of the aligned one. */
@@ -61,25 +64,34 @@ static bool stats_usable(const tb_cell_result *c)
 	       !c->shape_mismatch && !(c->m.nan[0] | c->m.nan[1] | c->m.inf[0] | c->m.inf[1]);
 }
 
-static double rel_between(tb_tensor *ref, tb_tensor *cand, const tb_tolerance *tol)
+/* rel_l2 of cand against ref over their first n elements (0: all). */
+static double rel_between(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol)
 {
 	tb_metrics m;
 	tb_err err;
 
-	if (!ref || !cand || ref->numel != cand->numel || tb_tensor_pair_metrics(ref, cand, tol, &m, &err) < 0)
+	if (!ref || !cand || ref->numel != cand->numel || tb_tensor_pair_metrics(ref, cand, n, tol, &m, &err) < 0)
 		return NAN;
 	return m.rel_l2;
 }
 
-/* rel_l2(cand against shifted) is below `below`?  ||c - r|| >= | ||c|| - ||r|| |
- * gives a lower bound from the norms alone, so most layers need no re-read. */
-static bool shifted_below(const tb_cell_result *aligned, const tb_cell_result *shifted, const tb_tolerance *tol,
-			  double below)
+/* Does the candidate of `aligned` match the reference of `shifted` far
+ * better (rel_l2 below better x its own)?  ||c - r|| >= | ||c|| - ||r|| |
+ * bounds it from the norms alone, and the tensors' first elements must show
+ * it too, so most layers need no full re-read. */
+static bool shifted_better(const tb_cell_result *aligned, const tb_cell_result *shifted, const tb_tolerance *tol,
+			   double aligned_rel, double better)
 {
+	tb_tensor *c = side_of(aligned, 1), *r = side_of(shifted, 0);
+	double below = better * aligned_rel;
+
 	if (stats_usable(aligned) && stats_usable(shifted) && shifted->m.l2[0] > 0 &&
 	    fabs(aligned->m.l2[1] - shifted->m.l2[0]) / shifted->m.l2[0] >= below)
 		return false;
-	return rel_between(side_of(shifted, 0), side_of(aligned, 1), tol) < below;
+	if (c->numel > OFFSET_SAMPLE &&
+	    !(rel_between(r, c, OFFSET_SAMPLE, tol) < better * rel_between(side_of(aligned, 0), c, OFFSET_SAMPLE, tol)))
+		return false;
+	return rel_between(r, c, 0, tol) < below;
 }
 
 static void check_offset(const tb_result *r, tb_sanity *s)
@@ -90,13 +102,13 @@ static void check_offset(const tb_result *r, tb_sanity *s)
 		const tb_cell_result *c = block_of(r, l);
 		if (!c || !c->ref || !c->cand)
 			continue;
-		double aligned = stats_usable(c) ? c->m.rel_l2 : rel_between(side_of(c, 0), side_of(c, 1), &r->tol);
+		double aligned = stats_usable(c) ? c->m.rel_l2 : rel_between(side_of(c, 0), side_of(c, 1), 0, &r->tol);
 		if (!(aligned > r->tol.diverge))
 			continue;
 		for (int d = 0; d < 2; d++) {
 			int other = d ? l - 1 : l + 1; /* layer -1 is the embedding output */
 			const tb_cell_result *o = other < r->n_layers ? block_of(r, other) : NULL;
-			if (o && o->ref && shifted_below(c, o, &r->tol, OFFSET_BETTER * aligned))
+			if (o && o->ref && shifted_better(c, o, &r->tol, aligned, OFFSET_BETTER))
 				votes[d]++;
 		}
 	}
