@@ -32,6 +32,13 @@ static bool compared(const tb_cell_result *c)
 	return c->ref && c->cand;
 }
 
+/* A cell's error: rel_l2 over the finite pairs, or infinite where NaN/Inf
+ * appear on one side only (an overflow is born where that starts). */
+static double error_of(const tb_cell_result *c)
+{
+	return c->m.mismatch ? INFINITY : c->m.rel_l2;
+}
+
 /* Worst rel_l2 among the inputs of cell c, looking through undumped ones. */
 static double input_error(const tb_result *r, const tb_cell *c, int hops, bool *found)
 {
@@ -46,7 +53,7 @@ static double input_error(const tb_result *r, const tb_cell *c, int hops, bool *
 			continue;
 		k = tb_result_find(r, &in);
 		if (k >= 0 && compared(&r->cells[k])) {
-			double e = r->cells[k].m.rel_l2;
+			double e = error_of(&r->cells[k]);
 			*found = true;
 			if (!(e <= worst)) /* NaN or infinite input: the worst there is */
 				worst = isnan(e) ? INFINITY : e;
@@ -89,6 +96,18 @@ static void drift_of(const tb_result *r, tb_origin *o)
 		o->drift = exp((n * sxy - sx * sy) / (n * sxx - sx * sx));
 }
 
+/* Precision drift starts within tolerance in the first layer and grows;
+ * large error from the first layer on (differing inputs) is no drift. */
+static bool drift_like(const tb_result *r, double drift)
+{
+	for (size_t i = 0; i < r->n_cells; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (compared(c) && !strcmp(c->cell.tap, "block"))
+			return isfinite(drift) && drift > 1 && error_of(c) <= c->tol.diverge;
+	}
+	return false;
+}
+
 int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *err)
 {
 	memset(o, 0, sizeof *o);
@@ -110,7 +129,8 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 			continue;
 		}
 		in = input_error(r, &c->cell, 0, &found);
-		amp = c->m.rel_l2 / fmax(in, floor_of(c));
+		/* NaN/Inf carried in from an input adds nothing here */
+		amp = isinf(error_of(c)) && isinf(in) ? 1 : error_of(c) / fmax(in, floor_of(c));
 		o->input_rel_l2[i] = in;
 		o->amplification[i] = isnan(amp) ? INFINITY : amp;
 		if (o->origin < 0 && c->status == TB_ST_DIVERGED && o->amplification[i] > factor)
@@ -121,11 +141,16 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 		const tb_cell_result *c = &r->cells[o->origin];
 		char name[96];
 		tb_cell_name(&c->cell, name, sizeof name);
-		snprintf(o->text, sizeof o->text, "error is born at %s: rel_l2 %.3g from inputs at %.3g (x%.3g)", name,
-			 c->m.rel_l2, o->input_rel_l2[o->origin], o->amplification[o->origin]);
+		if (c->m.mismatch)
+			snprintf(o->text, sizeof o->text,
+				 "error is born at %s: NaN/Inf on one side only at %llu elements, from finite inputs (rel_l2 %.3g)",
+				 name, (unsigned long long)c->m.mismatch, o->input_rel_l2[o->origin]);
+		else
+			snprintf(o->text, sizeof o->text, "error is born at %s: rel_l2 %.3g from inputs at %.3g (x%.3g)",
+				 name, c->m.rel_l2, o->input_rel_l2[o->origin], o->amplification[o->origin]);
 	} else if (r->verdict != TB_ST_MATCH) {
 		int n = snprintf(o->text, sizeof o->text, "no cell adds more than x%g to its input error", factor);
-		if (isfinite(o->drift) && (size_t)n < sizeof o->text)
+		if (drift_like(r, o->drift) && (size_t)n < sizeof o->text)
 			snprintf(o->text + n, sizeof o->text - (size_t)n,
 				 "; error grows smoothly from L0 by about x%.2g per layer: precision drift, not a broken op",
 				 o->drift);

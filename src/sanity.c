@@ -121,13 +121,24 @@ static void check_offset(const tb_result *r, tb_sanity *s)
 	}
 }
 
+/* Every element NaN/Inf, or every one the same value: equal across layers
+ * because of an overflow or an empty buffer, not because of a hook. */
+static bool degenerate(const tb_cell_result *c, int side)
+{
+	uint64_t bad = c->m.nan[side] + c->m.inf[side];
+
+	if (!c->ref || !c->cand || c->status == TB_ST_PENDING || c->status == TB_ST_MISSING || c->shape_mismatch)
+		return false;
+	return bad == c->m.n || (bad == 0 && c->m.min[side] == c->m.max[side]);
+}
+
 /* Could one side of cells a and b hold the same values?  Equal tensors have
  * equal minimum and maximum and norms equal up to summation rounding. */
 static bool maybe_equal(const tb_cell_result *a, const tb_cell_result *b, int side)
 {
 	tb_tensor *ta = side_of(a, side), *tb = side_of(b, side);
 
-	if (!ta || !tb || ta->numel != tb->numel || !ta->numel)
+	if (!ta || !tb || ta->numel != tb->numel || !ta->numel || degenerate(a, side) || degenerate(b, side))
 		return false;
 	if (!stats_usable(a) || !stats_usable(b))
 		return true;
