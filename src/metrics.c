@@ -22,6 +22,10 @@ void tb_acc_init(tb_acc *a)
 	a->rmin = a->cmin = INFINITY;
 	a->rmax = a->cmax = -INFINITY;
 	a->max_abs = -1;
+	for (int s = 0; s < 2; s++) {
+		a->lone_min[s] = INFINITY;
+		a->lone_max[s] = -INFINITY;
+	}
 }
 
 void tb_acc_merge(tb_acc *into, const tb_acc *from)
@@ -51,6 +55,23 @@ void tb_acc_merge(tb_acc *into, const tb_acc *from)
 		into->inf[s] += from->inf[s];
 	}
 	into->mismatch += from->mismatch;
+	for (int s = 0; s < 2; s++) {
+		into->lone_n[s] += from->lone_n[s];
+		into->lone_s[s] += from->lone_s[s];
+		into->lone_ss[s] += from->lone_ss[s];
+		into->lone_min[s] = fmin(into->lone_min[s], from->lone_min[s]);
+		into->lone_max[s] = fmax(into->lone_max[s], from->lone_max[s]);
+	}
+}
+
+/* v, finite on side s while its partner is not, into that side's own statistics. */
+static void add_lone(tb_acc *a, int s, double v)
+{
+	a->lone_n[s]++;
+	a->lone_s[s] += v;
+	a->lone_ss[s] += v * v;
+	a->lone_min[s] = fmin(a->lone_min[s], v);
+	a->lone_max[s] = fmax(a->lone_max[s], v);
 }
 
 /* Element i of a source, widened. */
@@ -99,6 +120,10 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 				s.mismatch++;
 			}
 			a->close += same_inf; /* numpy's isclose: equal infinities are close */
+			if (rf)
+				add_lone(a, 0, rv);
+			if (cf)
+				add_lone(a, 1, cv);
 			continue;
 		}
 		double d = cv - rv, ad = fabs(d);
@@ -238,24 +263,28 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 		      double diverge)
 {
 	double nf = a->finite ? (double)a->finite : 1;
+	/* NaN/Inf on one side and no finite pair: nothing to measure the
+	 * difference on (null in the JSON report, not a perfect 0). */
+	bool blind = a->finite == 0 && a->mismatch > 0;
 
 	memset(m, 0, sizeof *m);
 	m->n = a->n;
-	m->max_abs = a->max_abs < 0 ? 0 : a->max_abs;
-	m->mean_abs = a->sad / nf;
-	m->rel_l2 = tb_rel_l2(a->sdd, a->srr);
-	m->cosine = tb_cosine(a->src, a->srr, a->scc);
-	m->norm_ratio = tb_norm_ratio(a->scc, a->srr);
+	m->max_abs = blind ? NAN : a->max_abs < 0 ? 0 : a->max_abs;
+	m->mean_abs = blind ? NAN : a->sad / nf;
+	m->rel_l2 = blind ? NAN : tb_rel_l2(a->sdd, a->srr);
+	m->cosine = blind ? NAN : tb_cosine(a->src, a->srr, a->scc);
+	m->norm_ratio = blind ? NAN : tb_norm_ratio(a->scc, a->srr);
 	m->allclose_frac = a->n ? (double)a->close / (double)a->n : 1;
 	for (int s = 0; s < 2; s++) {
-		double sum = s ? a->sc : a->sr, sq = s ? a->scc : a->srr;
-		double mean = a->finite ? sum / nf : 0;
+		double own = (double)(a->finite + a->lone_n[s]);
+		double sum = (s ? a->sc : a->sr) + a->lone_s[s], sq = (s ? a->scc : a->srr) + a->lone_ss[s];
+		double mean = own > 0 ? sum / own : 0;
 		m->nan[s] = a->nan[s];
 		m->inf[s] = a->inf[s];
 		m->mean[s] = mean;
-		m->std[s] = a->finite ? sqrt(fmax(0, sq / nf - mean * mean)) : 0;
-		m->min[s] = a->finite ? (s ? a->cmin : a->rmin) : 0;
-		m->max[s] = a->finite ? (s ? a->cmax : a->rmax) : 0;
+		m->std[s] = own > 0 ? sqrt(fmax(0, sq / own - mean * mean)) : 0;
+		m->min[s] = own > 0 ? fmin(s ? a->cmin : a->rmin, a->lone_min[s]) : 0;
+		m->max[s] = own > 0 ? fmax(s ? a->cmax : a->rmax, a->lone_max[s]) : 0;
 		m->l2[s] = sqrt(sq);
 	}
 	m->mismatch = a->mismatch;
@@ -287,8 +316,8 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 		/* A position where NaN/Inf appear on one side is as bad as it gets,
 		 * whatever its finite elements say. */
 		m->pos_rel_l2[i] = pos[i].mismatch ? INFINITY : tb_rel_l2(pos[i].sdd, pos[i].srr);
-		m->pos_cos[i] = tb_cosine(pos[i].src, pos[i].srr, pos[i].scc);
-		m->pos_norm_ratio[i] = tb_norm_ratio(pos[i].scc, pos[i].srr);
+		m->pos_cos[i] = pos[i].mismatch ? NAN : tb_cosine(pos[i].src, pos[i].srr, pos[i].scc);
+		m->pos_norm_ratio[i] = pos[i].mismatch ? NAN : tb_norm_ratio(pos[i].scc, pos[i].srr);
 		if (m->first_bad_position < 0 && !(m->pos_rel_l2[i] <= diverge))
 			m->first_bad_position = i;
 	}

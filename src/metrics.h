@@ -44,6 +44,10 @@ typedef struct tb_acc {
 	uint64_t close;     /* pairs passing allclose */
 	uint64_t nan[2], inf[2];
 	uint64_t mismatch;  /* pairs non-finite on one side, or differently */
+	/* Per side, elements finite there whose partner is not: a side's own
+	 * statistics (mean, std, min, max, L2) add these to the finite pairs. */
+	uint64_t lone_n[2];
+	double lone_s[2], lone_ss[2], lone_min[2], lone_max[2];
 } tb_acc;
 
 /* Sums of one run, for the per-position profile. */
@@ -71,7 +75,7 @@ typedef struct tb_metrics {
 	uint64_t nan[2], inf[2], mismatch; /* [0] ref, [1] cand */
 	uint64_t worst_index;
 	float worst_ref, worst_cand;
-	double mean[2], std[2], min[2], max[2], l2[2]; /* per side, over finite pairs */
+	double mean[2], std[2], min[2], max[2], l2[2]; /* per side, over that side's finite elements */
 	int64_t n_pos;        /* positions (S of [.., S, H]); 0 when not an activation */
 	double *pos_rel_l2;   /* n_pos each, owned; infinite where NaN/Inf differ */
 	double *pos_cos;

@@ -141,3 +141,12 @@ long tb_pairing_find(const tb_pairing *p, const tb_cell *cell)
 			return (long)i;
 	return -1;
 }
+
+size_t tb_pairing_complete(const tb_pairing *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->n_pairs; i++)
+		n += p->pairs[i].ref && p->pairs[i].cand;
+	return n;
+}

@@ -47,5 +47,7 @@ void tb_pairing_free(tb_pairing *p);
 
 /* Index of the pair for a cell, or -1. */
 long tb_pairing_find(const tb_pairing *p, const tb_cell *cell);
+/* Cells with a tensor on both sides. */
+size_t tb_pairing_complete(const tb_pairing *p);
 
 #endif

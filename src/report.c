@@ -115,7 +115,7 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	cJSON_AddStringToObject(o, "ref_dtype", tb_dtype_name(c->ref->dtype));
 	cJSON_AddStringToObject(o, "cand_dtype", tb_dtype_name(c->cand->dtype));
 	cJSON_AddNumberToObject(o, "elements", (double)m->n);
-	if (m->n) {
+	if (m->n && isfinite(m->max_abs)) {
 		char idx[256];
 		tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
 		cJSON *w = cJSON_CreateObject();
@@ -386,8 +386,11 @@ static void text_cell(FILE *out, const tb_cell_result *c)
 	if (!c->ref || !c->cand)
 		return;
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
-	fprintf(out, "  rel_l2 %.3e  cosine %.6f  norm_ratio %.4f  max_abs %.3e at %s (ref %g, cand %g)\n", m->rel_l2,
-		m->cosine, m->norm_ratio, m->max_abs, idx, m->worst_ref, m->worst_cand);
+	if (isfinite(m->max_abs))
+		fprintf(out, "  rel_l2 %.3e  cosine %.6f  norm_ratio %.4f  max_abs %.3e at %s (ref %g, cand %g)\n",
+			m->rel_l2, m->cosine, m->norm_ratio, m->max_abs, idx, m->worst_ref, m->worst_cand);
+	else
+		fprintf(out, "  rel_l2 nan  cosine nan  norm_ratio nan  max_abs nan (no element finite on both sides)\n");
 	fprintf(out, "  mean_abs %.3e  allclose %.2f%%  NaN %llu/%llu  Inf %llu/%llu\n", m->mean_abs,
 		100 * m->allclose_frac, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
 		(unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);

@@ -82,11 +82,37 @@ static void test_nonfinite(void **state)
 	assert_int_equal(m.inf[1], 2);
 	/* both-NaN and equal infinities agree; 2 vs NaN and 3 vs -inf do not */
 	assert_int_equal(m.mismatch, 2);
-	/* sums cover the one finite pair */
+	/* the difference covers the one finite pair */
 	assert_near(m.rel_l2, 0, 0);
-	assert_near(m.l2[0], 1, 0);
+	/* each side's statistics cover its own finite elements: 1, 2, 3 and 1 */
+	assert_near(m.l2[0], sqrt(14), EPS);
+	assert_near(m.mean[0], 2, EPS);
+	assert_near(m.min[0], 1, 0);
+	assert_near(m.max[0], 3, 0);
+	assert_near(m.l2[1], 1, 0);
+	assert_near(m.max[1], 1, 0);
 	/* allclose: 1==1 and inf==inf pass, NaN fails */
 	assert_near(m.allclose_frac, 2 / 5.0, EPS);
+}
+
+/* NaN on one side everywhere: nothing to measure the difference on, which
+ * is not a perfect match; the finite side still has its statistics. */
+static void test_no_finite_pair(void **state)
+{
+	const float r[3] = {1, -2, 2};
+	const float c[3] = {NAN, NAN, INFINITY};
+	tb_metrics m;
+	(void)state;
+
+	finish(&m, r, c, 3);
+	assert_int_equal(m.mismatch, 3);
+	assert_true(isnan(m.rel_l2));
+	assert_true(isnan(m.cosine));
+	assert_true(isnan(m.norm_ratio));
+	assert_true(isnan(m.max_abs));
+	assert_near(m.l2[0], 3, EPS);
+	assert_near(m.min[0], -2, 0);
+	assert_near(m.allclose_frac, 0, 0);
 }
 
 static void test_allclose_boundary(void **state)
@@ -231,7 +257,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hand_computed),     cmocka_unit_test(test_zeros),
-		cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_allclose_boundary),
+		cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_no_finite_pair),
+		cmocka_unit_test(test_allclose_boundary),
 		cmocka_unit_test(test_merge_equals_single_pass), cmocka_unit_test(test_worst_first_on_ties),
 		cmocka_unit_test(test_positions),         cmocka_unit_test(test_nan_row_profile),
 		cmocka_unit_test(test_nan_position_is_bad),

@@ -27,8 +27,10 @@ static unsigned cmd_goto(tui *t, char *args)
 		tui_message(t, true, "usage: goto CELL | goto LAYER");
 		return 0;
 	}
-	long layer = strtol(args, &end, 10);
-	if (end != args && !*end) {
+	/* "L3", as the row labels read, or "3" */
+	const char *num = (args[0] == 'L' || args[0] == 'l') && isdigit((unsigned char)args[1]) ? args + 1 : args;
+	long layer = strtol(num, &end, 10);
+	if (end != num && !*end) {
 		const char *col = t->g.n_vcols ? t->g.cols[t->g.vcols[t->g.cur_c]] : "";
 		for (size_t k = 0; k < p->n_pairs; k++) {
 			if (p->pairs[k].cell.layer != layer)
@@ -206,7 +208,7 @@ static unsigned cmd_save_display(tui *t, char *args)
 
 const ui_cmd ui_cmds[] = {
 	{.name = "goto", .usage = "goto CELL | goto LAYER", .exec = cmd_goto, .complete = CMP_CELL,
-	 .help = "select a cell (L12.mlp, embed, a tensor name) or layer N in the current column"},
+	 .help = "select a cell (L12.mlp, embed, a tensor name) or layer N (12 or L12) in the current column"},
 	{.name = "tol", .usage = "tol atol=A rtol=R diverge=D max_kl=K", .exec = cmd_tol, .complete = CMP_TOL,
 	 .help = "change the tolerance (any of the keys) and compare again"},
 	{.name = "metric", .usage = "metric NAME", .exec = cmd_metric, .complete = CMP_METRIC,

@@ -231,7 +231,11 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
 	ui_fmt_num(m->worst_ref, a, sizeof a);
 	ui_fmt_num(m->worst_cand, b, sizeof b);
-	doc_line(dc, 0, "worst element %s  ref %s  cand %s   (%llu elements)", idx, a, b, (unsigned long long)m->n);
+	if (isfinite(m->max_abs))
+		doc_line(dc, 0, "worst element %s  ref %s  cand %s   (%llu elements)", idx, a, b,
+			 (unsigned long long)m->n);
+	else
+		doc_line(dc, 0, "no element finite on both sides   (%llu elements)", (unsigned long long)m->n);
 	if (c->logits) {
 		const tb_logit_metrics *l = c->logits;
 		doc_line(dc, 0, "logits: kl_mean %.4g  kl_last %.4g  kl_max %.4g  top1_agree %.4f  top5_overlap %.4f",
@@ -301,6 +305,13 @@ static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
 	snprintf(b, sizeof b, "%.6f", m->pos_cos[d->pos]);
 	ui_fmt_num(m->pos_norm_ratio[d->pos], e, sizeof e);
 	doc_line(dc, ui_attr(UI_STATUS), "pos %lld: rel_l2 %s  cosine %s  norm_ratio %s", (long long)d->pos, a, b, e);
+	if (c->logits && d->pos < c->logits->n_pos) {
+		const tb_logit_row *lr = &c->logits->rows[d->pos];
+		doc_line(dc, ui_attr(UI_STATUS), "pos %lld: KL %.4g  top-1 ref %lld cand %lld (%s)  logprob %.4g / %.4g  top-5 common %d/5",
+			 (long long)d->pos, lr->kl, (long long)lr->top1[0], (long long)lr->top1[1],
+			 lr->top1[0] == lr->top1[1] ? "agree" : "differ", lr->top1_logprob[0], lr->top1_logprob[1],
+			 lr->top5_common);
+	}
 	if (d->chan_pos != d->pos)
 		return;
 	doc_line(dc, ui_attr(UI_TITLE), "worst channels at pos %lld:  %-16s %11s %11s %11s", (long long)d->pos, "index",

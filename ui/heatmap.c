@@ -188,7 +188,8 @@ static void draw_header(tui *t, WINDOW *w)
 		ui_put(w, 0, x, ui_attr(UI_GOOD), "no cell diverged");
 		x += 18;
 	}
-	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", p->n_pairs, p->n_unp[0], p->n_unp[1]);
+	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", tb_pairing_complete(p), p->n_unp[0],
+	       p->n_unp[1]);
 	char tol[128], ref[512], cand[512];
 	int n = snprintf(tol, sizeof tol, "atol %g rtol %g diverge %g", t->tol.atol, t->tol.rtol, t->tol.diverge);
 	int room = (t->cols - n - 13) / 2;

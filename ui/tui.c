@@ -198,6 +198,23 @@ tb_diag_opts tui_diag_opts(const tui *t)
 	return o;
 }
 
+/* A comparison at a new tolerance is no pass (the files did not change):
+ * the banner says where the first divergence is now, instead of the last
+ * pass's movement. */
+static void tolerance_banner(tui *t)
+{
+	char cell[96] = "none";
+
+	if (t->res->first_div >= 0)
+		tb_cell_name(&t->res->cells[t->res->first_div].cell, cell, sizeof cell);
+	snprintf(t->banner, sizeof t->banner,
+		 "tolerance atol=%g rtol=%g diverge=%g max_kl=%g: first divergence %s (passes keep the tolerance they ran with)",
+		 t->tol.atol, t->tol.rtol, t->tol.diverge, t->tol.max_kl, cell);
+	t->banner_bad = false;
+	t->banner_good = false;
+	tui_message(t, false, "compared at the new tolerance");
+}
+
 /* The comparison finished: diagnose it (origin, dump checks, causes of the
  * first divergence); a load is a pass. */
 static void job_done(tui *t)
@@ -219,6 +236,8 @@ static void job_done(tui *t)
 	t->exit_code = t->res && t->res->verdict == TB_ST_DIVERGED ? TB_EXIT_DIVERGED : TB_EXIT_OK;
 	if (t->res && t->job_is_pass)
 		tui_record_pass(t);
+	else if (t->res)
+		tolerance_banner(t);
 	t->job_is_pass = false;
 }
 

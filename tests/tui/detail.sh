@@ -78,6 +78,7 @@ expect_clean_exit n "quit" 1
 
 tui_start m 80 24 -- mref mcand
 wait_for m "no cell diverged" || bail_out "the heatmap did not come up"
+expect_screen m "the header counts only cells with both sides as paired" "paired 22  unpaired 1/0"
 expect_line m "a missing cell is drawn apart from matching ones" '^L1 +\. 0\.0e\+00  \. 0\.0e\+00  \. 0\.0e\+00  - no cand  \. 0\.0e\+00$'
 keys m : "goto L1.mlp" Enter
 expect_screen m "status line of a missing cell" "L1.mlp missing: only in the reference"
@@ -85,5 +86,14 @@ keys m Enter
 expect_screen m "detail of a missing cell" "cand  (not in this tree)"
 keys m q q
 expect_clean_exit m "missing is not diverged: exit 0" 0
+
+# The logits cell: the selected position's KL, top-1 of each side and logprobs.
+tui_start g 100 40 -- ref cand
+wait_for g "first divergence L2.mlp" || bail_out "the heatmap did not come up"
+keys g G Enter
+expect_line g "logits detail: the position's KL, top-1 ids and logprobs" \
+	'^pos [0-9]+: KL [0-9.e+-]+  top-1 ref [0-9]+ cand [0-9]+ \((agree|differ)\)  logprob -?[0-9.e+-]+ / -?[0-9.e+-]+  top-5 common [0-5]/5$'
+keys g q q
+expect_clean_exit g "quit from the logits detail" 1
 
 tap_done

@@ -19,6 +19,8 @@ keys p "goto L2.mlp" Enter
 expect_screen p "goto CELL selects it" "L2.mlp diverged: rel_l2"
 keys p : "goto 3" Enter
 expect_screen p "goto LAYER keeps the column" "L3.mlp diverged"
+keys p : "goto L1" Enter
+expect_screen p "goto L1, as the row label reads" "L1.mlp diverged"
 keys p : "goto model.layers.0.self_attn" Enter
 expect_screen p "goto TENSOR-NAME" "L0.attn match"
 keys p : "goto L9.attn" Enter
@@ -42,6 +44,8 @@ expect_screen p "filter with a bad regex says so" "filter: bad regular expressio
 keys p : "tol diverge=1 max_kl=100" Enter
 expect_screen p "tol recompares with the new tolerance" "CLOSE  no cell diverged"
 expect_screen p "tol: the header shows it" "atol 0.0001 rtol 0.0001 diverge 1  ref ref"
+expect_screen p "tol: the banner says where the first divergence is now" "diverge=1 max_kl=100: first divergence none"
+expect_screen p "tol: the status line says the comparison is done" "compared at the new tolerance"
 keys p : "tol atol=1 rtol=0 diverge=0.01 max_kl=0.015" Enter
 expect_screen p "tol with several keys" "atol 1 rtol 0 diverge 0.01"
 expect_screen p "tol: statuses follow the new tolerance" "DIVERGED  first divergence L1.attn"
