@@ -541,6 +541,12 @@ static void start_curses(tui *t, FILE *script)
 	nonl();
 	if (!getenv("ESCDELAY"))
 		set_escdelay(50);
+	/* Home and End as tmux, screen and the Linux console send them, which
+	 * some terminfo entries (xterm's) lack: unknown, they read as Esc. */
+	define_key("\033[1~", KEY_HOME);
+	define_key("\033[4~", KEY_END);
+	define_key("\033[7~", KEY_HOME);
+	define_key("\033[8~", KEY_END);
 	ui_theme_init();
 	mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED, NULL);
 	mouseinterval(0);

@@ -87,6 +87,18 @@ expect_screen m "detail of a missing cell" "cand  (not in this tree)"
 keys m q q
 expect_clean_exit m "missing is not diverged: exit 0" 0
 
+# Home and End as tmux sends them under TERM=xterm-256color, whose terminfo
+# entry has other sequences: they scroll the detail, they are not Esc.
+tui_start x 100 30 TERM=xterm-256color -- ref cand
+wait_for x "first divergence L2.mlp" || bail_out "the heatmap did not come up"
+keys x f Enter End
+expect_line x "End under xterm's entry scrolls to the bottom of the detail" '^ +histogram|^\|diff\||causes'
+expect_line x "... and stays in the detail" '^L2\.mlp  diverged'
+keys x Home
+expect_screen x "Home scrolls back to the top" "statistic "
+keys x q q
+expect_clean_exit x "quit after Home/End" 1
+
 # The logits cell: the selected position's KL, top-1 of each side and logprobs.
 tui_start g 100 40 -- ref cand
 wait_for g "first divergence L2.mlp" || bail_out "the heatmap did not come up"
