@@ -222,6 +222,13 @@ static void draw_legend(tui *t, WINDOW *w, int y)
 		snprintf(marks, sizeof marks, ".match<=%.0e ~close Xdiverged -missing", mm);
 	else
 		snprintf(marks, sizeof marks, ".match<=%.0e ~close Xdiverged>%.0e -missing", mm, dm);
+	/* too wide (a long scale name at 80 columns): the glyphs keep their thresholds */
+	if (x + (int)strlen(marks) > t->cols) {
+		if (isnan(dm))
+			snprintf(marks, sizeof marks, ".<=%.0e ~close X -missing", mm);
+		else
+			snprintf(marks, sizeof marks, ".<=%.0e ~close X>%.0e -missing", mm, dm);
+	}
 	ui_put(w, y, x, ui_attr(UI_MARK), "%s", marks);
 }
 

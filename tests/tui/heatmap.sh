@@ -39,7 +39,9 @@ expect_screen main "g: first row" "embed match"
 keys main m
 expect_screen main "m: metric cosine, legend on 1-cosine" "1-cosine 1e-12"
 expect_line main "m: cells show the cosine" '^L0 +\.  1\.0000'
-keys main m m m m
+keys main m m
+expect_line main "m: a long scale name keeps the whole legend in 80 columns" '^\|norm_ratio-1\| 1e-08 .* \.<=1e-04 ~close X>1e-02 -missing$'
+keys main m m
 expect_screen main "m: metric added, legend on amplification" "amplification 1e-02"
 keys main m
 expect_screen main "m cycles back to rel_l2" "rel_l2 1e-08"
