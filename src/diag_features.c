@@ -17,7 +17,8 @@ const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 /* Similarity that counts as "the same row / head". */
 #define SAME_COS 0.98
 /* How much the error must jump at a window boundary, and how exact the
- * positions before it must be (a window changes nothing there). */
+ * positions before it must be (a window changes nothing there: what they
+ * may carry is the error of the cell's inputs, a precision floor). */
 #define WINDOW_JUMP 10.0
 #define WINDOW_EXACT 1e-4
 
@@ -215,7 +216,7 @@ static double early_ratio(const double *e, int64_t S)
 	return med > 0 ? early / med : NAN;
 }
 
-static void position_profile(const tb_cell_result *t, double *v)
+static void position_profile(const tb_cell_result *t, double input_rel, double *v)
 {
 	const tb_metrics *m = &t->m;
 	int64_t S = m->n_pos, bad = 0, ratios = 0;
@@ -274,7 +275,8 @@ static void position_profile(const tb_cell_result *t, double *v)
 			before = fmax(before, m->pos_rel_l2[p]);
 		for (int64_t p = w; p < S; p++)
 			after += !(m->pos_rel_l2[p] <= d);
-		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before && before <= WINDOW_EXACT)
+		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before &&
+		    before <= fmax(WINDOW_EXACT, 2 * input_rel))
 			v[TB_F_WINDOW] = (double)w;
 	}
 }
@@ -607,7 +609,7 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		v[TB_F_AT_ATTN] = 1;
 	}
 	scale_and_direction(prof, v);
-	position_profile(prof, v);
+	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
 	if (in->origin) {
 		long o = in->origin->origin;
 		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));

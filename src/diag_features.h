@@ -78,7 +78,7 @@
 	X(BAD_POS_FRAC, "bad_pos_frac", "fraction", "positions above --diverge")                              \
 	X(LAST_POS_OK, "last_pos_ok", "bool", "the last position is within --diverge")                        \
 	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches (non-causal attention)") \
-	X(WINDOW, "window", "position", "W when positions < W are exact (rel_l2 at most 1e-4), the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
+	X(WINDOW, "window", "position", "W when positions < W are exact (rel_l2 at most 1e-4, or twice the inputs' error), the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
 	X(LATE_ONLY, "late_only", "bool", "the first bad position is 100 or later")                           \
 	X(POS_GROWTH, "pos_growth", "slope", "slope of log rel_l2 against log position (1: error proportional to position)") \
 	X(EARLY_SMALL, "early_small", "bool", "error at position 1 is under a tenth of the largest")          \

@@ -86,6 +86,17 @@ weight-mapping|--sub|weight-mapping|1
 scale-multiplier|--sub|scale-multiplier|1
 TABLE
 
+# A float32 reference against a bfloat16 candidate: every cell carries
+# rounding error, so nothing upstream is exact and no position is.
+for bug in sliding-window weight-mapping rope-style mlp-gating; do
+	dir=$T/mixed-$bug
+	"$MKDEMO" --seed 5 --ref-only --bug "$bug" "$dir/ref" >/dev/null || bail_out "mkdemo --ref-only failed"
+	"$MKDEMO" --seed 5 --cand-only --bug "$bug" --format safetensors --dtype bf16 "$dir/cand" >/dev/null ||
+		bail_out "mkdemo --cand-only failed"
+	run_cmd "$TBISECT" check --json --no-history "$dir/ref" "$dir/cand"
+	check_that "f32 reference, bf16 candidate: $bug ranked first" test "$(rank_of "$bug")" = 1
+done
+
 # An output projection (o_proj, down_proj) is dumped before its group and is
 # the first divergence, as the contract orders it; the diagnosis reads the
 # group's cell, the same tensor.
