@@ -334,6 +334,10 @@ static int check_names_and_spans(tb_zip *z, span *spans, tb_err *err)
 		if (e->usize > TB_ZIP_MAX_INFLATE - inflate_total)
 			return tb_err_set(err, f->path, "zip: deflated members would inflate to more than the %llu-byte cap (member '%s')",
 					  (unsigned long long)TB_ZIP_MAX_INFLATE, e->name);
+		if (e->usize > TB_ZIP_RATIO_FLOOR && e->usize / TB_ZIP_MAX_RATIO > e->csize)
+			return tb_err_set(err, f->path, "zip: member '%s' would inflate %llu-fold (%llu bytes from %llu): a zip bomb?",
+					  e->name, (unsigned long long)(e->usize / (e->csize ? e->csize : 1)),
+					  (unsigned long long)e->usize, (unsigned long long)e->csize);
 		inflate_total += e->usize;
 	}
 	return 0;

@@ -28,6 +28,11 @@
 /* Cap on the declared uncompressed size of all deflated members of one
  * archive together: inflated members live in memory while compared. */
 #define TB_ZIP_MAX_INFLATE (4ull << 30)
+/* A deflated member larger than this inflating more than TB_ZIP_MAX_RATIO
+ * fold is a bomb, not a tensor: deflate tops out near 1032:1, which only a
+ * run of one repeated byte reaches, and a tensor that size is no dump. */
+#define TB_ZIP_RATIO_FLOOR (256ull << 20)
+#define TB_ZIP_MAX_RATIO 1000
 /* Cap on the number of members of one archive. */
 #define TB_ZIP_MAX_ENTRIES 1000000
 

@@ -124,6 +124,9 @@ bad "$B/bomb_ratio.npz" "declares 5368709120 bytes, more than deflate can make o
 "$FMTGEN" bomb "$B/bomb_small.npz" 67108864 1048576 || bail_out "fmtgen bomb failed"
 bad "$B/bomb_small.npz" "npy data truncated" "bomb: 64 MiB stream declared as 1 MiB"
 "$FMTGEN" bomb "$W/bomb_ok.npz" 67108864 || bail_out "fmtgen bomb failed"
+# declared truly, under the total cap, but 300 MiB from 300 KiB: never inflated
+"$FMTGEN" bomb "$B/bomb_true.npz" 314572800 || bail_out "fmtgen bomb failed"
+bad "$B/bomb_true.npz" "would inflate 1" "bomb: 300 MiB of zeros declared truly, 1000-fold"
 
 # --- npz members ---
 zip1 "$B/npz_text.npz" x.npy="$W/text"
