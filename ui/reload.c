@@ -72,7 +72,10 @@ static void reload_failed(tui *t, const char *why)
 	snprintf(t->reload_err, sizeof t->reload_err, "%s", why);
 	if (t->res)
 		t->stale = true;
-	tui_message(t, true, "reload failed, showing the last good view: %s", why);
+	if (t->stack[t->depth - 1] == &heatmap_screen)
+		tui_message(t, true, "reload failed: the last good view stays (the error is under the grid)");
+	else
+		tui_message(t, true, "reload failed, showing the last good view: %s", why);
 }
 
 int tui_reload(tui *t)

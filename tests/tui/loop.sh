@@ -89,6 +89,7 @@ check_that "stuck: the banner is in the error style" banner_style w "first diver
 # --- a broken file keeps the last good view, with the error ---
 head -c 1000 "$W/pass3/activations.safetensors" >"$F"
 expect_screen w "broken file: the error is shown" "reload failed, showing the last good view: port/activations.safetensors:"
+expect_screen w "broken file: the status line points to it, not repeats it" "reload failed: the last good view stays (the error is under the grid)"
 expect_screen w "broken file: and what is wrong with it" "safetensors: header length 1936 runs past the end of the file"
 expect_screen w "broken file: the last good view stays" "first divergence L0.mlp pos 0"
 expect_screen w "broken file: the last pass stays in the banner" "pass 5: first divergence still L0.mlp"
