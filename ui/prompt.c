@@ -51,12 +51,18 @@ static void redisplay_cb(void)
 
 static void run_search(tui *t, const char *line)
 {
+	char why[128];
+	int found;
+
 	if (*line)
 		snprintf(t->search, sizeof t->search, "%s", line);
 	if (!t->search[0])
 		return;
-	if (tui_search(t, t->search, 1))
+	found = tui_search(t, t->search, 1, why, sizeof why);
+	if (found > 0)
 		t->depth = 1;
+	else if (found < 0)
+		tui_message(t, true, "search: bad regular expression '%s': %s", t->search, why);
 	else
 		tui_message(t, true, "search: nothing matches '%s'", t->search);
 }

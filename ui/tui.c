@@ -297,14 +297,21 @@ void tui_push(tui *t, const screen_ops *s)
 		t->stack[t->depth++] = s;
 }
 
-bool tui_search(tui *t, const char *pattern, int dir)
+int tui_search(tui *t, const char *pattern, int dir, char *why, size_t size)
 {
 	const tb_pairing *p = t->sess.pairing;
 	long n = (long)p->n_pairs, start = grid_selected(&t->g);
 	regex_t re;
+	int rc = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB | REG_ICASE);
 
-	if (n == 0 || regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB | REG_ICASE) != 0)
-		return false;
+	if (rc != 0) {
+		regerror(rc, &re, why, size);
+		return -1;
+	}
+	if (n == 0) {
+		regfree(&re);
+		return 0;
+	}
 	for (long k = 1; k <= n; k++) {
 		long i = ((start < 0 ? -dir : start) + dir * k + n * 2) % n;
 		char name[128];
@@ -312,11 +319,11 @@ bool tui_search(tui *t, const char *pattern, int dir)
 		if (!regexec(&re, name, 0, NULL, 0) || (p->pairs[i].ref && !regexec(&re, p->pairs[i].ref->name, 0, NULL, 0)) ||
 		    (p->pairs[i].cand && !regexec(&re, p->pairs[i].cand->name, 0, NULL, 0))) {
 			regfree(&re);
-			return grid_select(&t->g, i);
+			return grid_select(&t->g, i) ? 1 : 0;
 		}
 	}
 	regfree(&re);
-	return false;
+	return 0;
 }
 
 int tui_save_display(tui *t, const char *path)

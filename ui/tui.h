@@ -176,8 +176,9 @@ bool tui_refuse_stale(tui *t, const tb_cell_result *c);
 int tui_save_display(tui *t, const char *path);
 
 /* Select the next cell (dir +1 / -1) after the cursor whose cell or tensor
- * name matches pattern (POSIX extended regex); false when none. */
-bool tui_search(tui *t, const char *pattern, int dir);
+ * name matches pattern (POSIX extended regex): 1, or 0 when none does, or
+ * -1 with the regex error in why when the pattern is not a regex. */
+int tui_search(tui *t, const char *pattern, int dir, char *why, size_t size);
 
 /* The `:` commands (cmdline.c). */
 typedef enum cmd_completion { CMP_NONE, CMP_CELL, CMP_METRIC, CMP_TOL, CMP_FILE } cmd_completion;

@@ -86,6 +86,8 @@ keys p / Enter
 expect_screen p "/ with no pattern repeats the search" "final_norm"
 keys p / "nosuchtensor" Enter
 expect_screen p "/ says when nothing matches" "search: nothing matches 'nosuchtensor'"
+keys p / "[" Enter
+expect_screen p "/ says when the pattern is no regex, as :filter does" "search: bad regular expression '['"
 
 keys p : "help" Enter
 expect_screen p "help opens the help screen" "tbisect help"
