@@ -615,7 +615,9 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));
 		v[TB_F_AMPLIFICATION] = in->origin->amplification[target];
 	}
-	if (v[TB_F_AT_ATTN] == 1 || v[TB_F_AT_ATTN_SUB] == 1)
+	/* Heads are separate only before o_proj mixes them: in q, k, v (and
+	 * other attention sub-taps), not in the attention output. */
+	if (v[TB_F_AT_ATTN_SUB] == 1)
 		head_features(t, heads_for(in, t), v);
 	if (v[TB_F_AT_EMBED] == 1)
 		embed_shift(t, v);

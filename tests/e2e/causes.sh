@@ -97,6 +97,14 @@ for bug in sliding-window weight-mapping rope-style mlp-gating; do
 	check_that "f32 reference, bf16 candidate: $bug ranked first" test "$(rank_of "$bug")" = 1
 done
 
+# Head counts given: o_proj has mixed the heads of the attention output, so
+# per-head evidence applies to q/k/v only and must not sink these.
+for bug in attention-layout gqa-repeat rope-style; do
+	"$MKDEMO" --seed 3 --bug "$bug" "$T/heads-$bug/ref" "$T/heads-$bug/cand" >/dev/null || bail_out "mkdemo failed"
+	run_cmd "$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/heads-$bug/ref" "$T/heads-$bug/cand"
+	check_that "--heads 8 --kv-heads 2: $bug ranked first" test "$(rank_of "$bug")" = 1
+done
+
 # An output projection (o_proj, down_proj) is dumped before its group and is
 # the first divergence, as the contract orders it; the diagnosis reads the
 # group's cell, the same tensor.
