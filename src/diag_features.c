@@ -40,21 +40,10 @@ static bool ok_status(const tb_cell_result *c)
 	return c->status == TB_ST_MATCH || c->status == TB_ST_CLOSE;
 }
 
-static const tb_cell_result *find(const tb_result *r, int layer, const char *tap)
-{
-	tb_cell c;
-	long k;
-
-	c.layer = layer;
-	snprintf(c.tap, sizeof c.tap, "%s", tap);
-	k = tb_result_find(r, &c);
-	return k >= 0 ? &r->cells[k] : NULL;
-}
-
 /* 1/0 for a sibling's state, NaN when it was not dumped on both sides. */
 static double sibling_ok(const tb_result *r, int layer, const char *tap)
 {
-	const tb_cell_result *c = find(r, layer, tap);
+	const tb_cell_result *c = tb_result_cell(r, layer, tap);
 
 	return compared(c) ? ok_status(c) : NAN;
 }
@@ -117,7 +106,7 @@ static void global_counts(const tb_result *r, double *v)
 {
 	size_t compared_n = 0, div = 0, close = 0;
 	bool only_logits = true, only_fl = true, fn_div = false, lg_div = false, nan_any = false;
-	const tb_cell_result *fn = find(r, -1, "final_norm");
+	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm");
 
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
@@ -409,51 +398,48 @@ out:
 	free(G);
 }
 
+typedef struct bias_ctx {
+	double *sum; /* per channel: sum of the finite differences */
+	double total; /* sum of their squares */
+	int64_t H;
+} bias_ctx;
+
+static int bias_block(void *ctx, const float *r, const float *c, size_t n, uint64_t off)
+{
+	bias_ctx *bc = ctx;
+	int64_t h = (int64_t)(off % (uint64_t)bc->H);
+
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)c[i] - r[i];
+		if (isfinite(d)) {
+			bc->sum[h] += d;
+			bc->total += d * d;
+		}
+		if (++h == bc->H)
+			h = 0;
+	}
+	return 0;
+}
+
 /* Share of the error a per-channel constant offset explains.  Streamed a
  * block at a time: the target may be the logits, far larger than a row. */
 static void bias_fraction(const tb_cell_result *t, double *v)
 {
-	enum { BLOCK = 1 << 14 };
-	int64_t S, H, rows;
-	float r[BLOCK], c[BLOCK];
-	double *sum = NULL, total = 0, explained = 0;
-	tb_tensor *tr = (tb_tensor *)t->ref, *tc = (tb_tensor *)t->cand;
+	int64_t S, H;
+	double explained = 0;
+	bias_ctx bc;
 	tb_err err;
 
 	if (!rows_of(t, &S, &H))
 		return;
-	rows = (int64_t)(tr->numel / (uint64_t)H);
-	sum = calloc((size_t)H, sizeof *sum);
-	if (!sum)
-		return;
-	if (tb_tensor_acquire(tr, &err) < 0)
-		goto out;
-	if (tb_tensor_acquire(tc, &err) < 0) {
-		tb_tensor_release(tr);
-		goto out;
+	bc = (bias_ctx){calloc((size_t)H, sizeof *bc.sum), 0, H};
+	if (bc.sum && tb_tensor_pair_blocks((tb_tensor *)t->ref, (tb_tensor *)t->cand, 0, bias_block, &bc, &err) == 0) {
+		double rows = (double)(t->ref->numel / (uint64_t)H);
+		for (int64_t h = 0; h < H; h++)
+			explained += bc.sum[h] * bc.sum[h] / rows;
+		v[TB_F_BIAS_FRAC] = bc.total > 0 ? explained / bc.total : NAN;
 	}
-	for (uint64_t off = 0; off < tr->numel; off += BLOCK) {
-		size_t n = tr->numel - off < BLOCK ? (size_t)(tr->numel - off) : BLOCK;
-		int64_t h = (int64_t)(off % (uint64_t)H);
-		tb_tensor_read_f32(tr, off, n, r);
-		tb_tensor_read_f32(tc, off, n, c);
-		for (size_t i = 0; i < n; i++) {
-			double d = (double)c[i] - r[i];
-			if (isfinite(d)) {
-				sum[h] += d;
-				total += d * d;
-			}
-			if (++h == H)
-				h = 0;
-		}
-	}
-	tb_tensor_release(tr);
-	tb_tensor_release(tc);
-	for (int64_t h = 0; h < H; h++)
-		explained += sum[h] * sum[h] / (double)rows;
-	v[TB_F_BIAS_FRAC] = total > 0 ? explained / total : NAN;
-out:
-	free(sum);
+	free(bc.sum);
 }
 
 /* The S x S logits of the prompt's own tokens, l[p][q] = logits[p][tok[q]]
@@ -527,7 +513,8 @@ out:
 static void tie_features(const tb_diag_input *in, double *v)
 {
 	const tb_result *r = in->result;
-	const tb_cell_result *fn = find(r, -1, "final_norm"), *em = find(r, -1, "embed"), *lg = find(r, -1, "logits");
+	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm"), *em = tb_result_cell(r, -1, "embed");
+	const tb_cell_result *lg = tb_result_cell(r, -1, "logits");
 	size_t n;
 	int64_t *tok;
 
@@ -563,7 +550,7 @@ static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_resu
 
 	if (!parent || strcmp(parent, "attn") != 0)
 		return t;
-	a = find(r, t->cell.layer, "attn");
+	a = tb_result_cell(r, t->cell.layer, "attn");
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 

@@ -1,6 +1,5 @@
 #include "config.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "diagnose.h"
@@ -10,19 +9,15 @@
  * cell, whose patterns the rules describe. */
 static long group_cell(const tb_result *r, long target)
 {
-	const tb_cell_result *t;
-	tb_cell parent;
-	long k;
+	const tb_cell_result *t, *g;
 
 	if (target < 0 || (size_t)target >= r->n_cells)
 		return target;
 	t = &r->cells[target];
 	if (!tb_tap_is_group_output(t->cell.tap))
 		return target;
-	parent.layer = t->cell.layer;
-	snprintf(parent.tap, sizeof parent.tap, "%s", tb_tap_parent(t->cell.tap));
-	k = tb_result_find(r, &parent);
-	return k >= 0 && r->cells[k].status == TB_ST_DIVERGED ? k : target;
+	g = tb_result_cell(r, t->cell.layer, tb_tap_parent(t->cell.tap));
+	return g && g->status == TB_ST_DIVERGED ? g - r->cells : target;
 }
 
 /* Features and causes of one cell, given the model-wide findings. */

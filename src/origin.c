@@ -27,6 +27,17 @@ long tb_result_find(const tb_result *r, const tb_cell *c)
 	return -1;
 }
 
+const tb_cell_result *tb_result_cell(const tb_result *r, int layer, const char *tap)
+{
+	tb_cell c;
+	long k;
+
+	c.layer = layer;
+	snprintf(c.tap, sizeof c.tap, "%s", tap);
+	k = tb_result_find(r, &c);
+	return k < 0 ? NULL : &r->cells[k];
+}
+
 static bool compared(const tb_cell_result *c)
 {
 	return c->ref && c->cand;

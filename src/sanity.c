@@ -31,17 +31,6 @@ static int add_warning(tb_sanity *s, const char *id, const char *text)
 	return 0;
 }
 
-static const tb_cell_result *cell_of(const tb_result *r, int layer, const char *tap)
-{
-	tb_cell c;
-	long k;
-
-	c.layer = layer;
-	snprintf(c.tap, sizeof c.tap, "%s", tap);
-	k = tb_result_find(r, &c);
-	return k < 0 ? NULL : &r->cells[k];
-}
-
 static tb_tensor *side_of(const tb_cell_result *c, int side)
 {
 	if (!c)
@@ -52,16 +41,23 @@ static tb_tensor *side_of(const tb_cell_result *c, int side)
 /* A layer's block output; layer -1 is the embedding output. */
 static const tb_cell_result *block_of(const tb_result *r, int layer)
 {
-	return layer < 0 ? cell_of(r, -1, "embed") : cell_of(r, layer, "block");
+	return layer < 0 ? tb_result_cell(r, -1, "embed") : tb_result_cell(r, layer, "block");
 }
 
-/* The comparison's per-side statistics are over pairs where both sides are
- * finite, so they describe one side's tensor alone only when nothing is
- * NaN or Inf; they let the checks below skip re-reading tensors. */
-static bool stats_usable(const tb_cell_result *c)
+/* Both sides compared element by element: the cell has statistics. */
+static bool measured(const tb_cell_result *c)
 {
 	return c && c->ref && c->cand && c->status != TB_ST_PENDING && c->status != TB_ST_MISSING &&
-	       !c->shape_mismatch && !(c->m.nan[0] | c->m.nan[1] | c->m.inf[0] | c->m.inf[1]);
+	       !c->shape_mismatch;
+}
+
+/* The comparison's statistics let the checks below skip re-reading
+ * tensors.  With NaN or Inf anywhere in the cell its rel_l2 covers only
+ * the finite pairs while each side's norm covers that side's own finite
+ * elements, so the bounds drawn from them would not hold. */
+static bool stats_usable(const tb_cell_result *c)
+{
+	return measured(c) && !(c->m.nan[0] | c->m.nan[1] | c->m.inf[0] | c->m.inf[1]);
 }
 
 /* rel_l2 of cand against ref over their first n elements (0: all). */
@@ -127,7 +123,7 @@ static bool degenerate(const tb_cell_result *c, int side)
 {
 	uint64_t bad = c->m.nan[side] + c->m.inf[side];
 
-	if (!c->ref || !c->cand || c->status == TB_ST_PENDING || c->status == TB_ST_MISSING || c->shape_mismatch)
+	if (!measured(c))
 		return false;
 	return bad == c->m.n || (bad == 0 && c->m.min[side] == c->m.max[side]);
 }
@@ -158,9 +154,9 @@ static int duplicates_of_tap(const tb_result *r, int side, const char *tap)
 	if (!dup)
 		return 0;
 	for (int a = 0; a < r->n_layers; a++) {
-		const tb_cell_result *ca = cell_of(r, a, tap);
+		const tb_cell_result *ca = tb_result_cell(r, a, tap);
 		for (int b = a + 1; b < r->n_layers; b++) {
-			const tb_cell_result *cb = cell_of(r, b, tap);
+			const tb_cell_result *cb = tb_result_cell(r, b, tap);
 			if ((dup[a] && dup[b]) || !maybe_equal(ca, cb, side))
 				continue;
 			if (tb_tensors_equal(side_of(ca, side), side_of(cb, side), &err) == 1)
