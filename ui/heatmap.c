@@ -217,17 +217,16 @@ static void draw_legend(tui *t, WINDOW *w, int y)
 	x += SWATCH_W + 1;
 	ui_put(w, y, x, ui_attr(UI_DIM), "%.0e", mt->hi);
 	x += 7;
-	char marks[160];
-	if (isnan(dm))
-		snprintf(marks, sizeof marks, ".match<=%.0e ~close Xdiverged -missing", mm);
-	else
-		snprintf(marks, sizeof marks, ".match<=%.0e ~close Xdiverged>%.0e -missing", mm, dm);
-	/* too wide (a long scale name at 80 columns): the glyphs keep their thresholds */
-	if (x + (int)strlen(marks) > t->cols) {
-		if (isnan(dm))
-			snprintf(marks, sizeof marks, ".<=%.0e ~close X -missing", mm);
-		else
-			snprintf(marks, sizeof marks, ".<=%.0e ~close X>%.0e -missing", mm, dm);
+	char marks[160], over[32] = "";
+	if (!isnan(dm))
+		snprintf(over, sizeof over, ">%.0e", dm);
+	/* Too wide (a long scale name at 80 columns): the words go, the glyphs
+	 * keep their thresholds. */
+	for (int words = 1; words >= 0; words--) {
+		snprintf(marks, sizeof marks, ".%s<=%.0e ~close X%s%s -missing", words ? "match" : "", mm,
+			 words ? "diverged" : "", over);
+		if (x + (int)strlen(marks) <= t->cols)
+			break;
 	}
 	ui_put(w, y, x, ui_attr(UI_MARK), "%s", marks);
 }
