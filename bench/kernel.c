@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "logits.h"
-#include "metrics.h"
-#include "simd.h"
+#include "compare/logits.h"
+#include "compare/metrics.h"
+#include "base/simd.h"
 
 static double now(void)
 {

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "session.h"
+#include "model/session.h"
 
 static double since_boot(void)
 {

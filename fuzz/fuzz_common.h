@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tree.h"
+#include "formats/tree.h"
 
 /* Tensors larger than this are only partly decoded (keeps each run fast). */
 #define FUZZ_MAX_READ 65536

@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "fuzz_common.h"
-#include "naming.h"
+#include "model/naming.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "fuzz_common.h"
-#include "zip.h"
+#include "formats/zip.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "demobugs.h"
-#include "taps.h"
+#include "model/taps.h"
 
 const demo_bug_info demo_bugs[DEMO_N_BUGS] = {
 #define DEMO_BUG_INFO(id, name, layer, tap, sub, shows, what) {name, layer, tap, sub, shows, what},

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "demomodel.h"
-#include "dtype.h"
+#include "tensor/dtype.h"
 
 #define H DEMO_HIDDEN
 #define NH DEMO_HEADS

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
+#include "tensor/dtype.h"
 
 typedef struct dw_tensor {
 	const char *name;

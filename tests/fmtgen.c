@@ -26,8 +26,8 @@
 #include <zlib.h>
 
 #include "dumpwrite.h"
-#include "naming.h"
-#include "tree.h"
+#include "model/naming.h"
+#include "formats/tree.h"
 
 static int die(const char *msg)
 {

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "dumpwrite.h"
-#include "taps.h"
+#include "model/taps.h"
 
 typedef struct gen_cell {
 	tb_cell cell;

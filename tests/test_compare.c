@@ -11,11 +11,11 @@
 
 #include <cmocka.h>
 
-#include "compare.h"
+#include "compare/compare.h"
 #include "dumpwrite.h"
-#include "pairstat.h"
-#include "sanity.h"
-#include "session.h"
+#include "compare/pairstat.h"
+#include "diagnose/sanity.h"
+#include "model/session.h"
 #include "testutil.h"
 
 static void put(const char *dir, const char *name, tb_dtype dt, int ndim, const int64_t *shape, const float *x)

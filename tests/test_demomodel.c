@@ -12,7 +12,7 @@
 
 #include "demobugs.h"
 #include "demomodel.h"
-#include "dtype.h"
+#include "tensor/dtype.h"
 #include "testutil.h"
 
 #define BUG(id) ((demo_bugset)1 << DEMO_BUG_##id)

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "dtype.h"
+#include "tensor/dtype.h"
 
 static void test_f16_edges(void **state)
 {

@@ -21,7 +21,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 #define S 3
 #define V 4

@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "compare.h"
+#include "compare/compare.h"
 #include "dumpwrite.h"
-#include "inspect.h"
-#include "session.h"
+#include "compare/inspect.h"
+#include "model/session.h"
 #include "testutil.h"
 
 #define EPS 1e-12

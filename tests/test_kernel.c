@@ -19,12 +19,12 @@
 
 #include <cmocka.h>
 
-#include "compare.h"
+#include "compare/compare.h"
 #include "dumpwrite.h"
-#include "logits.h"
-#include "metrics.h"
-#include "session.h"
-#include "simd.h"
+#include "compare/logits.h"
+#include "compare/metrics.h"
+#include "model/session.h"
+#include "base/simd.h"
 #include "testutil.h"
 
 static const char *const isas[] = {"generic", "avx2"};

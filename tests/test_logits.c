@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "logits.h"
+#include "compare/logits.h"
 #include "testutil.h"
 
 static void test_identical_rows(void **state)

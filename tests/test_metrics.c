@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "compare/metrics.h"
 #include "testutil.h"
 
 #define EPS 1e-12

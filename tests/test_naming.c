@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "naming.h"
+#include "model/naming.h"
 #include "testutil.h"
 
 /* One row of CONTRACT §4 as data: raw name, shared prefix, expected cell

@@ -20,7 +20,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 /* Preamble + header text padded with spaces and a final '\n' so that the
  * data starts at a multiple of align (1: no padding beyond the '\n'; 0: no

@@ -19,7 +19,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 static const float xa[6] = {1.0f, -2.0f, 0.5f, 3.25f, -0.0f, 1e-30f};
 static const float xb[4] = {10.0f, 20.0f, 30.0f, 40.0f};

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "dumpwrite.h"
-#include "pickle.h"
+#include "formats/pickle.h"
 #include "testutil.h"
 
 enum { ID_THING = 7 };

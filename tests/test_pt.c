@@ -20,7 +20,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 static const float s6[6] = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
 

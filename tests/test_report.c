@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "dumpwrite.h"
-#include "report.h"
-#include "session.h"
+#include "run/report.h"
+#include "model/session.h"
 #include "testutil.h"
 
 static void put(const char *dir, const char *name, int ndim, const int64_t *shape, const float *x, size_t n)

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "diag_features.h"
-#include "rules.h"
+#include "diagnose/features.h"
+#include "diagnose/rules.h"
 #include "testutil.h"
 
 static void blank(double *f)

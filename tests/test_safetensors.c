@@ -20,7 +20,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 /* 8-byte length (hlen, whatever the header really holds), header bytes, data. */
 static void st_raw(const char *path, uint64_t hlen, const void *header, size_t header_n, const void *data,

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
-#include "tolfile.h"
+#include "compare/tolfile.h"
 
 static tb_tolfile *load(const char *json, const tb_tolerance *base)
 {

@@ -21,9 +21,9 @@
 #include <cmocka.h>
 
 #include "dumpwrite.h"
-#include "tensor.h"
+#include "tensor/tensor.h"
 #include "testutil.h"
-#include "tree.h"
+#include "formats/tree.h"
 
 /* A 1-D f32 .npy of n elements base, base+1, ... */
 static void npy_at(const char *path, size_t n, float base)

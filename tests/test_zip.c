@@ -19,7 +19,7 @@
 
 #include "dumpwrite.h"
 #include "testutil.h"
-#include "zip.h"
+#include "formats/zip.h"
 
 static const char text_a[] = "hello, stored member";
 static unsigned char big[100000]; /* compressible: repeats a short pattern */

@@ -27,7 +27,7 @@ void tu_write_str(const char *path, const char *text);
 
 #endif
 
-#include "tree.h"
+#include "formats/tree.h"
 
 /* Open a tree that must open (fails the test with the error otherwise). */
 tb_tree *tu_open(const char *path, const tb_open_opts *opts);

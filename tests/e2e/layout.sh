@@ -1,28 +1,83 @@
 #!/bin/sh
-# Source layout rules that keep the core a library (STYLE.md, DESIGN.md):
-# src/ never touches the terminal, every .c includes config.h first, every
-# header opens with a comment saying what the module does.
-set -u
+# Source layout rules that keep the core a library and the folders a
+# picture of the architecture (STYLE.md, README "Architecture"):
+#   - src/ never touches the terminal, never prints or exits;
+#   - every .c includes config.h first, no header does;
+#   - every header opens with a comment saying what the module does;
+#   - each folder of src/ includes only the folders below it (no include
+#     cycle): base < tensor < formats < model < compare < diagnose < run.
+# Files are found with find, and every list is checked to be non-empty,
+# so a move cannot make a rule pass vacuously.
+set -eu
 top=${top_srcdir:-.}
 n=0
 fails=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
 
-hits=$(grep -lE '#include *[<"](n?curses|ncursesw/|readline/|term\.h)' "$top"/src/*.[ch] 2>/dev/null)
+find "$top/src" -name '*.[ch]' | sort >"$T/src"
+find "$top/src" "$top/ui" -name '*.c' | sort >"$T/c"
+find "$top/src" "$top/ui" -name '*.h' | sort >"$T/h"
+for l in src c h; do
+	if [ "$(wc -l <"$T/$l")" -ge 10 ]; then ok "found the $l files ($(wc -l <"$T/$l"))"; else bad "too few $l files found"; fi
+done
+
+# The library's folders, lowest first; each may include only those before it.
+src_layers="base tensor formats model compare diagnose run"
+for d in $src_layers; do
+	if [ -d "$top/src/$d" ]; then ok "src/$d exists"; else bad "src/$d is missing"; fi
+done
+if [ -z "$(find "$top/src" -maxdepth 1 -name '*.[ch]')" ]; then ok "src/ holds folders only"; else bad "loose files in src/"; fi
+
+hits=$(xargs grep -lE '#include *[<"](n?curses|ncursesw/|readline/|term\.h)' <"$T/src" || true)
 if [ -z "$hits" ]; then ok "src/ includes no curses or readline header"; else bad "src/ includes terminal headers: $hits"; fi
 
-hits=$(grep -lE '\b(printf|puts|perror|exit)\(' "$top"/src/*.c 2>/dev/null)
+hits=$(grep '\.c$' "$T/src" | xargs grep -lE '\b(printf|puts|perror|exit)\(' || true)
 if [ -z "$hits" ]; then ok "src/ never prints or exits"; else bad "src/ prints or exits: $hits"; fi
 
-for f in "$top"/src/*.c "$top"/ui/*.c; do
-	first=$(grep -m1 '^#include' "$f")
-	if [ "$first" = '#include "config.h"' ]; then ok "$(basename "$f") includes config.h first"; else bad "$(basename "$f") does not include config.h first"; fi
-done
+while read -r f; do
+	first=$(grep -m1 '^#include' "$f" || true)
+	rel=${f#"$top"/}
+	if [ "$first" = '#include "config.h"' ]; then ok "$rel includes config.h first"; else bad "$rel does not include config.h first"; fi
+done <"$T/c"
 
-for h in "$top"/src/*.h "$top"/ui/*.h; do
-	if head -n 1 "$h" | grep -q '^/\*'; then ok "$(basename "$h") opens with a comment"; else bad "$(basename "$h") lacks an opening comment"; fi
-	if grep -q 'config\.h' "$h"; then bad "$(basename "$h") includes config.h"; else ok "$(basename "$h") leaves config.h to .c files"; fi
-done
+while read -r h; do
+	rel=${h#"$top"/}
+	if head -n 1 "$h" | grep -q '^/\*'; then ok "$rel opens with a comment"; else bad "$rel lacks an opening comment"; fi
+	if grep -q 'config\.h' "$h"; then bad "$rel includes config.h"; else ok "$rel leaves config.h to .c files"; fi
+done <"$T/h"
+
+# rank DIR: the place of a library folder in $src_layers (0 if unknown).
+rank() {
+	_i=0
+	for _d in $src_layers; do
+		_i=$((_i + 1))
+		[ "$_d" = "$1" ] && echo "$_i" && return
+	done
+	echo 0
+}
+
+# Every quoted include of the library names its folder and goes down.
+while read -r f; do
+	rel=${f#"$top"/src/}
+	from=${rel%%/*}
+	rf=$(rank "$from")
+	grep -o '^#include "[^"]*"' "$f" | sed 's/#include "//; s/"$//' | while read -r inc; do
+		[ "$inc" = config.h ] && continue
+		to=${inc%%/*}
+		if [ "$to" = "$inc" ]; then
+			echo "src/$rel: #include \"$inc\" names no folder"
+			continue
+		fi
+		rt=$(rank "$to")
+		if [ "$rt" -eq 0 ] || [ "$rt" -gt "$rf" ]; then
+			echo "src/$rel ($from) includes $inc ($to)"
+		fi
+	done
+done <"$T/src" >"$T/up"
+if [ ! -s "$T/up" ]; then ok "every src/ include names its folder and goes down the layers"; else bad "src/ includes against the layers: $(cat "$T/up")"; fi
+
 echo "1..$n"
 [ "$fails" -eq 0 ]

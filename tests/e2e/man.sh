@@ -1,7 +1,7 @@
 #!/bin/sh
 # The manual pages: each lints clean with mandoc and renders; tbisect(1)
-# lists every long option of ui/options.c; tbisect-dumps(5) lists every
-# naming convention of src/naming.c; and every ".Dl $ COMMAND" example runs
+# lists every long option of ui/cli/options.c; tbisect-dumps(5) lists every
+# naming convention of src/model/naming.c; and every ".Dl $ COMMAND" example runs
 # from a copy of the build's samples with the exit status the page's
 # preceding ".\" test: exit N [grep TEXT]" comment gives (0 when absent),
 # TEXT in its output, and nothing on standard error (STYLE.md 15: the
@@ -51,9 +51,9 @@ check_that "tbisect.1 renders every action of the keymap" sh -c '
 	done' x "$TBISECT" "$T/tbisect.1.txt"
 
 # Every long option of the option table is documented.
-opts=$(awk '/long_opts\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/ui/options.c" |
+opts=$(awk '/long_opts\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/ui/cli/options.c" |
 	sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p')
-check_that "ui/options.c has options to check" test -n "$opts"
+check_that "ui/cli/options.c has options to check" test -n "$opts"
 for o in $opts; do
 	check_that "tbisect.1 documents --$o" grep -q -e "--$o\\b" "$T/tbisect.1.txt"
 done
@@ -62,13 +62,13 @@ for c in check ls; do
 done
 
 # Every convention of the naming table is listed, in its order.
-awk '/tb_conventions\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/naming.c" |
+awk '/tb_conventions\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/model/naming.c" |
 	sed -n 's/^[[:space:]]*{"\([^"]*\)",.*/\1/p' | sed -e 's/{N}/N/g' -e 's/{T}/TAP/g' >"$T/conv"
-check_that "src/naming.c has conventions to check" test -s "$T/conv"
+check_that "src/model/naming.c has conventions to check" test -s "$T/conv"
 awk 'NR == FNR { want[++n] = $0; next }
 	$1 == want[i + 1] { i++ }
 	END { if (i < n) { print want[i + 1]; exit 1 } }' "$T/conv" "$T/tbisect-dumps.5.txt" >"$T/conv.missing"
-check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") conventions of src/naming.c in order" \
+check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") conventions of src/model/naming.c in order" \
 	test ! -s "$T/conv.missing"
 [ -s "$T/conv.missing" ] && diag "first one missing: $(cat "$T/conv.missing")"
 

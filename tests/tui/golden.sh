@@ -134,8 +134,8 @@ fi
 
 # --keys prints the same tables for the man page: every action and command once.
 "$TBISECT" --keys >keys.tsv
-check_that "--keys: one row per action of the keymap" test "$(grep -c '^key	' keys.tsv)" = "$(grep -c '^	X(' "$top_srcdir/ui/keymap.h")"
-check_that "--keys: one row per prompt command" test "$(grep -c '^command	' keys.tsv)" = "$(grep -c '{\.name = ' "$top_srcdir/ui/cmdline.c")"
+check_that "--keys: one row per action of the keymap" test "$(grep -c '^key	' keys.tsv)" = "$(grep -c '^	X(' "$top_srcdir/ui/tui/keymap.h")"
+check_that "--keys: one row per prompt command" test "$(grep -c '^command	' keys.tsv)" = "$(grep -c '{\.name = ' "$top_srcdir/ui/tui/cmdline.c")"
 check_that "--keys: each action's keys and name are in README's list" sh -c '
 	awk -F "\t" "\$1 == \"key\" { print \$2 \"\t\" \$3 }" keys.tsv | while IFS="	" read -r k a; do
 		grep -q "^  $k  *$a " readme.keys || { echo "missing: $k $a"; exit 1; }

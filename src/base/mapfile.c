@@ -1,0 +1,120 @@
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/mapfile.h"
+
+int tb_file_open(const char *path, tb_file **out, tb_err *err)
+{
+	struct stat st;
+	tb_file *f;
+	void *map = NULL;
+	int fd;
+
+	*out = NULL;
+	/* O_NONBLOCK: opening a FIFO that slipped past the tree walk must not hang. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return tb_err_set(err, path, "cannot stat: %s", strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return tb_err_set(err, path, "not a regular file");
+	}
+	if (st.st_size > 0) {
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			int e = errno;
+			close(fd);
+			return tb_err_set(err, path, "cannot map: %s", strerror(e));
+		}
+		/* Indexing touches only headers: without this, each header fault
+		 * reads around it (read_ahead_kb, often megabytes) and maps a
+		 * cluster of pages, so opening a cold tree would read gigabytes.
+		 * tb_file_will_read turns a tensor's range sequential when the
+		 * compare step gets to it. */
+		madvise(map, (size_t)st.st_size, MADV_RANDOM);
+	}
+	close(fd);
+	f = calloc(1, sizeof *f);
+	if (f)
+		f->path = strdup(path);
+	if (!f || !f->path) {
+		if (map)
+			munmap(map, (size_t)st.st_size);
+		free(f);
+		return tb_err_set(err, path, "out of memory");
+	}
+	f->data = map;
+	f->size = (uint64_t)st.st_size;
+	*out = f;
+	return 0;
+}
+
+void tb_file_free(tb_file *f)
+{
+	if (!f)
+		return;
+	if (f->data)
+		munmap((void *)f->data, (size_t)f->size);
+	free(f->path);
+	free(f);
+}
+
+const unsigned char *tb_file_view(const tb_file *f, uint64_t off, uint64_t len)
+{
+	if (off > f->size || len > f->size - off)
+		return NULL;
+	if (!f->data)
+		return len == 0 ? (const unsigned char *)"" : NULL;
+	return f->data + off;
+}
+
+/* Widen [off, off+len) to whole pages inside the mapping. */
+static int page_range(const tb_file *f, uint64_t off, uint64_t len, void **start, size_t *size)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), lo, hi;
+
+	if (!f->data || off >= f->size || len == 0)
+		return -1;
+	if (len > f->size - off)
+		len = f->size - off;
+	lo = off / page * page;
+	hi = off + len;
+	*start = (void *)(f->data + lo);
+	*size = (size_t)(hi - lo);
+	return 0;
+}
+
+void tb_file_will_read(const tb_file *f, uint64_t off, uint64_t len)
+{
+	void *start;
+	size_t size;
+
+	if (page_range(f, off, len, &start, &size) == 0)
+	{
+		madvise(start, size, MADV_SEQUENTIAL);
+		madvise(start, size, MADV_WILLNEED);
+	}
+}
+
+void tb_file_drop(const tb_file *f, uint64_t off, uint64_t len)
+{
+	void *start;
+	size_t size;
+
+	/* Dropping a private read-only file mapping only unmaps pages from this
+	 * process; the page cache keeps them, so a re-read is cheap. */
+	if (page_range(f, off, len, &start, &size) == 0)
+		madvise(start, size, MADV_DONTNEED);
+}

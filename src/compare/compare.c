@@ -1,0 +1,568 @@
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compare/compare.h"
+
+/* Elements per work unit and per conversion block. */
+#define UNIT_ELEMS (1u << 22)
+#define BLOCK_ELEMS (1u << 14)
+/* Rows of 1-D tensors (no positions) are cut to this length. */
+#define FLAT_ROW (1u << 16)
+#define MAX_THREADS 64
+
+static const char *const status_names[TB_ST_COUNT] = {
+	[TB_ST_PENDING] = "pending",
+	[TB_ST_MATCH] = "match",
+	[TB_ST_CLOSE] = "close",
+	[TB_ST_DIVERGED] = "diverged",
+	[TB_ST_MISSING] = "missing",
+};
+
+const char *tb_status_name(tb_status st)
+{
+	return st < TB_ST_COUNT ? status_names[st] : "?";
+}
+
+void tb_compare_opts_init(tb_compare_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	tb_tolerance_default(&o->tol);
+}
+
+/* Per-pair state while units run. */
+typedef struct pair_work {
+	tb_cell_result *res;
+	tb_tensor *ref, *cand;
+	uint64_t n;        /* elements compared */
+	uint64_t row_len;
+	uint64_t n_rows;
+	uint64_t rows_per_unit;
+	int64_t n_pos;     /* positions for the profile, 0 for none */
+	bool logits;       /* per-row logit metrics too */
+	tb_run_sums *rows;
+	tb_acc *unit_acc;
+	size_t first_unit, n_units;
+	atomic_size_t remaining;
+	pthread_mutex_t lock;
+	bool acquired;
+	int acquire_rc;
+} pair_work;
+
+typedef struct unit {
+	size_t pair;
+	uint64_t row0, row1;
+} unit;
+
+struct tb_job {
+	tb_result *res;
+	pair_work *pairs;
+	size_t n_pairs;
+	unit *units;
+	size_t n_units;
+	atomic_size_t next;
+	atomic_size_t cells_done;
+	atomic_uint_fast64_t bytes_done;
+	uint64_t bytes_total;
+	atomic_int *done;
+	atomic_bool cancel;
+	pthread_t threads[MAX_THREADS];
+	int n_threads;
+	pthread_mutex_t err_lock;
+	bool failed;
+	tb_err err;
+};
+
+/* Scratch buffers of one worker. */
+typedef struct scratch {
+	float *r, *c;
+	size_t cap;
+} scratch;
+
+static int scratch_fit(scratch *s, size_t n)
+{
+	float *r, *c;
+
+	if (n <= s->cap)
+		return 0;
+	r = realloc(s->r, n * sizeof *r);
+	if (r)
+		s->r = r;
+	c = realloc(s->c, n * sizeof *c);
+	if (c)
+		s->c = c;
+	if (!r || !c)
+		return -1;
+	s->cap = n;
+	return 0;
+}
+
+static void fail(tb_job *job, const tb_err *e)
+{
+	pthread_mutex_lock(&job->err_lock);
+	if (!job->failed) {
+		job->failed = true;
+		job->err = *e;
+	}
+	pthread_mutex_unlock(&job->err_lock);
+	atomic_store(&job->cancel, true);
+}
+
+static size_t elem_bytes(const tb_tensor *t)
+{
+	return t ? tb_dtype_size(t->dtype) : 0;
+}
+
+static int pair_acquire(pair_work *pw, tb_err *err)
+{
+	int rc;
+
+	pthread_mutex_lock(&pw->lock);
+	if (!pw->acquired) {
+		pw->acquired = true;
+		/* Per-row sums exist only while the pair is in flight, so memory
+		 * follows the pairs being compared, not the tree. */
+		if (pw->n_pos > 0 && !(pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows)))
+			pw->acquire_rc = tb_err_set(err, pw->ref->path, "out of memory for tensor '%s'", pw->ref->name);
+		else
+			pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
+		if (pw->acquire_rc == 0) {
+			pw->acquire_rc = tb_tensor_acquire(pw->cand, err);
+			if (pw->acquire_rc < 0)
+				tb_tensor_release(pw->ref);
+		}
+	} else if (pw->acquire_rc < 0) {
+		tb_err_set(err, pw->ref->path, "could not read tensor data");
+	}
+	rc = pw->acquire_rc;
+	pthread_mutex_unlock(&pw->lock);
+	return rc;
+}
+
+/* Elements the kernel can read in place (f32, bf16, f16, contiguous,
+ * native order), or NULL when they must be decoded first. */
+static const void *in_place(const tb_tensor *t)
+{
+	return tb_acc_reads(t->dtype) ? tb_tensor_data(t) : NULL;
+}
+
+/* Fold one row (or a slice of a flat tensor) into acc. */
+static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
+{
+	const tb_tolerance *tol = &pw->res->tol;
+	uint64_t start = row * pw->row_len, len = pw->row_len;
+	const unsigned char *pr = in_place(pw->ref), *pc = in_place(pw->cand);
+	size_t er = elem_bytes(pw->ref), ec = elem_bytes(pw->cand);
+	tb_run_sums sums = {0}, part;
+
+	if (len > pw->n - start)
+		len = pw->n - start;
+	if (pw->logits) {
+		/* Logit rows are needed whole, in float. */
+		const float *dr = tb_tensor_f32_direct(pw->ref), *dc = tb_tensor_f32_direct(pw->cand);
+		const float *r = dr ? dr + start : NULL, *c = dc ? dc + start : NULL;
+		if ((!r || !c) && scratch_fit(s, (size_t)len) < 0)
+			return -1;
+		if (!r) {
+			tb_tensor_read_f32(pw->ref, start, len, s->r);
+			r = s->r;
+		}
+		if (!c) {
+			tb_tensor_read_f32(pw->cand, start, len, s->c);
+			c = s->c;
+		}
+		tb_acc_run(acc, r, c, (size_t)len, start, tol->atol, tol->rtol, &sums);
+		tb_logits_row(r, c, (int64_t)len, &pw->res->logits->rows[row]);
+	} else if (pr && pc) {
+		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
+			       tol->atol, tol->rtol, &sums);
+	} else {
+		/* Decode what cannot be read in place, a cache-sized block at a time. */
+		if (scratch_fit(s, BLOCK_ELEMS) < 0)
+			return -1;
+		for (uint64_t off = 0; off < len; off += BLOCK_ELEMS) {
+			size_t k = (size_t)(len - off < BLOCK_ELEMS ? len - off : BLOCK_ELEMS);
+			const void *r = pr ? (const void *)(pr + (start + off) * er) : s->r;
+			const void *c = pc ? (const void *)(pc + (start + off) * ec) : s->c;
+			if (!pr)
+				tb_tensor_read_f32(pw->ref, start + off, k, s->r);
+			if (!pc)
+				tb_tensor_read_f32(pw->cand, start + off, k, s->c);
+			tb_acc_run_raw(acc, r, pr ? pw->ref->dtype : TB_DT_F32, c, pc ? pw->cand->dtype : TB_DT_F32, k,
+				       start + off, tol->atol, tol->rtol, &part);
+			sums.sdd += part.sdd;
+			sums.srr += part.srr;
+			sums.scc += part.scc;
+			sums.src += part.src;
+			sums.mismatch += part.mismatch;
+		}
+	}
+	if (pw->rows)
+		pw->rows[row] = sums;
+	return 0;
+}
+
+static void pair_finish(tb_job *job, pair_work *pw)
+{
+	tb_cell_result *c = pw->res;
+	tb_acc total;
+
+	tb_acc_init(&total);
+	for (size_t i = 0; i < pw->n_units; i++)
+		tb_acc_merge(&total, &pw->unit_acc[i]);
+	if (tb_metrics_finish(&c->m, &total, pw->rows, pw->n_rows, pw->n_pos, c->tol.diverge) < 0) {
+		tb_err e;
+		tb_err_set(&e, NULL, "out of memory computing metrics");
+		fail(job, &e);
+	}
+	if (c->logits)
+		tb_logits_finish(c->logits);
+	free(pw->rows);
+	free(pw->unit_acc);
+	pw->rows = NULL;
+	pw->unit_acc = NULL;
+	if (pw->acquired && pw->acquire_rc == 0) {
+		tb_tensor_release(pw->ref);
+		tb_tensor_release(pw->cand);
+	}
+	tb_cell_judge(c);
+	atomic_store(&job->done[c - job->res->cells], 1);
+	atomic_fetch_add(&job->cells_done, 1);
+}
+
+static void *worker(void *arg)
+{
+	tb_job *job = arg;
+	scratch s = {0};
+	size_t u;
+
+	while (!atomic_load(&job->cancel) && (u = atomic_fetch_add(&job->next, 1)) < job->n_units) {
+		const unit *un = &job->units[u];
+		pair_work *pw = &job->pairs[un->pair];
+		tb_acc *acc = &pw->unit_acc[u - pw->first_unit];
+		tb_err e;
+
+		if (pair_acquire(pw, &e) < 0) {
+			fail(job, &e);
+			break;
+		}
+		for (uint64_t row = un->row0; row < un->row1; row++) {
+			if (run_row(pw, acc, row, &s) < 0) {
+				tb_err_set(&e, pw->ref->path, "out of memory reading tensor '%s'", pw->ref->name);
+				fail(job, &e);
+				goto out;
+			}
+		}
+		uint64_t e0 = un->row0 * pw->row_len, e1 = un->row1 * pw->row_len;
+		if (e1 > pw->n)
+			e1 = pw->n;
+		tb_tensor_drop(pw->ref, e0, e1 - e0);
+		tb_tensor_drop(pw->cand, e0, e1 - e0);
+		atomic_fetch_add(&job->bytes_done, (e1 - e0) * (elem_bytes(pw->ref) + elem_bytes(pw->cand)));
+		if (atomic_fetch_sub(&pw->remaining, 1) == 1)
+			pair_finish(job, pw);
+	}
+out:
+	free(s.r);
+	free(s.c);
+	return NULL;
+}
+
+static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b)
+{
+	return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+}
+
+/* Decide how a pair is walked: element count, rows, positions. */
+static void plan_pair(pair_work *pw)
+{
+	tb_cell_result *c = pw->res;
+	int64_t sr[TB_MAX_DIMS], sc[TB_MAX_DIMS];
+	int nr = tb_tensor_squeezed(pw->ref, sr), nc = tb_tensor_squeezed(pw->cand, sc);
+	bool same = same_shape(nr, sr, nc, sc);
+
+	c->shape_mismatch = !same;
+	pw->n = pw->ref->numel < pw->cand->numel ? pw->ref->numel : pw->cand->numel;
+	if ((same || pw->ref->numel == pw->cand->numel) && nr >= 2 && sr[nr - 1] > 0) {
+		pw->row_len = (uint64_t)sr[nr - 1];
+		pw->n_pos = sr[nr - 2];
+	} else {
+		pw->row_len = pw->n < FLAT_ROW ? (pw->n ? pw->n : 1) : FLAT_ROW;
+		pw->n_pos = 0;
+	}
+	pw->n_rows = pw->n ? (pw->n + pw->row_len - 1) / pw->row_len : 0;
+	pw->logits = same && pw->n_pos > 0 && !strcmp(c->cell.tap, "logits");
+}
+
+static void free_job(tb_job *job)
+{
+	if (!job)
+		return;
+	for (size_t i = 0; i < job->n_pairs; i++) {
+		free(job->pairs[i].rows);
+		free(job->pairs[i].unit_acc);
+		pthread_mutex_destroy(&job->pairs[i].lock);
+	}
+	free(job->pairs);
+	free(job->units);
+	free(job->done);
+	pthread_mutex_destroy(&job->err_lock);
+	free(job);
+}
+
+static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
+{
+	tb_result *res = job->res;
+	uint64_t unit_elems = o->unit_elems ? o->unit_elems : UNIT_ELEMS;
+	size_t n_units = 0;
+
+	for (size_t i = 0; i < p->n_pairs; i++) {
+		tb_cell_result *c = &res->cells[i];
+		pair_work *pw = &job->pairs[i];
+		const tb_tensor *shown = p->pairs[i].ref ? p->pairs[i].ref : p->pairs[i].cand;
+
+		c->cell = p->pairs[i].cell;
+		c->ref = p->pairs[i].ref;
+		c->cand = p->pairs[i].cand;
+		c->tol = o->tol;
+		if (o->tol_for)
+			o->tol_for(o->tol_ud, &c->cell, c->ref, c->cand, &c->tol);
+		c->ndim = shown->ndim;
+		memcpy(c->shape, shown->shape, sizeof c->shape);
+		c->m.first_bad_position = -1;
+		pw->res = c;
+		pw->ref = p->pairs[i].ref;
+		pw->cand = p->pairs[i].cand;
+		pthread_mutex_init(&pw->lock, NULL);
+		if (!pw->ref || !pw->cand)
+			continue;
+		plan_pair(pw);
+		uint64_t rows_per_unit = unit_elems / pw->row_len ? unit_elems / pw->row_len : 1;
+		pw->rows_per_unit = rows_per_unit;
+		pw->n_units = (size_t)((pw->n_rows + rows_per_unit - 1) / rows_per_unit);
+		if (pw->n_units == 0)
+			pw->n_units = 1; /* empty tensors still get judged by a unit */
+		pw->first_unit = n_units;
+		n_units += pw->n_units;
+		atomic_init(&pw->remaining, pw->n_units);
+		pw->unit_acc = malloc(pw->n_units * sizeof *pw->unit_acc);
+		if (pw->logits)
+			c->logits = tb_logits_new((int64_t)pw->n_rows, (int64_t)pw->row_len);
+		if (!pw->unit_acc || (pw->logits && !c->logits))
+			return -1;
+		for (size_t k = 0; k < pw->n_units; k++)
+			tb_acc_init(&pw->unit_acc[k]);
+		job->bytes_total += pw->n * (elem_bytes(pw->ref) + elem_bytes(pw->cand));
+	}
+	job->units = calloc(n_units ? n_units : 1, sizeof *job->units);
+	if (!job->units)
+		return -1;
+	for (size_t i = 0; i < p->n_pairs; i++) {
+		pair_work *pw = &job->pairs[i];
+		for (size_t k = 0; k < pw->n_units; k++) {
+			unit *u = &job->units[pw->first_unit + k];
+			u->pair = i;
+			u->row0 = k * pw->rows_per_unit;
+			u->row1 = u->row0 + pw->rows_per_unit < pw->n_rows ? u->row0 + pw->rows_per_unit : pw->n_rows;
+		}
+	}
+	job->n_units = n_units;
+	return 0;
+}
+
+tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *err)
+{
+	tb_job *job = calloc(1, sizeof *job);
+	long ncpu;
+	int want;
+
+	if (!job) {
+		tb_err_set(err, NULL, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&job->err_lock, NULL);
+	job->res = calloc(1, sizeof *job->res);
+	job->pairs = calloc(p->n_pairs ? p->n_pairs : 1, sizeof *job->pairs);
+	job->done = calloc(p->n_pairs ? p->n_pairs : 1, sizeof *job->done);
+	if (job->res)
+		job->res->cells = calloc(p->n_pairs ? p->n_pairs : 1, sizeof *job->res->cells);
+	job->n_pairs = p->n_pairs;
+	if (!job->res || !job->res->cells || !job->pairs || !job->done)
+		goto oom;
+	job->res->n_cells = p->n_pairs;
+	job->res->n_layers = p->n_layers;
+	job->res->tol = o->tol;
+	job->res->first_div = -1;
+	if (plan(job, p, o) < 0)
+		goto oom;
+	/* Missing cells are judged at once. */
+	for (size_t i = 0; i < p->n_pairs; i++) {
+		if (!job->pairs[i].ref || !job->pairs[i].cand) {
+			tb_cell_judge(&job->res->cells[i]);
+			atomic_store(&job->done[i], 1);
+			atomic_fetch_add(&job->cells_done, 1);
+		}
+	}
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	want = o->threads > 0 ? o->threads : (int)(ncpu > 0 ? ncpu : 1);
+	if (want > MAX_THREADS)
+		want = MAX_THREADS;
+	if ((size_t)want > job->n_units)
+		want = job->n_units ? (int)job->n_units : 1;
+	for (int i = 0; i < want; i++) {
+		if (pthread_create(&job->threads[i], NULL, worker, job) != 0)
+			break;
+		job->n_threads++;
+	}
+	if (job->n_threads == 0 && job->n_units > 0) {
+		tb_err_set(err, NULL, "cannot start worker threads");
+		tb_result_free(job->res);
+		free_job(job);
+		return NULL;
+	}
+	return job;
+oom:
+	tb_err_set(err, NULL, "out of memory planning the comparison");
+	tb_result_free(job->res);
+	free_job(job);
+	return NULL;
+}
+
+void tb_job_progress(const tb_job *job, size_t *cells_done, size_t *cells_total, uint64_t *bytes_done,
+		     uint64_t *bytes_total)
+{
+	if (cells_done)
+		*cells_done = atomic_load(&((tb_job *)job)->cells_done);
+	if (cells_total)
+		*cells_total = job->n_pairs;
+	if (bytes_done)
+		*bytes_done = atomic_load(&((tb_job *)job)->bytes_done);
+	if (bytes_total)
+		*bytes_total = job->bytes_total;
+}
+
+const tb_result *tb_job_result(const tb_job *job)
+{
+	return job->res;
+}
+
+bool tb_job_cell_done(const tb_job *job, size_t i)
+{
+	return i < job->n_pairs && atomic_load(&job->done[i]);
+}
+
+bool tb_job_finished(const tb_job *job)
+{
+	return atomic_load(&((tb_job *)job)->cells_done) == job->n_pairs || atomic_load(&((tb_job *)job)->cancel);
+}
+
+void tb_job_cancel(tb_job *job)
+{
+	atomic_store(&job->cancel, true);
+}
+
+int tb_job_finish(tb_job *job, tb_result **out, tb_err *err)
+{
+	bool cancelled;
+
+	*out = NULL;
+	for (int i = 0; i < job->n_threads; i++)
+		pthread_join(job->threads[i], NULL);
+	cancelled = atomic_load(&job->cancel);
+	if (job->failed || cancelled) {
+		if (job->failed)
+			*err = job->err;
+		else
+			tb_err_set(err, NULL, "comparison cancelled");
+		/* Release what half-finished pairs still hold. */
+		for (size_t i = 0; i < job->n_pairs; i++) {
+			pair_work *pw = &job->pairs[i];
+			if (pw->acquired && pw->acquire_rc == 0 && pw->unit_acc) {
+				tb_tensor_release(pw->ref);
+				tb_tensor_release(pw->cand);
+			}
+		}
+		tb_result_free(job->res);
+		free_job(job);
+		return -1;
+	}
+	tb_result_summarise(job->res);
+	*out = job->res;
+	free_job(job);
+	return 0;
+}
+
+int tb_compare(const tb_pairing *p, const tb_compare_opts *o, tb_result **out, tb_err *err)
+{
+	tb_job *job = tb_compare_start(p, o, err);
+
+	if (!job)
+		return -1;
+	return tb_job_finish(job, out, err);
+}
+
+void tb_cell_judge(tb_cell_result *c)
+{
+	const tb_tolerance *t = &c->tol;
+	const tb_metrics *m = &c->m;
+
+	if (!c->ref || !c->cand) {
+		c->status = TB_ST_MISSING;
+		snprintf(c->reason, sizeof c->reason, "only in the %s", c->ref ? "reference" : "candidate");
+		return;
+	}
+	c->status = TB_ST_DIVERGED;
+	if (c->shape_mismatch) {
+		char a[96], b[96];
+		tb_shape_format(c->ref->ndim, c->ref->shape, a, sizeof a);
+		tb_shape_format(c->cand->ndim, c->cand->shape, b, sizeof b);
+		snprintf(c->reason, sizeof c->reason, "shapes differ: ref %s, cand %s", a, b);
+	} else if (m->mismatch > 0) {
+		snprintf(c->reason, sizeof c->reason, "NaN/Inf mismatch at %llu elements (NaN %llu/%llu, Inf %llu/%llu)",
+			 (unsigned long long)m->mismatch, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
+			 (unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	} else if (t->absolute && !(m->max_abs <= t->diverge)) {
+		snprintf(c->reason, sizeof c->reason, "max_abs %.3g > %.3g (absolute test)", m->max_abs, t->diverge);
+	} else if (!t->absolute && !(m->rel_l2 <= t->diverge)) {
+		snprintf(c->reason, sizeof c->reason, "rel_l2 %.3g > diverge %.3g", m->rel_l2, t->diverge);
+	} else if (c->logits && !(c->logits->kl_mean <= t->max_kl)) {
+		snprintf(c->reason, sizeof c->reason, "mean KL %.3g > max-kl %.3g", c->logits->kl_mean, t->max_kl);
+	} else if (m->allclose_frac < 1) {
+		c->status = TB_ST_CLOSE;
+		snprintf(c->reason, sizeof c->reason, "%.4g%% of elements outside allclose, rel_l2 %.3g",
+			 100 * (1 - m->allclose_frac), m->rel_l2);
+	} else {
+		c->status = TB_ST_MATCH;
+		snprintf(c->reason, sizeof c->reason, "every element within allclose");
+	}
+}
+
+void tb_result_summarise(tb_result *r)
+{
+	memset(r->count, 0, sizeof r->count);
+	r->first_div = -1;
+	for (size_t i = 0; i < r->n_cells; i++) {
+		r->count[r->cells[i].status]++;
+		if (r->first_div < 0 && r->cells[i].status == TB_ST_DIVERGED)
+			r->first_div = (long)i;
+	}
+	r->verdict = r->count[TB_ST_DIVERGED] ? TB_ST_DIVERGED : r->count[TB_ST_CLOSE] ? TB_ST_CLOSE : TB_ST_MATCH;
+}
+
+void tb_result_free(tb_result *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; r->cells && i < r->n_cells; i++) {
+		tb_metrics_done(&r->cells[i].m);
+		tb_logits_free(r->cells[i].logits);
+	}
+	free(r->cells);
+	free(r);
+}

@@ -1,0 +1,81 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/logits.h"
+#include "base/simd.h"
+
+#define TOPK 5
+
+/* Insert x[i] into the running top-k idx[0..k) (largest first; ties keep
+ * the lower index; NaN never enters). */
+#define TOPK_INSERT(x, i, idx, k)                                              \
+	do {                                                                   \
+		float v_ = (x)[i];                                             \
+		int j_;                                                        \
+		if (isnan(v_) || ((k) == TOPK && !(v_ > (x)[(idx)[TOPK - 1]]))) \
+			break;                                                 \
+		j_ = (k) < TOPK ? (k)++ : TOPK - 1;                            \
+		while (j_ > 0 && v_ > (x)[(idx)[j_ - 1]]) {                    \
+			(idx)[j_] = (idx)[j_ - 1];                             \
+			j_--;                                                  \
+		}                                                              \
+		(idx)[j_] = (i);                                               \
+	} while (0)
+
+#define TB_KERNEL_FILE "compare/logit_kernel.inc"
+#define TB_KERNEL_PREFIX logit
+#include "base/simd_stamp.h"
+
+void tb_logits_row(const float *ref, const float *cand, int64_t vocab, tb_logit_row *out)
+{
+	TB_SIMD_PICK(logit, row)(ref, cand, vocab, out);
+}
+
+tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab)
+{
+	tb_logit_metrics *lm = calloc(1, sizeof *lm);
+
+	if (!lm)
+		return NULL;
+	lm->rows = calloc(n_pos > 0 ? (size_t)n_pos : 1, sizeof *lm->rows);
+	if (!lm->rows) {
+		free(lm);
+		return NULL;
+	}
+	lm->n_pos = n_pos;
+	lm->vocab = vocab;
+	return lm;
+}
+
+void tb_logits_finish(tb_logit_metrics *lm)
+{
+	double kl = 0, agree = 0, overlap = 0, mx = 0;
+	int k = lm->vocab < TOPK ? (int)(lm->vocab > 0 ? lm->vocab : 1) : TOPK;
+
+	for (int64_t i = 0; i < lm->n_pos; i++) {
+		const tb_logit_row *r = &lm->rows[i];
+		kl += r->kl;
+		mx = isnan(r->kl) || r->kl > mx ? r->kl : mx;
+		agree += r->top1[0] == r->top1[1] && r->top1[0] >= 0;
+		overlap += r->top5_common / (double)k;
+	}
+	if (lm->n_pos > 0) {
+		lm->kl_mean = kl / (double)lm->n_pos;
+		lm->kl_last = lm->rows[lm->n_pos - 1].kl;
+		lm->kl_max = mx;
+		lm->top1_agree = agree / (double)lm->n_pos;
+		lm->top5_overlap = overlap / (double)lm->n_pos;
+	}
+}
+
+void tb_logits_free(tb_logit_metrics *lm)
+{
+	if (!lm)
+		return;
+	free(lm->rows);
+	free(lm);
+}

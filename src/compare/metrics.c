@@ -1,0 +1,335 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/metrics.h"
+#include "base/simd.h"
+
+void tb_tolerance_default(tb_tolerance *t)
+{
+	t->atol = 1e-4;
+	t->rtol = 1e-4;
+	t->diverge = 1e-2;
+	t->max_kl = 0.015;
+	t->absolute = false;
+}
+
+void tb_acc_init(tb_acc *a)
+{
+	memset(a, 0, sizeof *a);
+	a->rmin = a->cmin = INFINITY;
+	a->rmax = a->cmax = -INFINITY;
+	a->max_abs = -1;
+	for (int s = 0; s < 2; s++) {
+		a->lone_min[s] = INFINITY;
+		a->lone_max[s] = -INFINITY;
+	}
+}
+
+void tb_acc_merge(tb_acc *into, const tb_acc *from)
+{
+	into->n += from->n;
+	into->finite += from->finite;
+	into->sdd += from->sdd;
+	into->srr += from->srr;
+	into->scc += from->scc;
+	into->src += from->src;
+	into->sad += from->sad;
+	into->sr += from->sr;
+	into->sc += from->sc;
+	into->rmin = fmin(into->rmin, from->rmin);
+	into->rmax = fmax(into->rmax, from->rmax);
+	into->cmin = fmin(into->cmin, from->cmin);
+	into->cmax = fmax(into->cmax, from->cmax);
+	if (from->max_abs > into->max_abs || (from->max_abs == into->max_abs && from->worst < into->worst)) {
+		into->max_abs = from->max_abs;
+		into->worst = from->worst;
+		into->worst_r = from->worst_r;
+		into->worst_c = from->worst_c;
+	}
+	into->close += from->close;
+	for (int s = 0; s < 2; s++) {
+		into->nan[s] += from->nan[s];
+		into->inf[s] += from->inf[s];
+	}
+	into->mismatch += from->mismatch;
+	for (int s = 0; s < 2; s++) {
+		into->lone_n[s] += from->lone_n[s];
+		into->lone_s[s] += from->lone_s[s];
+		into->lone_ss[s] += from->lone_ss[s];
+		into->lone_min[s] = fmin(into->lone_min[s], from->lone_min[s]);
+		into->lone_max[s] = fmax(into->lone_max[s], from->lone_max[s]);
+	}
+}
+
+/* v, finite on side s while its partner is not, into that side's own statistics. */
+static void add_lone(tb_acc *a, int s, double v)
+{
+	a->lone_n[s]++;
+	a->lone_s[s] += v;
+	a->lone_ss[s] += v * v;
+	a->lone_min[s] = fmin(a->lone_min[s], v);
+	a->lone_max[s] = fmax(a->lone_max[s], v);
+}
+
+/* Element i of a source, widened. */
+TB_INLINE double elem(tb_src k, const void *p, size_t i)
+{
+	return (double)tb_sload(k, p, i);
+}
+
+static void note_worst(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
+		       double mx)
+{
+	if (!(mx > a->max_abs))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		double rv = elem(rk, r, i), cv = elem(ck, c, i);
+		if (fabs(cv - rv) == mx) {
+			a->max_abs = mx;
+			a->worst = base + i;
+			a->worst_r = (float)rv;
+			a->worst_c = (float)cv;
+			return;
+		}
+	}
+}
+
+/* The careful path for runs holding NaN or Inf: counts them and keeps the
+ * sums over finite pairs. */
+static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
+			  double atol, double rtol, tb_run_sums *run)
+{
+	tb_run_sums s = {0};
+
+	for (size_t i = 0; i < n; i++) {
+		double rv = elem(rk, r, i), cv = elem(ck, c, i);
+		bool rf = isfinite(rv), cf = isfinite(cv);
+
+		a->nan[0] += isnan(rv) != 0;
+		a->nan[1] += isnan(cv) != 0;
+		a->inf[0] += isinf(rv) != 0;
+		a->inf[1] += isinf(cv) != 0;
+		if (!rf || !cf) {
+			bool same_inf = isinf(rv) && isinf(cv) && rv == cv;
+			bool both_nan = isnan(rv) && isnan(cv);
+			if (!same_inf && !both_nan) {
+				a->mismatch++;
+				s.mismatch++;
+			}
+			a->close += same_inf; /* numpy's isclose: equal infinities are close */
+			if (rf)
+				add_lone(a, 0, rv);
+			if (cf)
+				add_lone(a, 1, cv);
+			continue;
+		}
+		double d = cv - rv, ad = fabs(d);
+		a->finite++;
+		s.sdd += d * d;
+		s.srr += rv * rv;
+		s.scc += cv * cv;
+		s.src += rv * cv;
+		a->sad += ad;
+		a->sr += rv;
+		a->sc += cv;
+		a->rmin = fmin(a->rmin, rv);
+		a->rmax = fmax(a->rmax, rv);
+		a->cmin = fmin(a->cmin, cv);
+		a->cmax = fmax(a->cmax, cv);
+		a->close += ad <= atol + rtol * fabs(rv);
+		if (ad > a->max_abs) {
+			a->max_abs = ad;
+			a->worst = base + i;
+			a->worst_r = (float)rv;
+			a->worst_c = (float)cv;
+		}
+	}
+	a->n += n;
+	a->sdd += s.sdd;
+	a->srr += s.srr;
+	a->scc += s.scc;
+	a->src += s.src;
+	if (run)
+		*run = s;
+}
+
+/* What one fast-path run produced. */
+typedef struct kout {
+	double sdd, srr, scc, src, sad, sr, sc, mx;
+	float rmin, rmax, cmin, cmax;
+	uint64_t close;
+} kout;
+
+#define TB_KERNEL_FILE "compare/acc_kernel.inc"
+#define TB_KERNEL_PREFIX acc
+#include "base/simd_stamp.h"
+
+static bool src_of(tb_dtype dt, tb_src *k)
+{
+	switch (dt) {
+	case TB_DT_F32:
+		*k = TB_SRC_F32;
+		return true;
+	case TB_DT_BF16:
+		*k = TB_SRC_BF16;
+		return true;
+	case TB_DT_F16:
+		*k = TB_SRC_F16;
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool tb_acc_reads(tb_dtype dt)
+{
+	tb_src k;
+
+	return src_of(dt, &k);
+}
+
+void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dtype cdt, size_t n, uint64_t base,
+		    double atol, double rtol, tb_run_sums *run)
+{
+	tb_src rk = TB_SRC_F32, ck = TB_SRC_F32;
+	kout o;
+
+	src_of(rdt, &rk);
+	src_of(cdt, &ck);
+	TB_SIMD_PICK(acc, run)(rk, r, ck, c, n, atol, rtol, &o);
+	if (!isfinite(o.srr + o.scc)) {
+		run_nonfinite(a, rk, r, ck, c, n, base, atol, rtol, run);
+		return;
+	}
+	a->n += n;
+	a->finite += n;
+	a->sdd += o.sdd;
+	a->srr += o.srr;
+	a->scc += o.scc;
+	a->src += o.src;
+	a->sad += o.sad;
+	a->sr += o.sr;
+	a->sc += o.sc;
+	if (n) {
+		a->rmin = fmin(a->rmin, o.rmin);
+		a->rmax = fmax(a->rmax, o.rmax);
+		a->cmin = fmin(a->cmin, o.cmin);
+		a->cmax = fmax(a->cmax, o.cmax);
+		note_worst(a, rk, r, ck, c, n, base, o.mx);
+	}
+	a->close += o.close;
+	if (run) {
+		run->sdd = o.sdd;
+		run->srr = o.srr;
+		run->scc = o.scc;
+		run->src = o.src;
+		run->mismatch = 0;
+	}
+}
+
+void tb_acc_run(tb_acc *a, const float *r, const float *c, size_t n, uint64_t base, double atol, double rtol,
+		tb_run_sums *run)
+{
+	tb_acc_run_raw(a, r, TB_DT_F32, c, TB_DT_F32, n, base, atol, rtol, run);
+}
+
+double tb_rel_l2(double sdd, double srr)
+{
+	if (srr == 0)
+		return sdd == 0 ? 0 : INFINITY;
+	return sqrt(sdd) / sqrt(srr);
+}
+
+double tb_cosine(double src, double srr, double scc)
+{
+	if (srr == 0 && scc == 0)
+		return 1;
+	if (srr == 0 || scc == 0)
+		return 0;
+	return src / (sqrt(srr) * sqrt(scc));
+}
+
+double tb_norm_ratio(double scc, double srr)
+{
+	if (srr == 0)
+		return scc == 0 ? 1 : INFINITY;
+	return sqrt(scc) / sqrt(srr);
+}
+
+int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos,
+		      double diverge)
+{
+	double nf = a->finite ? (double)a->finite : 1;
+	/* NaN/Inf on one side and no finite pair: nothing to measure the
+	 * difference on (null in the JSON report, not a perfect 0). */
+	bool blind = a->finite == 0 && a->mismatch > 0;
+
+	memset(m, 0, sizeof *m);
+	m->n = a->n;
+	m->max_abs = blind ? NAN : a->max_abs < 0 ? 0 : a->max_abs;
+	m->mean_abs = blind ? NAN : a->sad / nf;
+	m->rel_l2 = blind ? NAN : tb_rel_l2(a->sdd, a->srr);
+	m->cosine = blind ? NAN : tb_cosine(a->src, a->srr, a->scc);
+	m->norm_ratio = blind ? NAN : tb_norm_ratio(a->scc, a->srr);
+	m->allclose_frac = a->n ? (double)a->close / (double)a->n : 1;
+	for (int s = 0; s < 2; s++) {
+		double own = (double)(a->finite + a->lone_n[s]);
+		double sum = (s ? a->sc : a->sr) + a->lone_s[s], sq = (s ? a->scc : a->srr) + a->lone_ss[s];
+		double mean = own > 0 ? sum / own : 0;
+		m->nan[s] = a->nan[s];
+		m->inf[s] = a->inf[s];
+		m->mean[s] = mean;
+		m->std[s] = own > 0 ? sqrt(fmax(0, sq / own - mean * mean)) : 0;
+		m->min[s] = own > 0 ? fmin(s ? a->cmin : a->rmin, a->lone_min[s]) : 0;
+		m->max[s] = own > 0 ? fmax(s ? a->cmax : a->rmax, a->lone_max[s]) : 0;
+		m->l2[s] = sqrt(sq);
+	}
+	m->mismatch = a->mismatch;
+	m->worst_index = a->worst;
+	m->worst_ref = a->worst_r;
+	m->worst_cand = a->worst_c;
+	m->first_bad_position = -1;
+	if (n_pos <= 0 || !rows)
+		return 0;
+	tb_run_sums *pos = calloc((size_t)n_pos, sizeof *pos);
+	m->pos_rel_l2 = malloc((size_t)n_pos * sizeof *m->pos_rel_l2);
+	m->pos_cos = malloc((size_t)n_pos * sizeof *m->pos_cos);
+	m->pos_norm_ratio = malloc((size_t)n_pos * sizeof *m->pos_norm_ratio);
+	if (!pos || !m->pos_rel_l2 || !m->pos_cos || !m->pos_norm_ratio) {
+		free(pos);
+		tb_metrics_done(m);
+		return -1;
+	}
+	for (uint64_t i = 0; i < n_rows; i++) {
+		tb_run_sums *p = &pos[i % (uint64_t)n_pos];
+		p->sdd += rows[i].sdd;
+		p->srr += rows[i].srr;
+		p->scc += rows[i].scc;
+		p->src += rows[i].src;
+		p->mismatch += rows[i].mismatch;
+	}
+	m->n_pos = n_pos;
+	for (int64_t i = 0; i < n_pos; i++) {
+		/* A position where NaN/Inf appear on one side is as bad as it gets,
+		 * whatever its finite elements say. */
+		m->pos_rel_l2[i] = pos[i].mismatch ? INFINITY : tb_rel_l2(pos[i].sdd, pos[i].srr);
+		m->pos_cos[i] = pos[i].mismatch ? NAN : tb_cosine(pos[i].src, pos[i].srr, pos[i].scc);
+		m->pos_norm_ratio[i] = pos[i].mismatch ? NAN : tb_norm_ratio(pos[i].scc, pos[i].srr);
+		if (m->first_bad_position < 0 && !(m->pos_rel_l2[i] <= diverge))
+			m->first_bad_position = i;
+	}
+	free(pos);
+	return 0;
+}
+
+void tb_metrics_done(tb_metrics *m)
+{
+	free(m->pos_rel_l2);
+	free(m->pos_cos);
+	free(m->pos_norm_ratio);
+	m->pos_rel_l2 = m->pos_cos = m->pos_norm_ratio = NULL;
+	m->n_pos = 0;
+}

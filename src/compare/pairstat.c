@@ -1,0 +1,100 @@
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/pairstat.h"
+
+#define BLOCK (1u << 14)
+
+float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
+{
+	float *x;
+
+	if (t->numel > TB_LOAD_MAX_ELEMS) {
+		tb_err_set(err, t->path, "tensor '%s' is too large to analyse whole", t->name);
+		return NULL;
+	}
+	x = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *x);
+	if (!x) {
+		tb_err_set(err, t->path, "out of memory loading tensor '%s'", t->name);
+		return NULL;
+	}
+	if (tb_tensor_acquire(t, err) < 0) {
+		free(x);
+		return NULL;
+	}
+	tb_tensor_read_f32(t, 0, t->numel, x);
+	tb_tensor_release(t);
+	return x;
+}
+
+int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err)
+{
+	float x[BLOCK], y[BLOCK];
+	int rc = 0;
+
+	if (n == 0 || n > a->numel)
+		n = a->numel;
+	if (n > b->numel)
+		n = b->numel;
+	if (tb_tensor_acquire(a, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(b, err) < 0) {
+		tb_tensor_release(a);
+		return -1;
+	}
+	for (uint64_t off = 0; rc == 0 && off < n; off += BLOCK) {
+		size_t k = n - off < BLOCK ? (size_t)(n - off) : BLOCK;
+		tb_tensor_read_f32(a, off, k, x);
+		tb_tensor_read_f32(b, off, k, y);
+		rc = fn(ctx, x, y, k, off);
+	}
+	tb_tensor_release(a);
+	tb_tensor_release(b);
+	return rc;
+}
+
+typedef struct metrics_ctx {
+	tb_acc acc;
+	const tb_tolerance *tol;
+} metrics_ctx;
+
+static int metrics_block(void *ctx, const float *r, const float *c, size_t n, uint64_t off)
+{
+	metrics_ctx *mc = ctx;
+
+	tb_acc_run(&mc->acc, r, c, n, off, mc->tol->atol, mc->tol->rtol, NULL);
+	return 0;
+}
+
+int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
+			   tb_err *err)
+{
+	metrics_ctx mc = {.tol = tol};
+
+	if (ref->numel != cand->numel)
+		return tb_err_set(err, cand->path, "tensors '%s' and '%s' differ in size", ref->name, cand->name);
+	tb_acc_init(&mc.acc);
+	if (tb_tensor_pair_blocks(ref, cand, n, metrics_block, &mc, err) < 0)
+		return -1;
+	return tb_metrics_finish(m, &mc.acc, NULL, 0, 0, tol->diverge) < 0 ? tb_err_set(err, NULL, "out of memory") : 0;
+}
+
+/* 1 at the first block that differs. */
+static int differ_block(void *ctx, const float *x, const float *y, size_t n, uint64_t off)
+{
+	(void)ctx;
+	(void)off;
+	return memcmp(x, y, n * sizeof *x) != 0;
+}
+
+int tb_tensors_equal(tb_tensor *a, tb_tensor *b, tb_err *err)
+{
+	int rc;
+
+	if (a->numel != b->numel)
+		return 0;
+	rc = tb_tensor_pair_blocks(a, b, 0, differ_block, NULL, err);
+	return rc < 0 ? -1 : !rc;
+}

@@ -1,0 +1,80 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "diagnose/diagnose.h"
+
+/* An output projection (attn.o, mlp.down) holds its group's output, and a
+ * Hugging Face hook dump lists it before the group: diagnose the group's
+ * cell, whose patterns the rules describe. */
+static long group_cell(const tb_result *r, long target)
+{
+	const tb_cell_result *t, *g;
+
+	if (target < 0 || (size_t)target >= r->n_cells)
+		return target;
+	t = &r->cells[target];
+	if (!tb_tap_is_group_output(t->cell.tap))
+		return target;
+	g = tb_result_cell(r, t->cell.layer, tb_tap_parent(t->cell.tap));
+	return g && g->status == TB_ST_DIVERGED ? g - r->cells : target;
+}
+
+/* Features and causes of one cell, given the model-wide findings. */
+static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
+		       long target, double *features, tb_causes *out, tb_err *err)
+{
+	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
+	char cell[96] = "";
+	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
+
+	out->v = NULL;
+	out->n = 0;
+	target = group_cell(r, target);
+	tb_features_compute(&in, target, features);
+	if (target >= 0) {
+		const tb_cell_result *c = &r->cells[target];
+		tb_cell_name(&c->cell, cell, sizeof cell);
+		ctx.cell = cell;
+		ctx.tap = c->cell.tap;
+		ctx.layer = c->cell.layer;
+		ctx.ref_name = c->ref ? c->ref->name : NULL;
+		ctx.cand_name = c->cand ? c->cand->name : NULL;
+	}
+	if (r->verdict == TB_ST_MATCH || !o->rules)
+		return 0;
+	return tb_ruleset_eval(o->rules, features, &ctx, TB_MAX_CAUSES, out, err);
+}
+
+int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long target, tb_diagnosis *d,
+		tb_err *err)
+{
+	memset(d, 0, sizeof *d);
+	if (tb_origin_compute(r, o->origin_factor > 0 ? o->origin_factor : TB_ORIGIN_FACTOR, &d->origin, err) < 0)
+		return -1;
+	if (tb_sanity_check(s, r, &d->sanity, err) < 0) {
+		tb_origin_done(&d->origin);
+		return -1;
+	}
+	d->target = group_cell(r, target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target);
+	if (eval_target(s, r, o, d, d->target, d->features, &d->causes, err) < 0) {
+		tb_diagnosis_done(d);
+		return -1;
+	}
+	return 0;
+}
+
+int tb_diagnose_cell(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
+		     long cell, tb_causes *out, tb_err *err)
+{
+	double features[TB_F_COUNT];
+
+	return eval_target(s, r, o, d, cell, features, out, err);
+}
+
+void tb_diagnosis_done(tb_diagnosis *d)
+{
+	tb_origin_done(&d->origin);
+	tb_sanity_done(&d->sanity);
+	tb_causes_free(&d->causes);
+}

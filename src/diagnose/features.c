@@ -1,0 +1,615 @@
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/features.h"
+#include "compare/pairstat.h"
+
+const tb_feature_info tb_feature_table[TB_F_COUNT] = {
+#define TB_FEATURE_INFO(id, name, unit, meaning) [TB_F_##id] = {name, unit, meaning},
+	TB_FEATURES(TB_FEATURE_INFO)
+#undef TB_FEATURE_INFO
+};
+
+/* Similarity that counts as "the same row / head". */
+#define SAME_COS 0.98
+/* How much the error must jump at a window boundary, and how exact the
+ * positions before it must be (a window changes nothing there: what they
+ * may carry is the error of the cell's inputs, a precision floor). */
+#define WINDOW_JUMP 10.0
+#define WINDOW_EXACT 1e-4
+
+int tb_feature_lookup(const char *name)
+{
+	for (int i = 0; i < TB_F_COUNT; i++)
+		if (!strcmp(tb_feature_table[i].name, name))
+			return i;
+	return -1;
+}
+
+static bool compared(const tb_cell_result *c)
+{
+	return c && c->ref && c->cand;
+}
+
+static bool ok_status(const tb_cell_result *c)
+{
+	return c->status == TB_ST_MATCH || c->status == TB_ST_CLOSE;
+}
+
+/* 1/0 for a sibling's state, NaN when it was not dumped on both sides. */
+static double sibling_ok(const tb_result *r, int layer, const char *tap)
+{
+	const tb_cell_result *c = tb_result_cell(r, layer, tap);
+
+	return compared(c) ? ok_status(c) : NAN;
+}
+
+/* c is a sub-tap of group cell g (L3.attn.o of L3.attn): part of g, not upstream of it. */
+static bool in_group(const tb_cell_result *c, const tb_cell_result *g)
+{
+	const char *parent = tb_tap_parent(c->cell.tap);
+
+	return parent && c->cell.layer == g->cell.layer && !strcmp(parent, g->cell.tap);
+}
+
+static void where(const tb_result *r, long target, double *v)
+{
+	const tb_cell_result *t = &r->cells[target];
+	const char *tap = t->cell.tap, *parent = tb_tap_parent(tap);
+	bool exact = true, ok = true;
+
+	v[TB_F_LAYER] = t->cell.layer;
+	v[TB_F_AT_EMBED] = !strcmp(tap, "embed");
+	v[TB_F_AT_ATTN_NORM] = !strcmp(tap, "attn_norm");
+	v[TB_F_AT_ATTN] = !strcmp(tap, "attn");
+	v[TB_F_AT_ATTN_SUB] = parent && !strcmp(parent, "attn");
+	v[TB_F_AT_QK_SUB] = !strcmp(tap, "attn.q") || !strcmp(tap, "attn.k");
+	v[TB_F_AT_MLP_NORM] = !strcmp(tap, "mlp_norm");
+	v[TB_F_AT_MLP] = !strcmp(tap, "mlp");
+	v[TB_F_AT_MLP_SUB] = parent && !strcmp(parent, "mlp");
+	v[TB_F_AT_BLOCK] = !strcmp(tap, "block");
+	v[TB_F_AT_FINAL_NORM] = !strcmp(tap, "final_norm");
+	v[TB_F_AT_LOGITS] = !strcmp(tap, "logits");
+	v[TB_F_AT_NORM] = v[TB_F_AT_ATTN_NORM] || v[TB_F_AT_MLP_NORM] || v[TB_F_AT_FINAL_NORM];
+	v[TB_F_FIRST_LAYER] = t->cell.layer == 0;
+	v[TB_F_DEEP] = t->cell.layer > 0;
+	for (long i = 0; i < target; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (!compared(c) || in_group(c, t))
+			continue;
+		exact = exact && c->status == TB_ST_MATCH;
+		ok = ok && ok_status(c);
+	}
+	v[TB_F_UPSTREAM_EXACT] = exact;
+	v[TB_F_UPSTREAM_OK] = ok;
+	if (t->cell.layer >= 0) {
+		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, "attn");
+		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, "mlp");
+		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, "attn_norm");
+		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, "mlp_norm");
+		v[TB_F_SIBLINGS_OK] = v[TB_F_ATTN_OK] == 1 && v[TB_F_MLP_OK] == 1;
+		v[TB_F_ATTN_SUB_BAD] = 0;
+		for (size_t i = 0; i < r->n_cells; i++) {
+			const tb_cell_result *c = &r->cells[i];
+			if (c->cell.layer == t->cell.layer &&
+			    (!strcmp(c->cell.tap, "attn.q") || !strcmp(c->cell.tap, "attn.k")) && c->status == TB_ST_DIVERGED)
+				v[TB_F_ATTN_SUB_BAD] = 1;
+		}
+	}
+}
+
+static void global_counts(const tb_result *r, double *v)
+{
+	size_t compared_n = 0, div = 0, close = 0;
+	bool only_logits = true, only_fl = true, fn_div = false, lg_div = false, nan_any = false;
+	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm");
+
+	for (size_t i = 0; i < r->n_cells; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (!compared(c))
+			continue;
+		compared_n++;
+		close += c->status == TB_ST_CLOSE;
+		nan_any = nan_any || c->m.mismatch > 0;
+		if (c->status != TB_ST_DIVERGED)
+			continue;
+		div++;
+		bool is_lg = !strcmp(c->cell.tap, "logits"), is_fn = !strcmp(c->cell.tap, "final_norm");
+		lg_div = lg_div || is_lg;
+		fn_div = fn_div || is_fn;
+		only_logits = only_logits && is_lg;
+		only_fl = only_fl && (is_lg || is_fn);
+	}
+	v[TB_F_N_LAYERS] = r->n_layers;
+	v[TB_F_N_DIVERGED] = (double)div;
+	v[TB_F_N_CLOSE] = (double)close;
+	v[TB_F_CLOSE_FRAC] = compared_n ? (double)close / (double)compared_n : 0;
+	v[TB_F_DIVERGED_FRAC] = compared_n ? (double)div / (double)compared_n : 0;
+	v[TB_F_NONE_DIVERGED] = div == 0;
+	v[TB_F_ONLY_LOGITS] = div > 0 && only_logits;
+	v[TB_F_ONLY_FINAL_AND_LOGITS] = div > 0 && only_fl && fn_div && lg_div;
+	v[TB_F_FINAL_NORM_OK] = compared(fn) ? ok_status(fn) : NAN;
+	v[TB_F_NAN_ANY] = nan_any;
+}
+
+static void scale_and_direction(const tb_cell_result *t, double *v)
+{
+	const tb_metrics *m = &t->m;
+	int64_t h = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
+
+	v[TB_F_REL_L2] = m->rel_l2;
+	v[TB_F_COSINE] = m->cosine;
+	v[TB_F_NORM_RATIO] = m->norm_ratio;
+	v[TB_F_LOG_NORM_RATIO] = fabs(log(m->norm_ratio));
+	v[TB_F_ALLCLOSE_FRAC] = m->allclose_frac;
+	v[TB_F_MISMATCH] = (double)m->mismatch;
+	if (h > 0) {
+		double s = m->norm_ratio >= 1 ? m->norm_ratio : 1 / m->norm_ratio;
+		v[TB_F_SCALE_VS_SQRT_H] = s / sqrt((double)h);
+	}
+	if (t->logits) {
+		v[TB_F_KL_MEAN] = t->logits->kl_mean;
+		v[TB_F_TOP1_AGREE] = t->logits->top1_agree;
+	}
+}
+
+/* Least-squares slope of log e[p] against log p over p in [lo, hi). */
+static double log_slope(const double *e, int64_t lo, int64_t hi)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0;
+	int64_t n = 0;
+
+	for (int64_t p = lo; p < hi; p++) {
+		if (!(e[p] > 0) || !isfinite(e[p]))
+			continue;
+		double x = log((double)p), y = log(e[p]);
+		sx += x;
+		sy += y;
+		sxx += x * x;
+		sxy += x * y;
+		n++;
+	}
+	return n >= 3 && n * sxx - sx * sx > 0 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : NAN;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* max(e[1..4]) / median(e[1..S-1]): how much of its final size the error
+ * already has right after position 0. */
+static double early_ratio(const double *e, int64_t S)
+{
+	double *sorted, early = 0, med;
+
+	if (S < 6)
+		return NAN;
+	sorted = malloc((size_t)(S - 1) * sizeof *sorted);
+	if (!sorted)
+		return NAN;
+	for (int64_t p = 1; p < S; p++) {
+		sorted[p - 1] = isfinite(e[p]) ? e[p] : INFINITY;
+		if (p <= 4)
+			early = fmax(early, sorted[p - 1]);
+	}
+	qsort(sorted, (size_t)(S - 1), sizeof *sorted, cmp_double);
+	med = sorted[(S - 1) / 2];
+	free(sorted);
+	return med > 0 ? early / med : NAN;
+}
+
+static void position_profile(const tb_cell_result *t, double input_rel, double *v)
+{
+	const tb_metrics *m = &t->m;
+	int64_t S = m->n_pos, bad = 0, ratios = 0;
+	double d = t->tol.diverge, mx = 0, rs = 0, rss = 0;
+	if (S <= 0)
+		return;
+	v[TB_F_N_POS] = (double)S;
+	v[TB_F_POS0_REL] = m->pos_rel_l2[0];
+	v[TB_F_POS0_OK] = m->pos_rel_l2[0] <= d;
+	v[TB_F_POS1_REL] = S > 1 ? m->pos_rel_l2[1] : NAN;
+	v[TB_F_FIRST_BAD_POS] = (double)m->first_bad_position;
+	v[TB_F_LAST_POS_OK] = m->pos_rel_l2[S - 1] <= d;
+	v[TB_F_POS_COS_MIN] = 1;
+	for (int64_t p = 0; p < S; p++) {
+		double e = m->pos_rel_l2[p];
+		bad += !(e <= d);
+		if (e > mx || isnan(e))
+			mx = isnan(e) ? INFINITY : e;
+		if (m->pos_cos[p] < v[TB_F_POS_COS_MIN])
+			v[TB_F_POS_COS_MIN] = m->pos_cos[p];
+		if (isfinite(m->pos_norm_ratio[p])) {
+			ratios++;
+			rs += m->pos_norm_ratio[p];
+			rss += m->pos_norm_ratio[p] * m->pos_norm_ratio[p];
+		}
+	}
+	v[TB_F_POS_MAX_REL] = mx;
+	if (S > 1 && mx > 0 && isfinite(mx))
+		v[TB_F_POS1_SHARE] = m->pos_rel_l2[1] / mx;
+	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)S;
+	v[TB_F_LATE_ONLY] = m->first_bad_position >= 100;
+	v[TB_F_EARLY_SMALL] = S > 1 && m->pos_rel_l2[1] < 0.1 * mx;
+	v[TB_F_POS_GROWTH] = log_slope(m->pos_rel_l2, 1, S);
+	v[TB_F_EARLY_RATIO] = early_ratio(m->pos_rel_l2, S);
+	v[TB_F_EARLY_GROWTH] = log_slope(m->pos_rel_l2, 1, S < 9 ? S : 9);
+	if (ratios > 0) {
+		double mean = rs / (double)ratios;
+		v[TB_F_SCALE_MEAN] = mean;
+		v[TB_F_SCALE_SPREAD] = mean > 0 ? sqrt(fmax(0, rss / (double)ratios - mean * mean)) / mean : NAN;
+	}
+	/* non-causal attention: the last position sees everything either way */
+	if (S >= 3) {
+		int64_t before_bad = 0;
+		for (int64_t p = 0; p < S - 1; p++)
+			before_bad += !(m->pos_rel_l2[p] <= d);
+		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && before_bad >= (S - 1) * 8 / 10;
+	}
+	/* A window: exact (or nearly) below W, a jump at W, off after it.  A
+	 * smooth rise (RoPE base) crosses --diverge somewhere too, but
+	 * without the jump. */
+	v[TB_F_WINDOW] = -1;
+	if (m->first_bad_position >= 2) {
+		int64_t w = m->first_bad_position, after = 0;
+		double before = 0;
+		for (int64_t p = 0; p < w; p++)
+			before = fmax(before, m->pos_rel_l2[p]);
+		for (int64_t p = w; p < S; p++)
+			after += !(m->pos_rel_l2[p] <= d);
+		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before &&
+		    before <= fmax(WINDOW_EXACT, 2 * input_rel))
+			v[TB_F_WINDOW] = (double)w;
+	}
+}
+
+/* Per-head agreement and the head x head similarity (sgemm). */
+static void head_features(const tb_cell_result *t, int heads, double *v)
+{
+	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0, rows, hd, K;
+	float *r = NULL, *c = NULL, *A = NULL, *B = NULL, *G = NULL;
+	double *nr = NULL, *nc = NULL;
+	int ok = 0, perm = 0;
+	tb_err err;
+
+	if (heads <= 1 || H <= 0 || H % heads != 0 || t->ref->numel != t->cand->numel || t->shape_mismatch)
+		return;
+	hd = H / heads;
+	rows = (int64_t)(t->ref->numel / (uint64_t)H);
+	K = rows * hd;
+	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
+	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	A = malloc((size_t)(heads * K) * sizeof *A);
+	B = malloc((size_t)(heads * K) * sizeof *B);
+	G = malloc((size_t)heads * heads * sizeof *G);
+	nr = calloc((size_t)heads, sizeof *nr);
+	nc = calloc((size_t)heads, sizeof *nc);
+	if (!r || !c || !A || !B || !G || !nr || !nc)
+		goto out;
+	/* Gather each head's slice into a row: [heads, rows * hd]. */
+	for (int64_t h = 0; h < heads; h++)
+		for (int64_t i = 0; i < rows; i++)
+			for (int64_t k = 0; k < hd; k++) {
+				float a = r[i * H + h * hd + k], b = c[i * H + h * hd + k];
+				A[h * K + i * hd + k] = isfinite(a) ? a : 0;
+				B[h * K + i * hd + k] = isfinite(b) ? b : 0;
+			}
+	for (int64_t h = 0; h < heads; h++) {
+		double dd = 0, rr = 0;
+		for (int64_t k = 0; k < K; k++) {
+			double d = (double)B[h * K + k] - A[h * K + k];
+			dd += d * d;
+			rr += (double)A[h * K + k] * A[h * K + k];
+			nc[h] += (double)B[h * K + k] * B[h * K + k];
+		}
+		nr[h] = rr;
+		ok += tb_rel_l2(dd, rr) <= t->tol.diverge;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, heads, heads, (int)K, 1.0f, A, (int)K, B, (int)K, 0.0f, G,
+		    heads);
+	for (int j = 0; j < heads; j++) {
+		int best = -1;
+		double best_cos = -2, own = 0;
+		for (int i = 0; i < heads; i++) {
+			double cs = nr[i] > 0 && nc[j] > 0 ? G[i * heads + j] / sqrt(nr[i] * nc[j]) : 0;
+			if (i == j)
+				own = cs;
+			if (cs > best_cos) {
+				best_cos = cs;
+				best = i;
+			}
+		}
+		perm += best != j && best_cos > SAME_COS && own < SAME_COS;
+	}
+	v[TB_F_HEADS] = heads;
+	v[TB_F_HEAD_OK_FRAC] = (double)ok / heads;
+	v[TB_F_HEAD_PERM] = perm;
+out:
+	free(r);
+	free(c);
+	free(A);
+	free(B);
+	free(G);
+	free(nr);
+	free(nc);
+}
+
+/* Rows [S, H] of an activation (first batch entry). */
+static bool rows_of(const tb_cell_result *t, int64_t *S, int64_t *H)
+{
+	int64_t sh[TB_MAX_DIMS];
+	int n = tb_tensor_squeezed(t->ref, sh);
+
+	if (n < 2 || t->shape_mismatch)
+		return false;
+	*H = sh[n - 1];
+	*S = sh[n - 2];
+	return *S > 1 && *H > 0;
+}
+
+/* Which reference row does each candidate row of the embedding look like? */
+static void embed_shift(const tb_cell_result *t, double *v)
+{
+	int64_t S, H;
+	float *r = NULL, *c = NULL, *G = NULL;
+	double best[2] = {0, 0};
+	tb_err err;
+
+	if (!rows_of(t, &S, &H))
+		return;
+	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
+	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	G = malloc((size_t)(S * S) * sizeof *G);
+	if (!r || !c || !G)
+		goto out;
+	for (int64_t i = 0; i < S * H; i++) {
+		if (!isfinite(r[i]))
+			r[i] = 0;
+		if (!isfinite(c[i]))
+			c[i] = 0;
+	}
+	/* G[p][q] = cand_p . ref_q */
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)H, 1.0f, c, (int)H, r, (int)H, 0.0f,
+		    G, (int)S);
+	for (int64_t p = 0; p < S; p++) {
+		double nc = cblas_sdot((int)H, c + p * H, 1, c + p * H, 1);
+		for (int d = 0; d < 2; d++) {
+			int64_t q = d ? p - 1 : p + 1;
+			if (q < 0 || q >= S)
+				continue;
+			double nq = cblas_sdot((int)H, r + q * H, 1, r + q * H, 1);
+			double nown = cblas_sdot((int)H, r + p * H, 1, r + p * H, 1);
+			double cs = nc > 0 && nq > 0 ? G[p * S + q] / sqrt(nc * nq) : 0;
+			double own = nc > 0 && nown > 0 ? G[p * S + p] / sqrt(nc * nown) : 0;
+			best[d] += cs > SAME_COS && cs > own;
+		}
+	}
+	v[TB_F_EMBED_SHIFT] = fmax(best[0], best[1]) / (double)(S - 1);
+out:
+	free(r);
+	free(c);
+	free(G);
+}
+
+typedef struct bias_ctx {
+	double *sum; /* per channel: sum of the finite differences */
+	double total; /* sum of their squares */
+	int64_t H;
+} bias_ctx;
+
+static int bias_block(void *ctx, const float *r, const float *c, size_t n, uint64_t off)
+{
+	bias_ctx *bc = ctx;
+	int64_t h = (int64_t)(off % (uint64_t)bc->H);
+
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)c[i] - r[i];
+		if (isfinite(d)) {
+			bc->sum[h] += d;
+			bc->total += d * d;
+		}
+		if (++h == bc->H)
+			h = 0;
+	}
+	return 0;
+}
+
+/* Share of the error a per-channel constant offset explains.  Streamed a
+ * block at a time: the target may be the logits, far larger than a row. */
+static void bias_fraction(const tb_cell_result *t, double *v)
+{
+	int64_t S, H;
+	double explained = 0;
+	bias_ctx bc;
+	tb_err err;
+
+	if (!rows_of(t, &S, &H))
+		return;
+	bc = (bias_ctx){calloc((size_t)H, sizeof *bc.sum), 0, H};
+	if (bc.sum && tb_tensor_pair_blocks((tb_tensor *)t->ref, (tb_tensor *)t->cand, 0, bias_block, &bc, &err) == 0) {
+		double rows = (double)(t->ref->numel / (uint64_t)H);
+		for (int64_t h = 0; h < H; h++)
+			explained += bc.sum[h] * bc.sum[h] / rows;
+		v[TB_F_BIAS_FRAC] = bc.total > 0 ? explained / bc.total : NAN;
+	}
+	free(bc.sum);
+}
+
+/* The S x S logits of the prompt's own tokens, l[p][q] = logits[p][tok[q]]
+ * (malloc'd): the logits are read element by element, never whole. */
+static float *gather_logits(tb_tensor *lg, int64_t S, int64_t V, const int64_t *tok, tb_err *err)
+{
+	float *l = malloc((size_t)(S * S) * sizeof *l);
+
+	if (!l || tb_tensor_acquire(lg, err) < 0) {
+		free(l);
+		return NULL;
+	}
+	for (int64_t p = 0; p < S; p++)
+		for (int64_t q = 0; q < S; q++)
+			tb_tensor_read_f32(lg, (uint64_t)(p * V + tok[q]), 1, &l[p * S + q]);
+	tb_tensor_release(lg);
+	return l;
+}
+
+/* Do logits equal final_norm . embedding rows of the prompt's tokens
+ * (tied embeddings)?  Pearson correlation over the S x S block. */
+static double tie_score(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok)
+{
+	float *x = NULL, *e = NULL, *l = NULL, *P = NULL;
+	int64_t S, H, V, shx[TB_MAX_DIMS], shl[TB_MAX_DIMS];
+	int nx = tb_tensor_squeezed(fn, shx), nl = tb_tensor_squeezed(lg, shl);
+	double sp = 0, so = 0, spp = 0, soo = 0, spo = 0, res = NAN;
+	tb_err err;
+
+	if (nx != 2 || nl != 2 || emb->numel != fn->numel)
+		return NAN;
+	S = shx[0];
+	H = shx[1];
+	V = shl[1];
+	if (shl[0] != S || S < 2 || (size_t)S > n_tok)
+		return NAN;
+	for (int64_t q = 0; q < S; q++)
+		if (tok[q] < 0 || tok[q] >= V)
+			return NAN;
+	x = tb_tensor_load_f32(fn, &err);
+	e = x ? tb_tensor_load_f32(emb, &err) : NULL;
+	l = e ? gather_logits(lg, S, V, tok, &err) : NULL;
+	P = malloc((size_t)(S * S) * sizeof *P);
+	if (!x || !e || !l || !P)
+		goto out;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)H, 1.0f, x, (int)H, e, (int)H, 0.0f,
+		    P, (int)S);
+	for (int64_t p = 0; p < S; p++)
+		for (int64_t q = 0; q < S; q++) {
+			double a = P[p * S + q], b = l[p * S + q];
+			sp += a;
+			so += b;
+			spp += a * a;
+			soo += b * b;
+			spo += a * b;
+		}
+	{
+		double n = (double)(S * S), cov = spo / n - sp / n * so / n;
+		double va = spp / n - sp / n * sp / n, vb = soo / n - so / n * so / n;
+		if (va > 0 && vb > 0)
+			res = cov / sqrt(va * vb);
+	}
+out:
+	free(x);
+	free(e);
+	free(l);
+	free(P);
+	return res;
+}
+
+static void tie_features(const tb_diag_input *in, double *v)
+{
+	const tb_result *r = in->result;
+	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm"), *em = tb_result_cell(r, -1, "embed");
+	const tb_cell_result *lg = tb_result_cell(r, -1, "logits");
+	size_t n;
+	int64_t *tok;
+
+	if (!compared(fn) || !compared(em) || !compared(lg))
+		return;
+	tok = tb_tree_token_ids(in->session->ref, &n);
+	if (!tok)
+		return;
+	v[TB_F_TIE_REF] = tie_score((tb_tensor *)fn->ref, (tb_tensor *)em->ref, (tb_tensor *)lg->ref, tok, n);
+	v[TB_F_TIE_CAND] = tie_score((tb_tensor *)fn->cand, (tb_tensor *)em->cand, (tb_tensor *)lg->cand, tok, n);
+	free(tok);
+}
+
+static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
+{
+	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
+
+	if ((!strcmp(t->cell.tap, "attn.k") || !strcmp(t->cell.tap, "attn.v")) && in->kv_heads > 0 &&
+	    H % in->kv_heads == 0)
+		return in->kv_heads;
+	if (in->heads > 0 && H % in->heads == 0)
+		return in->heads;
+	return 0;
+}
+
+/* An attention sub-tap (q, k after RoPE) diverges first when the bug is in
+ * attention, but the attention output shows the pattern the rules know:
+ * profile that one when it diverged too. */
+static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_result *t)
+{
+	const char *parent = tb_tap_parent(t->cell.tap);
+	const tb_cell_result *a;
+
+	if (!parent || strcmp(parent, "attn") != 0)
+		return t;
+	a = tb_result_cell(r, t->cell.layer, "attn");
+	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
+}
+
+static void sub_tap_features(const tb_cell_result *t, double *v)
+{
+	const tb_metrics *m = &t->m;
+	bool kept = m->n_pos > 0;
+
+	if (m->n_pos <= 0)
+		return;
+	v[TB_F_SUB_POS0_OK] = m->pos_rel_l2[0] <= t->tol.diverge;
+	for (int64_t p = 0; p < m->n_pos && kept; p++)
+		kept = fabs(m->pos_norm_ratio[p] - 1) < 1e-3;
+	v[TB_F_SUB_NORM_KEPT] = kept;
+}
+
+void tb_features_compute(const tb_diag_input *in, long target, double *v)
+{
+	const tb_result *r = in->result;
+
+	for (int i = 0; i < TB_F_COUNT; i++)
+		v[i] = NAN;
+	global_counts(r, v);
+	if (in->origin) {
+		v[TB_F_HAS_ORIGIN] = in->origin->origin >= 0;
+		v[TB_F_DRIFT] = in->origin->drift;
+	}
+	if (in->sanity) {
+		v[TB_F_DUMP_OFFSET] = in->sanity->offset != 0;
+		v[TB_F_DUMP_DUPLICATE] = fmax(in->sanity->dup_layers[0], in->sanity->dup_layers[1]);
+		if (in->sanity->tokens_compared) {
+			v[TB_F_TOKENS_DIFFER] = (double)in->sanity->tokens_differ;
+			v[TB_F_TOKEN_SHIFT] = in->sanity->token_shift != 0;
+		}
+	}
+	v[TB_F_HAS_TARGET] = target >= 0;
+	if (target < 0 || (size_t)target >= r->n_cells || !compared(&r->cells[target]))
+		return;
+	const tb_cell_result *t = &r->cells[target], *prof = profile_cell(r, t);
+	where(r, target, v);
+	if (prof != t) {
+		sub_tap_features(t, v);
+		v[TB_F_AT_ATTN] = 1;
+	}
+	scale_and_direction(prof, v);
+	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
+	if (in->origin) {
+		long o = in->origin->origin;
+		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));
+		v[TB_F_AMPLIFICATION] = in->origin->amplification[target];
+	}
+	/* Heads are separate only before o_proj mixes them: in q, k, v (and
+	 * other attention sub-taps), not in the attention output. */
+	if (v[TB_F_AT_ATTN_SUB] == 1)
+		head_features(t, heads_for(in, t), v);
+	if (v[TB_F_AT_EMBED] == 1)
+		embed_shift(t, v);
+	if (t->m.n_pos > 0)
+		bias_fraction(t, v);
+	if (v[TB_F_AT_LOGITS] == 1 || v[TB_F_AT_FINAL_NORM] == 1)
+		tie_features(in, v);
+}

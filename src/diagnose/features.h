@@ -1,0 +1,131 @@
+/*
+ * features: the named measurements the diagnosis rules test, computed for
+ * one target cell (the first divergence, or any cell on request) from the
+ * comparison result, the origin analysis, the dump sanity checks and, where
+ * a rule needs more than the cell metrics, a re-read of a few tensors
+ * (per-head similarity and embedding-row similarity use OpenBLAS sgemm).
+ *
+ * The feature list is one X-macro table: id, name, unit, meaning; the rule
+ * parser, the man page and `tbisect check --features` all read it.  Values
+ * are doubles; booleans are 0/1; NaN means "not measurable here" and makes
+ * every condition on it false.
+ */
+#ifndef TB_DIAG_FEATURES_H
+#define TB_DIAG_FEATURES_H
+
+#include <stddef.h>
+
+#include "compare/compare.h"
+#include "diagnose/origin.h"
+#include "diagnose/sanity.h"
+#include "model/session.h"
+
+/* X(id, name, unit, meaning) */
+#define TB_FEATURES(X)                                                                                         \
+	X(HAS_TARGET, "has_target", "bool", "a cell diverged (or one was selected); the other features describe it") \
+	X(LAYER, "layer", "index", "layer of the target cell, -1 for model-level taps")                        \
+	X(N_LAYERS, "n_layers", "count", "layers in the dump")                                                 \
+	X(AT_EMBED, "at_embed", "bool", "target is the embedding output")                                     \
+	X(AT_ATTN_NORM, "at_attn_norm", "bool", "target is a layer's attention input norm")                    \
+	X(AT_ATTN, "at_attn", "bool", "target is a layer's attention output (or its output projection attn.o, the same tensor), or a q/k/v sub-tap of a layer whose attention output diverged too (the profile features then describe that output)") \
+	X(AT_ATTN_SUB, "at_attn_sub", "bool", "target is an attention sub-tap (attn.q, attn.k, ...)")          \
+	X(AT_QK_SUB, "at_qk_sub", "bool", "target is the query or key sub-tap (attn.q, attn.k)")               \
+	X(AT_MLP_NORM, "at_mlp_norm", "bool", "target is a layer's MLP input norm")                            \
+	X(AT_MLP, "at_mlp", "bool", "target is a layer's MLP output (or its down projection mlp.down, the same tensor)")                                         \
+	X(AT_MLP_SUB, "at_mlp_sub", "bool", "target is an MLP sub-tap (mlp.gate, mlp.up, ...)")                \
+	X(AT_BLOCK, "at_block", "bool", "target is a decoder layer's output")                                 \
+	X(AT_FINAL_NORM, "at_final_norm", "bool", "target is the final norm")                                 \
+	X(AT_LOGITS, "at_logits", "bool", "target is the logits")                                             \
+	X(AT_NORM, "at_norm", "bool", "target is any norm tap (attn_norm, mlp_norm, final_norm)")              \
+	X(FIRST_LAYER, "first_layer", "bool", "target is in layer 0")                                         \
+	X(DEEP, "deep", "bool", "target is in a layer after layer 0")                                         \
+	X(UPSTREAM_EXACT, "upstream_exact", "bool", "every compared cell before the target matches")           \
+	X(UPSTREAM_OK, "upstream_ok", "bool", "every compared cell before the target matches or is close")     \
+	X(N_DIVERGED, "n_diverged", "count", "diverged cells")                                                \
+	X(N_CLOSE, "n_close", "count", "close cells")                                                         \
+	X(CLOSE_FRAC, "close_frac", "fraction", "close cells among compared cells")                           \
+	X(DIVERGED_FRAC, "diverged_frac", "fraction", "diverged cells among compared cells")                  \
+	X(NONE_DIVERGED, "none_diverged", "bool", "no cell diverged")                                         \
+	X(ONLY_LOGITS, "only_logits", "bool", "logits is the only diverged cell")                             \
+	X(ONLY_FINAL_AND_LOGITS, "only_final_and_logits", "bool", "final_norm and logits are the only diverged cells") \
+	X(FINAL_NORM_OK, "final_norm_ok", "bool", "final_norm matches or is close")                           \
+	X(ATTN_OK, "attn_ok", "bool", "the target layer's attn output matches or is close")                   \
+	X(MLP_OK, "mlp_ok", "bool", "the target layer's mlp output matches or is close")                      \
+	X(ATTN_NORM_OK, "attn_norm_ok", "bool", "the target layer's attn_norm matches or is close")            \
+	X(MLP_NORM_OK, "mlp_norm_ok", "bool", "the target layer's mlp_norm matches or is close")               \
+	X(SIBLINGS_OK, "siblings_ok", "bool", "attn and mlp of the target layer both match or are close")       \
+	X(ATTN_SUB_BAD, "attn_sub_bad", "bool", "a q/k sub-tap of the target layer diverged")                 \
+	X(SUB_POS0_OK, "sub_pos0_ok", "bool", "target is an attention sub-tap whose position 0 is within --diverge") \
+	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm (a rotation or permutation)") \
+	X(REL_L2, "rel_l2", "ratio", "|c-r|/|r| of the target")                                               \
+	X(COSINE, "cosine", "cosine", "cosine similarity of the target")                                      \
+	X(NORM_RATIO, "norm_ratio", "ratio", "|c|/|r| of the target")                                         \
+	X(LOG_NORM_RATIO, "log_norm_ratio", "nats", "|ln(norm_ratio)|: 0 when magnitudes agree")              \
+	X(ALLCLOSE_FRAC, "allclose_frac", "fraction", "target elements passing allclose")                     \
+	X(MISMATCH, "nan_mismatch", "count", "target elements NaN/Inf on one side only")                      \
+	X(NAN_ANY, "nan_any", "bool", "some cell has NaN/Inf on one side only")                               \
+	X(POS_COS_MIN, "pos_cos_min", "cosine", "lowest per-position cosine of the target")                   \
+	X(SCALE_SPREAD, "scale_spread", "ratio", "std/mean of the per-position norm ratio (0: one constant factor)") \
+	X(SCALE_MEAN, "scale_mean", "ratio", "mean per-position norm ratio")                                  \
+	X(SCALE_VS_SQRT_H, "scale_vs_sqrt_hidden", "ratio", "norm_ratio divided by sqrt(hidden size), or its inverse when below 1") \
+	X(N_POS, "n_pos", "count", "positions of the target ([.., S, H] second-to-last axis)")                \
+	X(POS0_OK, "pos0_ok", "bool", "position 0 is within --diverge")                                        \
+	X(POS0_REL, "pos0_rel", "ratio", "rel_l2 at position 0")                                              \
+	X(POS1_REL, "pos1_rel", "ratio", "rel_l2 at position 1")                                              \
+	X(POS_MAX_REL, "pos_max_rel", "ratio", "largest per-position rel_l2")                                 \
+	X(POS1_SHARE, "pos1_share", "ratio", "rel_l2 at position 1 over the largest (large: the error is full-size from the second token on)") \
+	X(FIRST_BAD_POS, "first_bad_pos", "position", "first position above --diverge, -1 if none")           \
+	X(BAD_POS_FRAC, "bad_pos_frac", "fraction", "positions above --diverge")                              \
+	X(LAST_POS_OK, "last_pos_ok", "bool", "the last position is within --diverge")                        \
+	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches (non-causal attention)") \
+	X(WINDOW, "window", "position", "W when positions < W are exact (rel_l2 at most 1e-4, or twice the inputs' error), the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
+	X(LATE_ONLY, "late_only", "bool", "the first bad position is 100 or later")                           \
+	X(POS_GROWTH, "pos_growth", "slope", "slope of log rel_l2 against log position (1: error proportional to position)") \
+	X(EARLY_SMALL, "early_small", "bool", "error at position 1 is under a tenth of the largest")          \
+	X(EARLY_GROWTH, "early_growth", "slope", "slope of log rel_l2 against log position over positions 1 to 8 (RoPE-base errors grow about linearly)") \
+	X(EARLY_RATIO, "early_ratio", "ratio", "largest rel_l2 over positions 1-4 over the median after position 0 (small: error builds up with position)") \
+	X(HEADS, "heads", "count", "heads the target's last axis was split into (0: unknown); attention sub-taps only (o_proj mixes the heads of the attention output)")               \
+	X(HEAD_OK_FRAC, "head_ok_frac", "fraction", "heads of the target within --diverge")                  \
+	X(HEAD_PERM, "head_perm", "count", "candidate heads that match a different reference head (cosine > 0.98)") \
+	X(EMBED_SHIFT, "embed_shift", "fraction", "positions whose candidate embedding row matches reference row p+1 or p-1") \
+	X(TOKENS_DIFFER, "tokens_differ", "count", "positions whose token ids differ (when both dumps carry ids)") \
+	X(TOKEN_SHIFT, "token_shift", "bool", "the candidate's token ids are the reference's shifted by one")  \
+	X(BIAS_FRAC, "bias_frac", "fraction", "share of the error a constant per-channel offset explains")     \
+	X(TIE_REF, "tie_ref", "correlation", "how well reference logits equal final_norm x embedding rows (1: tied)") \
+	X(TIE_CAND, "tie_cand", "correlation", "the same for the candidate")                                 \
+	X(KL_MEAN, "kl_mean", "nats", "mean per-position KL(ref||cand) of the logits")                       \
+	X(TOP1_AGREE, "top1_agree", "fraction", "positions whose logits agree on the top token")              \
+	X(ORIGIN_HERE, "origin_here", "bool", "the target is where the error is born (amplification above the factor)") \
+	X(AMPLIFICATION, "amplification", "ratio", "target rel_l2 over its inputs' rel_l2")                  \
+	X(HAS_ORIGIN, "has_origin", "bool", "some cell amplifies its input error beyond the factor")          \
+	X(DRIFT, "drift", "ratio", "growth of the block error per layer (geometric)")                        \
+	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
+	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")
+
+typedef enum tb_feature {
+#define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,
+	TB_FEATURES(TB_FEATURE_ENUM)
+#undef TB_FEATURE_ENUM
+	TB_F_COUNT
+} tb_feature;
+
+typedef struct tb_feature_info {
+	const char *name, *unit, *meaning;
+} tb_feature_info;
+
+extern const tb_feature_info tb_feature_table[TB_F_COUNT];
+/* Feature by name, or -1. */
+int tb_feature_lookup(const char *name);
+
+typedef struct tb_diag_input {
+	const tb_session *session;
+	const tb_result *result;
+	const tb_origin *origin;  /* may be NULL */
+	const tb_sanity *sanity;  /* may be NULL */
+	int heads, kv_heads;      /* 0: unknown */
+} tb_diag_input;
+
+/* Features of cell index `target` (-1: no target).  vals has TB_F_COUNT slots. */
+void tb_features_compute(const tb_diag_input *in, long target, double *vals);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * rules: the diagnosis rule table, read from JSON files (the shipped
+ * data/rules.json, a user config file, --rules FILE) and evaluated against
+ * the features of a target cell (features.h).
+ *
+ * A rule: {"id", "weight" (0..1], "require": [COND...], "unless": [COND...],
+ * "prefer": [COND | {"if": COND, "weight": W}...], "why": TEMPLATE,
+ * "look_at": TEXT}.  COND is "feature", "!feature", "feature OP number"
+ * (OP: < <= > >= == !=) or "feature in [a, b]".  A rule matches when every
+ * require holds and no unless does; its score is weight * (1 + matched
+ * prefer weight) / (1 + prefer weight of the measurable conditions).  Templates fill {feature} or
+ * {feature:.3f} and {cell} {tap} {layer} {ref_name} {cand_name}.
+ * The ruleset owns its rules; tb_ruleset_free releases them.
+ */
+#ifndef TB_RULES_H
+#define TB_RULES_H
+
+#include <stddef.h>
+
+#include "diagnose/cause.h"
+#include "base/error.h"
+
+typedef struct tb_ruleset tb_ruleset;
+
+/* Strings the templates may name besides features. */
+typedef struct tb_rule_ctx {
+	const char *cell, *tap, *ref_name, *cand_name;
+	int layer;
+} tb_rule_ctx;
+
+tb_ruleset *tb_ruleset_new(void);
+void tb_ruleset_free(tb_ruleset *rs);
+/* Parse and add rules; errors name the file, the rule index and the field. */
+int tb_ruleset_add_text(tb_ruleset *rs, const char *text, size_t len, const char *source, tb_err *err);
+int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err);
+/* The shipped table ($TBISECT_DATADIR, then the installed pkgdatadir, then
+ * the copy built into the program), the user's
+ * $XDG_CONFIG_HOME/tbisect/rules.json when present, then extra (may be NULL). */
+int tb_ruleset_add_standard(tb_ruleset *rs, const char *extra, tb_err *err);
+size_t tb_ruleset_count(const tb_ruleset *rs);
+/* Where the shipped rules were read from ("built-in" or a path). */
+const char *tb_ruleset_shipped_source(const tb_ruleset *rs);
+
+/* Matching rules as causes, best first, one per id (its best score),
+ * at most max_causes.  features: TB_F_COUNT values. */
+int tb_ruleset_eval(const tb_ruleset *rs, const double *features, const tb_rule_ctx *ctx, size_t max_causes,
+		    tb_causes *out, tb_err *err);
+
+/* The ids CONTRACT §6 defines (the shipped table uses only these). */
+extern const char *const tb_cause_ids[];
+extern const size_t tb_n_cause_ids;
+
+#endif

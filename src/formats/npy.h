@@ -1,0 +1,40 @@
+/*
+ * npy: the .npy preamble and header parser, shared by the npy reader and
+ * the npz reader (whose members are npy files).  Never evaluates the
+ * header: a hand parser accepts exactly the three keys, string literals,
+ * True/False and tuples of non-negative integers.  Pure functions over
+ * caller-owned bytes.
+ */
+#ifndef TB_NPY_H
+#define TB_NPY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "tensor/tensor.h"
+#include "formats/tree.h"
+
+/* NumPy itself caps headers at 10000 characters; leave room for odd writers. */
+#define TB_NPY_MAX_HEADER (64 * 1024)
+/* Bytes that always hold a whole preamble and header. */
+#define TB_NPY_MAX_PREAMBLE (12 + TB_NPY_MAX_HEADER)
+
+typedef struct tb_npy_info {
+	uint64_t data_off; /* where the array data starts */
+	tb_dtype dtype;
+	bool big_endian;
+	bool fortran;
+	int ndim;
+	int64_t shape[TB_MAX_DIMS];
+} tb_npy_info;
+
+/* Parse the preamble and header at d[0..size) (size: the bytes available,
+ * at least the header).  path names the file in errors and locates a
+ * dtypes.json manifest for void dtypes. */
+int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const tb_open_opts *opts,
+		 tb_npy_info *info, tb_err *err);
+/* Give t (named, not yet shaped) the dtype, shape and strides of info. */
+int tb_npy_apply(tb_tensor *t, const tb_npy_info *info, const char *path, tb_err *err);
+
+#endif

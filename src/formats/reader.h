@@ -1,0 +1,69 @@
+/*
+ * fmt: the interface between the tree walk and the format readers.
+ *
+ * A reader is a const tb_format: a content sniffer, the file-name suffixes
+ * it owns, and an index function that adds the file's tensors to a builder.
+ * Readers only parse headers; tensor bytes stay in the file mapping (or in
+ * a lazy blob) until the compare step acquires them.  Readers know nothing
+ * of naming or pairing.  Everything they create belongs to the tree.
+ */
+#ifndef TB_FMT_H
+#define TB_FMT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/mapfile.h"
+#include "tensor/tensor.h"
+#include "formats/tree.h"
+
+typedef struct tb_builder tb_builder;
+
+typedef struct tb_format {
+	const char *name;
+	const char *const *suffixes; /* lower-case file-name endings, NULL-terminated */
+	/* Claim by content; head holds the file's first n (<= TB_SNIFF_BYTES) bytes. */
+	bool (*sniff)(const unsigned char *head, size_t n);
+	/* Add the file's tensors.  stem: the raw name a lone tensor gets (path
+	 * in the tree, extension dropped, '/' as '.'); prefix: what container
+	 * keys are prefixed with ("" or "sub.dir."). */
+	int (*index)(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err);
+} tb_format;
+
+/* Bytes of a file's start that sniffers see: enough for a zip's first
+ * local header and member name. */
+#define TB_SNIFF_BYTES 512
+
+/* The readers, in sniffing order; NULL-terminated. */
+extern const tb_format *const tb_formats[];
+
+extern const tb_format tb_fmt_npy;
+extern const tb_format tb_fmt_safetensors;
+extern const tb_format tb_fmt_safetensors_index;
+extern const tb_format tb_fmt_pt;
+extern const tb_format tb_fmt_npz;
+extern const tb_format tb_fmt_golden;
+
+/* Caps shared by every reader. */
+#define TB_MAX_TENSORS 1000000
+#define TB_MAX_NAME 4096
+
+/* Add a tensor named prefix+name (dtype etc. left for the caller to fill).
+ * Refuses duplicates, over-long names and too many tensors. */
+tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, const char *name, tb_err *err);
+/* Has a tensor of this full name been added? */
+bool tb_builder_has(const tb_builder *b, const char *name);
+/* A new blob owned by the tree (give it a source with tb_blob_set_*). */
+tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
+/* Open and map another file (a shard) for the tree; later walking skips it. */
+const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err);
+const tb_open_opts *tb_builder_opts(const tb_builder *b);
+void tb_builder_note(tb_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Takes ownership of tokens (malloc'd). */
+void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n);
+
+/* Does name end with suffix, ignoring ASCII case? */
+bool tb_has_suffix(const char *name, const char *suffix);
+
+#endif

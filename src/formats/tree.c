@@ -1,0 +1,614 @@
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "formats/reader.h"
+#include "formats/tree.h"
+
+#define MAX_DEPTH 64
+#define MAX_FILES 1000000
+
+const tb_format *const tb_formats[] = {
+	&tb_fmt_npy,
+	&tb_fmt_safetensors_index,
+	&tb_fmt_safetensors,
+	&tb_fmt_pt,
+	&tb_fmt_npz,
+	&tb_fmt_golden,
+	NULL,
+};
+
+/* A growable array of pointers. */
+typedef struct ptrvec {
+	void **v;
+	size_t n, cap;
+} ptrvec;
+
+static int ptrvec_push(ptrvec *pv, void *p)
+{
+	if (pv->n == pv->cap) {
+		size_t cap = pv->cap ? pv->cap * 2 : 16;
+		void **v = realloc(pv->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		pv->v = v;
+		pv->cap = cap;
+	}
+	pv->v[pv->n++] = p;
+	return 0;
+}
+
+/* An open-addressing set of strings (borrowed pointers). */
+typedef struct strset {
+	const char **slot;
+	size_t cap, n;
+} strset;
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* Returns 1 if added, 0 if present, -1 on allocation failure. */
+static int strset_add(strset *set, const char *s)
+{
+	if ((set->n + 1) * 2 > set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 64;
+		const char **slot = calloc(cap, sizeof *slot);
+		if (!slot)
+			return -1;
+		for (size_t i = 0; i < set->cap; i++) {
+			if (!set->slot[i])
+				continue;
+			size_t j = hash_str(set->slot[i]) & (cap - 1);
+			while (slot[j])
+				j = (j + 1) & (cap - 1);
+			slot[j] = set->slot[i];
+		}
+		free(set->slot);
+		set->slot = slot;
+		set->cap = cap;
+	}
+	size_t j = hash_str(s) & (set->cap - 1);
+	while (set->slot[j]) {
+		if (!strcmp(set->slot[j], s))
+			return 0;
+		j = (j + 1) & (set->cap - 1);
+	}
+	set->slot[j] = s;
+	set->n++;
+	return 1;
+}
+
+static bool strset_has(const strset *set, const char *s)
+{
+	if (!set->cap)
+		return false;
+	for (size_t j = hash_str(s) & (set->cap - 1); set->slot[j]; j = (j + 1) & (set->cap - 1))
+		if (!strcmp(set->slot[j], s))
+			return true;
+	return false;
+}
+
+struct tb_tree_priv {
+	ptrvec files;   /* tb_file * */
+	ptrvec blobs;   /* tb_blob * */
+	ptrvec tensors; /* tb_tensor * */
+	ptrvec notes;   /* char * */
+	ptrvec claimed; /* char *: real paths of files opened by readers */
+	strset names;   /* tensor names, for duplicate detection */
+	strset claimed_set;
+};
+
+struct tb_builder {
+	tb_tree *tree;
+	const tb_open_opts *opts;
+};
+
+void tb_open_opts_init(tb_open_opts *opts)
+{
+	opts->npy_void2 = -1;
+	opts->npy_void1 = -1;
+	opts->record = 0;
+}
+
+bool tb_has_suffix(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), m = strlen(suffix);
+
+	if (m > n)
+		return false;
+	for (size_t i = 0; i < m; i++) {
+		char a = name[n - m + i], b = suffix[i];
+		if (a >= 'A' && a <= 'Z')
+			a = (char)(a - 'A' + 'a');
+		if (a != b)
+			return false;
+	}
+	return true;
+}
+
+tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, const char *name, tb_err *err)
+{
+	tb_tree_priv *p = b->tree->priv;
+	size_t lp = strlen(prefix), ln = strlen(name);
+	tb_tensor *t;
+	int rc;
+
+	if (p->tensors.n >= TB_MAX_TENSORS) {
+		tb_err_set(err, path, "more than %d tensors", TB_MAX_TENSORS);
+		return NULL;
+	}
+	if (lp + ln > TB_MAX_NAME) {
+		tb_err_set(err, path, "tensor name longer than %d bytes", TB_MAX_NAME);
+		return NULL;
+	}
+	t = calloc(1, sizeof *t);
+	if (t)
+		t->name = malloc(lp + ln + 1);
+	if (!t || !t->name || ptrvec_push(&p->tensors, t) < 0) {
+		if (t)
+			free(t->name);
+		free(t);
+		tb_err_set(err, path, "out of memory");
+		return NULL;
+	}
+	memcpy(t->name, prefix, lp);
+	memcpy(t->name + lp, name, ln + 1);
+	t->path = path;
+	rc = strset_add(&p->names, t->name);
+	if (rc <= 0) {
+		tb_err_set(err, path, rc < 0 ? "out of memory" : "duplicate tensor name '%s'", t->name);
+		return NULL;
+	}
+	return t;
+}
+
+bool tb_builder_has(const tb_builder *b, const char *name)
+{
+	return strset_has(&b->tree->priv->names, name);
+}
+
+tb_blob *tb_builder_blob(tb_builder *b, tb_err *err)
+{
+	tb_blob *blob = tb_blob_new();
+
+	if (!blob || ptrvec_push(&b->tree->priv->blobs, blob) < 0) {
+		tb_blob_free(blob);
+		tb_err_set(err, NULL, "out of memory");
+		return NULL;
+	}
+	return blob;
+}
+
+static const tb_file *add_file(tb_tree_priv *p, const char *path, tb_err *err)
+{
+	tb_file *f;
+
+	if (tb_file_open(path, &f, err) < 0)
+		return NULL;
+	if (ptrvec_push(&p->files, f) < 0) {
+		tb_file_free(f);
+		tb_err_set(err, path, "out of memory");
+		return NULL;
+	}
+	return f;
+}
+
+const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
+{
+	tb_tree_priv *p = b->tree->priv;
+	char real[PATH_MAX], *copy;
+
+	if (!realpath(path, real)) {
+		tb_err_set(err, path, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	copy = strdup(real);
+	if (!copy || ptrvec_push(&p->claimed, copy) < 0 || strset_add(&p->claimed_set, copy) < 0) {
+		tb_err_set(err, path, "out of memory");
+		return NULL;
+	}
+	return add_file(p, path, err);
+}
+
+const tb_open_opts *tb_builder_opts(const tb_builder *b)
+{
+	return b->opts;
+}
+
+void tb_builder_note(tb_builder *b, const char *fmt, ...)
+{
+	char buf[2048], *s;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	s = strdup(buf);
+	if (s && ptrvec_push(&b->tree->priv->notes, s) < 0)
+		free(s);
+}
+
+void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n)
+{
+	free(b->tree->tokens);
+	b->tree->tokens = tokens;
+	b->tree->n_tokens = n;
+}
+
+/* A file found by the walk. */
+typedef struct found {
+	char *path; /* as reachable from the given root */
+	char *rel;  /* relative to the root, '/'-separated */
+} found;
+
+typedef struct walk {
+	const char *root_real;
+	ptrvec found;         /* found * */
+	dev_t anc_dev[MAX_DEPTH + 1];
+	ino_t anc_ino[MAX_DEPTH + 1];
+	int depth;
+	tb_builder *b;
+} walk;
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool inside_root(const char *root, const char *real)
+{
+	size_t n = strlen(root);
+
+	if (!strcmp(root, "/"))
+		return true;
+	return !strncmp(real, root, n) && (real[n] == '\0' || real[n] == '/');
+}
+
+static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err);
+
+static int walk_entry(walk *w, const char *dir, const char *rel, const char *name, tb_err *err)
+{
+	char path[PATH_MAX], relpath[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+
+	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
+	    (size_t)snprintf(relpath, sizeof relpath, "%s%s%s", rel, *rel ? "/" : "", name) >= sizeof relpath)
+		return tb_err_set(err, dir, "path too long under this directory");
+	if (lstat(path, &st) < 0)
+		return tb_err_set(err, path, "cannot stat: %s", strerror(errno));
+	if (S_ISLNK(st.st_mode)) {
+		if (!realpath(path, real))
+			return tb_err_set(err, path, "broken symbolic link");
+		if (!inside_root(w->root_real, real))
+			return tb_err_set(err, path, "symbolic link leaves the tree (points to %s)", real);
+		if (stat(path, &st) < 0)
+			return tb_err_set(err, path, "cannot stat: %s", strerror(errno));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		for (int i = 0; i <= w->depth; i++)
+			if (w->anc_dev[i] == st.st_dev && w->anc_ino[i] == st.st_ino)
+				return tb_err_set(err, path, "symbolic link loop (directory contains itself)");
+		if (w->depth >= MAX_DEPTH)
+			return tb_err_set(err, path, "directory nesting deeper than %d", MAX_DEPTH);
+		w->depth++;
+		w->anc_dev[w->depth] = st.st_dev;
+		w->anc_ino[w->depth] = st.st_ino;
+		int rc = walk_dir(w, path, relpath, err);
+		w->depth--;
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		tb_builder_note(w->b, "skipped %s: not a regular file", path);
+		return 0;
+	}
+	if (w->found.n >= MAX_FILES)
+		return tb_err_set(err, dir, "more than %d files in the tree", MAX_FILES);
+	found *fo = calloc(1, sizeof *fo);
+	if (fo) {
+		fo->path = strdup(path);
+		fo->rel = strdup(relpath);
+	}
+	if (!fo || !fo->path || !fo->rel || ptrvec_push(&w->found, fo) < 0) {
+		if (fo) {
+			free(fo->path);
+			free(fo->rel);
+		}
+		free(fo);
+		return tb_err_set(err, path, "out of memory");
+	}
+	return 0;
+}
+
+static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err)
+{
+	ptrvec names = {0};
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	d = opendir(dir);
+	if (!d)
+		return tb_err_set(err, dir, "cannot read directory: %s", strerror(errno));
+	while ((de = readdir(d))) {
+		char *s;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		s = strdup(de->d_name);
+		if (!s || ptrvec_push(&names, s) < 0) {
+			free(s);
+			rc = tb_err_set(err, dir, "out of memory");
+			break;
+		}
+	}
+	closedir(d);
+	if (names.n)
+		qsort(names.v, names.n, sizeof *names.v, cmp_str);
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		const char *name = names.v[i];
+		if (name[0] == '.') {
+			tb_builder_note(w->b, "skipped %s/%s: hidden", dir, name);
+			continue;
+		}
+		rc = walk_entry(w, dir, rel, name, err);
+	}
+	for (size_t i = 0; i < names.n; i++)
+		free(names.v[i]);
+	free(names.v);
+	return rc;
+}
+
+/* "a/b/c.npy" -> stem "a.b.c", prefix "a.b." */
+static void derive_names(const char *rel, char *stem, char *prefix, size_t size)
+{
+	const char *base = strrchr(rel, '/'), *dot;
+	size_t n;
+
+	base = base ? base + 1 : rel;
+	n = (size_t)(base - rel);
+	snprintf(prefix, size, "%.*s", (int)n, rel);
+	dot = strrchr(base, '.');
+	snprintf(stem, size, "%.*s", (int)(dot && dot != base ? (size_t)(dot - rel) : strlen(rel)), rel);
+	for (char *s = prefix; *s; s++)
+		if (*s == '/')
+			*s = '.';
+	for (char *s = stem; *s; s++)
+		if (*s == '/')
+			*s = '.';
+}
+
+static const tb_format *pick_format(const tb_file *f, const char *name)
+{
+	size_t n = f->size < TB_SNIFF_BYTES ? (size_t)f->size : TB_SNIFF_BYTES;
+
+	for (int i = 0; tb_formats[i]; i++)
+		if (tb_formats[i]->sniff(f->data ? f->data : (const unsigned char *)"", n))
+			return tb_formats[i];
+	for (int i = 0; tb_formats[i]; i++)
+		for (int k = 0; tb_formats[i]->suffixes[k]; k++)
+			if (tb_has_suffix(name, tb_formats[i]->suffixes[k]))
+				return tb_formats[i];
+	return NULL;
+}
+
+/* Run a reader's index step, then unmap what it touched.  Header reads can
+ * map whole large folios of the page cache (megabytes per file with
+ * transparent huge pages), which would otherwise stay resident for every
+ * file of the tree; the page cache keeps them, so nothing is read twice. */
+static int index_with(tb_builder *b, const tb_format *fmt, const tb_file *f, const char *stem, const char *prefix,
+		      tb_err *err)
+{
+	tb_tree_priv *p = b->tree->priv;
+	size_t first = p->files.n - 1; /* f, then the shards it opens */
+	int rc = fmt->index(b, f, stem, prefix, err);
+
+	for (size_t i = first; i < p->files.n; i++) {
+		const tb_file *g = p->files.v[i];
+		tb_file_drop(g, 0, g->size);
+	}
+	return rc;
+}
+
+/* Index one file, or skip it with a note when no reader wants it. */
+static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *err)
+{
+	char stem[PATH_MAX], prefix[PATH_MAX];
+	const tb_format *fmt = NULL;
+	const tb_file *f;
+	bool known_suffix = false;
+
+	for (int i = 0; tb_formats[i] && !known_suffix; i++)
+		for (int k = 0; tb_formats[i]->suffixes[k]; k++)
+			if (tb_has_suffix(rel, tb_formats[i]->suffixes[k]))
+				known_suffix = true;
+	f = add_file(b->tree->priv, path, err);
+	if (!f) {
+		/* A file we would not have read anyway (a README we lack rights to)
+		 * must not fail the tree. */
+		if (!known_suffix) {
+			tb_builder_note(b, "skipped %s: %s", path, err->msg);
+			tb_err_clear(err);
+			return 0;
+		}
+		return -1;
+	}
+	fmt = pick_format(f, rel);
+	if (!fmt) {
+		tb_builder_note(b, "skipped %s: not a tensor file", path);
+		return 0;
+	}
+	derive_names(rel, stem, prefix, sizeof stem);
+	return index_with(b, fmt, f, stem, prefix, err);
+}
+
+static int cmp_tensor(const void *a, const void *b)
+{
+	const tb_tensor *x = *(tb_tensor *const *)a, *y = *(tb_tensor *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+static int open_dir(tb_builder *b, const char *path, tb_err *err)
+{
+	walk w = {0};
+	char real[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (!realpath(path, real) || stat(real, &st) < 0)
+		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+	w.root_real = real;
+	w.anc_dev[0] = st.st_dev;
+	w.anc_ino[0] = st.st_ino;
+	w.b = b;
+	rc = walk_dir(&w, path, "", err);
+	/* Index files first: they claim their shards, which are then skipped. */
+	for (int pass = 0; pass < 2 && rc == 0; pass++) {
+		for (size_t i = 0; i < w.found.n && rc == 0; i++) {
+			found *fo = w.found.v[i];
+			bool is_index = tb_has_suffix(fo->rel, ".index.json");
+			if (is_index != (pass == 0))
+				continue;
+			if (pass == 1 && realpath(fo->path, real) && strset_has(&b->tree->priv->claimed_set, real))
+				continue;
+			rc = index_file(b, fo->path, fo->rel, err);
+		}
+	}
+	for (size_t i = 0; i < w.found.n; i++) {
+		found *fo = w.found.v[i];
+		free(fo->path);
+		free(fo->rel);
+		free(fo);
+	}
+	free(w.found.v);
+	return rc;
+}
+
+static int open_file(tb_builder *b, const char *path, tb_err *err)
+{
+	const char *base = strrchr(path, '/');
+	const tb_format *fmt;
+	const tb_file *f;
+	char stem[PATH_MAX], prefix[PATH_MAX];
+
+	base = base ? base + 1 : path;
+	f = add_file(b->tree->priv, path, err);
+	if (!f)
+		return -1;
+	fmt = pick_format(f, base);
+	if (!fmt)
+		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
+	derive_names(base, stem, prefix, sizeof stem);
+	return index_with(b, fmt, f, stem, "", err);
+}
+
+int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_err *err)
+{
+	tb_open_opts defaults;
+	tb_builder b;
+	struct stat st;
+	tb_tree *tree;
+	int rc;
+
+	*out = NULL;
+	if (!opts) {
+		tb_open_opts_init(&defaults);
+		opts = &defaults;
+	}
+	if (stat(path, &st) < 0)
+		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+	tree = calloc(1, sizeof *tree);
+	if (tree) {
+		tree->priv = calloc(1, sizeof *tree->priv);
+		tree->path = strdup(path);
+	}
+	if (!tree || !tree->priv || !tree->path) {
+		tb_tree_free(tree);
+		return tb_err_set(err, path, "out of memory");
+	}
+	b.tree = tree;
+	b.opts = opts;
+	if (S_ISDIR(st.st_mode))
+		rc = open_dir(&b, path, err);
+	else if (S_ISREG(st.st_mode))
+		rc = open_file(&b, path, err);
+	else
+		rc = tb_err_set(err, path, "not a directory or regular file");
+	if (rc == 0 && tree->priv->tensors.n == 0)
+		rc = tb_err_set(err, path, "no tensors found");
+	if (rc < 0) {
+		tb_tree_free(tree);
+		return -1;
+	}
+	tree->tensors = (tb_tensor **)tree->priv->tensors.v;
+	tree->n_tensors = tree->priv->tensors.n;
+	qsort(tree->tensors, tree->n_tensors, sizeof *tree->tensors, cmp_tensor);
+	tree->notes = (char **)tree->priv->notes.v;
+	tree->n_notes = tree->priv->notes.n;
+	*out = tree;
+	return 0;
+}
+
+void tb_tree_free(tb_tree *tree)
+{
+	tb_tree_priv *p;
+
+	if (!tree)
+		return;
+	p = tree->priv;
+	if (p) {
+		for (size_t i = 0; i < p->tensors.n; i++) {
+			tb_tensor *t = p->tensors.v[i];
+			free(t->name);
+			free(t);
+		}
+		for (size_t i = 0; i < p->blobs.n; i++)
+			tb_blob_free(p->blobs.v[i]);
+		for (size_t i = 0; i < p->files.n; i++)
+			tb_file_free(p->files.v[i]);
+		for (size_t i = 0; i < p->notes.n; i++)
+			free(p->notes.v[i]);
+		for (size_t i = 0; i < p->claimed.n; i++)
+			free(p->claimed.v[i]);
+		free(p->tensors.v);
+		free(p->blobs.v);
+		free(p->files.v);
+		free(p->notes.v);
+		free(p->claimed.v);
+		free(p->names.slot);
+		free(p->claimed_set.slot);
+		free(p);
+	}
+	free(tree->tokens);
+	free(tree->path);
+	free(tree);
+}
+
+tb_tensor *tb_tree_find(const tb_tree *tree, const char *name)
+{
+	size_t lo = 0, hi = tree->n_tensors;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(tree->tensors[mid]->name, name);
+		if (c == 0)
+			return tree->tensors[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}

@@ -1,0 +1,50 @@
+/*
+ * tree: a dump tree, i.e. a directory walked recursively or one container
+ * file, indexed into a sorted list of tensors with raw names (CONTRACT §4).
+ *
+ * Each file is handed to the format reader that claims it by content, or by
+ * extension when the content is not recognised (so a broken .npy gets the npy
+ * reader's precise error).  Files no reader claims are skipped with a note.
+ * The walk never follows a symlink out of the tree, refuses symlink loops,
+ * and never opens FIFOs, sockets or devices.  Nothing is ever written.
+ *
+ * The tree owns its files (mapped), blobs, tensors and notes; tb_tree_free
+ * releases everything.
+ */
+#ifndef TB_TREE_H
+#define TB_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "tensor/tensor.h"
+
+typedef struct tb_open_opts {
+	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
+	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
+	int record;    /* which record of a multi-prompt golden file */
+} tb_open_opts;
+
+void tb_open_opts_init(tb_open_opts *opts);
+
+typedef struct tb_tree_priv tb_tree_priv;
+
+typedef struct tb_tree {
+	char *path;          /* as given */
+	tb_tensor **tensors; /* sorted by raw name */
+	size_t n_tensors;
+	char **notes;        /* skipped files and other non-fatal remarks */
+	size_t n_notes;
+	int64_t *tokens;     /* token ids, when the dump carries them; else NULL */
+	size_t n_tokens;
+	tb_tree_priv *priv;
+} tb_tree;
+
+int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_err *err);
+void tb_tree_free(tb_tree *tree);
+
+/* Tensor by raw name, or NULL. */
+tb_tensor *tb_tree_find(const tb_tree *tree, const char *name);
+
+#endif

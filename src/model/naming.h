@@ -1,0 +1,51 @@
+/*
+ * naming: raw tensor name -> cell (layer, tap).
+ *
+ * The built-in conventions (CONTRACT §4: HF module paths, GPT-2, Meta,
+ * canonical names, MaxText golden records) are a table of patterns in
+ * naming.c.  A user map file (JSON, POSIX extended regexes) is tried first.
+ * Before matching, trailing ".output", ".out" and ":0" are dropped and '/'
+ * reads as '.'; when the whole name does not map, the name is retried with
+ * each dot-bounded piece of the prefix its tree shares (tb_common_prefix)
+ * cut off.  Knows nothing of files.
+ *
+ * A tb_namer is created once and is read-only afterwards (safe to share).
+ */
+#ifndef TB_NAMING_H
+#define TB_NAMING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "model/taps.h"
+
+typedef struct tb_namer tb_namer;
+
+/* map_path may be NULL (built-in conventions only). */
+int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err);
+void tb_namer_free(tb_namer *namer);
+
+/* Map a raw name.  shared: the prefix every name of its tree shares (may
+ * be NULL or "").  rule, when not NULL, receives which rule matched
+ * ("model.layers.{N}.self_attn", "map rule 2"). */
+bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
+		  size_t rule_size);
+
+/* Is this raw name the model's input token ids ("tokens", "input_ids",
+ * "token_ids", possibly under a prefix)?  They are no cell: the sanity
+ * checks read them. */
+bool tb_name_is_token_ids(const char *raw);
+
+/* The longest prefix ending in '.' shared by all names ("" when none). */
+void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size);
+
+/* The built-in patterns, for `tbisect ls --conventions` and the man page. */
+typedef struct tb_convention {
+	const char *pattern; /* {N}: layer number; {T}: a canonical tap */
+	const char *tap;     /* tap it gives, or NULL for the {T} capture */
+} tb_convention;
+extern const tb_convention tb_conventions[];
+extern const size_t tb_n_conventions;
+
+#endif

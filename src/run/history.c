@@ -1,0 +1,411 @@
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run/history.h"
+#include "base/jsonutil.h"
+#include "diagnose/origin.h"
+
+#define HISTORY_MAX_BYTES (16u * 1024 * 1024)
+/* Bytes of each candidate file that go into the digest (headers live there). */
+#define DIGEST_HEAD 4096
+
+static const char *const move_names[] = {
+	[TB_MOVE_FIRST] = "first",     [TB_MOVE_LATER] = "later",     [TB_MOVE_EARLIER] = "earlier",
+	[TB_MOVE_STUCK] = "stuck",     [TB_MOVE_UNCHANGED] = "unchanged", [TB_MOVE_MATCHED] = "matched",
+	[TB_MOVE_BROKE] = "broke",
+};
+
+const char *tb_move_name(tb_move m)
+{
+	return (unsigned)m < sizeof move_names / sizeof *move_names ? move_names[m] : "?";
+}
+
+bool tb_move_is_bad(tb_move m)
+{
+	return m == TB_MOVE_EARLIER || m == TB_MOVE_STUCK || m == TB_MOVE_BROKE;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void tb_tree_digest(const tb_tree *tree, char out[17])
+{
+	const char **paths = malloc((tree->n_tensors ? tree->n_tensors : 1) * sizeof *paths);
+	uint64_t h = 1469598103934665603ull;
+	size_t n = 0;
+
+	for (size_t i = 0; paths && i < tree->n_tensors; i++)
+		paths[n++] = tree->tensors[i]->path;
+	if (paths)
+		qsort(paths, n, sizeof *paths, cmp_cstr);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char head[DIGEST_HEAD];
+		struct stat st;
+		ssize_t got = 0;
+		int fd;
+
+		if (i > 0 && !strcmp(paths[i], paths[i - 1]))
+			continue;
+		h = fnv(h, paths[i], strlen(paths[i]) + 1);
+		if (stat(paths[i], &st) == 0) {
+			int64_t meta[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+			h = fnv(h, meta, sizeof meta);
+		}
+		fd = open(paths[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			got = pread(fd, head, sizeof head, 0);
+			close(fd);
+		}
+		if (got > 0)
+			h = fnv(h, head, (size_t)got);
+	}
+	free(paths);
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+/* Would dir (which may not exist yet) lie inside the tree at root?  Judged
+ * by its nearest existing ancestor, before anything is created. */
+static bool inside(const char *dir, const char *root)
+{
+	char probe[PATH_MAX], a[PATH_MAX], b[PATH_MAX];
+	size_t n;
+
+	if (!realpath(root, b))
+		return false;
+	snprintf(probe, sizeof probe, "%s", dir);
+	while (!realpath(probe, a)) {
+		char *slash = strrchr(probe, '/');
+		if (!slash || slash == probe)
+			return false;
+		*slash = '\0';
+	}
+	n = strlen(b);
+	return !strncmp(a, b, n) && (a[n] == '/' || a[n] == '\0');
+}
+
+static int mkdirs(const char *path)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void get_str(const cJSON *o, const char *k, char *out, size_t size)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	snprintf(out, size, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static double get_num(const cJSON *o, const char *k, double dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static int parse_pass(const cJSON *o, tb_pass *p)
+{
+	const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "counts"), *tol = cJSON_GetObjectItemCaseSensitive(o, "tolerance");
+	char move[32];
+
+	if (!cJSON_IsObject(o) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "pass")))
+		return -1;
+	memset(p, 0, sizeof *p);
+	p->number = (int)get_num(o, "pass", 0);
+	p->when = (time_t)get_num(o, "time", 0);
+	get_str(o, "cand_digest", p->cand_digest, sizeof p->cand_digest);
+	get_str(o, "first_divergence", p->first_div, sizeof p->first_div);
+	p->first_div_index = (long)get_num(o, "first_divergence_index", -1);
+	get_str(o, "top_cause", p->top_cause, sizeof p->top_cause);
+	get_str(o, "verdict", p->verdict, sizeof p->verdict);
+	get_str(o, "note", p->note, sizeof p->note);
+	get_str(o, "movement", move, sizeof move);
+	for (int m = 0; m < (int)(sizeof move_names / sizeof *move_names); m++)
+		if (!strcmp(move, move_names[m]))
+			p->move = (tb_move)m;
+	p->delta = (long)get_num(o, "delta", 0);
+	for (int s = TB_ST_MATCH; s < TB_ST_COUNT; s++)
+		p->count[s] = (size_t)get_num(counts, tb_status_name((tb_status)s), 0);
+	tb_tolerance_default(&p->tol);
+	p->tol.atol = get_num(tol, "atol", p->tol.atol);
+	p->tol.rtol = get_num(tol, "rtol", p->tol.rtol);
+	p->tol.diverge = get_num(tol, "diverge", p->tol.diverge);
+	p->tol.max_kl = get_num(tol, "max_kl", p->tol.max_kl);
+	return p->number > 0 ? 0 : -1;
+}
+
+cJSON *tb_pass_json(const tb_pass *p)
+{
+	cJSON *o = cJSON_CreateObject(), *counts, *tol;
+
+	cJSON_AddNumberToObject(o, "pass", p->number);
+	cJSON_AddNumberToObject(o, "time", (double)p->when);
+	cJSON_AddStringToObject(o, "cand_digest", p->cand_digest);
+	cJSON_AddStringToObject(o, "first_divergence", p->first_div);
+	cJSON_AddNumberToObject(o, "first_divergence_index", (double)p->first_div_index);
+	cJSON_AddStringToObject(o, "top_cause", p->top_cause);
+	cJSON_AddStringToObject(o, "verdict", p->verdict);
+	cJSON_AddStringToObject(o, "movement", tb_move_name(p->move));
+	cJSON_AddNumberToObject(o, "delta", (double)p->delta);
+	cJSON_AddStringToObject(o, "note", p->note);
+	counts = cJSON_AddObjectToObject(o, "counts");
+	for (int s = TB_ST_MATCH; s < TB_ST_COUNT; s++)
+		cJSON_AddNumberToObject(counts, tb_status_name((tb_status)s), (double)p->count[s]);
+	tol = cJSON_AddObjectToObject(o, "tolerance");
+	cJSON_AddNumberToObject(tol, "atol", p->tol.atol);
+	cJSON_AddNumberToObject(tol, "rtol", p->tol.rtol);
+	cJSON_AddNumberToObject(tol, "diverge", p->tol.diverge);
+	cJSON_AddNumberToObject(tol, "max_kl", p->tol.max_kl);
+	return o;
+}
+
+/* Set a corrupt history file aside and start afresh. */
+static void set_aside(tb_history *h, const char *why)
+{
+	char aside[4200];
+
+	snprintf(aside, sizeof aside, "%s.corrupt-%lld", h->path, (long long)time(NULL));
+	if (rename(h->path, aside) == 0)
+		snprintf(h->warning, sizeof h->warning, "history file %s is corrupt (%s); set aside as %s", h->path, why,
+			 aside);
+	else
+		snprintf(h->warning, sizeof h->warning, "history file %s is corrupt (%s) and could not be set aside",
+			 h->path, why);
+	free(h->passes);
+	h->passes = NULL;
+	h->n = 0;
+}
+
+static void load(tb_history *h)
+{
+	const cJSON *passes, *it;
+	cJSON *root;
+	tb_err err;
+
+	if (access(h->path, F_OK) != 0)
+		return;
+	root = tb_json_load(h->path, HISTORY_MAX_BYTES, "history file", &err);
+	passes = root ? cJSON_GetObjectItemCaseSensitive(root, "passes") : NULL;
+	if (!cJSON_IsArray(passes)) {
+		cJSON_Delete(root);
+		set_aside(h, root ? "no \"passes\" list" : err.msg);
+		return;
+	}
+	h->passes = calloc((size_t)cJSON_GetArraySize(passes) + 1, sizeof *h->passes);
+	cJSON_ArrayForEach(it, passes) {
+		if (!h->passes || parse_pass(it, &h->passes[h->n]) < 0) {
+			cJSON_Delete(root);
+			set_aside(h, "a pass is malformed");
+			return;
+		}
+		h->n++;
+	}
+	cJSON_Delete(root);
+}
+
+void tb_history_open(const tb_session *s, tb_history *h)
+{
+	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	char dir[3900], ref[PATH_MAX], cand[PATH_MAX];
+	uint64_t key = 1469598103934665603ull;
+
+	memset(h, 0, sizeof *h);
+	if (xdg && *xdg)
+		snprintf(dir, sizeof dir, "%s/tbisect", xdg);
+	else if (home && *home)
+		snprintf(dir, sizeof dir, "%s/.local/state/tbisect", home);
+	else {
+		snprintf(h->warning, sizeof h->warning, "history not kept: neither XDG_STATE_HOME nor HOME is set");
+		return;
+	}
+	if (inside(dir, s->ref_path) || inside(dir, s->cand_path)) {
+		snprintf(h->warning, sizeof h->warning, "history not kept: the state directory %s is inside a dump tree",
+			 dir);
+		return;
+	}
+	if (mkdirs(dir) < 0) {
+		snprintf(h->warning, sizeof h->warning, "history not kept: cannot create %s: %s", dir, strerror(errno));
+		return;
+	}
+	if (!realpath(s->ref_path, ref) || !realpath(s->cand_path, cand)) {
+		snprintf(h->warning, sizeof h->warning, "history not kept: cannot resolve the dump paths");
+		return;
+	}
+	key = fnv(key, ref, strlen(ref) + 1);
+	key = fnv(key, cand, strlen(cand) + 1);
+	snprintf(h->path, sizeof h->path, "%s/pair-%016llx.json", dir, (unsigned long long)key);
+	load(h);
+}
+
+static void describe(tb_pass *p, const tb_pass *prev)
+{
+	const char *fd = p->first_div[0] ? p->first_div : "none";
+
+	switch (p->move) {
+	case TB_MOVE_FIRST:
+		snprintf(p->note, sizeof p->note, "pass %d: first divergence %s", p->number, fd);
+		break;
+	case TB_MOVE_LATER:
+		snprintf(p->note, sizeof p->note, "pass %d: first divergence %s -> %s (later by %ld cell%s)", p->number,
+			 prev->first_div, fd, p->delta, p->delta == 1 ? "" : "s");
+		break;
+	case TB_MOVE_EARLIER:
+		snprintf(p->note, sizeof p->note,
+			 "pass %d: first divergence %s -> %s (EARLIER by %ld cell%s): the last change made it worse; revert it and re-read the reference forward",
+			 p->number, prev->first_div, fd, -p->delta, p->delta == -1 ? "" : "s");
+		break;
+	case TB_MOVE_STUCK:
+		snprintf(p->note, sizeof p->note,
+			 "pass %d: first divergence still %s although the candidate changed: the fix did not reach this op, or the dump is stale (re-dump; restart the server, stale compiled graphs hide fixes); revert and re-read the reference forward",
+			 p->number, fd);
+		break;
+	case TB_MOVE_UNCHANGED:
+		snprintf(p->note, sizeof p->note, "pass %d: candidate files unchanged since pass %d; first divergence %s",
+			 p->number, prev->number, fd);
+		break;
+	case TB_MOVE_MATCHED:
+		snprintf(p->note, sizeof p->note, "pass %d: first divergence %s -> none: nothing diverges (verdict %s)",
+			 p->number, prev->first_div[0] ? prev->first_div : "none", p->verdict);
+		break;
+	case TB_MOVE_BROKE:
+		snprintf(p->note, sizeof p->note,
+			 "pass %d: nothing diverged in pass %d, now the first divergence is %s: the last change broke it; revert it",
+			 p->number, prev->number, fd);
+		break;
+	}
+}
+
+static int save(const tb_history *h, const tb_session *s, tb_err *err)
+{
+	char tmp[4200], *text;
+	cJSON *root = cJSON_CreateObject(), *arr;
+	FILE *f;
+	int fd;
+
+	cJSON_AddStringToObject(root, "tool", "tbisect");
+	cJSON_AddStringToObject(root, "ref", s->ref_path);
+	cJSON_AddStringToObject(root, "cand", s->cand_path);
+	arr = cJSON_AddArrayToObject(root, "passes");
+	for (size_t i = 0; i < h->n; i++)
+		cJSON_AddItemToArray(arr, tb_pass_json(&h->passes[i]));
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!text)
+		return tb_err_set(err, h->path, "out of memory writing the history");
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h->path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		int e = errno;
+		if (f)
+			fclose(f);
+		else if (fd >= 0)
+			close(fd);
+		unlink(tmp);
+		free(text);
+		return tb_err_set(err, h->path, "cannot write the history: %s", strerror(e));
+	}
+	free(text);
+	if (fclose(f) != 0 || rename(tmp, h->path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return tb_err_set(err, h->path, "cannot write the history: %s", strerror(e));
+	}
+	return 0;
+}
+
+int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, const tb_diagnosis *d, tb_err *err)
+{
+	const tb_pass *prev = h->n ? &h->passes[h->n - 1] : NULL;
+	tb_pass p = {0}, *grown;
+
+	if (!h->path[0] && !h->in_memory)
+		return 0;
+	p.number = prev ? prev->number + 1 : 1;
+	p.when = time(NULL);
+	tb_tree_digest(s->cand, p.cand_digest);
+	p.first_div_index = r->first_div;
+	if (r->first_div >= 0)
+		tb_cell_name(&r->cells[r->first_div].cell, p.first_div, sizeof p.first_div);
+	if (d && d->causes.n)
+		snprintf(p.top_cause, sizeof p.top_cause, "%s", d->causes.v[0].id);
+	snprintf(p.verdict, sizeof p.verdict, "%s", tb_status_name(r->verdict));
+	memcpy(p.count, r->count, sizeof p.count);
+	p.tol = r->tol;
+	if (!prev) {
+		p.move = TB_MOVE_FIRST;
+	} else {
+		bool was_div = prev->first_div[0] != '\0', is_div = r->first_div >= 0;
+		if (!is_div) {
+			p.move = was_div || strcmp(prev->cand_digest, p.cand_digest) ? TB_MOVE_MATCHED : TB_MOVE_UNCHANGED;
+		} else if (!was_div) {
+			p.move = TB_MOVE_BROKE;
+		} else {
+			tb_cell pc;
+			long then = prev->first_div_index;
+			/* Measure in this run's cells: dumps may gain or lose taps between passes. */
+			if (tb_cell_parse(prev->first_div, &pc) == 0 && tb_result_find(r, &pc) >= 0)
+				then = tb_result_find(r, &pc);
+			p.delta = r->first_div - then;
+			if (p.delta > 0)
+				p.move = TB_MOVE_LATER;
+			else if (p.delta < 0)
+				p.move = TB_MOVE_EARLIER;
+			else
+				p.move = strcmp(prev->cand_digest, p.cand_digest) ? TB_MOVE_STUCK : TB_MOVE_UNCHANGED;
+		}
+	}
+	describe(&p, prev);
+	if (h->n >= TB_HISTORY_MAX) {
+		memmove(h->passes, h->passes + 1, (h->n - 1) * sizeof *h->passes);
+		h->n--;
+	}
+	grown = realloc(h->passes, (h->n + 1) * sizeof *h->passes);
+	if (!grown)
+		return tb_err_set(err, h->path, "out of memory");
+	h->passes = grown;
+	h->passes[h->n++] = p;
+	return h->path[0] ? save(h, s, err) : 0;
+}
+
+void tb_history_init_memory(tb_history *h)
+{
+	memset(h, 0, sizeof *h);
+	h->in_memory = true;
+}
+
+void tb_history_free(tb_history *h)
+{
+	free(h->passes);
+	h->passes = NULL;
+	h->n = 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * history: the passes of the iteration loop for one (ref, cand) pair: each
+ * check or reload records when it ran, a digest of the candidate files,
+ * the first divergence, the top cause, the status counts and the tolerance,
+ * and how the first divergence moved since the previous pass (later,
+ * earlier, stuck although the candidate changed).
+ *
+ * Stored as JSON under $XDG_STATE_HOME/tbisect/ (default
+ * ~/.local/state/tbisect/), one file per pair, written atomically (temp
+ * file, fsync, rename), bounded to TB_HISTORY_MAX passes, never inside a
+ * dump tree.  A corrupt file is set aside (renamed) with a warning, never
+ * fatal.  A tb_history owns its passes; tb_history_free releases them.
+ */
+#ifndef TB_HISTORY_H
+#define TB_HISTORY_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "compare/compare.h"
+#include "diagnose/diagnose.h"
+#include "base/error.h"
+#include "model/session.h"
+
+#define TB_HISTORY_MAX 200
+
+typedef enum tb_move {
+	TB_MOVE_FIRST,     /* no earlier pass */
+	TB_MOVE_LATER,     /* first divergence moved later (progress) */
+	TB_MOVE_EARLIER,   /* moved earlier (regression) */
+	TB_MOVE_STUCK,     /* candidate changed, first divergence did not move */
+	TB_MOVE_UNCHANGED, /* candidate files unchanged since the last pass */
+	TB_MOVE_MATCHED,   /* nothing diverges any more */
+	TB_MOVE_BROKE,     /* matched before, diverges now */
+} tb_move;
+
+typedef struct tb_pass {
+	int number;                 /* 1-based */
+	time_t when;
+	char cand_digest[17];       /* hex */
+	char first_div[96];         /* "L0.attn", "" when nothing diverged */
+	long first_div_index;       /* its place in forward order, -1 when none */
+	char top_cause[64];         /* "" when none */
+	char verdict[16];
+	size_t count[TB_ST_COUNT];
+	tb_tolerance tol;
+	tb_move move;
+	long delta;                 /* cells moved (later positive) */
+	char note[320];             /* "pass 3: first divergence L0.attn -> L2.mlp (later by 7 cells)", with advice */
+} tb_pass;
+
+typedef struct tb_history {
+	char path[4096];            /* the pair's history file */
+	tb_pass *passes;            /* oldest first */
+	size_t n;
+	char warning[512];          /* non-fatal trouble (corrupt file set aside), "" if none */
+	bool in_memory;             /* passes are recorded but never saved */
+} tb_history;
+
+/* Load the history of this pair (empty when none).  Never fails: when the
+ * state directory cannot be used, or lies inside a dump tree, or the file
+ * is corrupt, h->warning says so and (for the first two) recording is off. */
+void tb_history_open(const tb_session *s, tb_history *h);
+/* An empty history that records passes in memory only, never on disk (the
+ * interactive view under --no-history, or when the state directory cannot
+ * be used: reloads still say how the first divergence moved). */
+void tb_history_init_memory(tb_history *h);
+/* Append this run as a pass (computing its movement) and save. */
+int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, const tb_diagnosis *d, tb_err *err);
+void tb_history_free(tb_history *h);
+
+/* "later", "earlier", ... */
+const char *tb_move_name(tb_move m);
+/* A move that needs the user's attention: earlier, stuck, broke. */
+bool tb_move_is_bad(tb_move m);
+/* One pass as the JSON report's "history" entries. */
+cJSON *tb_pass_json(const tb_pass *p);
+
+/* The digest of the candidate files (sizes, mtimes, first bytes). */
+void tb_tree_digest(const tb_tree *tree, char out[17]);
+
+#endif

@@ -1,0 +1,478 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run/report.h"
+
+#define MAX_UNPAIRED_SHOWN 20
+
+char tb_status_glyph(int status)
+{
+	switch (status) {
+	case TB_ST_MATCH: return '.';
+	case TB_ST_CLOSE: return '~';
+	case TB_ST_DIVERGED: return 'X';
+	case TB_ST_MISSING: return '-';
+	default: return '?';
+	}
+}
+
+void tb_index_format(uint64_t index, int ndim, const int64_t *shape, char *buf, size_t size)
+{
+	int64_t idx[TB_MAX_DIMS];
+
+	for (int i = ndim - 1; i >= 0; i--) {
+		uint64_t d = shape[i] > 0 ? (uint64_t)shape[i] : 1;
+		idx[i] = (int64_t)(index % d);
+		index /= d;
+	}
+	tb_shape_format(ndim, idx, buf, size);
+}
+
+/* JSON has no NaN or Infinity: they become null. */
+static cJSON *num(double v)
+{
+	return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+static void add_num(cJSON *o, const char *k, double v)
+{
+	cJSON_AddItemToObject(o, k, num(v));
+}
+
+static void add_pair(cJSON *o, const char *k, double a, double b)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	cJSON_AddItemToArray(arr, num(a));
+	cJSON_AddItemToArray(arr, num(b));
+	cJSON_AddItemToObject(o, k, arr);
+}
+
+static void add_str_or_null(cJSON *o, const char *k, const char *s)
+{
+	if (s)
+		cJSON_AddStringToObject(o, k, s);
+	else
+		cJSON_AddNullToObject(o, k);
+}
+
+static void add_layer(cJSON *o, int layer)
+{
+	if (layer < 0)
+		cJSON_AddNullToObject(o, "layer");
+	else
+		cJSON_AddNumberToObject(o, "layer", layer);
+}
+
+static cJSON *shape_json(int ndim, const int64_t *shape)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (int i = 0; i < ndim; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
+	return a;
+}
+
+static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at)
+{
+	cJSON *o = cJSON_CreateObject();
+	const tb_metrics *m = &c->m;
+	bool have = c->ref && c->cand;
+
+	add_layer(o, c->cell.layer);
+	cJSON_AddStringToObject(o, "tap", c->cell.tap);
+	add_str_or_null(o, "ref_name", c->ref ? c->ref->name : NULL);
+	add_str_or_null(o, "cand_name", c->cand ? c->cand->name : NULL);
+	cJSON_AddStringToObject(o, "status", tb_status_name(c->status));
+	cJSON_AddItemToObject(o, "shape", shape_json(c->ndim, c->shape));
+	if (have && c->shape_mismatch)
+		cJSON_AddItemToObject(o, "cand_shape", shape_json(c->cand->ndim, c->cand->shape));
+	if (!have) {
+		static const char *const keys[] = {"max_abs", "mean_abs", "rel_l2", "cosine", "norm_ratio",
+						   "allclose_frac", "nan", "inf", "first_bad_position"};
+		for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+			cJSON_AddNullToObject(o, keys[i]);
+		cJSON_AddStringToObject(o, "reason", c->reason);
+		return o;
+	}
+	add_num(o, "max_abs", m->max_abs);
+	add_num(o, "mean_abs", m->mean_abs);
+	add_num(o, "rel_l2", m->rel_l2);
+	add_num(o, "cosine", m->cosine);
+	add_num(o, "norm_ratio", m->norm_ratio);
+	add_num(o, "allclose_frac", m->allclose_frac);
+	add_pair(o, "nan", (double)m->nan[0], (double)m->nan[1]);
+	add_pair(o, "inf", (double)m->inf[0], (double)m->inf[1]);
+	if (m->first_bad_position >= 0)
+		cJSON_AddNumberToObject(o, "first_bad_position", (double)m->first_bad_position);
+	else
+		cJSON_AddNullToObject(o, "first_bad_position");
+	cJSON_AddStringToObject(o, "reason", c->reason);
+	cJSON_AddStringToObject(o, "ref_dtype", tb_dtype_name(c->ref->dtype));
+	cJSON_AddStringToObject(o, "cand_dtype", tb_dtype_name(c->cand->dtype));
+	cJSON_AddNumberToObject(o, "elements", (double)m->n);
+	if (m->n && isfinite(m->max_abs)) {
+		char idx[256];
+		tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
+		cJSON *w = cJSON_CreateObject();
+		cJSON_AddStringToObject(w, "index", idx);
+		add_num(w, "ref", m->worst_ref);
+		add_num(w, "cand", m->worst_cand);
+		cJSON_AddItemToObject(o, "worst", w);
+	}
+	if (m->n_pos > 0)
+		cJSON_AddNumberToObject(o, "positions", (double)m->n_pos);
+	if (d) {
+		add_num(o, "input_rel_l2", d->origin.input_rel_l2[at]);
+		add_num(o, "amplification", d->origin.amplification[at]);
+	}
+	return o;
+}
+
+static cJSON *first_div_json(const tb_cell_result *c)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	add_layer(o, c->cell.layer);
+	cJSON_AddStringToObject(o, "tap", c->cell.tap);
+	add_str_or_null(o, "ref_name", c->ref ? c->ref->name : NULL);
+	add_str_or_null(o, "cand_name", c->cand ? c->cand->name : NULL);
+	if (c->m.first_bad_position >= 0)
+		cJSON_AddNumberToObject(o, "first_bad_position", (double)c->m.first_bad_position);
+	else
+		cJSON_AddNullToObject(o, "first_bad_position");
+	return o;
+}
+
+/* The per-position profile, for scripts that plot or bisect positions. */
+static void add_profile(cJSON *o, const tb_cell_result *c)
+{
+	cJSON *rel, *cos;
+
+	if (c->m.n_pos <= 0)
+		return;
+	rel = cJSON_AddArrayToObject(o, "pos_rel_l2");
+	cos = cJSON_AddArrayToObject(o, "pos_cosine");
+	for (int64_t p = 0; p < c->m.n_pos; p++) {
+		cJSON_AddItemToArray(rel, num(c->m.pos_rel_l2[p]));
+		cJSON_AddItemToArray(cos, num(c->m.pos_cos[p]));
+	}
+}
+
+static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, long i)
+{
+	if (i >= 0)
+		cJSON_AddItemToObject(root, key, first_div_json(&res->cells[i]));
+	else
+		cJSON_AddNullToObject(root, key);
+}
+
+static void diag_json(cJSON *root, const tb_report *r)
+{
+	const tb_diagnosis *d = r->diag;
+	cJSON *warn;
+
+	if (!d)
+		return;
+	add_cell_ref(root, "origin", r->result, d->origin.origin);
+	cJSON_AddNumberToObject(root, "origin_factor", d->origin.factor);
+	cJSON_AddStringToObject(root, "origin_text", d->origin.text);
+	add_num(root, "drift_per_layer", d->origin.drift);
+	warn = cJSON_AddArrayToObject(root, "warnings");
+	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", d->sanity.warnings[i].id);
+		cJSON_AddStringToObject(o, "text", d->sanity.warnings[i].text);
+		cJSON_AddItemToArray(warn, o);
+	}
+	if (r->show_features) {
+		cJSON *f = cJSON_AddObjectToObject(root, "features");
+		for (int i = 0; i < TB_F_COUNT; i++)
+			add_num(f, tb_feature_table[i].name, d->features[i]);
+	}
+}
+
+static const tb_cell_result *find_logits(const tb_result *res)
+{
+	for (size_t i = 0; i < res->n_cells; i++)
+		if (res->cells[i].logits)
+			return &res->cells[i];
+	return NULL;
+}
+
+char *tb_report_json(const tb_report *r)
+{
+	const tb_result *res = r->result;
+	const tb_cell_result *lc = find_logits(res);
+	cJSON *root = cJSON_CreateObject(), *tol, *cells, *causes, *unp;
+	char *text;
+
+	if (!root)
+		return NULL;
+	cJSON_AddStringToObject(root, "tool", "tbisect");
+	cJSON_AddNumberToObject(root, "schema", 1);
+	cJSON_AddStringToObject(root, "version", PACKAGE_VERSION);
+	cJSON_AddStringToObject(root, "ref", r->ref_path);
+	cJSON_AddStringToObject(root, "cand", r->cand_path);
+	tol = cJSON_AddObjectToObject(root, "tolerance");
+	add_num(tol, "atol", res->tol.atol);
+	add_num(tol, "rtol", res->tol.rtol);
+	add_num(tol, "diverge", res->tol.diverge);
+	add_num(tol, "max_kl", res->tol.max_kl);
+	cJSON_AddStringToObject(root, "verdict", tb_status_name(res->verdict));
+	if (res->first_div >= 0) {
+		cJSON *fd = first_div_json(&res->cells[res->first_div]);
+		add_profile(fd, &res->cells[res->first_div]);
+		cJSON_AddItemToObject(root, "first_divergence", fd);
+	} else
+		cJSON_AddNullToObject(root, "first_divergence");
+	causes = cJSON_AddArrayToObject(root, "causes");
+	for (size_t i = 0; r->diag && res->verdict != TB_ST_MATCH && i < r->diag->causes.n; i++) {
+		const tb_cause *c = &r->diag->causes.v[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", c->id);
+		add_num(o, "score", c->score);
+		cJSON_AddStringToObject(o, "why", c->why ? c->why : "");
+		cJSON_AddStringToObject(o, "look_at", c->look_at ? c->look_at : "");
+		cJSON_AddItemToArray(causes, o);
+	}
+	cells = cJSON_AddArrayToObject(root, "cells");
+	for (size_t i = 0; i < res->n_cells; i++)
+		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i));
+	if (lc) {
+		const tb_logit_metrics *lm = lc->logits;
+		cJSON *o = cJSON_AddObjectToObject(root, "logits");
+		add_num(o, "kl_mean", lm->kl_mean);
+		add_num(o, "kl_last", lm->kl_last);
+		add_num(o, "top1_agree", lm->top1_agree);
+		add_num(o, "top5_overlap", lm->top5_overlap);
+		add_num(o, "kl_max", lm->kl_max);
+		if (lm->n_pos > 0) {
+			const tb_logit_row *last = &lm->rows[lm->n_pos - 1];
+			add_pair(o, "top1_logprob_last", last->top1_logprob[0], last->top1_logprob[1]);
+			add_pair(o, "top1_last", (double)last->top1[0], (double)last->top1[1]);
+		}
+		cJSON_AddNumberToObject(o, "positions", (double)lm->n_pos);
+		cJSON_AddNumberToObject(o, "vocab", (double)lm->vocab);
+	} else {
+		cJSON_AddNullToObject(root, "logits");
+	}
+	diag_json(root, r);
+	if (r->history) {
+		cJSON *h = cJSON_AddArrayToObject(root, "history");
+		for (size_t i = 0; i < r->history->n; i++)
+			cJSON_AddItemToArray(h, tb_pass_json(&r->history->passes[i]));
+	}
+	unp = cJSON_AddObjectToObject(root, "unpaired");
+	for (int side = 0; side < 2; side++) {
+		cJSON *arr = cJSON_AddArrayToObject(unp, side ? "cand" : "ref");
+		for (size_t i = 0; i < r->pairing->n_unp[side]; i++)
+			cJSON_AddItemToArray(arr, cJSON_CreateString(r->pairing->unp[side][i].tensor->name));
+	}
+	{
+		cJSON *counts = cJSON_AddObjectToObject(root, "counts");
+		for (int s = TB_ST_MATCH; s < TB_ST_COUNT; s++)
+			cJSON_AddNumberToObject(counts, tb_status_name((tb_status)s), (double)res->count[s]);
+	}
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	return text;
+}
+
+/* The per-layer taps present anywhere in the result, in forward order. */
+static size_t layer_columns(const tb_result *res, const char **cols, size_t max)
+{
+	size_t n = 0;
+	tb_cell cells[64];
+
+	for (size_t i = 0; i < res->n_cells; i++) {
+		const tb_cell *c = &res->cells[i].cell;
+		bool seen = false;
+		if (c->layer < 0)
+			continue;
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = !strcmp(cols[k], c->tap);
+		if (seen || n == max)
+			continue;
+		cols[n] = c->tap;
+		cells[n].layer = 0;
+		snprintf(cells[n].tap, sizeof cells[n].tap, "%s", c->tap);
+		n++;
+	}
+	/* Insertion sort by forward order (n is small). */
+	for (size_t i = 1; i < n; i++) {
+		for (size_t j = i; j > 0 && tb_cell_cmp(&cells[j], &cells[j - 1]) < 0; j--) {
+			tb_cell tc = cells[j];
+			const char *ts = cols[j];
+			cells[j] = cells[j - 1];
+			cols[j] = cols[j - 1];
+			cells[j - 1] = tc;
+			cols[j - 1] = ts;
+		}
+	}
+	return n;
+}
+
+static const tb_cell_result *cell_at(const tb_result *res, int layer, const char *tap)
+{
+	for (size_t i = 0; i < res->n_cells; i++)
+		if (res->cells[i].cell.layer == layer && !strcmp(res->cells[i].cell.tap, tap))
+			return &res->cells[i];
+	return NULL;
+}
+
+/* Print one grid line without trailing blanks. */
+static void put_line(FILE *out, char *line)
+{
+	size_t n = strlen(line);
+
+	while (n > 0 && line[n - 1] == ' ')
+		line[--n] = '\0';
+	fprintf(out, "%s\n", line);
+}
+
+static void text_grid(FILE *out, const tb_result *res)
+{
+	static const char *const model_taps[] = {"embed", "final_norm", "logits"};
+	const char *cols[64];
+	size_t nc = layer_columns(res, cols, 64), len;
+	char line[4096];
+
+	len = (size_t)snprintf(line, sizeof line, "%-11s", "");
+	for (size_t k = 0; k < nc && len < sizeof line; k++)
+		len += (size_t)snprintf(line + len, sizeof line - len, " %s", cols[k]);
+	put_line(out, line);
+	for (int m = 0; m < 3; m++) {
+		if (m == 1) {
+			for (int layer = 0; layer < res->n_layers; layer++) {
+				char label[16];
+				snprintf(label, sizeof label, "L%d", layer);
+				len = (size_t)snprintf(line, sizeof line, "%-11s", label);
+				for (size_t k = 0; k < nc && len < sizeof line; k++) {
+					const tb_cell_result *c = cell_at(res, layer, cols[k]);
+					len += (size_t)snprintf(line + len, sizeof line - len, " %c%*s",
+								c ? tb_status_glyph(c->status) : ' ',
+								(int)strlen(cols[k]) - 1, "");
+				}
+				put_line(out, line);
+			}
+		}
+		const tb_cell_result *c = cell_at(res, -1, model_taps[m]);
+		if (c)
+			fprintf(out, "%-11s %c\n", model_taps[m], tb_status_glyph(c->status));
+	}
+	fprintf(out, "legend: . match  ~ close  X diverged  - missing  (blank: not dumped)\n");
+}
+
+static void text_cell(FILE *out, const tb_cell_result *c)
+{
+	const tb_metrics *m = &c->m;
+	char name[96], shape[128], idx[128];
+
+	tb_cell_name(&c->cell, name, sizeof name);
+	fprintf(out, "  cell %s: %s (%s)\n", name, tb_status_name(c->status), c->reason);
+	for (int side = 0; side < 2; side++) {
+		const tb_tensor *t = side ? c->cand : c->ref;
+		if (!t)
+			continue;
+		tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
+		fprintf(out, "  %s %s %s %s  (%s)\n", side ? "cand" : "ref ", t->name, tb_dtype_name(t->dtype), shape,
+			t->path);
+	}
+	if (!c->ref || !c->cand)
+		return;
+	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
+	if (isfinite(m->max_abs))
+		fprintf(out, "  rel_l2 %.3e  cosine %.6f  norm_ratio %.4f  max_abs %.3e at %s (ref %g, cand %g)\n",
+			m->rel_l2, m->cosine, m->norm_ratio, m->max_abs, idx, m->worst_ref, m->worst_cand);
+	else
+		fprintf(out, "  rel_l2 nan  cosine nan  norm_ratio nan  max_abs nan (no element finite on both sides)\n");
+	fprintf(out, "  mean_abs %.3e  allclose %.2f%%  NaN %llu/%llu  Inf %llu/%llu\n", m->mean_abs,
+		100 * m->allclose_frac, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
+		(unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	if (m->n_pos > 0) {
+		if (m->first_bad_position >= 0)
+			fprintf(out, "  first bad position: %lld of %lld (rel_l2 there %.3e, cosine %.4f)\n",
+				(long long)m->first_bad_position, (long long)m->n_pos,
+				m->pos_rel_l2[m->first_bad_position], m->pos_cos[m->first_bad_position]);
+		else
+			fprintf(out, "  every one of %lld positions within diverge\n", (long long)m->n_pos);
+	}
+	if (c->logits) {
+		const tb_logit_metrics *lm = c->logits;
+		fprintf(out, "  logits: KL mean %.3e last %.3e  top-1 agree %.1f%%  top-5 overlap %.1f%%\n", lm->kl_mean,
+			lm->kl_last, 100 * lm->top1_agree, 100 * lm->top5_overlap);
+	}
+}
+
+static void text_diagnosis(FILE *out, const tb_report *r)
+{
+	const tb_diagnosis *d = r->diag;
+	const tb_result *res = r->result;
+
+	if (d->origin.text[0])
+		fprintf(out, "\norigin: %s\n", d->origin.text);
+	if (r->show_features) {
+		fprintf(out, "\nfeatures of %s:\n", d->target >= 0 ? "the target cell" : "the model (no target cell)");
+		for (int i = 0; i < TB_F_COUNT; i++)
+			fprintf(out, "  %-22s %.6g\n", tb_feature_table[i].name, d->features[i]);
+	}
+	if (res->verdict == TB_ST_MATCH)
+		return;
+	if (!d->causes.n) {
+		fprintf(out, "\nlikely causes: no diagnosis rule matches this pattern\n");
+		return;
+	}
+	fprintf(out, "\nlikely causes:\n");
+	for (size_t i = 0; i < d->causes.n; i++) {
+		const tb_cause *c = &d->causes.v[i];
+		fprintf(out, "  %zu. %s (score %.2f)\n     why: %s\n     look at: %s\n", i + 1, c->id, c->score, c->why,
+			c->look_at);
+	}
+}
+
+int tb_report_text(FILE *out, const tb_report *r)
+{
+	const tb_result *res = r->result;
+	const tb_pairing *p = r->pairing;
+
+	fprintf(out, "tbisect %s\n  ref  %s\n  cand %s\n", PACKAGE_VERSION, r->ref_path, r->cand_path);
+	fprintf(out, "tolerance: atol %g  rtol %g  diverge %g  max-kl %g\n", res->tol.atol, res->tol.rtol,
+		res->tol.diverge, res->tol.max_kl);
+	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",
+		res->n_cells, res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED],
+		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
+	/* Faults of the dumps themselves come before any metric is read. */
+	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
+		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
+	text_grid(out, res);
+	for (int side = 0; side < 2; side++) {
+		size_t n = p->n_unp[side];
+		if (!n)
+			continue;
+		fprintf(out, "\nunpaired in %s:\n", side ? "cand" : "ref");
+		for (size_t i = 0; i < n && i < MAX_UNPAIRED_SHOWN; i++)
+			fprintf(out, "  %s  (%s)\n", p->unp[side][i].tensor->name, p->unp[side][i].reason);
+		if (n > MAX_UNPAIRED_SHOWN)
+			fprintf(out, "  ... and %zu more\n", n - MAX_UNPAIRED_SHOWN);
+	}
+	if (res->first_div >= 0) {
+		char name[96];
+		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
+		fprintf(out, "\nfirst divergence: %s\n", name);
+		text_cell(out, &res->cells[res->first_div]);
+	}
+	if (r->diag)
+		text_diagnosis(out, r);
+	if (r->history && r->show_history) {
+		fprintf(out, "\nhistory (%zu pass%s):\n", r->history->n, r->history->n == 1 ? "" : "es");
+		for (size_t i = 0; i < r->history->n; i++)
+			fprintf(out, "  %s\n", r->history->passes[i].note);
+	}
+	fprintf(out, "\nverdict: %s\n", tb_status_name(res->verdict));
+	return ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * report: the batch reports of `tbisect check`: a compact human text report
+ * and the JSON report of CONTRACT §3 (built with cJSON).
+ *
+ * Inputs are borrowed; tb_report_json returns a malloc'd string the caller
+ * frees.  The text report is written to the stream the front end passes.
+ */
+#ifndef TB_REPORT_H
+#define TB_REPORT_H
+
+#include <stdio.h>
+
+#include "diagnose/cause.h"
+#include "compare/compare.h"
+#include "diagnose/diagnose.h"
+#include "run/history.h"
+#include "model/pairing.h"
+
+typedef struct tb_report {
+	const char *ref_path, *cand_path; /* as given on the command line */
+	const tb_pairing *pairing;
+	const tb_result *result;
+	const tb_diagnosis *diag;         /* may be NULL: no diagnosis run */
+	bool show_features;               /* include the target's feature values */
+	const tb_history *history;        /* may be NULL: history off */
+	bool show_history;                /* text report: print the trajectory */
+} tb_report;
+
+/* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */
+char *tb_report_json(const tb_report *r);
+int tb_report_text(FILE *out, const tb_report *r);
+
+/* One status glyph per cell for text and screens: '.', '~', 'X', '-', '?'. */
+char tb_status_glyph(int status);
+/* Flat index -> "[0, 3, 17]" in the given shape. */
+void tb_index_format(uint64_t index, int ndim, const int64_t *shape, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,268 @@
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+tb_blob *tb_blob_new(void)
+{
+	tb_blob *b = calloc(1, sizeof *b);
+
+	if (b)
+		pthread_mutex_init(&b->lock, NULL);
+	return b;
+}
+
+void tb_blob_free(tb_blob *b)
+{
+	if (!b)
+		return;
+	free(b->owned);
+	if (b->ops && b->ops->free_ctx)
+		b->ops->free_ctx(b->ctx);
+	pthread_mutex_destroy(&b->lock);
+	free(b);
+}
+
+void tb_blob_set_mapped(tb_blob *b, const tb_file *f, uint64_t offset, uint64_t size)
+{
+	b->file = f;
+	b->offset = offset;
+	b->size = size;
+}
+
+void tb_blob_set_owned(tb_blob *b, unsigned char *data, uint64_t size)
+{
+	free(b->owned);
+	b->owned = data;
+	b->data = data;
+	b->size = size;
+}
+
+void tb_blob_set_lazy(tb_blob *b, const tb_blob_ops *ops, void *ctx, uint64_t size)
+{
+	b->ops = ops;
+	b->ctx = ctx;
+	b->size = size;
+}
+
+static int blob_acquire(tb_blob *b, tb_err *err)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->refs == 0) {
+		if (b->file) {
+			b->data = tb_file_view(b->file, b->offset, b->size);
+			if (!b->data)
+				rc = tb_err_set(err, b->file->path, "data range leaves the file");
+		} else if (b->ops) {
+			unsigned char *data = NULL;
+			rc = b->ops->load(b->ctx, b->size, &data, err);
+			b->owned = data;
+			b->data = data;
+		}
+	}
+	if (rc == 0)
+		b->refs++;
+	pthread_mutex_unlock(&b->lock);
+	return rc;
+}
+
+static void blob_release(tb_blob *b)
+{
+	pthread_mutex_lock(&b->lock);
+	if (b->refs > 0 && --b->refs == 0) {
+		if (b->file) {
+			tb_file_drop(b->file, b->offset, b->size);
+			b->data = NULL;
+		} else if (b->ops) {
+			free(b->owned);
+			b->owned = NULL;
+			b->data = NULL;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char *file, tb_err *err)
+{
+	uint64_t n = 1, bytes;
+
+	if (ndim < 0 || ndim > TB_MAX_DIMS)
+		return tb_err_set(err, file, "tensor '%s': rank %d is not supported (max %d)", t->name, ndim,
+				  TB_MAX_DIMS);
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] < 0)
+			return tb_err_set(err, file, "tensor '%s': negative dimension %lld", t->name,
+					  (long long)shape[i]);
+		if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n))
+			return tb_err_set(err, file, "tensor '%s': element count overflows", t->name);
+	}
+	if (__builtin_mul_overflow(n, (uint64_t)tb_dtype_size(t->dtype), &bytes) || bytes > INT64_MAX)
+		return tb_err_set(err, file, "tensor '%s': byte size overflows", t->name);
+	t->ndim = ndim;
+	t->numel = n;
+	int64_t s = 1;
+	for (int i = ndim - 1; i >= 0; i--) {
+		t->shape[i] = shape[i];
+		t->stride[i] = s;
+		s *= shape[i] ? shape[i] : 1;
+	}
+	t->contiguous = true;
+	return 0;
+}
+
+int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err)
+{
+	uint64_t last = 0, es = tb_dtype_size(t->dtype), end;
+	int64_t expect = 1;
+
+	t->contiguous = true;
+	for (int i = t->ndim - 1; i >= 0; i--) {
+		if (t->stride[i] < 0)
+			return tb_err_set(err, file, "tensor '%s': negative stride", t->name);
+		if (t->shape[i] > 1 && t->stride[i] != expect)
+			t->contiguous = false;
+		expect *= t->shape[i] ? t->shape[i] : 1;
+	}
+	if (!t->blob)
+		return tb_err_set(err, file, "tensor '%s': no data", t->name);
+	if (t->numel == 0)
+		return t->offset <= t->blob->size ? 0
+						  : tb_err_set(err, file, "tensor '%s': data offset leaves the file", t->name);
+	for (int i = 0; i < t->ndim; i++) {
+		uint64_t step;
+		if (__builtin_mul_overflow((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) ||
+		    __builtin_add_overflow(last, step, &last))
+			return tb_err_set(err, file, "tensor '%s': view extent overflows", t->name);
+	}
+	if (__builtin_mul_overflow(last + 1, es, &end) || __builtin_add_overflow(end, t->offset, &end) ||
+	    end > t->blob->size)
+		return tb_err_set(err, file, "tensor '%s': data extends past its storage (%llu bytes needed, %llu present)",
+				  t->name, (unsigned long long)end, (unsigned long long)t->blob->size);
+	return 0;
+}
+
+int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape)
+{
+	int k = 0, n = 0;
+
+	while (k < t->ndim - 1 && t->shape[k] == 1)
+		k++;
+	for (; k < t->ndim; k++)
+		shape[n++] = t->shape[k];
+	return n;
+}
+
+void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	len += (size_t)snprintf(buf, size, "[");
+	for (int i = 0; i < ndim && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
+/* Bytes from element 0 to the last reachable element. */
+static uint64_t extent_bytes(const tb_tensor *t)
+{
+	uint64_t last = 0;
+
+	if (t->numel == 0)
+		return 0;
+	for (int i = 0; i < t->ndim; i++)
+		last += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->stride[i];
+	return (last + 1) * tb_dtype_size(t->dtype);
+}
+
+int tb_tensor_acquire(tb_tensor *t, tb_err *err)
+{
+	if (blob_acquire(t->blob, err) < 0)
+		return -1;
+	/* Read-ahead for this tensor only: a blob may be a whole multi-GB
+	 * container. */
+	if (t->blob->file)
+		tb_file_will_read(t->blob->file, t->blob->offset + t->offset, extent_bytes(t));
+	return 0;
+}
+
+void tb_tensor_release(tb_tensor *t)
+{
+	blob_release(t->blob);
+}
+
+const void *tb_tensor_data(const tb_tensor *t)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	bool native = t->big_endian || tb_dtype_size(t->dtype) == 1;
+#else
+	bool native = !t->big_endian || tb_dtype_size(t->dtype) == 1;
+#endif
+	if (!native || !t->contiguous || !t->blob->data)
+		return NULL;
+	return t->blob->data + t->offset;
+}
+
+const float *tb_tensor_f32_direct(const tb_tensor *t)
+{
+	const unsigned char *p = t->dtype == TB_DT_F32 ? tb_tensor_data(t) : NULL;
+
+	return p && ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
+}
+
+void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out)
+{
+	const unsigned char *base = t->blob->data + t->offset;
+	size_t es = tb_dtype_size(t->dtype);
+	int64_t idx[TB_MAX_DIMS];
+	uint64_t rem, done = 0;
+	int last = t->ndim - 1;
+
+	/* Nothing to read; with a zero dim the index split below would divide by zero. */
+	if (n == 0)
+		return;
+	if (t->contiguous || t->ndim == 0) {
+		tb_dtype_to_f32(t->dtype, base + start * es, n, t->big_endian, out);
+		return;
+	}
+	rem = start;
+	for (int i = last; i >= 0; i--) {
+		idx[i] = (int64_t)(rem % (uint64_t)t->shape[i]);
+		rem /= (uint64_t)t->shape[i];
+	}
+	while (done < n) {
+		uint64_t off = 0, run = (uint64_t)(t->shape[last] - idx[last]);
+		int64_t s = t->stride[last];
+
+		for (int i = 0; i <= last; i++)
+			off += (uint64_t)idx[i] * (uint64_t)t->stride[i];
+		if (run > n - done)
+			run = n - done;
+		if (s == 1) {
+			tb_dtype_to_f32(t->dtype, base + off * es, run, t->big_endian, out + done);
+		} else {
+			for (uint64_t j = 0; j < run; j++)
+				tb_dtype_to_f32(t->dtype, base + (off + j * (uint64_t)s) * es, 1, t->big_endian,
+						out + done + j);
+		}
+		done += run;
+		idx[last] += (int64_t)run;
+		for (int i = last; i > 0 && idx[i] >= t->shape[i]; i--) {
+			idx[i] = 0;
+			idx[i - 1]++;
+		}
+	}
+}
+
+void tb_tensor_drop(const tb_tensor *t, uint64_t start, uint64_t n)
+{
+	size_t es = tb_dtype_size(t->dtype);
+
+	if (t->blob->file && t->contiguous)
+		tb_file_drop(t->blob->file, t->blob->offset + t->offset + start * es, n * es);
+}

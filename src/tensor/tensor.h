@@ -1,0 +1,99 @@
+/*
+ * tensor: one tensor found in a dump tree: raw name, dtype, shape, strides,
+ * and where its bytes live (a blob).  No data is read when a tensor is
+ * indexed; tb_tensor_acquire makes the bytes available (a view of the file
+ * mapping, or a lazily loaded buffer such as an inflated zip member) and
+ * tb_tensor_read_f32 decodes any range of elements, in C order, to float32.
+ *
+ * Ownership: tensors and blobs belong to the tree that indexed them
+ * (tree.h); callers borrow them for the tree's lifetime.  acquire/release
+ * are reference counted and thread-safe, so workers may read one tensor
+ * concurrently.
+ */
+#ifndef TB_TENSOR_H
+#define TB_TENSOR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/dtype.h"
+#include "base/error.h"
+#include "base/mapfile.h"
+
+#define TB_MAX_DIMS 16
+
+typedef struct tb_blob tb_blob;
+
+/* How a lazy blob produces its bytes (an inflated zip member, ...). */
+typedef struct tb_blob_ops {
+	/* Fill *data (heap, owned by the blob until unload) with exactly size bytes. */
+	int (*load)(void *ctx, uint64_t size, unsigned char **data, tb_err *err);
+	void (*free_ctx)(void *ctx);
+} tb_blob_ops;
+
+struct tb_blob {
+	const tb_file *file; /* mapped source, or NULL */
+	uint64_t offset;     /* into file */
+	uint64_t size;       /* bytes */
+	unsigned char *owned; /* heap bytes (owned or loaded), freed with the blob */
+	const tb_blob_ops *ops; /* lazy source, or NULL */
+	void *ctx;
+	pthread_mutex_t lock;
+	unsigned refs;
+	const unsigned char *data; /* valid while refs > 0 (always for owned) */
+};
+
+typedef struct tb_tensor {
+	char *name;          /* raw name (CONTRACT §4), owned */
+	const char *path;    /* file it came from, borrowed from the tree */
+	tb_dtype dtype;
+	bool big_endian;     /* element bytes are big-endian */
+	int ndim;
+	int64_t shape[TB_MAX_DIMS];
+	int64_t stride[TB_MAX_DIMS]; /* in elements, may be 0 (expand) */
+	uint64_t numel;
+	tb_blob *blob;       /* borrowed from the tree */
+	uint64_t offset;     /* byte offset of element 0 inside the blob */
+	bool contiguous;     /* strides are C-contiguous */
+} tb_tensor;
+
+/* A blob with no source yet; tb_blob_free releases it and what it owns. */
+tb_blob *tb_blob_new(void);
+void tb_blob_free(tb_blob *b);
+/* Give a new blob its source (call one, once). */
+void tb_blob_set_mapped(tb_blob *b, const tb_file *f, uint64_t offset, uint64_t size);
+/* Takes ownership of data (malloc'd). */
+void tb_blob_set_owned(tb_blob *b, unsigned char *data, uint64_t size);
+/* Takes ownership of ctx (freed by ops->free_ctx). */
+void tb_blob_set_lazy(tb_blob *b, const tb_blob_ops *ops, void *ctx, uint64_t size);
+
+/* Set shape with C-contiguous strides; checks rank, negative dims and
+ * overflow of numel and numel * element size. */
+int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char *file, tb_err *err);
+/* Recompute `contiguous` and check that every reachable element lies inside
+ * the blob (after shape, strides, offset and blob are set). */
+int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err);
+
+/* Shape with leading size-1 axes removed (at least one axis kept unless the
+ * tensor is a scalar).  Returns the new rank. */
+int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape);
+/* "[2, 16, 64]" */
+void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
+
+int tb_tensor_acquire(tb_tensor *t, tb_err *err);
+void tb_tensor_release(tb_tensor *t);
+/* The elements in place, when contiguous and in native byte order (any
+ * dtype, any alignment), or NULL (only while acquired). */
+const void *tb_tensor_data(const tb_tensor *t);
+/* Aligned, native-order, contiguous float32 data in place, or NULL when the
+ * tensor must be decoded (only while acquired). */
+const float *tb_tensor_f32_direct(const tb_tensor *t);
+/* Decode elements [start, start+n) in C order to float32 (only while acquired). */
+void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out);
+
+/* Give back the pages of elements [start, start+n) once they are read
+ * (a no-op unless the bytes are a contiguous view of a file mapping). */
+void tb_tensor_drop(const tb_tensor *t, uint64_t start, uint64_t n);
+
+#endif

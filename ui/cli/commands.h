@@ -1,0 +1,23 @@
+/*
+ * commands: one function per mode of the command line.  Each returns the
+ * process exit code (CONTRACT §1) and prints its own errors as
+ * "tbisect: FILE: what is wrong".
+ */
+#ifndef TB_COMMANDS_H
+#define TB_COMMANDS_H
+
+#include "base/error.h"
+#include "cli/options.h"
+
+enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
+
+int tb_cmd_check(const tb_options *o);
+int tb_cmd_ls(const tb_options *o);
+int tb_cmd_tui(const tb_options *o);
+/* The key and command tables, one tab-separated row each, for the man page. */
+int tb_cmd_keys(void);
+
+/* Print err as one line on stderr; returns TB_EXIT_BAD_INPUT. */
+int tb_die(const tb_err *err);
+
+#endif

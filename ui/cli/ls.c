@@ -1,0 +1,151 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "model/naming.h"
+#include "model/pairing.h"
+#include "compare/tolfile.h"
+#include "formats/tree.h"
+
+static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
+		   const tb_tolerance *base)
+{
+	cJSON *root = cJSON_CreateObject(), *arr, *notes;
+	char *text;
+
+	cJSON_AddStringToObject(root, "tree", tree->path);
+	cJSON_AddStringToObject(root, "shared_prefix", tn->shared);
+	arr = cJSON_AddArrayToObject(root, "tensors");
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		const tb_tensor *t = tree->tensors[i];
+		cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray();
+		char cell[128], rule[256];
+		tb_cell c;
+
+		cJSON_AddStringToObject(o, "name", t->name);
+		if (tb_namer_map(namer, t->name, tn->shared, &c, rule, sizeof rule)) {
+			tb_cell_name(&c, cell, sizeof cell);
+			cJSON_AddStringToObject(o, "cell", cell);
+			cJSON_AddStringToObject(o, "rule", rule);
+			if (tf) {
+				tb_tolerance tol = *base;
+				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				cJSON *to = cJSON_AddObjectToObject(o, "tolerance");
+				if (k >= 0)
+					cJSON_AddStringToObject(to, "match", tb_tolfile_pattern(tf, k));
+				else
+					cJSON_AddNullToObject(to, "match");
+				cJSON_AddNumberToObject(to, "atol", tol.atol);
+				cJSON_AddNumberToObject(to, "rtol", tol.rtol);
+				cJSON_AddNumberToObject(to, "diverge", tol.diverge);
+				cJSON_AddStringToObject(to, "mode", tol.absolute ? "abs" : "rel");
+			}
+		} else {
+			cJSON_AddNullToObject(o, "cell");
+			if (tb_name_is_token_ids(t->name))
+				cJSON_AddTrueToObject(o, "token_ids");
+		}
+		cJSON_AddStringToObject(o, "dtype", tb_dtype_name(t->dtype));
+		for (int d = 0; d < t->ndim; d++)
+			cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+		cJSON_AddItemToObject(o, "shape", shape);
+		cJSON_AddStringToObject(o, "file", t->path);
+		cJSON_AddItemToArray(arr, o);
+	}
+	notes = cJSON_AddArrayToObject(root, "notes");
+	for (size_t i = 0; i < tree->n_notes; i++)
+		cJSON_AddItemToArray(notes, cJSON_CreateString(tree->notes[i]));
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!text)
+		return -1;
+	puts(text);
+	free(text);
+	return 0;
+}
+
+static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
+		    const tb_tolerance *base)
+{
+	size_t width = 8, unmapped = 0;
+
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		size_t n = strlen(tree->tensors[i]->name);
+		if (n > width)
+			width = n;
+	}
+	if (width > 60)
+		width = 60;
+	printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
+	       tf ? "  TOLERANCE" : "");
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		const tb_tensor *t = tree->tensors[i];
+		char cell[128], shape[128], tols[320] = "";
+		tb_cell c;
+
+		if (tb_namer_map(namer, t->name, tn->shared, &c, NULL, 0)) {
+			tb_cell_name(&c, cell, sizeof cell);
+			if (tf) {
+				tb_tolerance tol = *base;
+				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				snprintf(tols, sizeof tols, "  %s: atol %g rtol %g diverge %g%s",
+					 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol,
+					 tol.diverge, tol.absolute ? " abs" : "");
+			}
+		} else if (tb_name_is_token_ids(t->name)) {
+			snprintf(cell, sizeof cell, "(token ids)");
+		} else {
+			snprintf(cell, sizeof cell, "(unmapped)");
+			unmapped++;
+		}
+		tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
+		printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, t->name, cell, tb_dtype_name(t->dtype), shape,
+		       t->path, tols);
+	}
+	printf("%zu tensors, %zu unmapped\n", tree->n_tensors, unmapped);
+	for (size_t i = 0; i < tree->n_notes; i++)
+		printf("note: %s\n", tree->notes[i]);
+}
+
+int tb_cmd_ls(const tb_options *o)
+{
+	tb_tree_names tn;
+	tb_tolfile *tf = NULL;
+	tb_namer *namer;
+	tb_tree *tree;
+	tb_err err;
+	int rc = TB_EXIT_OK;
+
+	if (o->tol_file && tb_tolfile_load(o->tol_file, &o->tol, &tf, &err) < 0)
+		return tb_die(&err);
+	if (tb_namer_new(o->map_file, &namer, &err) < 0) {
+		tb_tolfile_free(tf);
+		return tb_die(&err);
+	}
+	if (tb_tree_open(o->paths[0], &o->open, &tree, &err) < 0) {
+		tb_namer_free(namer);
+		tb_tolfile_free(tf);
+		return tb_die(&err);
+	}
+	tb_tree_names_init(&tn, tree);
+	if (o->json) {
+		if (ls_json(tree, namer, &tn, tf, &o->tol) < 0) {
+			tb_err_set(&err, NULL, "out of memory");
+			rc = tb_die(&err);
+		}
+	} else {
+		ls_text(tree, namer, &tn, tf, &o->tol);
+	}
+	if (fflush(stdout) != 0) {
+		tb_err_set(&err, NULL, "cannot write to standard output");
+		rc = tb_die(&err);
+	}
+	tb_tree_free(tree);
+	tb_namer_free(namer);
+	tb_tolfile_free(tf);
+	return rc;
+}

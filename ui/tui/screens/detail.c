@@ -1,0 +1,536 @@
+/*
+ * The detail screen of one cell (Enter on the heatmap): both sides'
+ * statistics, every CONTRACT §2 metric, the per-position strip with the
+ * selected position's worst channels, per-head metrics for attention cells,
+ * the worst elements, a log-scale |diff| histogram and the causes.  It is a
+ * scrolling document; the numbers that need the tensors again come from
+ * src/inspect.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tui/doc.h"
+#include "tui/metric.h"
+#include "run/report.h"
+#include "tui/theme.h"
+#include "tui/tui.h"
+
+#define HIST_BAR 30
+#define MAX_HEADS_SHOWN 128
+
+static const tb_cell_result *cur_cell(const tui *t)
+{
+	return &tui_result(t)->cells[t->d.pair];
+}
+
+static int64_t last_dim(const tb_tensor *x)
+{
+	int64_t sq[TB_MAX_DIMS];
+	int n = x ? tb_tensor_squeezed(x, sq) : 0;
+
+	return n > 0 ? sq[n - 1] : 0;
+}
+
+/* Heads of a [.., S, H, D] or [.., H, S, D] tensor, given S. */
+static int heads_of_shape(const tb_tensor *x, int64_t seq)
+{
+	int64_t sq[TB_MAX_DIMS];
+	int n = x ? tb_tensor_squeezed(x, sq) : 0;
+
+	if (n < 3 || seq <= 0)
+		return 0;
+	if (sq[n - 3] == seq)
+		return (int)sq[n - 2];
+	if (sq[n - 2] == seq)
+		return (int)sq[n - 3];
+	return 0;
+}
+
+static const tb_tensor *layer_tensor(const tui *t, int layer, const char *tap)
+{
+	tb_cell c = {layer, ""};
+	long i;
+
+	snprintf(c.tap, sizeof c.tap, "%s", tap);
+	i = tb_pairing_find(t->sess.pairing, &c);
+	return i < 0 ? NULL : t->sess.pairing->pairs[i].ref;
+}
+
+/* Head count and dimension of an attention cell: from --heads/--kv-heads,
+ * or from 4-D attn.q/attn.k shapes; 0 heads when unknown. */
+static void find_heads(tui *t, const tb_cell_result *c)
+{
+	detail *d = &t->d;
+	const char *tap = c->cell.tap, *parent = tb_tap_parent(tap);
+	bool kv = !strcmp(tap, "attn.k") || !strcmp(tap, "attn.v");
+	const tb_tensor *q = layer_tensor(t, c->cell.layer, "attn.q"), *k = layer_tensor(t, c->cell.layer, "attn.k");
+	const tb_tensor *attn = layer_tensor(t, c->cell.layer, "attn");
+	int64_t qw = last_dim(q), kw = last_dim(k), w = last_dim(c->ref);
+	int hq = t->opt->heads, hkv = t->opt->kv_heads, n;
+
+	d->heads = 0;
+	d->head_dim = 0;
+	d->heads_from = NULL;
+	d->note[0] = '\0';
+	if (strcmp(tap, "attn") != 0 && !(parent && !strcmp(parent, "attn")))
+		return;
+	if (hq || hkv) {
+		d->heads_from = hq ? "--heads" : "--kv-heads";
+		if (hq && !hkv && qw > 0 && kw > 0 && (hq * kw) % qw == 0)
+			hkv = (int)(hq * kw / qw);
+		if (hkv && !hq && qw > 0 && kw > 0 && (hkv * qw) % kw == 0)
+			hq = (int)(hkv * qw / kw);
+		if (!hkv)
+			hkv = hq;
+	} else {
+		int64_t seq = 0, sq[TB_MAX_DIMS];
+		int na = attn ? tb_tensor_squeezed(attn, sq) : 0;
+		if (na >= 2)
+			seq = sq[na - 2];
+		hq = heads_of_shape(q, seq);
+		hkv = heads_of_shape(k, seq);
+		d->heads_from = "inferred from attn.q/attn.k shapes";
+	}
+	n = kv ? hkv : hq;
+	if (n <= 0) {
+		snprintf(d->note, sizeof d->note, "head count unknown: give --heads N (and --kv-heads N for GQA)");
+		return;
+	}
+	if (w % n == 0 && tb_head_layout_of(c, n, w / n) == TB_HEADS_LAST)
+		d->head_dim = w / n;
+	else if (tb_head_layout_of(c, n, w) != TB_HEADS_NONE)
+		d->head_dim = w;
+	if (!d->head_dim) {
+		snprintf(d->note, sizeof d->note, "the shape does not split into %d heads", n);
+		return;
+	}
+	d->heads = n;
+}
+
+static void load_channels(tui *t)
+{
+	detail *d = &t->d;
+	const tb_cell_result *c = cur_cell(t);
+	tb_err err;
+
+	d->n_chan = 0;
+	d->chan_pos = -1;
+	if (c->m.n_pos <= 0 || tui_refuse_stale(t, c))
+		return;
+	if (tb_inspect_position(c, d->pos, DETAIL_CHANNELS, d->chan, &d->n_chan, &err) < 0) {
+		tui_message(t, true, "%s", err.msg);
+		return;
+	}
+	d->chan_pos = d->pos;
+}
+
+/* Compute what the detail of a cell shows (the numbers that need its
+ * tensors again are skipped when the files changed since they were read). */
+static void load(tui *t, long pair)
+{
+	detail *d = &t->d;
+	const tb_cell_result *c;
+	tb_err err;
+
+	free(d->head);
+	tb_causes_free(&d->causes);
+	memset(d, 0, sizeof *d);
+	d->pair = pair;
+	d->chan_pos = -1;
+	d->strip_y = -1;
+	c = cur_cell(t);
+	d->pos = c->m.first_bad_position > 0 ? c->m.first_bad_position : 0;
+	if (!c->ref || !c->cand || tui_refuse_stale(t, c))
+		return;
+	if (t->have_diag && t->rules && pair != tui_first_divergence(t) && c->status == TB_ST_DIVERGED) {
+		tb_diag_opts o = tui_diag_opts(t);
+		if (tb_diagnose_cell(&t->sess, t->res, &o, &t->diag, pair, &d->causes, &err) < 0)
+			tui_message(t, true, "%s", err.msg);
+	}
+	if (tb_inspect_diff(c, DETAIL_TOPK, d->worst, &d->n_worst, &d->hist, &err) < 0)
+		tui_message(t, true, "%s", err.msg);
+	else
+		d->have_diff = true;
+	load_channels(t);
+	find_heads(t, c);
+	if (d->heads > 0) {
+		d->head = calloc((size_t)d->heads, sizeof *d->head);
+		if (!d->head || tb_inspect_heads(c, d->heads, d->head_dim, d->head, &err) < 0) {
+			snprintf(d->note, sizeof d->note, "%s", d->head ? err.msg : "out of memory");
+			free(d->head);
+			d->head = NULL;
+			d->heads = 0;
+		}
+	}
+}
+
+void tui_open_detail(tui *t, long pair)
+{
+	load(t, pair);
+	tui_push(t, &detail_screen);
+}
+
+void tui_detail_reopen(tui *t, long pair)
+{
+	int64_t pos = t->d.pos;
+	int scroll = t->d.scroll, left = t->d.strip_left;
+	const tb_cell_result *c;
+
+	load(t, pair);
+	c = cur_cell(t);
+	if (pos < c->m.n_pos) {
+		t->d.pos = pos;
+		t->d.strip_left = left;
+		load_channels(t);
+	}
+	t->d.scroll = scroll;
+}
+
+/* Both sides' statistics beside every metric, then the worst element. */
+static void numbers_block(doc *dc, const tb_cell_result *c)
+{
+	static const char *const stat_names[] = {"mean", "std", "min", "max", "L2 norm"};
+	const tb_metrics *m = &c->m;
+	char left[8][64], right[8][64], a[32], b[32], idx[256];
+	const double *sides[] = {m->mean, m->std, m->min, m->max, m->l2};
+	const char *names[] = {"max_abs", "mean_abs", "rel_l2", "cosine", "norm_ratio", "allclose_frac"};
+	double vals[] = {m->max_abs, m->mean_abs, m->rel_l2, m->cosine, m->norm_ratio, m->allclose_frac};
+	bool wide = getmaxx(dc->w) >= 72;
+
+	snprintf(left[0], sizeof left[0], "%-9s %12s %12s", "statistic", "ref", "cand");
+	for (int r = 0; r < 5; r++) {
+		ui_fmt_num(sides[r][0], a, sizeof a);
+		ui_fmt_num(sides[r][1], b, sizeof b);
+		snprintf(left[r + 1], sizeof left[r + 1], "%-9s %12s %12s", stat_names[r], a, b);
+	}
+	snprintf(left[6], sizeof left[6], "%-9s %12llu %12llu", "NaN", (unsigned long long)m->nan[0],
+		 (unsigned long long)m->nan[1]);
+	snprintf(left[7], sizeof left[7], "%-9s %12llu %12llu", "Inf", (unsigned long long)m->inf[0],
+		 (unsigned long long)m->inf[1]);
+	snprintf(right[0], sizeof right[0], "metrics");
+	for (int r = 0; r < 6; r++) {
+		if (r == 3 || r == 5)
+			snprintf(a, sizeof a, "%.6f", vals[r]);
+		else
+			ui_fmt_num(vals[r], a, sizeof a);
+		snprintf(right[r + 1], sizeof right[r + 1], "%-18s %s", names[r], a);
+	}
+	if (m->first_bad_position >= 0)
+		snprintf(right[7], sizeof right[7], "%-18s %lld", "first_bad_position", (long long)m->first_bad_position);
+	else
+		snprintf(right[7], sizeof right[7], "%-18s none", "first_bad_position");
+	for (int r = 0; r < 8 && wide; r++)
+		doc_line(dc, r == 0 ? ui_attr(UI_TITLE) : 0, "%-36s| %s", left[r], right[r]);
+	for (int r = 0; r < 16 && !wide; r++)
+		doc_line(dc, r % 8 == 0 ? ui_attr(UI_TITLE) : 0, "%s", r < 8 ? left[r] : right[r - 8]);
+	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
+	ui_fmt_num(m->worst_ref, a, sizeof a);
+	ui_fmt_num(m->worst_cand, b, sizeof b);
+	if (isfinite(m->max_abs))
+		doc_line(dc, 0, "worst element %s  ref %s  cand %s   (%llu elements)", idx, a, b,
+			 (unsigned long long)m->n);
+	else
+		doc_line(dc, 0, "no element finite on both sides   (%llu elements)", (unsigned long long)m->n);
+	if (c->logits) {
+		const tb_logit_metrics *l = c->logits;
+		doc_line(dc, 0, "logits: kl_mean %.4g  kl_last %.4g  kl_max %.4g  top1_agree %.4f  top5_overlap %.4f",
+			 l->kl_mean, l->kl_last, l->kl_max, l->top1_agree, l->top5_overlap);
+	}
+}
+
+/* One heat row of the strip: a glyph per position, colored on the scale. */
+static void strip_row(tui *t, doc *dc, const char *label, const ui_metric *mt, const double *v, int64_t n, int width)
+{
+	int r = doc_row(dc);
+	detail *d = &t->d;
+
+	if (r < 0)
+		return;
+	ui_put(dc->w, r, 0, ui_attr(UI_LABEL), "%-8s", label);
+	for (int k = 0; k < width && d->strip_left + k < n; k++) {
+		int64_t p = d->strip_left + k;
+		double bad = mt->badness(v[p]);
+		int st = ui_metric_band(mt, &t->tol, bad);
+		attr_t a = ui_cell_attr(st, ui_metric_level(mt, bad));
+		if (p == d->pos)
+			a |= ui_attr(UI_CURSOR);
+		ui_put(dc->w, r, 8 + k, a, "%c", tb_status_glyph(st));
+	}
+}
+
+static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
+{
+	detail *d = &t->d;
+	const tb_metrics *m = &c->m;
+	int width = getmaxx(dc->w) - 9;
+	char a[32], b[32], e[32], idx[256];
+	int r;
+
+	d->strip_y = -1;
+	if (m->n_pos <= 0)
+		return;
+	if (width < 1)
+		width = 1;
+	if (d->pos < d->strip_left)
+		d->strip_left = (int)d->pos;
+	if (d->pos >= d->strip_left + width)
+		d->strip_left = (int)(d->pos - width + 1);
+	doc_line(dc, ui_attr(UI_TITLE), "per position  (%lld positions, shown %d-%lld; Left/Right select, f first bad)",
+		 (long long)m->n_pos, d->strip_left, (long long)(d->strip_left + width < m->n_pos ? d->strip_left + width - 1
+												      : m->n_pos - 1));
+	r = dc->y - dc->scroll + 1;
+	d->strip_y = r >= 1 && r < dc->h ? r : -1;
+	d->strip_x = 8;
+	strip_row(t, dc, "rel_l2", &ui_metrics[0], m->pos_rel_l2, m->n_pos, width);
+	strip_row(t, dc, "cosine", &ui_metrics[1], m->pos_cos, m->n_pos, width);
+	r = doc_row(dc);
+	if (r >= 0) {
+		ui_put(dc->w, r, 0, ui_attr(UI_DIM), "%-8s", "");
+		if (m->first_bad_position >= d->strip_left && m->first_bad_position < d->strip_left + width)
+			ui_put(dc->w, r, 8 + (int)(m->first_bad_position - d->strip_left), ui_attr(UI_MARK), "^");
+		if (d->pos != m->first_bad_position)
+			ui_put(dc->w, r, 8 + (int)(d->pos - d->strip_left), ui_attr(UI_CURSOR), "|");
+	}
+	if (m->first_bad_position >= 0)
+		doc_line(dc, ui_attr(UI_MARK), "^ first bad position %lld (rel_l2 > diverge %.0e)",
+			 (long long)m->first_bad_position, t->tol.diverge);
+	else
+		doc_line(dc, ui_attr(UI_DIM), "no position has rel_l2 > diverge %.0e", t->tol.diverge);
+	ui_fmt_num(m->pos_rel_l2[d->pos], a, sizeof a);
+	snprintf(b, sizeof b, "%.6f", m->pos_cos[d->pos]);
+	ui_fmt_num(m->pos_norm_ratio[d->pos], e, sizeof e);
+	doc_line(dc, ui_attr(UI_STATUS), "pos %lld: rel_l2 %s  cosine %s  norm_ratio %s", (long long)d->pos, a, b, e);
+	if (c->logits && d->pos < c->logits->n_pos) {
+		const tb_logit_row *lr = &c->logits->rows[d->pos];
+		doc_line(dc, ui_attr(UI_STATUS), "pos %lld: KL %.4g  top-1 ref %lld cand %lld (%s)  logprob %.4g / %.4g  top-5 common %d/5",
+			 (long long)d->pos, lr->kl, (long long)lr->top1[0], (long long)lr->top1[1],
+			 lr->top1[0] == lr->top1[1] ? "agree" : "differ", lr->top1_logprob[0], lr->top1_logprob[1],
+			 lr->top5_common);
+	}
+	if (d->chan_pos != d->pos)
+		return;
+	doc_line(dc, ui_attr(UI_TITLE), "worst channels at pos %lld:  %-16s %11s %11s %11s", (long long)d->pos, "index",
+		 "ref", "cand", "|diff|");
+	for (size_t i = 0; i < d->n_chan; i++) {
+		tb_index_format(d->chan[i].index, c->ndim, c->shape, idx, sizeof idx);
+		ui_fmt_num(d->chan[i].ref, a, sizeof a);
+		ui_fmt_num(d->chan[i].cand, b, sizeof b);
+		ui_fmt_num(d->chan[i].diff, e, sizeof e);
+		doc_line(dc, 0, "%27s %-16s %11s %11s %11s", "", idx, a, b, e);
+	}
+}
+
+static void heads_block(tui *t, doc *dc)
+{
+	detail *d = &t->d;
+	char a[32], b[32];
+
+	if (!d->heads_from && !d->note[0])
+		return;
+	if (!d->heads) {
+		doc_line(dc, ui_attr(UI_TITLE), "per head");
+		doc_line(dc, ui_attr(UI_DIM), "  %s", d->note);
+		return;
+	}
+	doc_line(dc, ui_attr(UI_TITLE), "per head  (%d heads of %lld, %s)", d->heads, (long long)d->head_dim,
+		 d->heads_from);
+	doc_line(dc, ui_attr(UI_DIM), "  %-6s %12s %12s %12s", "head", "rel_l2", "cosine", "max_abs");
+	for (int h = 0; h < d->heads && h < MAX_HEADS_SHOWN; h++) {
+		int st = ui_metric_band(&ui_metrics[0], &t->tol, d->head[h].rel_l2);
+		ui_fmt_num(d->head[h].rel_l2, a, sizeof a);
+		ui_fmt_num(d->head[h].max_abs, b, sizeof b);
+		doc_line(dc, st == TB_ST_DIVERGED ? ui_attr(UI_BAD) : 0, "  %c %-4d %12s %12.6f %12s", tb_status_glyph(st),
+			 h, a, d->head[h].cosine, b);
+	}
+}
+
+static void worst_block(doc *dc, const tui *t, const tb_cell_result *c)
+{
+	const detail *d = &t->d;
+	char idx[256], a[32], b[32], e[32];
+
+	doc_line(dc, ui_attr(UI_TITLE), "worst elements %12s %-16s %11s %11s %11s", "", "index", "ref", "cand", "|diff|");
+	for (size_t i = 0; i < d->n_worst; i++) {
+		tb_index_format(d->worst[i].index, c->ndim, c->shape, idx, sizeof idx);
+		ui_fmt_num(d->worst[i].ref, a, sizeof a);
+		ui_fmt_num(d->worst[i].cand, b, sizeof b);
+		ui_fmt_num(d->worst[i].diff, e, sizeof e);
+		doc_line(dc, 0, "%25zu. %-16s %11s %11s %11s", i + 1, idx, a, b, e);
+	}
+}
+
+static void hist_row(doc *dc, const char *label, uint64_t n, uint64_t max)
+{
+	char bar[HIST_BAR + 1];
+	int len = max ? (int)((double)n / (double)max * HIST_BAR + 0.999) : 0;
+
+	memset(bar, '#', (size_t)len);
+	bar[len] = '\0';
+	doc_line(dc, 0, "  %-10s %10llu %s", label, (unsigned long long)n, bar);
+}
+
+static void hist_block(doc *dc, const tui *t)
+{
+	const tb_diff_hist *h = &t->d.hist;
+	uint64_t max = h->zero > h->below ? h->zero : h->below;
+	int lo = -1, hi = -1;
+	char label[32];
+
+	for (int i = 0; i < TB_HIST_BINS; i++) {
+		if (h->bins[i] > max)
+			max = h->bins[i];
+		if (h->bins[i]) {
+			lo = lo < 0 ? i : lo;
+			hi = i;
+		}
+	}
+	max = h->above > max ? h->above : max;
+	max = h->nonfinite > max ? h->nonfinite : max;
+	doc_line(dc, ui_attr(UI_TITLE), "|diff| histogram (log10 decades)");
+	if (h->zero)
+		hist_row(dc, "0", h->zero, max);
+	if (h->below)
+		hist_row(dc, "<1e-10", h->below, max);
+	for (int i = lo; i >= 0 && i <= hi; i++) {
+		snprintf(label, sizeof label, "1e%+03d", TB_HIST_LO + i);
+		hist_row(dc, label, h->bins[i], max);
+	}
+	if (h->above)
+		hist_row(dc, ">=1e+04", h->above, max);
+	if (h->nonfinite)
+		hist_row(dc, "NaN/Inf", h->nonfinite, max);
+}
+
+static void detail_draw(tui *t, WINDOW *w)
+{
+	const tb_cell_result *c = cur_cell(t);
+	detail *d = &t->d;
+	const tb_tap_info *ti = tb_tap_lookup(c->cell.tap);
+	doc dc = {w, 0, d->scroll, getmaxy(w)};
+	char name[128], shape[128];
+
+	tui_cell_label(t, d->pair, name, sizeof name);
+	ui_put(w, 0, 0, ui_attr(c->status == TB_ST_DIVERGED ? UI_BAD : UI_TITLE), "%s  %s: %s", name,
+	       tb_status_name(c->status), c->reason);
+	doc_line(&dc, ui_attr(UI_DIM), "%s   (Esc/q back, Up/Down scroll)", ti ? ti->label : c->cell.tap);
+	for (int s = 0; s < 2; s++) {
+		const tb_tensor *x = s ? c->cand : c->ref;
+		if (!x) {
+			doc_line(&dc, ui_attr(UI_MISSING), "%-5s (not in this tree)", s ? "cand" : "ref");
+			continue;
+		}
+		tb_shape_format(x->ndim, x->shape, shape, sizeof shape);
+		doc_line(&dc, 0, "%-5s %s  %s %s  %s", s ? "cand" : "ref", x->name, tb_dtype_name(x->dtype), shape, x->path);
+	}
+	if (c->ref && c->cand) {
+		numbers_block(&dc, c);
+		if (t->have_diag) {
+			long p = d->pair;
+			doc_line(&dc, p == t->diag.origin.origin ? ui_attr(UI_BAD) : 0,
+				 "error from its inputs %.3g -> here %.3g: x%.3g added%s", t->diag.origin.input_rel_l2[p],
+				 c->m.rel_l2, t->diag.origin.amplification[p],
+				 p == t->diag.origin.origin ? "  (the error is born here)" : "");
+		}
+		doc_line(&dc, 0, "%s", "");
+		positions_block(t, &dc, c);
+		doc_line(&dc, 0, "%s", "");
+		heads_block(t, &dc);
+		if (d->have_diff) {
+			doc_line(&dc, 0, "%s", "");
+			worst_block(&dc, t, c);
+			doc_line(&dc, 0, "%s", "");
+			hist_block(&dc, t);
+		}
+	}
+	doc_line(&dc, 0, "%s", "");
+	causes_lines(t, &dc, d->pair);
+	d->lines = dc.y;
+}
+
+static void set_pos(tui *t, int64_t pos)
+{
+	const tb_cell_result *c = cur_cell(t);
+
+	if (c->m.n_pos <= 0)
+		return;
+	t->d.pos = pos < 0 ? 0 : pos >= c->m.n_pos ? c->m.n_pos - 1 : pos;
+	load_channels(t);
+}
+
+static int64_t next_bad_pos(const tui *t, int dir)
+{
+	const tb_cell_result *c = cur_cell(t);
+
+	for (int64_t p = t->d.pos + dir; p >= 0 && p < c->m.n_pos; p += dir)
+		if (!(c->m.pos_rel_l2[p] <= c->tol.diverge))
+			return p;
+	return -1;
+}
+
+static unsigned detail_action(tui *t, tb_action a)
+{
+	detail *d = &t->d;
+	const tb_cell_result *c = cur_cell(t);
+	int page = getmaxy(t->wmain) - 2, max = d->lines - page;
+	int64_t p;
+
+	switch (a) {
+	case TB_ACT_UP: d->scroll--; break;
+	case TB_ACT_DOWN: d->scroll++; break;
+	case TB_ACT_PAGE_UP: d->scroll -= page; break;
+	case TB_ACT_PAGE_DOWN: d->scroll += page; break;
+	case TB_ACT_TOP: d->scroll = 0; break;
+	case TB_ACT_BOTTOM: d->scroll = max; break;
+	case TB_ACT_LEFT: set_pos(t, d->pos - 1); break;
+	case TB_ACT_RIGHT: set_pos(t, d->pos + 1); break;
+	case TB_ACT_FIRST_DIV:
+		if (c->m.first_bad_position < 0)
+			tui_message(t, false, "no bad position in this cell");
+		else
+			set_pos(t, c->m.first_bad_position);
+		break;
+	case TB_ACT_NEXT_DIV:
+	case TB_ACT_PREV_DIV:
+		p = next_bad_pos(t, a == TB_ACT_NEXT_DIV ? 1 : -1);
+		if (p < 0)
+			tui_message(t, false, "no bad position %s %lld", a == TB_ACT_NEXT_DIV ? "after" : "before",
+				    (long long)d->pos);
+		else
+			set_pos(t, p);
+		break;
+	case TB_ACT_METRIC:
+		t->metric = (t->metric + 1) % (int)ui_n_metrics;
+		tui_message(t, false, "metric: %s", ui_metrics[t->metric].name);
+		break;
+	case TB_ACT_BACK:
+	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
+	default: return 0;
+	}
+	if (d->scroll > max)
+		d->scroll = max;
+	if (d->scroll < 0)
+		d->scroll = 0;
+	return UI_HANDLED | UI_REDRAW;
+}
+
+static unsigned detail_click(tui *t, int y, int x)
+{
+	detail *d = &t->d;
+
+	if (d->strip_y < 0 || (y != d->strip_y && y != d->strip_y + 1) || x < d->strip_x)
+		return 0;
+	set_pos(t, d->strip_left + (x - d->strip_x));
+	return UI_HANDLED | UI_REDRAW;
+}
+
+const screen_ops detail_screen = {
+	.name = "detail",
+	.draw = detail_draw,
+	.action = detail_action,
+	.click = detail_click,
+};

@@ -1,0 +1,70 @@
+/*
+ * The history screen (H, :history): the passes recorded for this pair,
+ * newest first, each with its time, verdict, first divergence, movement,
+ * top cause and the note that says how the first divergence moved (with
+ * the advice for a regression or a fix that did not take).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "tui/doc.h"
+#include "tui/theme.h"
+#include "tui/tui.h"
+
+static void history_lines(tui *t, doc *dc)
+{
+	const tb_history *h = &t->hist;
+
+	if (h->path[0])
+		doc_wrap(dc, ui_attr(UI_DIM), "  file ", 7, h->path);
+	else if (t->opt->no_history)
+		doc_line(dc, ui_attr(UI_DIM), "  not kept (--no-history): the passes of this session only");
+	else
+		doc_line(dc, ui_attr(UI_DIM), "  not kept on disk: the passes of this session only");
+	if (h->warning[0])
+		doc_wrap(dc, ui_attr(UI_ERROR), "  warning: ", 4, h->warning);
+	if (!h->n) {
+		doc_line(dc, ui_attr(UI_DIM), "  no pass yet: the first comparison is still running");
+		return;
+	}
+	doc_line(dc, 0, "%s", "");
+	doc_line(dc, ui_attr(UI_LABEL), "  %4s %-16s %-8s %-16s %-11s %s", "pass", "time", "verdict",
+		 "first divergence", "movement", "top cause");
+	for (size_t k = h->n; k-- > 0;) {
+		const tb_pass *p = &h->passes[k];
+		bool bad = tb_move_is_bad(p->move);
+		char when[32] = "?", move[32];
+		struct tm tm;
+		if (localtime_r(&p->when, &tm))
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+		if (p->move == TB_MOVE_LATER || p->move == TB_MOVE_EARLIER)
+			snprintf(move, sizeof move, "%s %+ld", tb_move_name(p->move), p->delta);
+		else
+			snprintf(move, sizeof move, "%s", tb_move_name(p->move));
+		doc_line(dc, ui_attr(bad ? UI_BAD : UI_HEADER), "  %4d %-16s %-8s %-16s %-11s %s", p->number, when,
+			 p->verdict, p->first_div[0] ? p->first_div : "none", move, p->top_cause[0] ? p->top_cause : "-");
+		doc_wrap(dc, ui_attr(bad ? UI_ERROR : UI_DIM), "        ", 8, p->note);
+	}
+}
+
+static void history_draw(tui *t, WINDOW *w)
+{
+	char title[160];
+
+	snprintf(title, sizeof title, "history: %zu pass%s of this pair, newest first   (Esc/q back, Up/Down scroll)",
+		 t->hist.n, t->hist.n == 1 ? "" : "es");
+	doc_screen_draw(t, w, title, history_lines, t->history_scroll);
+}
+
+static unsigned history_action(tui *t, tb_action a)
+{
+	return doc_screen_action(t, a, history_lines, &t->history_scroll);
+}
+
+const screen_ops history_screen = {
+	.name = "history",
+	.draw = history_draw,
+	.action = history_action,
+};
