@@ -6,7 +6,9 @@
  *                                    npz-deflate, npz-zip64, pt, pt-ordered,
  *                                    pt-v3, golden, golden-pkl2, golden-pkl4,
  *                                    golden-pkl5 (golden: logits and
- *                                    layer_hidden_states[i] from the cells)
+ *                                    layer_hidden_states[i] from the cells;
+ *                                    SRC may join trees with ',', one
+ *                                    record, i.e. prompt, each)
  *   fmtgen zip [--deflate] [--zip64] [--zip64-central] [--zip64-end] OUT NAME=FILE...
  *   fmtgen many DIR N                N one-element .npy files, layers.I.block
  *   fmtgen pt-case KIND OUT.pt       a torch.save file with one flaw: size,
@@ -48,54 +50,88 @@ static float *read_all(tb_tensor *t)
 	return x;
 }
 
-static int convert_golden(const char *format, tb_tree *tree, const char *out)
-{
-	dw_golden_rec rec = {.prompt = "fmtgen"};
-	const float *hidden[256] = {0};
+/* One golden record: a tree's logits and block outputs, read into bufs. */
+typedef struct golden_src {
+	dw_golden_rec rec;
+	const float *hidden[256];
 	int64_t tokens[4096];
-	float *bufs[260] = {0};
-	int nb = 0, rc;
+	float *bufs[260];
+	int nb;
+} golden_src;
+
+static int golden_record(const char *src, golden_src *g)
+{
+	dw_golden_rec *rec = &g->rec;
 	tb_namer *namer;
+	tb_tree *tree;
 	tb_err err;
 
+	rec->prompt = "fmtgen";
+	if (tb_tree_open(src, NULL, &tree, &err) < 0)
+		return die(err.msg);
 	if (tb_namer_new(NULL, &namer, &err) < 0)
 		return die("namer");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		tb_cell c;
-		if (!tb_namer_map(namer, t->name, "", &c, NULL, 0) || t->ndim < 2 || nb >= 258)
+		if (!tb_namer_map(namer, t->name, "", &c, NULL, 0) || t->ndim < 2 || g->nb >= 258)
 			continue;
 		int64_t s = t->shape[t->ndim - 2], h = t->shape[t->ndim - 1];
 		float *x = read_all(t);
-		bufs[nb++] = x;
+		g->bufs[g->nb++] = x;
 		if (!strcmp(c.tap, "logits")) {
-			rec.logits = x;
-			rec.seq = s;
-			rec.vocab = h;
+			rec->logits = x;
+			rec->seq = s;
+			rec->vocab = h;
 		} else if (!strcmp(c.tap, "block") && c.layer >= 0 && c.layer < 256) {
-			hidden[c.layer] = x;
-			rec.hid = h;
-			if (c.layer + 1 > rec.n_layers)
-				rec.n_layers = c.layer + 1;
+			g->hidden[c.layer] = x;
+			rec->hid = h;
+			if (c.layer + 1 > rec->n_layers)
+				rec->n_layers = c.layer + 1;
 		}
 	}
 	tb_namer_free(namer);
-	if (!rec.logits)
+	tb_tree_free(tree);
+	if (!rec->logits)
 		return die("no logits in the source tree");
-	for (int l = 0; l < rec.n_layers; l++)
-		if (!hidden[l])
+	for (int l = 0; l < rec->n_layers; l++)
+		if (!g->hidden[l])
 			return die("a layer's block output is missing");
-	for (int64_t i = 0; i < rec.seq && i < 4096; i++)
-		tokens[i] = 100 + i;
-	rec.tokens = tokens;
-	rec.n_tokens = (size_t)rec.seq;
-	rec.hidden = rec.n_layers ? hidden : NULL;
+	for (int64_t i = 0; i < rec->seq && i < 4096; i++)
+		g->tokens[i] = 100 + i;
+	rec->tokens = g->tokens;
+	rec->n_tokens = (size_t)rec->seq;
+	rec->hidden = rec->n_layers ? g->hidden : NULL;
+	return 0;
+}
+
+/* srcs: trees joined by ',', one record (prompt) each. */
+static int convert_golden(const char *format, const char *srcs, const char *out)
+{
+	char list[4096], *save = NULL;
+	golden_src *g = calloc(16, sizeof *g);
+	dw_golden_rec recs[16];
+	size_t n = 0;
+	int rc = 0;
+
+	snprintf(list, sizeof list, "%s", srcs);
+	for (char *src = strtok_r(list, ",", &save); g && src && rc == 0; src = strtok_r(NULL, ",", &save)) {
+		if (n == 16)
+			return die("at most 16 records");
+		rc = golden_record(src, &g[n]);
+		recs[n] = g[n].rec;
+		n++;
+	}
+	if (!g || rc < 0)
+		return -1;
 	if (!strcmp(format, "golden"))
-		rc = dw_write_golden_jsonl(out, &rec, 1);
+		rc = dw_write_golden_jsonl(out, recs, n);
 	else
-		rc = dw_write_golden_pickle(out, &rec, 1, format[10] - '0');
-	for (int i = 0; i < nb; i++)
-		free(bufs[i]);
+		rc = dw_write_golden_pickle(out, recs, n, format[10] - '0');
+	for (size_t k = 0; k < n; k++)
+		for (int i = 0; i < g[k].nb; i++)
+			free(g[k].bufs[i]);
+	free(g);
 	return rc < 0 ? die("write failed") : 0;
 }
 
@@ -105,13 +141,10 @@ static int convert(const char *format, const char *src, const char *out)
 	tb_err err;
 	int rc = 0;
 
+	if (!strncmp(format, "golden", 6))
+		return convert_golden(format, src, out);
 	if (tb_tree_open(src, NULL, &tree, &err) < 0)
 		return die(err.msg);
-	if (!strncmp(format, "golden", 6)) {
-		rc = convert_golden(format, tree, out);
-		tb_tree_free(tree);
-		return rc;
-	}
 	dw_tensor *ts = calloc(tree->n_tensors, sizeof *ts);
 	dw_pt_tensor *pts = calloc(tree->n_tensors, sizeof *pts);
 	for (size_t i = 0; i < tree->n_tensors; i++) {

@@ -26,6 +26,9 @@ void tb_err_prefix(tb_err *err, const char *fmt, ...)
 
 void tb_err_clear(tb_err *err);
 
+/* Room for tb_err_text's "FILE: MESSAGE". */
+#define TB_ERR_TEXT_MAX (sizeof ((tb_err *)0)->file + sizeof ((tb_err *)0)->msg + 2)
+
 /* "FILE: MESSAGE" (or just MESSAGE) into buf; returns buf. */
 const char *tb_err_text(const tb_err *err, char *buf, size_t size);
 

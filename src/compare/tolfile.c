@@ -10,10 +10,16 @@
 #define TOL_MAX_BYTES (1024 * 1024)
 #define TOL_MAX_ENTRIES 10000
 
+/* The fields an entry sets; the others keep the tolerance it is applied
+ * over, so a tolerance changed after loading (the TUI's :tol) still
+ * reaches them. */
+enum { SET_ATOL = 1, SET_RTOL = 2, SET_DIVERGE = 4, SET_MAX_KL = 8, SET_MODE = 16 };
+
 typedef struct tol_entry {
 	regex_t re;
 	char *pattern;
-	tb_tolerance tol; /* base values overridden by the entry's fields */
+	tb_tolerance tol; /* the fields named by set */
+	unsigned set;
 } tol_entry;
 
 struct tb_tolfile {
@@ -28,7 +34,8 @@ static bool full_match(const regex_t *re, const char *s)
 	return s && regexec(re, s, 1, &m, 0) == 0 && m.rm_so == 0 && (size_t)m.rm_eo == strlen(s);
 }
 
-static int number_field(const cJSON *e, const char *key, double *out, const char *path, size_t i, tb_err *err)
+static int number_field(const cJSON *e, const char *key, unsigned bit, tol_entry *te, double *out, const char *path,
+			size_t i, tb_err *err)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
 
@@ -37,6 +44,7 @@ static int number_field(const cJSON *e, const char *key, double *out, const char
 	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0))
 		return tb_err_set(err, path, "tolerance entry %zu: \"%s\" must be a non-negative number", i, key);
 	*out = v->valuedouble;
+	te->set |= bit;
 	return 0;
 }
 
@@ -58,16 +66,17 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	}
 	if (!cJSON_IsString(match))
 		return tb_err_set(err, path, "tolerance entry %zu: \"match\" must be a string", i);
-	if (number_field(e, "atol", &te->tol.atol, path, i, err) < 0 ||
-	    number_field(e, "rtol", &te->tol.rtol, path, i, err) < 0 ||
-	    number_field(e, "diverge", &te->tol.diverge, path, i, err) < 0 ||
-	    number_field(e, "max_kl", &te->tol.max_kl, path, i, err) < 0)
+	if (number_field(e, "atol", SET_ATOL, te, &te->tol.atol, path, i, err) < 0 ||
+	    number_field(e, "rtol", SET_RTOL, te, &te->tol.rtol, path, i, err) < 0 ||
+	    number_field(e, "diverge", SET_DIVERGE, te, &te->tol.diverge, path, i, err) < 0 ||
+	    number_field(e, "max_kl", SET_MAX_KL, te, &te->tol.max_kl, path, i, err) < 0)
 		return -1;
 	mode = cJSON_GetObjectItemCaseSensitive(e, "mode");
 	if (mode) {
 		if (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "rel") && strcmp(mode->valuestring, "abs")))
 			return tb_err_set(err, path, "tolerance entry %zu: \"mode\" must be \"rel\" or \"abs\"", i);
 		te->tol.absolute = !strcmp(mode->valuestring, "abs");
+		te->set |= SET_MODE;
 	}
 	for (const char *p = match->valuestring; *p; p++)
 		if (p[0] == '\\' && p[1] >= '1' && p[1] <= '9')
@@ -85,7 +94,7 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	return 0;
 }
 
-int tb_tolfile_load(const char *path, const tb_tolerance *base, tb_tolfile **out, tb_err *err)
+int tb_tolfile_load(const char *path, tb_tolfile **out, tb_err *err)
 {
 	tb_tolfile *tf = NULL;
 	const cJSON *list, *e;
@@ -114,7 +123,6 @@ int tb_tolfile_load(const char *path, const tb_tolerance *base, tb_tolfile **out
 	}
 	cJSON_ArrayForEach(e, list) {
 		tol_entry *te = &tf->v[tf->n];
-		te->tol = *base;
 		if (parse_entry(e, te, path, tf->n, err) < 0)
 			goto out;
 		tf->n++;
@@ -140,6 +148,20 @@ void tb_tolfile_free(tb_tolfile *tf)
 	free(tf);
 }
 
+static void overlay(const tol_entry *te, tb_tolerance *tol)
+{
+	if (te->set & SET_ATOL)
+		tol->atol = te->tol.atol;
+	if (te->set & SET_RTOL)
+		tol->rtol = te->tol.rtol;
+	if (te->set & SET_DIVERGE)
+		tol->diverge = te->tol.diverge;
+	if (te->set & SET_MAX_KL)
+		tol->max_kl = te->tol.max_kl;
+	if (te->set & SET_MODE)
+		tol->absolute = te->tol.absolute;
+}
+
 int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
 		     tb_tolerance *tol)
 {
@@ -149,7 +171,7 @@ int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_
 	for (size_t i = 0; tf && i < tf->n; i++) {
 		const regex_t *re = &tf->v[i].re;
 		if (full_match(re, name) || full_match(re, ref_name) || full_match(re, cand_name)) {
-			*tol = tf->v[i].tol;
+			overlay(&tf->v[i], tol);
 			return (int)i;
 		}
 	}

@@ -16,10 +16,12 @@
 
 typedef struct tb_tolfile tb_tolfile;
 
-int tb_tolfile_load(const char *path, const tb_tolerance *base, tb_tolfile **out, tb_err *err);
+int tb_tolfile_load(const char *path, tb_tolfile **out, tb_err *err);
 void tb_tolfile_free(tb_tolfile *tf);
 
-/* Fill *tol for a cell; returns the entry index used, or -1 (base values). */
+/* Overlay the fields of the first entry that matches the cell on *tol (the
+ * command line's tolerance, or the TUI's after :tol); returns the entry
+ * index used, or -1 (*tol unchanged). */
 int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
 		     tb_tolerance *tol);
 /* The entry's "match" text, for `ls --tol`. */

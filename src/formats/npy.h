@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 #include "tensor/tensor.h"
-#include "formats/tree.h"
+#include "formats/reader.h"
 
 /* NumPy itself caps headers at 10000 characters; leave room for odd writers. */
 #define TB_NPY_MAX_HEADER (64 * 1024)

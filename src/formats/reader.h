@@ -1,5 +1,5 @@
 /*
- * fmt: the interface between the tree walk and the format readers.
+ * reader: the interface between the tree walk and the format readers.
  *
  * A reader is a const tb_format: a content sniffer, the file-name suffixes
  * it owns, and an index function that adds the file's tensors to a builder.
@@ -7,8 +7,8 @@
  * a lazy blob) until the compare step acquires them.  Readers know nothing
  * of naming or pairing.  Everything they create belongs to the tree.
  */
-#ifndef TB_FMT_H
-#define TB_FMT_H
+#ifndef TB_READER_H
+#define TB_READER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,8 +16,18 @@
 #include "base/error.h"
 #include "base/mapfile.h"
 #include "tensor/tensor.h"
-#include "formats/tree.h"
 
+/* How to read what a file leaves open (the command line's --npy-void2,
+ * --npy-void1, --record). */
+typedef struct tb_open_opts {
+	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
+	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
+	int record;    /* which record of a multi-prompt golden file */
+} tb_open_opts;
+
+void tb_open_opts_init(tb_open_opts *opts);
+
+/* What a reader adds its tensors to: the tree being opened (tree.c). */
 typedef struct tb_builder tb_builder;
 
 typedef struct tb_format {

@@ -18,15 +18,8 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "formats/reader.h"
 #include "tensor/tensor.h"
-
-typedef struct tb_open_opts {
-	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
-	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
-	int record;    /* which record of a multi-prompt golden file */
-} tb_open_opts;
-
-void tb_open_opts_init(tb_open_opts *opts);
 
 typedef struct tb_tree_priv tb_tree_priv;
 

@@ -71,6 +71,9 @@ bool tb_feed_cell(const tb_feed *f, const tb_cell *c, int n_layers, tb_cell *out
 
 /* Forward order: embed, L0 ..., L1 ..., final_norm, logits. */
 int tb_cell_cmp(const tb_cell *a, const tb_cell *b);
+/* Room for any cell's name: "L", a layer number, ".", a tap. */
+#define TB_CELL_NAME_MAX (TB_TAP_LEN + 16)
+
 /* "L3.attn", "embed" */
 void tb_cell_name(const tb_cell *c, char *buf, size_t size);
 /* Parse "L3.attn", "3.attn", "layers.3.attn", "embed"; 0 or -1. */

@@ -5,7 +5,12 @@
 #   - every .c includes config.h first, no header does;
 #   - every header opens with a comment saying what the module does;
 #   - each folder of src/ includes only the folders below it (no include
-#     cycle): base < tensor < formats < model < compare < diagnose < run.
+#     cycle): base < tensor < formats < model < compare < diagnose < run;
+#   - in ui/, the command line (cli) may use the interactive view (tui),
+#     never the other way; only the loop knows the screens; a screen never
+#     includes another one;
+#   - no module of src/ or ui/ reaches itself through includes (a module
+#     is a .c and its .h: an edge from X.c to Y.h makes X depend on Y).
 # Files are found with find, and every list is checked to be non-empty,
 # so a move cannot make a rule pass vacuously.
 set -eu
@@ -78,6 +83,42 @@ while read -r f; do
 	done
 done <"$T/src" >"$T/up"
 if [ ! -s "$T/up" ]; then ok "every src/ include names its folder and goes down the layers"; else bad "src/ includes against the layers: $(cat "$T/up")"; fi
+
+# ui: cli may use tui; tui never uses cli; only tui/loop.c includes the
+# screens' table; a screen includes no other screen.
+find "$top/ui" -name '*.[ch]' | sort >"$T/ui"
+if [ "$(wc -l <"$T/ui")" -ge 10 ]; then ok "found the ui files ($(wc -l <"$T/ui"))"; else bad "too few ui files found"; fi
+for d in cli tui tui/screens; do
+	if [ -d "$top/ui/$d" ]; then ok "ui/$d exists"; else bad "ui/$d is missing"; fi
+done
+while read -r f; do
+	rel=${f#"$top"/ui/}
+	grep -o '^#include "[^"]*"' "$f" | sed 's/#include "//; s/"$//' | while read -r inc; do
+		case "$rel:$inc" in
+		*:config.h) ;;
+		tui/*:cli/*) echo "ui/$rel includes the command line's $inc" ;;
+		tui/screens/*:tui/screens/screens.h) ;;
+		tui/screens/*:tui/screens/*) echo "ui/$rel includes another screen, $inc" ;;
+		tui/loop.c:tui/screens/screens.h) ;;
+		*:tui/screens/*) echo "ui/$rel includes the screens ($inc); only the loop may" ;;
+		*:*/*) ;;
+		*) echo "ui/$rel: #include \"$inc\" names no folder" ;;
+		esac
+	done
+done <"$T/ui" >"$T/uibad"
+if [ ! -s "$T/uibad" ]; then ok "ui includes go one way: cli -> tui -> screens only from the loop"; else bad "ui includes: $(cat "$T/uibad")"; fi
+
+# The module graph of src/ and ui/ has no cycle (tsort names one if it does).
+cat "$T/src" "$T/ui" | while read -r f; do
+	case "$f" in "$top"/src/*) base=src ;; *) base=ui ;; esac
+	from=${f#"$top"/}
+	from=${from%.[ch]}
+	grep -o '^#include "[^"]*/[^"]*\.h"' "$f" | sed 's/#include "//; s/\.h"$//' | while read -r inc; do
+		[ "$base/$inc" = "$from" ] || echo "$from $base/$inc"
+	done
+done >"$T/edges"
+if [ -s "$T/edges" ]; then ok "include graph read ($(wc -l <"$T/edges") edges)"; else bad "no include edges found"; fi
+if tsort "$T/edges" >/dev/null 2>"$T/cycle"; then ok "no include cycle among the modules of src/ and ui/"; else bad "include cycle: $(tr '\n' ' ' <"$T/cycle")"; fi
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

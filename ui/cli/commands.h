@@ -8,8 +8,7 @@
 
 #include "base/error.h"
 #include "cli/options.h"
-
-enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
+#include "run/run.h"
 
 int tb_cmd_check(const tb_options *o);
 int tb_cmd_ls(const tb_options *o);
@@ -19,5 +18,9 @@ int tb_cmd_keys(void);
 
 /* Print err as one line on stderr; returns TB_EXIT_BAD_INPUT. */
 int tb_die(const tb_err *err);
+/* Print err as a warning line on stderr. */
+void tb_warn(const tb_err *err);
+/* The comparison the options describe. */
+void tb_run_opts_from(const tb_options *o, tb_run_opts *ro);
 
 #endif

@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "model/naming.h"
-#include "model/pairing.h"
 #include "compare/tolfile.h"
 #include "formats/tree.h"
+#include "model/naming.h"
+#include "model/pairing.h"
+#include "run/run.h"
 
 static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
 		   const tb_tolerance *base)
@@ -113,39 +114,32 @@ static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_na
 
 int tb_cmd_ls(const tb_options *o)
 {
-	tb_tree_names tn;
-	tb_tolfile *tf = NULL;
-	tb_namer *namer;
-	tb_tree *tree;
+	tb_run_opts ro;
+	tb_run_config cfg;
+	tb_listing l;
 	tb_err err;
 	int rc = TB_EXIT_OK;
 
-	if (o->tol_file && tb_tolfile_load(o->tol_file, &o->tol, &tf, &err) < 0)
+	tb_run_opts_from(o, &ro);
+	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
-	if (tb_namer_new(o->map_file, &namer, &err) < 0) {
-		tb_tolfile_free(tf);
-		return tb_die(&err);
-	}
-	if (tb_tree_open(o->paths[0], &o->open, &tree, &err) < 0) {
-		tb_namer_free(namer);
-		tb_tolfile_free(tf);
+	if (tb_run_list(&cfg, o->paths[0], &l, &err) < 0) {
+		tb_run_config_done(&cfg);
 		return tb_die(&err);
 	}
-	tb_tree_names_init(&tn, tree);
 	if (o->json) {
-		if (ls_json(tree, namer, &tn, tf, &o->tol) < 0) {
+		if (ls_json(l.tree, l.namer, &l.names, cfg.tolfile, &o->tol) < 0) {
 			tb_err_set(&err, NULL, "out of memory");
 			rc = tb_die(&err);
 		}
 	} else {
-		ls_text(tree, namer, &tn, tf, &o->tol);
+		ls_text(l.tree, l.namer, &l.names, cfg.tolfile, &o->tol);
 	}
 	if (fflush(stdout) != 0) {
 		tb_err_set(&err, NULL, "cannot write to standard output");
 		rc = tb_die(&err);
 	}
-	tb_tree_free(tree);
-	tb_namer_free(namer);
-	tb_tolfile_free(tf);
+	tb_listing_free(&l);
+	tb_run_config_done(&cfg);
 	return rc;
 }

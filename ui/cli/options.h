@@ -7,6 +7,7 @@
 #define TB_OPTIONS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "compare/compare.h"
 #include "formats/tree.h"

@@ -1,8 +1,3 @@
-/*
- * The `:` commands, as one table (name, usage, help, handler, what the
- * argument completes).  The help screen and the prompt's completion read
- * the same table.
- */
 #include "config.h"
 
 #include <ctype.h>
@@ -12,26 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui/metric.h"
-#include "run/report.h"
-#include "tui/tui.h"
+#include <curses.h>
 
-static unsigned cmd_goto(tui *t, char *args)
+#include "run/report.h"
+#include "tui/cmdline.h"
+#include "tui/reload.h"
+
+static ui_ret cmd_goto(view *v, char *args)
 {
-	const tb_pairing *p = t->sess.pairing;
+	const tb_pairing *p = view_pairing(v);
 	tb_cell c;
 	char *end;
 	long i = -1;
 
 	if (!*args) {
-		tui_message(t, true, "usage: goto CELL | goto LAYER");
-		return 0;
+		view_message(v, true, "usage: goto CELL | goto LAYER");
+		return ui_flags(0);
 	}
 	/* "L3", as the row labels read, or "3" */
 	const char *num = (args[0] == 'L' || args[0] == 'l') && isdigit((unsigned char)args[1]) ? args + 1 : args;
 	long layer = strtol(num, &end, 10);
 	if (end != num && !*end) {
-		const char *col = t->g.n_vcols ? t->g.cols[t->g.vcols[t->g.cur_c]] : "";
+		const char *col = v->g.n_vcols ? v->g.cols[v->g.vcols[v->g.cur_c]] : "";
 		for (size_t k = 0; k < p->n_pairs; k++) {
 			if (p->pairs[k].cell.layer != layer)
 				continue;
@@ -47,163 +44,135 @@ static unsigned cmd_goto(tui *t, char *args)
 				i = (long)k;
 	}
 	if (i < 0) {
-		tui_message(t, true, "goto: no cell '%s'", args);
-		return 0;
+		view_message(v, true, "goto: no cell '%s'", args);
+		return ui_flags(0);
 	}
-	grid_select(&t->g, i);
-	t->depth = 1;
-	return UI_REDRAW;
+	grid_select(&v->g, i);
+	return ui_flags(UI_HOME | UI_REDRAW);
 }
 
-static unsigned cmd_tol(tui *t, char *args)
+static ui_ret cmd_tol(view *v, char *args)
 {
-	tb_tolerance tol = t->tol;
+	tb_tolerance tol = v->tol;
 	char *save = NULL;
 	int n = 0;
 
 	for (char *tok = strtok_r(args, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
 		char *eq = strchr(tok, '='), *end;
-		double v;
+		double x;
 		if (!eq) {
-			tui_message(t, true, "tol: '%s' is not KEY=VALUE (atol, rtol, diverge, max_kl)", tok);
-			return 0;
+			view_message(v, true, "tol: '%s' is not KEY=VALUE (atol, rtol, diverge, max_kl)", tok);
+			return ui_flags(0);
 		}
 		*eq = '\0';
-		v = strtod(eq + 1, &end);
-		if (end == eq + 1 || *end || !isfinite(v) || v < 0) {
-			tui_message(t, true, "tol: %s: '%s' is not a non-negative number", tok, eq + 1);
-			return 0;
+		x = strtod(eq + 1, &end);
+		if (end == eq + 1 || *end || !isfinite(x) || x < 0) {
+			view_message(v, true, "tol: %s: '%s' is not a non-negative number", tok, eq + 1);
+			return ui_flags(0);
 		}
 		if (!strcmp(tok, "atol"))
-			tol.atol = v;
+			tol.atol = x;
 		else if (!strcmp(tok, "rtol"))
-			tol.rtol = v;
+			tol.rtol = x;
 		else if (!strcmp(tok, "diverge"))
-			tol.diverge = v;
+			tol.diverge = x;
 		else if (!strcmp(tok, "max_kl") || !strcmp(tok, "max-kl"))
-			tol.max_kl = v;
+			tol.max_kl = x;
 		else {
-			tui_message(t, true, "tol: unknown key '%s' (atol, rtol, diverge, max_kl)", tok);
-			return 0;
+			view_message(v, true, "tol: unknown key '%s' (atol, rtol, diverge, max_kl)", tok);
+			return ui_flags(0);
 		}
 		n++;
 	}
 	if (n == 0) {
-		tui_message(t, true, "tol: atol=%g rtol=%g diverge=%g max_kl=%g", t->tol.atol, t->tol.rtol,
-			    t->tol.diverge, t->tol.max_kl);
-		return 0;
+		view_message(v, true, "tol: atol=%g rtol=%g diverge=%g max_kl=%g", v->tol.atol, v->tol.rtol,
+			     v->tol.diverge, v->tol.max_kl);
+		return ui_flags(0);
 	}
-	t->tol = tol;
-	if (tui_recompare(t) == 0)
-		tui_message(t, false, "tolerance atol=%g rtol=%g diverge=%g max_kl=%g: comparing again", tol.atol,
-			    tol.rtol, tol.diverge, tol.max_kl);
-	return UI_REDRAW;
+	v->tol = tol;
+	return ui_flags(reload_recompare(v));
 }
 
-static unsigned cmd_metric(tui *t, char *args)
-{
-	int m = ui_metric_find(args);
-
-	if (m < 0) {
-		tui_message(t, true, "metric: '%s' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac added", args);
-		return 0;
-	}
-	t->metric = m;
-	tui_message(t, false, "metric: %s", ui_metrics[m].name);
-	return UI_REDRAW;
-}
-
-static unsigned cmd_filter(tui *t, char *args)
+static ui_ret cmd_filter(view *v, char *args)
 {
 	char msg[256];
 
-	if (grid_set_filter(&t->g, args, msg, sizeof msg) < 0) {
-		tui_message(t, true, "%s", msg);
-		return 0;
+	if (grid_set_filter(&v->g, args, msg, sizeof msg) < 0) {
+		view_message(v, true, "%s", msg);
+		return ui_flags(0);
 	}
-	t->depth = 1;
 	if (*args)
-		tui_message(t, false, "filter '%s': %d rows, %d columns shown", args, t->g.n_vrows, t->g.n_vcols);
+		view_message(v, false, "filter '%s': %d rows, %d columns shown", args, v->g.n_vrows, v->g.n_vcols);
 	else
-		tui_message(t, false, "filter cleared");
-	return UI_REDRAW;
+		view_message(v, false, "filter cleared");
+	return ui_flags(UI_HOME | UI_REDRAW);
 }
 
-static unsigned cmd_export(tui *t, char *args)
+static ui_ret cmd_export(view *v, char *args)
 {
 	tb_report rep = {0};
 	char *text;
 	FILE *f;
 
 	if (!*args) {
-		tui_message(t, true, "usage: export FILE.json");
-		return 0;
+		view_message(v, true, "usage: export FILE.json");
+		return ui_flags(0);
 	}
-	if (!t->res) {
-		tui_message(t, true, "export: %s", t->job ? "the comparison is still running" : "no result to export");
-		return 0;
+	if (!v->run.res) {
+		view_message(v, true, "export: %s", v->run.job ? "the comparison is still running" : "no result to export");
+		return ui_flags(0);
 	}
-	rep.ref_path = t->opt->paths[0];
-	rep.cand_path = t->opt->paths[1];
-	rep.pairing = t->sess.pairing;
-	rep.result = t->res;
-	rep.diag = t->have_diag ? &t->diag : NULL;
+	rep.ref_path = v->cfg->opts.ref_path;
+	rep.cand_path = v->cfg->opts.cand_path;
+	rep.pairing = view_pairing(v);
+	rep.result = v->run.res;
+	rep.diag = view_diag(v);
 	text = tb_report_json(&rep);
 	if (!text) {
-		tui_message(t, true, "export: out of memory");
-		return 0;
+		view_message(v, true, "export: out of memory");
+		return ui_flags(0);
 	}
 	f = fopen(args, "w");
 	if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
-		tui_message(t, true, "export: %s: %s", args, strerror(errno));
+		view_message(v, true, "export: %s: %s", args, strerror(errno));
 		free(text);
-		return 0;
+		return ui_flags(0);
 	}
 	free(text);
-	tui_message(t, false, "wrote %s (%zu cells, verdict %s)", args, t->res->n_cells,
-		    tb_status_name(t->res->verdict));
-	return UI_REDRAW;
+	view_message(v, false, "wrote %s (%zu cells, verdict %s)", args, v->run.res->n_cells,
+		     tb_status_name(v->run.res->verdict));
+	return ui_flags(UI_REDRAW);
 }
 
-static unsigned cmd_reload(tui *t, char *args)
+/* The screen's text, as the terminal shows it, into a file. */
+static int save_display(const char *path)
 {
-	(void)args;
-	tui_reload(t);
-	return UI_REDRAW;
+	FILE *f = fopen(path, "w");
+	int lines = getmaxy(curscr), cols = getmaxx(curscr);
+	char line[1024];
+
+	if (!f)
+		return -1;
+	for (int y = 0; y < lines; y++) {
+		int n = cols < (int)sizeof line - 1 ? cols : (int)sizeof line - 1;
+		if (mvwinnstr(curscr, y, 0, line, n) == ERR)
+			line[0] = '\0';
+		for (int k = (int)strlen(line); k > 0 && line[k - 1] == ' '; k--)
+			line[k - 1] = '\0';
+		fprintf(f, "%s\n", line);
+	}
+	return fclose(f) == 0 ? 0 : -1;
 }
 
-static unsigned cmd_history(tui *t, char *args)
-{
-	(void)args;
-	t->history_scroll = 0;
-	tui_push(t, &history_screen);
-	return UI_REDRAW;
-}
-
-static unsigned cmd_help(tui *t, char *args)
-{
-	(void)args;
-	t->help_scroll = 0;
-	tui_push(t, &help_screen);
-	return UI_REDRAW;
-}
-
-static unsigned cmd_quit(tui *t, char *args)
-{
-	(void)t;
-	(void)args;
-	return UI_QUIT;
-}
-
-static unsigned cmd_save_display(tui *t, char *args)
+static ui_ret cmd_save_display(view *v, char *args)
 {
 	if (!*args) {
-		tui_message(t, true, "usage: save-display FILE");
-		return 0;
+		view_message(v, true, "usage: save-display FILE");
+		return ui_flags(0);
 	}
-	if (tui_save_display(t, args) < 0)
-		tui_message(t, true, "save-display: %s: %s", args, strerror(errno));
-	return 0;
+	if (save_display(args) < 0)
+		view_message(v, true, "save-display: %s: %s", args, strerror(errno));
+	return ui_flags(0);
 }
 
 const ui_cmd ui_cmds[] = {
@@ -211,27 +180,29 @@ const ui_cmd ui_cmds[] = {
 	 .help = "select a cell (L12.mlp, embed, a tensor name) or layer N (12 or L12) in the current column"},
 	{.name = "tol", .usage = "tol atol=A rtol=R diverge=D max_kl=K", .exec = cmd_tol, .complete = CMP_TOL,
 	 .help = "change the tolerance (any of the keys) and compare again"},
-	{.name = "metric", .usage = "metric NAME", .exec = cmd_metric, .complete = CMP_METRIC,
+	{.name = "metric", .usage = "metric NAME", .action = TB_ACT_METRIC, .complete = CMP_METRIC,
 	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export FILE.json", .exec = cmd_export, .complete = CMP_FILE,
 	 .help = "write the JSON report (as 'tbisect check --json') to FILE"},
-	{.name = "reload", .usage = "reload", .exec = cmd_reload, .complete = CMP_NONE,
+	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
 	 .help = "compare both trees again: a new pass (as r)"},
-	{.name = "history", .usage = "history", .exec = cmd_history, .complete = CMP_NONE,
+	{.name = "history", .usage = "history", .action = TB_ACT_HISTORY, .complete = CMP_NONE,
 	 .help = "show the passes of this pair (as H)"},
-	{.name = "help", .usage = "help", .exec = cmd_help, .complete = CMP_NONE, .help = "show the help screen"},
-	{.name = "quit", .usage = "quit", .exec = cmd_quit, .complete = CMP_NONE, .help = "quit tbisect"},
+	{.name = "help", .usage = "help", .action = TB_ACT_HELP, .complete = CMP_NONE, .help = "show the help screen"},
+	{.name = "quit", .usage = "quit", .action = TB_ACT_INTERRUPT, .complete = CMP_NONE, .help = "quit tbisect"},
 	{.name = "save-display", .usage = "save-display FILE", .exec = cmd_save_display, .complete = CMP_FILE,
 	 .help = "write the screen's text to FILE (for tests and bug reports)"},
 };
 const size_t ui_n_cmds = sizeof ui_cmds / sizeof ui_cmds[0];
 
-unsigned cmdline_run(tui *t, const char *line)
+ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 {
 	char buf[1024], *cmd, *args, *end;
 
+	call->action = TB_ACT_NONE;
+	call->arg[0] = '\0';
 	snprintf(buf, sizeof buf, "%s", line);
 	cmd = buf;
 	while (isspace((unsigned char)*cmd))
@@ -240,15 +211,22 @@ unsigned cmdline_run(tui *t, const char *line)
 	while (end > cmd && isspace((unsigned char)end[-1]))
 		*--end = '\0';
 	if (!*cmd)
-		return 0;
+		return ui_flags(0);
 	args = cmd + strcspn(cmd, " \t");
 	if (*args)
 		*args++ = '\0';
 	while (isspace((unsigned char)*args))
 		args++;
-	for (size_t i = 0; i < ui_n_cmds; i++)
-		if (!strcmp(ui_cmds[i].name, cmd))
-			return ui_cmds[i].exec(t, args);
-	tui_message(t, true, "unknown command '%s' (try :help)", cmd);
-	return 0;
+	for (size_t i = 0; i < ui_n_cmds; i++) {
+		const ui_cmd *c = &ui_cmds[i];
+		if (strcmp(c->name, cmd) != 0)
+			continue;
+		if (c->exec)
+			return c->exec(v, args);
+		call->action = c->action;
+		snprintf(call->arg, sizeof call->arg, "%s", args);
+		return ui_flags(UI_REDRAW);
+	}
+	view_message(v, true, "unknown command '%s' (try :help)", cmd);
+	return ui_flags(0);
 }

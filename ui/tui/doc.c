@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "tui/doc.h"
+#include "tui/draw.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
 int doc_row(doc *d)
 {
@@ -66,20 +66,20 @@ int doc_clamp(int scroll, int lines, int h)
 	return scroll < 0 ? 0 : scroll;
 }
 
-void doc_screen_draw(tui *t, WINDOW *w, const char *title, doc_fill fill, int scroll)
+void doc_screen_draw(const view *v, WINDOW *w, const char *title, doc_fill fill, int scroll)
 {
 	doc dc = {w, 0, scroll, getmaxy(w)};
 
 	ui_put(w, 0, 0, ui_attr(UI_TITLE), "%s", title);
-	fill(t, &dc);
+	fill(v, &dc);
 }
 
-unsigned doc_screen_action(tui *t, tb_action a, doc_fill fill, int *scroll)
+ui_ret doc_screen_action(const view *v, WINDOW *w, tb_action a, doc_fill fill, int *scroll)
 {
-	int h = getmaxy(t->wmain), page = h - 2;
-	doc dc = {t->wmain, 0, 1 << 20, h};
+	int h = getmaxy(w), page = h - 2;
+	doc dc = {w, 0, 1 << 20, h};
 
-	fill(t, &dc);
+	fill(v, &dc);
 	switch (a) {
 	case TB_ACT_UP: (*scroll)--; break;
 	case TB_ACT_DOWN: (*scroll)++; break;
@@ -88,9 +88,9 @@ unsigned doc_screen_action(tui *t, tb_action a, doc_fill fill, int *scroll)
 	case TB_ACT_TOP: *scroll = 0; break;
 	case TB_ACT_BOTTOM: *scroll = dc.y; break;
 	case TB_ACT_BACK:
-	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
-	default: return 0;
+	case TB_ACT_QUIT: return ui_flags(UI_BACK | UI_REDRAW);
+	default: return ui_flags(0);
 	}
 	*scroll = doc_clamp(*scroll, dc.y, h);
-	return UI_HANDLED | UI_REDRAW;
+	return ui_flags(UI_REDRAW);
 }

@@ -1,12 +1,3 @@
-/*
- * The `:` and `/` prompt: GNU readline's callback API run inside curses.
- * Curses reads every key; in prompt mode each one is handed to
- * rl_callback_read_char() through rl_getc_function, and
- * rl_redisplay_function draws the line in the status window.  Readline
- * never touches the terminal itself: no signal handlers, no terminal
- * preparation, no environment changes.  History and Tab completion of
- * commands, cell and tensor names come with it.
- */
 #include "config.h"
 
 #include <stdio.h>
@@ -16,18 +7,26 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "tui/draw.h"
 #include "tui/metric.h"
+#include "tui/prompt.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
 /* Readline's callbacks take no context: the view they act on, */
-static tui *rl_view;
+static view *rl_view;
 /* the key being handed to readline, */
 static int rl_key = EOF;
 /* ':' (command) or '/' (search), */
 static char rl_kind;
-/* and what the accepted line asked the loop to do. */
-static unsigned rl_flags;
+/* what the accepted line asked the loop to do, */
+static ui_ret rl_ret;
+static cmd_call *rl_call;
+/* whether the prompt is open, */
+static bool open_now;
+/* the windows it draws in, */
+static WINDOW *rl_status, *rl_main;
+/* and the last ambiguous completion, shown above the prompt. */
+static char completions[512];
 
 static int getc_cb(FILE *f)
 {
@@ -45,51 +44,52 @@ static int no_input_cb(void)
 
 static void redisplay_cb(void)
 {
-	if (rl_view)
-		prompt_draw(rl_view);
+	if (rl_status)
+		prompt_draw(rl_status, rl_main);
 }
 
-static void run_search(tui *t, const char *line)
+static unsigned run_search(view *v, const char *line)
 {
 	char why[128];
 	int found;
 
 	if (*line)
-		snprintf(t->search, sizeof t->search, "%s", line);
-	if (!t->search[0])
-		return;
-	found = tui_search(t, t->search, 1, why, sizeof why);
+		snprintf(v->search, sizeof v->search, "%s", line);
+	if (!v->search[0])
+		return 0;
+	found = view_search(v, v->search, 1, why, sizeof why);
 	if (found > 0)
-		t->depth = 1;
-	else if (found < 0)
-		tui_message(t, true, "search: bad regular expression '%s': %s", t->search, why);
+		return UI_HOME;
+	if (found < 0)
+		view_message(v, true, "search: bad regular expression '%s': %s", v->search, why);
 	else
-		tui_message(t, true, "search: nothing matches '%s'", t->search);
+		view_message(v, true, "search: nothing matches '%s'", v->search);
+	return 0;
 }
 
 static void line_cb(char *line)
 {
-	tui *t = rl_view;
+	view *v = rl_view;
 
 	rl_callback_handler_remove();
-	t->prompt_on = false;
-	t->completions[0] = '\0';
+	open_now = false;
+	completions[0] = '\0';
 	if (line) {
 		if (*line)
 			add_history(line);
 		if (rl_kind == ':')
-			rl_flags |= cmdline_run(t, line);
+			rl_ret = cmdline_run(v, line, rl_call);
 		else
-			run_search(t, line);
+			rl_ret.flags |= run_search(v, line);
 		free(line);
 	}
-	rl_flags |= UI_REDRAW;
+	rl_ret.flags |= UI_REDRAW;
 }
 
 /* Candidate k for a completion kind, or NULL past the last. */
 static const char *candidate(cmd_completion kind, size_t k, char *buf, size_t size)
 {
-	const tb_pairing *p = rl_view->sess.pairing;
+	const tb_pairing *p = view_pairing(rl_view);
 	static const char *const tol_keys[] = {"atol=", "rtol=", "diverge=", "max_kl="};
 
 	switch (kind) {
@@ -160,14 +160,13 @@ static char **complete_cb(const char *text, int start, int end)
 
 static void display_matches_cb(char **matches, int num, int max_len)
 {
-	tui *t = rl_view;
 	size_t len;
 
 	(void)max_len;
-	len = (size_t)snprintf(t->completions, sizeof t->completions, "%d matches:", num);
-	for (int i = 1; i <= num && len < sizeof t->completions; i++)
-		len += (size_t)snprintf(t->completions + len, sizeof t->completions - len, " %s", matches[i]);
-	prompt_draw(t);
+	len = (size_t)snprintf(completions, sizeof completions, "%d matches:", num);
+	for (int i = 1; i <= num && len < sizeof completions; i++)
+		len += (size_t)snprintf(completions + len, sizeof completions - len, " %s", matches[i]);
+	redisplay_cb();
 }
 
 void prompt_init(void)
@@ -197,23 +196,28 @@ void prompt_init(void)
 	using_history();
 }
 
-void prompt_open(tui *t, char kind)
+void prompt_open(view *v, char kind)
 {
-	rl_view = t;
+	rl_view = v;
 	rl_kind = kind;
-	t->prompt_on = true;
-	t->completions[0] = '\0';
+	open_now = true;
+	completions[0] = '\0';
 	using_history();
 	rl_callback_handler_install(kind == ':' ? ":" : "/", line_cb);
 }
 
-void prompt_close(tui *t)
+bool prompt_is_open(void)
 {
-	if (!t->prompt_on)
+	return open_now;
+}
+
+void prompt_close(void)
+{
+	if (!open_now)
 		return;
 	rl_callback_handler_remove();
-	t->prompt_on = false;
-	t->completions[0] = '\0';
+	open_now = false;
+	completions[0] = '\0';
 }
 
 /* Keys curses has already decoded go to the readline command they mean. */
@@ -232,46 +236,49 @@ static bool edit_key(int key)
 	return true;
 }
 
-unsigned prompt_key(tui *t, int key)
+ui_ret prompt_key(view *v, int key, cmd_call *call)
 {
-	rl_view = t;
-	rl_flags = UI_REDRAW;
+	rl_view = v;
+	rl_call = call;
+	call->action = TB_ACT_NONE;
+	rl_ret = ui_flags(UI_REDRAW);
 	if (key == 27 || key == 3) {
-		prompt_close(t);
-		return UI_REDRAW;
+		prompt_close();
+		return rl_ret;
 	}
 	if (edit_key(key))
-		return rl_flags;
+		return rl_ret;
 	if (key == KEY_BACKSPACE)
 		key = 127;
 	else if (key == KEY_ENTER)
 		key = '\r';
 	else if (key >= KEY_MIN)
-		return 0;
+		return ui_flags(0);
 	rl_key = key;
 	rl_callback_read_char();
-	return rl_flags;
+	return rl_ret;
 }
 
-void prompt_draw(tui *t)
+void prompt_draw(WINDOW *status, WINDOW *main)
 {
-	WINDOW *w = t->wstatus;
-	int width = t->cols - 2, point = rl_point, off;
+	int width = getmaxx(status) - 2, point = rl_point, off;
 
-	if (t->completions[0]) {
-		int y = getmaxy(t->wmain) - 1;
-		wmove(t->wmain, y, 0);
-		wclrtoeol(t->wmain);
-		ui_put(t->wmain, y, 0, ui_attr(UI_DIM), "%s", t->completions);
-		wnoutrefresh(t->wmain);
+	rl_status = status;
+	rl_main = main;
+	if (completions[0]) {
+		int y = getmaxy(main) - 1;
+		wmove(main, y, 0);
+		wclrtoeol(main);
+		ui_put(main, y, 0, ui_attr(UI_DIM), "%s", completions);
+		wnoutrefresh(main);
 	}
 	if (width < 1)
 		width = 1;
 	off = point >= width ? point - width + 1 : 0;
-	werase(w);
-	ui_put(w, 0, 0, ui_attr(UI_TITLE), "%c", rl_kind);
-	ui_put(w, 0, 1, 0, "%.*s", width, rl_line_buffer + (off < rl_end ? off : rl_end));
-	wmove(w, 0, 1 + point - off);
+	werase(status);
+	ui_put(status, 0, 0, ui_attr(UI_TITLE), "%c", rl_kind);
+	ui_put(status, 0, 1, 0, "%.*s", width, rl_line_buffer + (off < rl_end ? off : rl_end));
+	wmove(status, 0, 1 + point - off);
 	curs_set(1);
-	wnoutrefresh(w);
+	wnoutrefresh(status);
 }

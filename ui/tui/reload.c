@@ -1,132 +1,219 @@
-/*
- * Reloads of the interactive view and the passes they record.  A reload
- * (r, :reload, or --watch once the changed files have gone quiet) opens
- * both trees again and compares them in the background while the last
- * good view stays on the screen; when the comparison succeeds the new
- * result takes its place with the cursor, fold, filter and open screens
- * carried over, the cells whose status changed are flagged, and the pass
- * is recorded (src/history) with its movement for the banner.  A reload
- * that fails leaves the last good view and says why.
- */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "cli/commands.h"
-#include "tui/tui.h"
+#include "run/run.h"
+#include "tui/reload.h"
+#include "tui/screen.h"
 
-bool tui_reloading(const tui *t)
+bool reload_busy(const view *v)
 {
-	return t->next.job != NULL;
+	return v->run.job != NULL || v->next.job != NULL;
 }
 
-void tui_reload_cancel(tui *t)
+static void cancel_next(view *v)
 {
-	pending *p = &t->next;
-	tb_job *job = p->job;
-	tb_result *r;
+	tb_run_free(&v->next);
+}
+
+static void drop_changed(view *v)
+{
+	free(v->changed);
+	v->changed = NULL;
+	v->n_changed = 0;
+}
+
+/* Start the comparison of the shown trees; false with v->job_err set. */
+static bool start_job(view *v)
+{
 	tb_err err;
 
-	if (!job)
-		return;
-	p->job = NULL;
-	tb_job_cancel(job);
-	if (tb_job_finish(job, &r, &err) == 0)
-		tb_result_free(r);
-	tb_session_free(&p->sess);
+	v->job_err[0] = '\0';
+	drop_changed(v);
+	if (tb_run_start(&v->run, &v->tol, &err) == 0)
+		return true;
+	tb_err_text(&err, v->job_err, sizeof v->job_err);
+	view_message(v, true, "cannot compare: %s", v->job_err);
+	return false;
 }
 
-/* Show session s (taken over) in place of the current one, keeping the
- * cursor on the same cell, the fold and the filter. */
-static void install(tui *t, tb_session *s)
+/* Record the shown result as a pass (in memory only under --no-history,
+ * or when the state directory cannot be used) and say in the banner how
+ * the first divergence moved. */
+static void record_pass(view *v)
 {
-	long sel = grid_selected(&t->g);
-	tb_cell keep = {-1, ""};
-	bool folded = t->g.folded;
-	char filter[sizeof t->g.filter_text], msg[256];
+	const tb_pass *p, *prev;
+	char buf[TB_ERR_TEXT_MAX];
+	tb_err err;
+	int rc;
 
-	snprintf(filter, sizeof filter, "%s", t->g.have_filter ? t->g.filter_text : "");
+	rc = tb_run_record(&v->run, &v->hist, true, &err);
+	if (v->hist.warning[0])
+		view_message(v, true, "%s", v->hist.warning);
+	if (rc < 0)
+		view_message(v, true, "%s", tb_err_text(&err, buf, sizeof buf));
+	if (!v->hist.n)
+		return;
+	p = &v->hist.passes[v->hist.n - 1];
+	prev = v->hist.n > 1 ? p - 1 : NULL;
+	/* Another run (a `tbisect check`) recorded this very dump since our last
+	 * pass: the movement since what this view showed is in its note. */
+	if (p->move == TB_MOVE_UNCHANGED && v->my_last_pass > 0 && prev && prev->number > v->my_last_pass)
+		p = prev;
+	v->my_last_pass = v->hist.passes[v->hist.n - 1].number;
+	snprintf(v->banner, sizeof v->banner, "%s", p->note);
+	v->banner_bad = tb_move_is_bad(p->move);
+	v->banner_good = p->move == TB_MOVE_LATER || p->move == TB_MOVE_MATCHED;
+}
+
+/* A comparison at a new tolerance is no pass (the files did not change):
+ * the banner says where the first divergence is now, instead of the last
+ * pass's movement. */
+static void tolerance_banner(view *v)
+{
+	char cell[TB_CELL_NAME_MAX] = "none";
+	const tb_result *r = v->run.res;
+
+	if (r->first_div >= 0)
+		tb_cell_name(&r->cells[r->first_div].cell, cell, sizeof cell);
+	snprintf(v->banner, sizeof v->banner,
+		 "tolerance atol=%g rtol=%g diverge=%g max_kl=%g: first divergence %s (passes keep the tolerance they ran with)",
+		 v->tol.atol, v->tol.rtol, v->tol.diverge, v->tol.max_kl, cell);
+	v->banner_bad = false;
+	v->banner_good = false;
+	view_message(v, false, "compared at the new tolerance");
+}
+
+/* Finish a run's comparison and diagnosis; false when there is no result
+ * (*why says why).  A failed diagnosis keeps the result and says so. */
+static bool finish(view *v, tb_run *r, char *why, size_t size)
+{
+	tb_err err;
+
+	if (tb_run_finish(r, &err) == 0)
+		return true;
+	tb_err_text(&err, why, size);
+	if (!r->res)
+		return false;
+	view_message(v, true, "diagnosis failed: %s", err.msg);
+	return true;
+}
+
+/* The shown comparison finished; a load is a pass. */
+static void job_done(view *v)
+{
+	if (!finish(v, &v->run, v->job_err, sizeof v->job_err))
+		view_message(v, true, "comparison failed: %s", v->job_err);
+	v->exit_code = tb_run_exit_code(&v->run);
+	if (v->run.res && v->job_is_pass)
+		record_pass(v);
+	else if (v->run.res)
+		tolerance_banner(v);
+	v->job_is_pass = false;
+}
+
+unsigned reload_first(view *v)
+{
+	v->job_is_pass = true;
+	start_job(v);
+	return UI_REDRAW;
+}
+
+unsigned reload_recompare(view *v)
+{
+	cancel_next(v);
+	v->job_is_pass = false;
+	if (!start_job(v))
+		return UI_HOME | UI_REDRAW;
+	view_message(v, false, "tolerance atol=%g rtol=%g diverge=%g max_kl=%g: comparing again", v->tol.atol,
+		     v->tol.rtol, v->tol.diverge, v->tol.max_kl);
+	return UI_HOME | UI_REDRAW;
+}
+
+/* Make run r (taken over) the shown one, keeping the cursor on the same
+ * cell, the fold and the filter. */
+static unsigned install(view *v, tb_run *r)
+{
+	long sel = grid_selected(&v->g);
+	tb_cell keep = {-1, ""};
+	bool folded = v->g.folded;
+	char filter[sizeof v->g.filter_text], msg[256];
+
+	snprintf(filter, sizeof filter, "%s", v->g.have_filter ? v->g.filter_text : "");
 	if (sel >= 0)
-		keep = t->sess.pairing->pairs[sel].cell;
-	grid_done(&t->g);
-	tb_session_free(&t->sess);
-	t->sess = *s;
-	memset(s, 0, sizeof *s);
-	if (grid_init(&t->g, t->sess.pairing) < 0)
-		tui_fatal("out of memory laying out the heatmap");
-	t->g.folded = folded;
-	if (filter[0] && grid_set_filter(&t->g, filter, msg, sizeof msg) < 0)
-		tui_message(t, true, "%s", msg);
-	grid_relayout(&t->g);
+		keep = view_pairing(v)->pairs[sel].cell;
+	grid_done(&v->g);
+	tb_run_move(&v->run, r);
+	v->stale = false;
+	v->reload_err[0] = '\0';
+	if (grid_init(&v->g, view_pairing(v)) < 0) {
+		view_message(v, true, "out of memory laying out the heatmap");
+		return UI_FATAL;
+	}
+	v->g.folded = folded;
+	if (filter[0] && grid_set_filter(&v->g, filter, msg, sizeof msg) < 0)
+		view_message(v, true, "%s", msg);
+	grid_relayout(&v->g);
 	if (sel >= 0)
-		grid_select(&t->g, tb_pairing_find(t->sess.pairing, &keep));
+		grid_select(&v->g, tb_pairing_find(view_pairing(v), &keep));
+	return 0;
 }
 
 /* Keep the last good view; the heatmap's banner says why (the message
  * line is too short for a file name and its error). */
-static void reload_failed(tui *t, const char *why)
+static void reload_failed(view *v, const char *why)
 {
-	snprintf(t->reload_err, sizeof t->reload_err, "%s", why);
-	if (t->res)
-		t->stale = true;
-	if (t->stack[t->depth - 1] == &heatmap_screen)
-		tui_message(t, true, "reload failed: the last good view stays (the error is under the grid)");
+	snprintf(v->reload_err, sizeof v->reload_err, "%s", why);
+	if (v->run.res)
+		v->stale = true;
+	if (v->on_grid)
+		view_message(v, true, "reload failed: the last good view stays (the error is under the grid)");
 	else
-		tui_message(t, true, "reload failed, showing the last good view: %s", why);
+		view_message(v, true, "reload failed, showing the last good view: %s", why);
 }
 
-int tui_reload(tui *t)
+unsigned reload_start(view *v)
 {
-	pending *p = &t->next;
-	char buf[2200];
+	char buf[TB_ERR_TEXT_MAX];
+	unsigned flags;
 	tb_err err;
 
-	tui_reload_cancel(t);
-	clock_gettime(CLOCK_REALTIME, &p->opened);
-	if (tb_session_open(&p->sess, t->opt->paths[0], t->opt->paths[1], &t->opt->open, t->opt->map_file, &err) < 0) {
-		reload_failed(t, tb_err_text(&err, buf, sizeof buf));
-		return -1;
+	cancel_next(v);
+	if (tb_run_open(&v->next, v->cfg, &err) < 0) {
+		reload_failed(v, tb_err_text(&err, buf, sizeof buf));
+		return UI_REDRAW;
 	}
-	if (!t->res) {
+	if (!v->run.res) {
 		/* No good view to keep: show the new trees as they are compared. */
-		tui_drop_result(t);
-		install(t, &p->sess);
-		t->depth = 1;
-		t->loaded = p->opened;
-		t->stale = false;
-		t->reload_err[0] = '\0';
-		t->job_is_pass = true;
-		if (tui_start_job(t) < 0) {
-			tui_message(t, true, "cannot compare: %s", t->job_err);
-			return -1;
-		}
-		tui_message(t, false, "reloading: %zu cells", t->sess.pairing->n_pairs);
-		return 0;
+		flags = install(v, &v->next) | UI_HOME | UI_FOLLOW | UI_REDRAW;
+		if (flags & UI_FATAL)
+			return flags;
+		v->job_is_pass = true;
+		if (start_job(v))
+			view_message(v, false, "reloading: %zu cells", view_pairing(v)->n_pairs);
+		return flags;
 	}
-	p->job = tui_compare_start(t, p->sess.pairing);
-	if (!p->job) {
-		reload_failed(t, t->job_err);
-		tb_session_free(&p->sess);
-		return -1;
+	if (tb_run_start(&v->next, &v->tol, &err) < 0) {
+		reload_failed(v, tb_err_text(&err, buf, sizeof buf));
+		cancel_next(v);
+		return UI_REDRAW;
 	}
-	p->t_start = tui_now();
-	tui_message(t, false, "reloading: comparing %zu cells in the background", p->sess.pairing->n_pairs);
-	return 0;
+	view_message(v, false, "reloading: comparing %zu cells in the background", v->next.sess.pairing->n_pairs);
+	return UI_REDRAW;
 }
 
 /* Which cells of r have a status other than the shown result gave them
  * (a cell new in r counts as changed); NULL when out of memory. */
-static unsigned char *status_changes(const tui *t, const tb_result *r, size_t *n)
+static unsigned char *status_changes(const view *v, const tb_result *r, size_t *n)
 {
 	unsigned char *changed = calloc(r->n_cells ? r->n_cells : 1, 1);
 
 	*n = 0;
 	for (size_t i = 0; changed && i < r->n_cells; i++) {
-		long j = tb_pairing_find(t->sess.pairing, &r->cells[i].cell);
-		if (j < 0 || t->res->cells[j].status != r->cells[i].status) {
+		long j = tb_pairing_find(view_pairing(v), &r->cells[i].cell);
+		if (j < 0 || v->run.res->cells[j].status != r->cells[i].status) {
 			changed[i] = 1;
 			(*n)++;
 		}
@@ -134,189 +221,100 @@ static unsigned char *status_changes(const tui *t, const tb_result *r, size_t *n
 	return changed;
 }
 
-/* The open detail screen follows its cell into the new result; when the
- * cell is gone, the screens from the detail up are closed. */
-static void follow_detail(tui *t, const tb_cell *cell)
-{
-	long i = tb_pairing_find(t->sess.pairing, cell);
-	char name[128];
-
-	for (int k = 1; k < t->depth; k++) {
-		if (t->stack[k] != &detail_screen)
-			continue;
-		if (i >= 0) {
-			tui_detail_reopen(t, i);
-		} else {
-			t->depth = k;
-			tb_cell_name(cell, name, sizeof name);
-			tui_message(t, true, "%s is no longer dumped: detail closed", name);
-		}
-		return;
-	}
-}
-
 /* The background reload succeeded: its trees and result replace the view. */
-static void swap_in(tui *t, tb_result *r, tb_diagnosis *dg, bool have_dg)
+static unsigned swap_in(view *v)
 {
-	pending *p = &t->next;
-	tb_cell dcell = {-1, ""};
-	unsigned char *changed;
 	size_t n_changed;
-	bool detail_open = false;
+	unsigned char *changed = status_changes(v, v->next.res, &n_changed);
+	bool diagnosed = v->next.have_diag;
+	unsigned flags;
+	size_t n;
 
-	changed = status_changes(t, r, &n_changed);
-	for (int k = 1; k < t->depth; k++)
-		detail_open |= t->stack[k] == &detail_screen;
-	if (detail_open)
-		dcell = t->sess.pairing->pairs[t->d.pair].cell;
-	tui_drop_result(t);
-	install(t, &p->sess);
-	t->res = r;
-	t->diag = *dg;
-	t->have_diag = have_dg;
-	t->loaded = p->opened;
-	t->stale = false;
-	t->reload_err[0] = '\0';
-	t->changed = changed;
-	t->n_changed = changed ? n_changed : 0;
-	t->exit_code = r->verdict == TB_ST_DIVERGED ? TB_EXIT_DIVERGED : TB_EXIT_OK;
-	if (detail_open)
-		follow_detail(t, &dcell);
-	if (t->n_changed)
-		tui_message(t, false, "reloaded: %zu cells, %zu changed status (marked *)", r->n_cells, t->n_changed);
-	else
-		tui_message(t, false, "reloaded: %zu cells, none changed status", r->n_cells);
-	tui_record_pass(t);
-	if (t->stack[t->depth - 1] != &heatmap_screen && t->banner[0] && !t->msg_err)
-		tui_message(t, t->banner_bad, "%s", t->banner);
+	flags = install(v, &v->next) | UI_FOLLOW | UI_REDRAW;
+	if (flags & UI_FATAL) {
+		free(changed);
+		return flags;
+	}
+	v->changed = changed;
+	v->n_changed = changed ? n_changed : 0;
+	v->exit_code = tb_run_exit_code(&v->run);
+	n = v->run.res->n_cells;
+	/* A failed diagnosis keeps its message. */
+	if (diagnosed && v->n_changed)
+		view_message(v, false, "reloaded: %zu cells, %zu changed status (marked *)", n, v->n_changed);
+	else if (diagnosed)
+		view_message(v, false, "reloaded: %zu cells, none changed status", n);
+	record_pass(v);
+	if (!v->on_grid && v->banner[0] && !v->msg_err)
+		view_message(v, v->banner_bad, "%s", v->banner);
+	return flags;
 }
 
 /* --watch: reload once the changed files are quiet; meanwhile the shown
  * view must not re-read its files, and a reload under way is stopped. */
-static bool poll_watch(tui *t)
+static unsigned poll_watch(view *v)
 {
-	ui_watch_state was = t->watch_state, st;
+	ui_watch_state was = v->watch_state, st;
+	unsigned flags = 0;
 
-	if (!t->watch)
-		return false;
-	st = ui_watch_poll(t->watch, tui_now());
-	t->watch_state = st == UI_WATCH_READY ? UI_WATCH_QUIET : st;
+	if (!v->watch)
+		return 0;
+	st = ui_watch_poll(v->watch, view_now());
+	v->watch_state = st == UI_WATCH_READY ? UI_WATCH_QUIET : st;
 	if (st == UI_WATCH_QUIET)
-		return false;
-	t->stale = true;
-	if (t->job) {
+		return 0;
+	v->stale = true;
+	if (v->run.job) {
 		/* The first comparison is reading files that are being rewritten:
 		 * stop it, and compare again once they are quiet. */
-		tui_drop_result(t);
-		t->depth = 1;
-		snprintf(t->job_err, sizeof t->job_err, "the dump files changed during the comparison; comparing again once they are quiet");
+		tb_run_cancel(&v->run);
+		drop_changed(v);
+		flags = UI_HOME | UI_REDRAW;
+		snprintf(v->job_err, sizeof v->job_err,
+			 "the dump files changed during the comparison; comparing again once they are quiet");
 	}
-	if (st == UI_WATCH_READY) {
-		tui_reload(t);
-		return true;
-	}
-	if (tui_reloading(t)) {
-		tui_reload_cancel(t);
-		tui_message(t, false, "the dump files changed again: reloading once they are quiet");
-		return true;
+	if (st == UI_WATCH_READY)
+		return flags | reload_start(v);
+	if (v->next.job) {
+		cancel_next(v);
+		view_message(v, false, "the dump files changed again: reloading once they are quiet");
+		return flags | UI_REDRAW;
 	}
 	if (st == UI_WATCH_WRITING && was != UI_WATCH_WRITING) {
-		tui_message(t, false, "waiting for %s to be written", ui_watch_writing(t->watch));
-		return true;
+		view_message(v, false, "waiting for %s to be written", ui_watch_writing(v->watch));
+		return flags | UI_REDRAW;
 	}
 	if (st == UI_WATCH_SETTLING && was == UI_WATCH_QUIET) {
-		tui_message(t, false, "the dump files changed: reloading once they are quiet");
-		return true;
+		view_message(v, false, "the dump files changed: reloading once they are quiet");
+		return flags | UI_REDRAW;
 	}
-	return false;
+	return flags;
 }
 
-bool tui_reload_poll(tui *t)
+unsigned reload_poll(view *v)
 {
-	pending *p = &t->next;
-	bool changed = poll_watch(t);
-	tb_diag_opts o = tui_diag_opts(t);
-	tb_diagnosis dg;
-	tb_result *r;
-	tb_err err;
-	char buf[2200];
+	char why[TB_ERR_TEXT_MAX];
+	unsigned flags = 0;
 
-	if (!p->job || !tb_job_finished(p->job))
-		return changed;
-	if (tb_job_finish(p->job, &r, &err) < 0) {
-		p->job = NULL;
-		tb_session_free(&p->sess);
-		reload_failed(t, tb_err_text(&err, buf, sizeof buf));
-		return true;
+	/* Each is polled every time: no short cut past the reload and the watch. */
+	if (v->run.job && tb_run_finished(&v->run)) {
+		job_done(v);
+		flags |= UI_REDRAW;
 	}
-	p->job = NULL;
-	if (tb_diagnose(&p->sess, r, &o, TB_TARGET_FIRST_DIVERGENCE, &dg, &err) == 0) {
-		swap_in(t, r, &dg, true);
-	} else {
-		memset(&dg, 0, sizeof dg);
-		swap_in(t, r, &dg, false);
-		tui_message(t, true, "diagnosis failed: %s", err.msg);
+	flags |= poll_watch(v);
+	if (!v->next.job || !tb_run_finished(&v->next))
+		return flags;
+	if (!finish(v, &v->next, why, sizeof why)) {
+		cancel_next(v);
+		reload_failed(v, why);
+		return flags | UI_REDRAW;
 	}
-	return true;
+	return flags | swap_in(v);
 }
 
-void tui_record_pass(tui *t)
+void reload_done(view *v)
 {
-	const tb_pass *p;
-	tb_pass prev = {0};
-	char buf[2200], warning[sizeof t->hist.warning];
-	tb_err err;
-
-	if (!t->hist.in_memory) {
-		/* From disk each time: a `tbisect check` may have added passes. */
-		tb_history_free(&t->hist);
-		tb_history_open(&t->sess, &t->hist);
-		if (t->hist.warning[0])
-			tui_message(t, true, "%s", t->hist.warning);
-		if (!t->hist.path[0]) {
-			/* Not kept on disk: still say how the divergence moves in this session. */
-			memcpy(warning, t->hist.warning, sizeof warning);
-			tb_history_init_memory(&t->hist);
-			memcpy(t->hist.warning, warning, sizeof warning);
-		}
-	}
-	if (t->hist.n)
-		prev = t->hist.passes[t->hist.n - 1];
-	if (tb_history_record(&t->hist, &t->sess, t->res, t->have_diag ? &t->diag : NULL, &err) < 0)
-		tui_message(t, true, "%s", tb_err_text(&err, buf, sizeof buf));
-	if (!t->hist.n)
-		return;
-	p = &t->hist.passes[t->hist.n - 1];
-	/* Another run (a `tbisect check`) recorded this very dump since our last
-	 * pass: the movement since what this view showed is in its note. */
-	if (p->move == TB_MOVE_UNCHANGED && t->my_last_pass > 0 && prev.number > t->my_last_pass)
-		p = &prev;
-	t->my_last_pass = t->hist.passes[t->hist.n - 1].number;
-	snprintf(t->banner, sizeof t->banner, "%s", p->note);
-	t->banner_bad = tb_move_is_bad(p->move);
-	t->banner_good = p->move == TB_MOVE_LATER || p->move == TB_MOVE_MATCHED;
-}
-
-bool tui_refuse_stale(tui *t, const tb_cell_result *c)
-{
-	const tb_tensor *side[2] = {c->ref, c->cand};
-	char name[128];
-
-	tb_cell_name(&c->cell, name, sizeof name);
-	if (t->stale) {
-		tui_message(t, true, "%s: the dump files changed since this view read them; not re-read until a reload succeeds",
-			    name);
-		return true;
-	}
-	for (int s = 0; s < 2; s++) {
-		struct stat st;
-		if (!side[s])
-			continue;
-		if (stat(side[s]->path, &st) < 0 || st.st_mtim.tv_sec > t->loaded.tv_sec ||
-		    (st.st_mtim.tv_sec == t->loaded.tv_sec && st.st_mtim.tv_nsec > t->loaded.tv_nsec)) {
-			tui_message(t, true, "%s: %s changed on disk since it was read; r reloads", name, side[s]->path);
-			return true;
-		}
-	}
-	return false;
+	cancel_next(v);
+	tb_run_free(&v->run);
+	drop_changed(v);
 }

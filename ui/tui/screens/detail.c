@@ -14,18 +14,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tui/doc.h"
-#include "tui/metric.h"
+#include "compare/inspect.h"
 #include "run/report.h"
+#include "tui/doc.h"
+#include "tui/draw.h"
+#include "tui/explain.h"
+#include "tui/metric.h"
+#include "tui/screens/screens.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
 #define HIST_BAR 30
 #define MAX_HEADS_SHOWN 128
+#define DETAIL_TOPK 10
+#define DETAIL_CHANNELS 6
 
-static const tb_cell_result *cur_cell(const tui *t)
+/* What the screen shows of its cell (computed when it opens). */
+typedef struct detail {
+	long pair;               /* cell index */
+	tb_cell cell;            /* the cell, to follow it into a reloaded result */
+	int64_t pos;             /* selected position */
+	int scroll;              /* first document line shown */
+	int lines;               /* document length at the last draw */
+	int strip_left;          /* first position shown in the strip */
+	tb_elem worst[DETAIL_TOPK];
+	size_t n_worst;
+	tb_diff_hist hist;
+	bool have_diff;
+	tb_elem chan[DETAIL_CHANNELS]; /* worst channels of pos */
+	size_t n_chan;
+	int64_t chan_pos;        /* position chan belongs to, -1: none */
+	int heads;               /* 0: unknown */
+	int64_t head_dim;
+	const char *heads_from;  /* "--heads", "inferred from attn.q/attn.k shapes" */
+	tb_head_metrics *head;   /* heads entries, owned */
+	tb_causes causes;        /* causes of this cell when it is not the first divergence, owned */
+	char note[256];          /* why the per-head view is absent */
+	int strip_y, strip_x;    /* where the position strip was drawn, -1: not shown */
+} detail;
+
+/* The one detail screen's state. */
+static detail d_state;
+
+static const tb_cell_result *cur_cell(const view *v)
 {
-	return &tui_result(t)->cells[t->d.pair];
+	return &view_result(v)->cells[d_state.pair];
 }
 
 static int64_t last_dim(const tb_tensor *x)
@@ -51,27 +83,27 @@ static int heads_of_shape(const tb_tensor *x, int64_t seq)
 	return 0;
 }
 
-static const tb_tensor *layer_tensor(const tui *t, int layer, const char *tap)
+static const tb_tensor *layer_tensor(const view *v, int layer, const char *tap)
 {
 	tb_cell c = {layer, ""};
 	long i;
 
 	snprintf(c.tap, sizeof c.tap, "%s", tap);
-	i = tb_pairing_find(t->sess.pairing, &c);
-	return i < 0 ? NULL : t->sess.pairing->pairs[i].ref;
+	i = tb_pairing_find(view_pairing(v), &c);
+	return i < 0 ? NULL : view_pairing(v)->pairs[i].ref;
 }
 
 /* Head count and dimension of an attention cell: from --heads/--kv-heads,
  * or from 4-D attn.q/attn.k shapes; 0 heads when unknown. */
-static void find_heads(tui *t, const tb_cell_result *c)
+static void find_heads(view *v, const tb_cell_result *c)
 {
-	detail *d = &t->d;
+	detail *d = &d_state;
 	const char *tap = c->cell.tap, *parent = tb_tap_parent(tap);
 	bool kv = !strcmp(tap, "attn.k") || !strcmp(tap, "attn.v");
-	const tb_tensor *q = layer_tensor(t, c->cell.layer, "attn.q"), *k = layer_tensor(t, c->cell.layer, "attn.k");
-	const tb_tensor *attn = layer_tensor(t, c->cell.layer, "attn");
+	const tb_tensor *q = layer_tensor(v, c->cell.layer, "attn.q"), *k = layer_tensor(v, c->cell.layer, "attn.k");
+	const tb_tensor *attn = layer_tensor(v, c->cell.layer, "attn");
 	int64_t qw = last_dim(q), kw = last_dim(k), w = last_dim(c->ref);
-	int hq = t->opt->heads, hkv = t->opt->kv_heads, n;
+	int hq = v->cfg->opts.heads, hkv = v->cfg->opts.kv_heads, n;
 
 	d->heads = 0;
 	d->head_dim = 0;
@@ -112,18 +144,18 @@ static void find_heads(tui *t, const tb_cell_result *c)
 	d->heads = n;
 }
 
-static void load_channels(tui *t)
+static void load_channels(view *v)
 {
-	detail *d = &t->d;
-	const tb_cell_result *c = cur_cell(t);
+	detail *d = &d_state;
+	const tb_cell_result *c = cur_cell(v);
 	tb_err err;
 
 	d->n_chan = 0;
 	d->chan_pos = -1;
-	if (c->m.n_pos <= 0 || tui_refuse_stale(t, c))
+	if (c->m.n_pos <= 0 || view_refuse_stale(v, c))
 		return;
 	if (tb_inspect_position(c, d->pos, DETAIL_CHANNELS, d->chan, &d->n_chan, &err) < 0) {
-		tui_message(t, true, "%s", err.msg);
+		view_message(v, true, "%s", err.msg);
 		return;
 	}
 	d->chan_pos = d->pos;
@@ -131,9 +163,9 @@ static void load_channels(tui *t)
 
 /* Compute what the detail of a cell shows (the numbers that need its
  * tensors again are skipped when the files changed since they were read). */
-static void load(tui *t, long pair)
+static void load(view *v, long pair)
 {
-	detail *d = &t->d;
+	detail *d = &d_state;
 	const tb_cell_result *c;
 	tb_err err;
 
@@ -141,23 +173,24 @@ static void load(tui *t, long pair)
 	tb_causes_free(&d->causes);
 	memset(d, 0, sizeof *d);
 	d->pair = pair;
+	d->cell = view_pairing(v)->pairs[pair].cell;
 	d->chan_pos = -1;
 	d->strip_y = -1;
-	c = cur_cell(t);
+	c = cur_cell(v);
 	d->pos = c->m.first_bad_position > 0 ? c->m.first_bad_position : 0;
-	if (!c->ref || !c->cand || tui_refuse_stale(t, c))
+	if (!c->ref || !c->cand || view_refuse_stale(v, c))
 		return;
-	if (t->have_diag && t->rules && pair != tui_first_divergence(t) && c->status == TB_ST_DIVERGED) {
-		tb_diag_opts o = tui_diag_opts(t);
-		if (tb_diagnose_cell(&t->sess, t->res, &o, &t->diag, pair, &d->causes, &err) < 0)
-			tui_message(t, true, "%s", err.msg);
+	if (view_diag(v) && pair != view_first_divergence(v) && c->status == TB_ST_DIVERGED) {
+		tb_diag_opts o = tb_run_diag_opts(v->cfg);
+		if (tb_diagnose_cell(&v->run.sess, v->run.res, &o, &v->run.diag, pair, &d->causes, &err) < 0)
+			view_message(v, true, "%s", err.msg);
 	}
 	if (tb_inspect_diff(c, DETAIL_TOPK, d->worst, &d->n_worst, &d->hist, &err) < 0)
-		tui_message(t, true, "%s", err.msg);
+		view_message(v, true, "%s", err.msg);
 	else
 		d->have_diff = true;
-	load_channels(t);
-	find_heads(t, c);
+	load_channels(v);
+	find_heads(v, c);
 	if (d->heads > 0) {
 		d->head = calloc((size_t)d->heads, sizeof *d->head);
 		if (!d->head || tb_inspect_heads(c, d->heads, d->head_dim, d->head, &err) < 0) {
@@ -169,26 +202,35 @@ static void load(tui *t, long pair)
 	}
 }
 
-void tui_open_detail(tui *t, long pair)
+static void detail_open(view *v, long pair)
 {
-	load(t, pair);
-	tui_push(t, &detail_screen);
+	load(v, pair);
 }
 
-void tui_detail_reopen(tui *t, long pair)
+/* A reload replaced the result: show the same cell of the new one,
+ * keeping the selected position and the scroll; close when it is gone. */
+static ui_ret detail_follow(view *v)
 {
-	int64_t pos = t->d.pos;
-	int scroll = t->d.scroll, left = t->d.strip_left;
+	long pair = tb_pairing_find(view_pairing(v), &d_state.cell);
+	int64_t pos = d_state.pos;
+	int scroll = d_state.scroll, left = d_state.strip_left;
+	char name[TB_CELL_NAME_MAX];
 	const tb_cell_result *c;
 
-	load(t, pair);
-	c = cur_cell(t);
-	if (pos < c->m.n_pos) {
-		t->d.pos = pos;
-		t->d.strip_left = left;
-		load_channels(t);
+	if (pair < 0 || !view_cell_ready(v, (size_t)pair)) {
+		tb_cell_name(&d_state.cell, name, sizeof name);
+		view_message(v, true, "%s is no longer dumped: detail closed", name);
+		return ui_flags(UI_BACK | UI_REDRAW);
 	}
-	t->d.scroll = scroll;
+	load(v, pair);
+	c = cur_cell(v);
+	if (pos < c->m.n_pos) {
+		d_state.pos = pos;
+		d_state.strip_left = left;
+		load_channels(v);
+	}
+	d_state.scroll = scroll;
+	return ui_flags(UI_REDRAW);
 }
 
 /* Both sides' statistics beside every metric, then the worst element. */
@@ -244,18 +286,19 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 }
 
 /* One heat row of the strip: a glyph per position, colored on the scale. */
-static void strip_row(tui *t, doc *dc, const char *label, const ui_metric *mt, const double *v, int64_t n, int width)
+static void strip_row(view *v, doc *dc, const char *label, const ui_metric *mt, const double *vals, int64_t n,
+		      int width)
 {
 	int r = doc_row(dc);
-	detail *d = &t->d;
+	detail *d = &d_state;
 
 	if (r < 0)
 		return;
 	ui_put(dc->w, r, 0, ui_attr(UI_LABEL), "%-8s", label);
 	for (int k = 0; k < width && d->strip_left + k < n; k++) {
 		int64_t p = d->strip_left + k;
-		double bad = mt->badness(v[p]);
-		int st = ui_metric_band(mt, &t->tol, bad);
+		double bad = mt->badness(vals[p]);
+		int st = ui_metric_band(mt, &v->tol, bad);
 		attr_t a = ui_cell_attr(st, ui_metric_level(mt, bad));
 		if (p == d->pos)
 			a |= ui_attr(UI_CURSOR);
@@ -263,9 +306,9 @@ static void strip_row(tui *t, doc *dc, const char *label, const ui_metric *mt, c
 	}
 }
 
-static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
+static void positions_block(view *v, doc *dc, const tb_cell_result *c)
 {
-	detail *d = &t->d;
+	detail *d = &d_state;
 	const tb_metrics *m = &c->m;
 	int width = getmaxx(dc->w) - 9;
 	char a[32], b[32], e[32], idx[256];
@@ -286,8 +329,8 @@ static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
 	r = dc->y - dc->scroll + 1;
 	d->strip_y = r >= 1 && r < dc->h ? r : -1;
 	d->strip_x = 8;
-	strip_row(t, dc, "rel_l2", &ui_metrics[0], m->pos_rel_l2, m->n_pos, width);
-	strip_row(t, dc, "cosine", &ui_metrics[1], m->pos_cos, m->n_pos, width);
+	strip_row(v, dc, "rel_l2", &ui_metrics[0], m->pos_rel_l2, m->n_pos, width);
+	strip_row(v, dc, "cosine", &ui_metrics[1], m->pos_cos, m->n_pos, width);
 	r = doc_row(dc);
 	if (r >= 0) {
 		ui_put(dc->w, r, 0, ui_attr(UI_DIM), "%-8s", "");
@@ -298,9 +341,9 @@ static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
 	}
 	if (m->first_bad_position >= 0)
 		doc_line(dc, ui_attr(UI_MARK), "^ first bad position %lld (rel_l2 > diverge %.0e)",
-			 (long long)m->first_bad_position, t->tol.diverge);
+			 (long long)m->first_bad_position, v->tol.diverge);
 	else
-		doc_line(dc, ui_attr(UI_DIM), "no position has rel_l2 > diverge %.0e", t->tol.diverge);
+		doc_line(dc, ui_attr(UI_DIM), "no position has rel_l2 > diverge %.0e", v->tol.diverge);
 	ui_fmt_num(m->pos_rel_l2[d->pos], a, sizeof a);
 	snprintf(b, sizeof b, "%.6f", m->pos_cos[d->pos]);
 	ui_fmt_num(m->pos_norm_ratio[d->pos], e, sizeof e);
@@ -325,9 +368,9 @@ static void positions_block(tui *t, doc *dc, const tb_cell_result *c)
 	}
 }
 
-static void heads_block(tui *t, doc *dc)
+static void heads_block(view *v, doc *dc)
 {
-	detail *d = &t->d;
+	detail *d = &d_state;
 	char a[32], b[32];
 
 	if (!d->heads_from && !d->note[0])
@@ -341,7 +384,7 @@ static void heads_block(tui *t, doc *dc)
 		 d->heads_from);
 	doc_line(dc, ui_attr(UI_DIM), "  %-6s %12s %12s %12s", "head", "rel_l2", "cosine", "max_abs");
 	for (int h = 0; h < d->heads && h < MAX_HEADS_SHOWN; h++) {
-		int st = ui_metric_band(&ui_metrics[0], &t->tol, d->head[h].rel_l2);
+		int st = ui_metric_band(&ui_metrics[0], &v->tol, d->head[h].rel_l2);
 		ui_fmt_num(d->head[h].rel_l2, a, sizeof a);
 		ui_fmt_num(d->head[h].max_abs, b, sizeof b);
 		doc_line(dc, st == TB_ST_DIVERGED ? ui_attr(UI_BAD) : 0, "  %c %-4d %12s %12.6f %12s", tb_status_glyph(st),
@@ -349,9 +392,9 @@ static void heads_block(tui *t, doc *dc)
 	}
 }
 
-static void worst_block(doc *dc, const tui *t, const tb_cell_result *c)
+static void worst_block(doc *dc, const tb_cell_result *c)
 {
-	const detail *d = &t->d;
+	const detail *d = &d_state;
 	char idx[256], a[32], b[32], e[32];
 
 	doc_line(dc, ui_attr(UI_TITLE), "worst elements %12s %-16s %11s %11s %11s", "", "index", "ref", "cand", "|diff|");
@@ -374,9 +417,9 @@ static void hist_row(doc *dc, const char *label, uint64_t n, uint64_t max)
 	doc_line(dc, 0, "  %-10s %10llu %s", label, (unsigned long long)n, bar);
 }
 
-static void hist_block(doc *dc, const tui *t)
+static void hist_block(doc *dc)
 {
-	const tb_diff_hist *h = &t->d.hist;
+	const tb_diff_hist *h = &d_state.hist;
 	uint64_t max = h->zero > h->below ? h->zero : h->below;
 	int lo = -1, hi = -1;
 	char label[32];
@@ -406,15 +449,16 @@ static void hist_block(doc *dc, const tui *t)
 		hist_row(dc, "NaN/Inf", h->nonfinite, max);
 }
 
-static void detail_draw(tui *t, WINDOW *w)
+static void detail_draw(view *v, WINDOW *w)
 {
-	const tb_cell_result *c = cur_cell(t);
-	detail *d = &t->d;
+	const tb_cell_result *c = cur_cell(v);
+	detail *d = &d_state;
 	const tb_tap_info *ti = tb_tap_lookup(c->cell.tap);
+	const tb_diagnosis *dg = view_diag(v);
 	doc dc = {w, 0, d->scroll, getmaxy(w)};
-	char name[128], shape[128];
+	char name[TB_CELL_NAME_MAX], shape[128];
 
-	tui_cell_label(t, d->pair, name, sizeof name);
+	view_cell_label(v, d->pair, name, sizeof name);
 	ui_put(w, 0, 0, ui_attr(c->status == TB_ST_DIVERGED ? UI_BAD : UI_TITLE), "%s  %s: %s", name,
 	       tb_status_name(c->status), c->reason);
 	doc_line(&dc, ui_attr(UI_DIM), "%s   (Esc/q back, Up/Down scroll)", ti ? ti->label : c->cell.tap);
@@ -429,54 +473,54 @@ static void detail_draw(tui *t, WINDOW *w)
 	}
 	if (c->ref && c->cand) {
 		numbers_block(&dc, c);
-		if (t->have_diag) {
+		if (dg) {
 			long p = d->pair;
-			doc_line(&dc, p == t->diag.origin.origin ? ui_attr(UI_BAD) : 0,
-				 "error from its inputs %.3g -> here %.3g: x%.3g added%s", t->diag.origin.input_rel_l2[p],
-				 c->m.rel_l2, t->diag.origin.amplification[p],
-				 p == t->diag.origin.origin ? "  (the error is born here)" : "");
+			doc_line(&dc, p == dg->origin.origin ? ui_attr(UI_BAD) : 0,
+				 "error from its inputs %.3g -> here %.3g: x%.3g added%s", dg->origin.input_rel_l2[p],
+				 c->m.rel_l2, dg->origin.amplification[p],
+				 p == dg->origin.origin ? "  (the error is born here)" : "");
 		}
 		doc_line(&dc, 0, "%s", "");
-		positions_block(t, &dc, c);
+		positions_block(v, &dc, c);
 		doc_line(&dc, 0, "%s", "");
-		heads_block(t, &dc);
+		heads_block(v, &dc);
 		if (d->have_diff) {
 			doc_line(&dc, 0, "%s", "");
-			worst_block(&dc, t, c);
+			worst_block(&dc, c);
 			doc_line(&dc, 0, "%s", "");
-			hist_block(&dc, t);
+			hist_block(&dc);
 		}
 	}
 	doc_line(&dc, 0, "%s", "");
-	causes_lines(t, &dc, d->pair);
+	explain_causes(v, &dc, d->pair, &d->causes);
 	d->lines = dc.y;
 }
 
-static void set_pos(tui *t, int64_t pos)
+static void set_pos(view *v, int64_t pos)
 {
-	const tb_cell_result *c = cur_cell(t);
+	const tb_cell_result *c = cur_cell(v);
 
 	if (c->m.n_pos <= 0)
 		return;
-	t->d.pos = pos < 0 ? 0 : pos >= c->m.n_pos ? c->m.n_pos - 1 : pos;
-	load_channels(t);
+	d_state.pos = pos < 0 ? 0 : pos >= c->m.n_pos ? c->m.n_pos - 1 : pos;
+	load_channels(v);
 }
 
-static int64_t next_bad_pos(const tui *t, int dir)
+static int64_t next_bad_pos(const view *v, int dir)
 {
-	const tb_cell_result *c = cur_cell(t);
+	const tb_cell_result *c = cur_cell(v);
 
-	for (int64_t p = t->d.pos + dir; p >= 0 && p < c->m.n_pos; p += dir)
+	for (int64_t p = d_state.pos + dir; p >= 0 && p < c->m.n_pos; p += dir)
 		if (!(c->m.pos_rel_l2[p] <= c->tol.diverge))
 			return p;
 	return -1;
 }
 
-static unsigned detail_action(tui *t, tb_action a)
+static ui_ret detail_action(view *v, WINDOW *w, tb_action a)
 {
-	detail *d = &t->d;
-	const tb_cell_result *c = cur_cell(t);
-	int page = getmaxy(t->wmain) - 2, max = d->lines - page;
+	detail *d = &d_state;
+	const tb_cell_result *c = cur_cell(v);
+	int page = getmaxy(w) - 2, max = d->lines - page;
 	int64_t p;
 
 	switch (a) {
@@ -486,51 +530,50 @@ static unsigned detail_action(tui *t, tb_action a)
 	case TB_ACT_PAGE_DOWN: d->scroll += page; break;
 	case TB_ACT_TOP: d->scroll = 0; break;
 	case TB_ACT_BOTTOM: d->scroll = max; break;
-	case TB_ACT_LEFT: set_pos(t, d->pos - 1); break;
-	case TB_ACT_RIGHT: set_pos(t, d->pos + 1); break;
+	case TB_ACT_LEFT: set_pos(v, d->pos - 1); break;
+	case TB_ACT_RIGHT: set_pos(v, d->pos + 1); break;
 	case TB_ACT_FIRST_DIV:
 		if (c->m.first_bad_position < 0)
-			tui_message(t, false, "no bad position in this cell");
+			view_message(v, false, "no bad position in this cell");
 		else
-			set_pos(t, c->m.first_bad_position);
+			set_pos(v, c->m.first_bad_position);
 		break;
 	case TB_ACT_NEXT_DIV:
 	case TB_ACT_PREV_DIV:
-		p = next_bad_pos(t, a == TB_ACT_NEXT_DIV ? 1 : -1);
+		p = next_bad_pos(v, a == TB_ACT_NEXT_DIV ? 1 : -1);
 		if (p < 0)
-			tui_message(t, false, "no bad position %s %lld", a == TB_ACT_NEXT_DIV ? "after" : "before",
+			view_message(v, false, "no bad position %s %lld", a == TB_ACT_NEXT_DIV ? "after" : "before",
 				    (long long)d->pos);
 		else
-			set_pos(t, p);
-		break;
-	case TB_ACT_METRIC:
-		t->metric = (t->metric + 1) % (int)ui_n_metrics;
-		tui_message(t, false, "metric: %s", ui_metrics[t->metric].name);
+			set_pos(v, p);
 		break;
 	case TB_ACT_BACK:
-	case TB_ACT_QUIT: return UI_BACK | UI_REDRAW;
-	default: return 0;
+	case TB_ACT_QUIT: return ui_flags(UI_BACK | UI_REDRAW);
+	default: return ui_flags(0);
 	}
 	if (d->scroll > max)
 		d->scroll = max;
 	if (d->scroll < 0)
 		d->scroll = 0;
-	return UI_HANDLED | UI_REDRAW;
+	return ui_flags(UI_REDRAW);
 }
 
-static unsigned detail_click(tui *t, int y, int x)
+static ui_ret detail_click(view *v, WINDOW *w, int y, int x)
 {
-	detail *d = &t->d;
+	detail *d = &d_state;
 
+	(void)w;
 	if (d->strip_y < 0 || (y != d->strip_y && y != d->strip_y + 1) || x < d->strip_x)
-		return 0;
-	set_pos(t, d->strip_left + (x - d->strip_x));
-	return UI_HANDLED | UI_REDRAW;
+		return ui_flags(0);
+	set_pos(v, d->strip_left + (x - d->strip_x));
+	return ui_flags(UI_REDRAW);
 }
 
 const screen_ops detail_screen = {
 	.name = "detail",
+	.open = detail_open,
 	.draw = detail_draw,
 	.action = detail_action,
 	.click = detail_click,
+	.follow = detail_follow,
 };

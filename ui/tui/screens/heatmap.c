@@ -1,8 +1,7 @@
 /*
  * The main screen: header, legend, the layer x tap heatmap with sticky row
  * and column labels, the progress bar or causes line, and the status lines
- * of the selected cell.  Also the small drawing helpers the other screens
- * share.
+ * of the selected cell.
  */
 #include "config.h"
 
@@ -11,42 +10,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/doc.h"
-#include "tui/metric.h"
 #include "run/report.h"
+#include "tui/doc.h"
+#include "tui/draw.h"
+#include "tui/metric.h"
+#include "tui/screens/screens.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
 #define LABEL_W 11 /* row label column, with its gap */
 #define CELL_W 11  /* marker, glyph, space, 7 value columns, gap */
 #define GRID_TOP 4 /* first grid line of the window */
 #define SWATCH_W 12
-
-void ui_put(WINDOW *w, int y, int x, attr_t a, const char *fmt, ...)
-{
-	char buf[2048];
-	va_list ap;
-	int maxx = getmaxx(w);
-
-	if (y < 0 || y >= getmaxy(w) || x < 0 || x >= maxx)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	wattrset(w, a);
-	mvwaddnstr(w, y, x, buf, maxx - x);
-	wattrset(w, A_NORMAL);
-}
-
-void ui_fmt_num(double v, char *buf, size_t size)
-{
-	if (isnan(v) || isinf(v))
-		snprintf(buf, size, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-	else if (v != 0 && (fabs(v) < 1e-3 || fabs(v) >= 1e5))
-		snprintf(buf, size, "%.3e", v);
-	else
-		snprintf(buf, size, "%.5g", v);
-}
 
 #define BANNER_MAX 4 /* banner lines at most */
 
@@ -65,18 +39,18 @@ static int wrap_at(WINDOW *w, int y, int max, attr_t a, const char *text, int *l
  * changed cells, then why the last reload failed (which keeps its room:
  * the note shrinks to one line then, H shows it whole).  Drawn from window
  * line y0, or only counted when y0 < 0.  Returns its lines. */
-static int banner(const tui *t, WINDOW *w, int y0)
+static int banner(const view *v, WINDOW *w, int y0)
 {
-	char more[64] = "", err[sizeof t->reload_err + 64];
+	char more[64] = "", err[sizeof v->reload_err + 64];
 	/* At least one grid row stays. */
 	int room = getmaxy(w) - GRID_TOP - 4, max = room < BANNER_MAX ? (room > 0 ? room : 0) : BANNER_MAX, n = 0;
 	int last = 0;
 
-	if (t->banner[0]) {
-		n = wrap_at(w, y0, t->reload_err[0] && max > 1 ? 1 : max,
-			    ui_attr(t->banner_bad ? UI_ERROR : t->banner_good ? UI_GOOD : UI_HEADER), t->banner, &last);
-		if (t->n_changed)
-			snprintf(more, sizeof more, "  (* %zu changed)", t->n_changed);
+	if (v->banner[0]) {
+		n = wrap_at(w, y0, v->reload_err[0] && max > 1 ? 1 : max,
+			    ui_attr(v->banner_bad ? UI_ERROR : v->banner_good ? UI_GOOD : UI_HEADER), v->banner, &last);
+		if (v->n_changed)
+			snprintf(more, sizeof more, "  (* %zu changed)", v->n_changed);
 		if (more[0]) {
 			const char *piece = more;
 			/* The count is one piece: on a line of its own when it does not fit. */
@@ -89,54 +63,55 @@ static int banner(const tui *t, WINDOW *w, int y0)
 				ui_put(w, y0 + n - 1, last, ui_attr(UI_MARK), "%s", piece);
 		}
 	}
-	if (t->reload_err[0]) {
-		snprintf(err, sizeof err, "reload failed, showing the last good view: %s", t->reload_err);
+	if (v->reload_err[0]) {
+		snprintf(err, sizeof err, "reload failed, showing the last good view: %s", v->reload_err);
 		n += wrap_at(w, y0 < 0 ? y0 : y0 + n, max - n, ui_attr(UI_ERROR), err, &last);
 	}
 	return n;
 }
 
-static int grid_rows(const tui *t)
+static int grid_rows(const view *v, WINDOW *w)
 {
-	return getmaxy(t->wmain) - GRID_TOP - 3 - banner(t, t->wmain, -1);
+	return getmaxy(w) - GRID_TOP - 3 - banner(v, w, -1);
 }
 
-static int grid_cols(const tui *t)
+static int grid_cols(WINDOW *w)
 {
-	int n = (t->cols - LABEL_W) / CELL_W;
+	int n = (getmaxx(w) - LABEL_W) / CELL_W;
 	return n < 1 ? 1 : n;
 }
 
-static const ui_metric *cur_metric(const tui *t)
+static const ui_metric *cur_metric(const view *v)
 {
-	return &ui_metrics[t->metric];
+	return &ui_metrics[v->metric];
 }
 
 /* The 10 columns of one cell: marker, status glyph, space, value.  The
  * marker is '*' (and the cell underlined) when the status changed in the
  * last pass. */
-static void cell_text(const tui *t, long i, char *buf, size_t size, attr_t *a)
+static void cell_text(const view *v, long i, char *buf, size_t size, attr_t *a)
 {
-	const ui_metric *mt = cur_metric(t);
-	int st = tui_cell_status(t, (size_t)i);
+	const ui_metric *mt = cur_metric(v);
+	int st = view_cell_status(v, (size_t)i);
 	const tb_cell_result *c;
-	char v[32];
+	char num[32];
 
 	*a = ui_cell_attr(st, 0);
 	if (st == TB_ST_PENDING) {
 		snprintf(buf, size, " %c    ...", tb_status_glyph(st));
 		return;
 	}
-	c = &tui_result(t)->cells[i];
+	c = &view_result(v)->cells[i];
 	if (st == TB_ST_MISSING) {
 		snprintf(buf, size, " %c %-7s", tb_status_glyph(st), c->ref ? "no cand" : "no ref");
 		return;
 	}
-	double val = mt->value(&c->m, t->have_diag ? t->diag.origin.amplification[i] : NAN);
-	ui_metric_format(mt, val, v, sizeof v);
+	const tb_diagnosis *dg = view_diag(v);
+	double val = mt->value(&c->m, dg ? dg->origin.amplification[i] : NAN);
+	ui_metric_format(mt, val, num, sizeof num);
 	*a = ui_cell_attr(st, ui_metric_level(mt, mt->badness(val)));
-	snprintf(buf, size, " %c %7s", tb_status_glyph(st), v);
-	if (t->changed && t->res && t->changed[i]) {
+	snprintf(buf, size, " %c %7s", tb_status_glyph(st), num);
+	if (v->changed && v->run.res && v->changed[i]) {
 		buf[0] = '*';
 		*a |= ui_attr_only(UI_CHANGED);
 	}
@@ -155,53 +130,53 @@ static void fit_path(const char *path, int max, char *buf, size_t size)
 		snprintf(buf, size, "...%s", path + n - (max - 3));
 }
 
-static void draw_header(tui *t, WINDOW *w)
+static void draw_header(view *v, WINDOW *w)
 {
-	const tb_pairing *p = t->sess.pairing;
-	long first = tui_first_divergence(t);
-	char name[128];
+	const tb_pairing *p = view_pairing(v);
+	long first = view_first_divergence(v);
+	char name[TB_CELL_NAME_MAX];
 	int x;
 
 	ui_put(w, 0, 0, ui_attr(UI_TITLE), "tbisect");
 	x = 9;
-	if (t->res) {
-		int v = t->res->verdict;
-		ui_put(w, 0, x, ui_attr(v == TB_ST_DIVERGED ? UI_BAD : v == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
-		       v == TB_ST_DIVERGED ? "DIVERGED" : v == TB_ST_CLOSE ? "CLOSE" : "MATCH");
-		x += v == TB_ST_DIVERGED ? 10 : 7;
+	if (v->run.res) {
+		int vd = v->run.res->verdict;
+		ui_put(w, 0, x, ui_attr(vd == TB_ST_DIVERGED ? UI_BAD : vd == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
+		       vd == TB_ST_DIVERGED ? "DIVERGED" : vd == TB_ST_CLOSE ? "CLOSE" : "MATCH");
+		x += vd == TB_ST_DIVERGED ? 10 : 7;
 	} else {
 		/* Without a result: comparing, waiting for changed files to settle, or failed. */
-		bool waiting = !t->job && t->watch_state != UI_WATCH_QUIET;
-		const char *what = t->job ? "comparing" : waiting ? "waiting" : "FAILED";
-		ui_put(w, 0, x, ui_attr(t->job || waiting ? UI_PENDING : UI_ERROR), "%s", what);
+		bool waiting = !v->run.job && v->watch_state != UI_WATCH_QUIET;
+		const char *what = v->run.job ? "comparing" : waiting ? "waiting" : "FAILED";
+		ui_put(w, 0, x, ui_attr(v->run.job || waiting ? UI_PENDING : UI_ERROR), "%s", what);
 		x += (int)strlen(what) + 2;
 	}
 	if (first >= 0) {
-		const tb_cell_result *c = &tui_result(t)->cells[first];
+		const tb_cell_result *c = &view_result(v)->cells[first];
 		char pos[48] = "";
 		if (c->m.first_bad_position >= 0)
 			snprintf(pos, sizeof pos, " pos %lld", (long long)c->m.first_bad_position);
-		ui_put(w, 0, x, ui_attr(UI_BAD), "%s %s%s", t->res ? "first divergence" : "first so far",
-		       tui_cell_label(t, first, name, sizeof name), pos);
-		x += (int)(strlen(t->res ? "first divergence" : "first so far") + strlen(name) + strlen(pos) + 3);
-	} else if (t->res) {
+		ui_put(w, 0, x, ui_attr(UI_BAD), "%s %s%s", v->run.res ? "first divergence" : "first so far",
+		       view_cell_label(v, first, name, sizeof name), pos);
+		x += (int)(strlen(v->run.res ? "first divergence" : "first so far") + strlen(name) + strlen(pos) + 3);
+	} else if (v->run.res) {
 		ui_put(w, 0, x, ui_attr(UI_GOOD), "no cell diverged");
 		x += 18;
 	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", tb_pairing_complete(p), p->n_unp[0],
 	       p->n_unp[1]);
 	char tol[128], ref[512], cand[512];
-	int n = snprintf(tol, sizeof tol, "atol %g rtol %g diverge %g", t->tol.atol, t->tol.rtol, t->tol.diverge);
-	int room = (t->cols - n - 13) / 2;
-	fit_path(t->sess.ref_path, room, ref, sizeof ref);
-	fit_path(t->sess.cand_path, room, cand, sizeof cand);
+	int n = snprintf(tol, sizeof tol, "atol %g rtol %g diverge %g", v->tol.atol, v->tol.rtol, v->tol.diverge);
+	int room = (getmaxx(w) - n - 13) / 2;
+	fit_path(v->run.sess.ref_path, room, ref, sizeof ref);
+	fit_path(v->run.sess.cand_path, room, cand, sizeof cand);
 	ui_put(w, 1, 0, ui_attr(UI_HEADER), "%s  ref %s  cand %s", tol, ref, cand);
 }
 
-static void draw_legend(tui *t, WINDOW *w, int y)
+static void draw_legend(view *v, WINDOW *w, int y)
 {
-	const ui_metric *mt = cur_metric(t);
-	double mm = mt->match_mark(&t->tol), dm = mt->diverge_mark(&t->tol);
+	const ui_metric *mt = cur_metric(v);
+	double mm = mt->match_mark(&v->tol), dm = mt->diverge_mark(&v->tol);
 	double llo = log10(mt->lo), lhi = log10(mt->hi);
 	int x;
 
@@ -211,7 +186,7 @@ static void draw_legend(tui *t, WINDOW *w, int y)
 	x += 6;
 	for (int k = 0; k < SWATCH_W; k++) {
 		double level = (k + 0.5) / SWATCH_W, bad = pow(10, llo + level * (lhi - llo));
-		int st = ui_metric_band(mt, &t->tol, bad);
+		int st = ui_metric_band(mt, &v->tol, bad);
 		ui_put(w, y, x + k, ui_cell_attr(st, level), "%c", tb_status_glyph(st));
 	}
 	x += SWATCH_W + 1;
@@ -225,16 +200,16 @@ static void draw_legend(tui *t, WINDOW *w, int y)
 	for (int words = 1; words >= 0; words--) {
 		snprintf(marks, sizeof marks, ".%s<=%.0e ~close X%s%s -missing", words ? "match" : "", mm,
 			 words ? "diverged" : "", over);
-		if (x + (int)strlen(marks) <= t->cols)
+		if (x + (int)strlen(marks) <= getmaxx(w))
 			break;
 	}
 	ui_put(w, y, x, ui_attr(UI_MARK), "%s", marks);
 }
 
-static void draw_grid(tui *t, WINDOW *w)
+static void draw_grid(view *v, WINDOW *w)
 {
-	grid *g = &t->g;
-	int rows = grid_rows(t), cols = grid_cols(t);
+	grid *g = &v->g;
+	int rows = grid_rows(v, w), cols = grid_cols(w);
 	long sel = grid_selected(g);
 	char buf[64];
 
@@ -267,7 +242,7 @@ static void draw_grid(tui *t, WINDOW *w)
 					ui_put(w, y, x, ui_attr(UI_CURSOR), ">  (none) ");
 				continue;
 			}
-			cell_text(t, i, buf, sizeof buf, &a);
+			cell_text(v, i, buf, sizeof buf, &a);
 			if (i == sel) {
 				a |= ui_attr(UI_CURSOR);
 				buf[0] = '>';
@@ -286,7 +261,7 @@ static void draw_progress(WINDOW *w, int y, const char *what, const tb_job *job,
 	int bar = 24, fill, x = (int)strlen(what) + 2;
 
 	tb_job_progress(job, &done, &total, &bd, &bt);
-	el = tui_now() - t_start;
+	el = view_now() - t_start;
 	rate = el > 0 ? (double)bd / el : 0;
 	eta = rate > 0 ? (double)(bt - bd) / rate : 0;
 	fill = bt ? (int)((double)bd / (double)bt * bar) : (total ? (int)(done * (size_t)bar / total) : 0);
@@ -300,64 +275,65 @@ static void draw_progress(WINDOW *w, int y, const char *what, const tb_job *job,
 		ui_put(w, y, x + bar, ui_attr(UI_HEADER), "] %zu/%zu tensors  starting", done, total);
 }
 
-static void draw_causes_line(tui *t, WINDOW *w, int y)
+static void draw_causes_line(view *v, WINDOW *w, int y)
 {
-	long first = tui_first_divergence(t);
-	char name[128];
+	long first = view_first_divergence(v);
+	char name[TB_CELL_NAME_MAX];
 
-	if (t->job) {
-		draw_progress(w, y, "comparing", t->job, t->t_start);
+	if (v->run.job) {
+		draw_progress(w, y, "comparing", v->run.job, v->run.started);
 		return;
 	}
-	if (tui_reloading(t)) {
-		draw_progress(w, y, "reloading", t->next.job, t->next.t_start);
+	if (v->next.job) {
+		draw_progress(w, y, "reloading", v->next.job, v->next.started);
 		return;
 	}
-	if (!t->res && t->watch_state != UI_WATCH_QUIET) {
-		ui_put(w, y, 0, ui_attr(UI_PENDING), "%s", t->job_err);
+	if (!v->run.res && v->watch_state != UI_WATCH_QUIET) {
+		ui_put(w, y, 0, ui_attr(UI_PENDING), "%s", v->job_err);
 		return;
 	}
-	if (!t->res) {
-		ui_put(w, y, 0, ui_attr(UI_ERROR), "comparison failed: %s", t->job_err);
+	if (!v->run.res) {
+		ui_put(w, y, 0, ui_attr(UI_ERROR), "comparison failed: %s", v->job_err);
 		return;
 	}
 	if (first < 0) {
 		ui_put(w, y, 0, ui_attr(UI_DIM), "causes: none (no cell diverged)");
 		return;
 	}
-	tui_cell_label(t, first, name, sizeof name);
-	if (!t->rules || !t->have_diag) {
+	view_cell_label(v, first, name, sizeof name);
+	const tb_diagnosis *dg = view_diag(v);
+	if (!dg) {
 		ui_put(w, y, 0, ui_attr(UI_DIM), "causes of %s: no diagnosis rules loaded  (c: causes pane)", name);
 		return;
 	}
-	if (t->diag.causes.n == 0) {
+	if (dg->causes.n == 0) {
 		ui_put(w, y, 0, ui_attr(UI_DIM), "causes of %s: no rule matched  (c: causes pane)", name);
 		return;
 	}
-	ui_put(w, y, 0, ui_attr(UI_HEADER), "causes of %s: %s %.2f%s  (c: causes pane)", name, t->diag.causes.v[0].id,
-	       t->diag.causes.v[0].score, t->diag.causes.n > 1 ? " ..." : "");
+	ui_put(w, y, 0, ui_attr(UI_HEADER), "causes of %s: %s %.2f%s  (c: causes pane)", name, dg->causes.v[0].id,
+	       dg->causes.v[0].score, dg->causes.n > 1 ? " ..." : "");
 }
 
-static void draw_status(tui *t, WINDOW *w, int y)
+static void draw_status(view *v, WINDOW *w, int y)
 {
-	long i = grid_selected(&t->g);
+	long i = grid_selected(&v->g);
 	const tb_cell_result *c;
 	const tb_pair *p;
 	const tb_tap_info *ti;
-	char name[128], a[32], b[32], cc[32], d[32], e[32];
+	char name[TB_CELL_NAME_MAX], a[32], b[32], cc[32], d[32], e[32];
 
 	if (i < 0) {
 		ui_put(w, y, 0, ui_attr(UI_DIM), "(nothing dumped here)");
 		return;
 	}
-	p = &t->sess.pairing->pairs[i];
+	p = &view_pairing(v)->pairs[i];
 	ti = tb_tap_lookup(p->cell.tap);
-	tui_cell_label(t, i, name, sizeof name);
-	if (!tui_cell_ready(t, (size_t)i)) {
+	view_cell_label(v, i, name, sizeof name);
+	if (!view_cell_ready(v, (size_t)i)) {
 		ui_put(w, y, 0, ui_attr(UI_STATUS), "%s  pending  %s", name, p->ref ? p->ref->name : p->cand->name);
 		return;
 	}
-	c = &tui_result(t)->cells[i];
+	c = &view_result(v)->cells[i];
 	ui_put(w, y, 0, ui_attr(c->status == TB_ST_DIVERGED ? UI_BAD : UI_STATUS), "%s %s: %s", name,
 	       tb_status_name(c->status), c->reason);
 	if (c->status == TB_ST_MISSING) {
@@ -379,94 +355,91 @@ static void draw_status(tui *t, WINDOW *w, int y)
 	       cc, d, e, names);
 }
 
-static void heatmap_draw(tui *t, WINDOW *w)
+static void heatmap_draw(view *v, WINDOW *w)
 {
 	int h = getmaxy(w);
 
-	draw_header(t, w);
-	draw_legend(t, w, 2);
-	draw_grid(t, w);
-	banner(t, w, h - 3 - banner(t, w, -1));
-	draw_causes_line(t, w, h - 3);
-	draw_status(t, w, h - 2);
+	draw_header(v, w);
+	draw_legend(v, w, 2);
+	draw_grid(v, w);
+	banner(v, w, h - 3 - banner(v, w, -1));
+	draw_causes_line(v, w, h - 3);
+	draw_status(v, w, h - 2);
 }
 
-static long next_diverged(const tui *t, long from, int dir)
+static long next_diverged(const view *v, long from, int dir)
 {
-	long n = (long)t->sess.pairing->n_pairs;
+	long n = (long)view_pairing(v)->n_pairs;
 
 	for (long i = from + dir; i >= 0 && i < n; i += dir)
-		if (tui_cell_status(t, (size_t)i) == TB_ST_DIVERGED)
+		if (view_cell_status(v, (size_t)i) == TB_ST_DIVERGED)
 			return i;
 	return -1;
 }
 
-static unsigned heatmap_action(tui *t, tb_action a)
+static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 {
-	grid *g = &t->g;
+	grid *g = &v->g;
 	long sel = grid_selected(g), i;
-	char name[128];
+	char name[TB_CELL_NAME_MAX];
+	ui_ret open = {.flags = UI_REDRAW, .open = SCREEN_DETAIL, .cell = sel};
 
 	switch (a) {
 	case TB_ACT_UP: grid_move(g, -1, 0); break;
 	case TB_ACT_DOWN: grid_move(g, 1, 0); break;
 	case TB_ACT_LEFT: grid_move(g, 0, -1); break;
 	case TB_ACT_RIGHT: grid_move(g, 0, 1); break;
-	case TB_ACT_PAGE_UP: grid_move(g, -grid_rows(t), 0); break;
-	case TB_ACT_PAGE_DOWN: grid_move(g, grid_rows(t), 0); break;
+	case TB_ACT_PAGE_UP: grid_move(g, -grid_rows(v, w), 0); break;
+	case TB_ACT_PAGE_DOWN: grid_move(g, grid_rows(v, w), 0); break;
 	case TB_ACT_TOP: grid_move(g, -g->n_vrows, 0); break;
 	case TB_ACT_BOTTOM: grid_move(g, g->n_vrows, 0); break;
 	case TB_ACT_FIRST_DIV:
-		i = tui_first_divergence(t);
+		i = view_first_divergence(v);
 		if (i < 0)
-			tui_message(t, false, t->job ? "no cell has diverged yet" : "no cell diverged");
+			view_message(v, false, v->run.job ? "no cell has diverged yet" : "no cell diverged");
 		else
 			grid_select(g, i);
 		break;
 	case TB_ACT_NEXT_DIV:
 	case TB_ACT_PREV_DIV:
-		i = next_diverged(t, sel < 0 ? (a == TB_ACT_NEXT_DIV ? -1 : (long)t->sess.pairing->n_pairs) : sel,
+		i = next_diverged(v, sel < 0 ? (a == TB_ACT_NEXT_DIV ? -1 : (long)view_pairing(v)->n_pairs) : sel,
 				  a == TB_ACT_NEXT_DIV ? 1 : -1);
 		if (i < 0)
-			tui_message(t, false, "no diverged cell %s %s", a == TB_ACT_NEXT_DIV ? "after" : "before",
-				    tui_cell_label(t, sel, name, sizeof name));
+			view_message(v, false, "no diverged cell %s %s", a == TB_ACT_NEXT_DIV ? "after" : "before",
+				    view_cell_label(v, sel, name, sizeof name));
 		else
 			grid_select(g, i);
-		break;
-	case TB_ACT_METRIC:
-		t->metric = (t->metric + 1) % (int)ui_n_metrics;
-		tui_message(t, false, "metric: %s", ui_metrics[t->metric].name);
 		break;
 	case TB_ACT_FOLD:
 		g->folded = !g->folded;
 		grid_relayout(g);
-		tui_message(t, false, "sub-taps %s", g->folded ? "folded" : "shown");
+		view_message(v, false, "sub-taps %s", g->folded ? "folded" : "shown");
 		break;
 	case TB_ACT_OPEN:
 		if (sel < 0)
-			tui_message(t, false, "nothing dumped here");
-		else if (!tui_cell_ready(t, (size_t)sel))
-			tui_message(t, false, "%s is still being compared", tui_cell_label(t, sel, name, sizeof name));
+			view_message(v, false, "nothing dumped here");
+		else if (!view_cell_ready(v, (size_t)sel))
+			view_message(v, false, "%s is still being compared", view_cell_label(v, sel, name, sizeof name));
 		else
-			tui_open_detail(t, sel);
+			return open;
 		break;
-	case TB_ACT_QUIT: return UI_QUIT;
-	default: return 0;
+	case TB_ACT_QUIT: return ui_flags(UI_QUIT);
+	default: return ui_flags(0);
 	}
-	return UI_HANDLED | UI_REDRAW;
+	return ui_flags(UI_REDRAW);
 }
 
-static unsigned heatmap_click(tui *t, int y, int x)
+static ui_ret heatmap_click(view *v, WINDOW *w, int y, int x)
 {
-	grid *g = &t->g;
+	grid *g = &v->g;
 	int vr = g->top + y - GRID_TOP, vc = g->left + (x - LABEL_W) / CELL_W;
 
-	if (y < GRID_TOP || y >= GRID_TOP + grid_rows(t) || vr >= g->n_vrows)
-		return 0;
+	if (y < GRID_TOP || y >= GRID_TOP + grid_rows(v, w) || vr >= g->n_vrows)
+		return ui_flags(0);
 	g->cur_r = vr;
 	if (x >= LABEL_W && vc < g->n_vcols)
 		g->cur_c = vc;
-	return UI_HANDLED | UI_REDRAW;
+	return ui_flags(UI_REDRAW);
 }
 
 const screen_ops heatmap_screen = {

@@ -1,32 +1,35 @@
 /*
- * The help screen, generated from the keymap (ui/keymap.c) and the command
- * table (ui/cmdline.c): nothing here lists a key or a command by hand.
- * `tbisect --keys` prints the same tables for the man page.
+ * The help screen, generated from the keymap (tui/keymap.c) and the
+ * command table (tui/cmdline.c): nothing here lists a key or a command by
+ * hand.  `tbisect --keys` prints the same tables for the man page.
  */
 #include "config.h"
 
 #include <stdio.h>
 
-#include "cli/commands.h"
+#include "tui/cmdline.h"
 #include "tui/doc.h"
+#include "tui/keymap.h"
+#include "tui/screens/screens.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
-static void help_lines(tui *t, doc *dc)
+/* First document line shown. */
+static int first_line;
+
+static void fill(const view *v, doc *dc)
 {
-	char keys[128];
+	char keys[128], prefix[160];
 
+	(void)v;
 	doc_line(dc, ui_attr(UI_TITLE), "keys");
 	for (int a = 1; a < TB_ACT_COUNT; a++) {
 		tb_action_keys((tb_action)a, keys, sizeof keys);
-		char prefix[160];
 		snprintf(prefix, sizeof prefix, "  %-20s %-17s ", keys, tb_action_infos[a].name);
 		doc_wrap(dc, 0, prefix, 41, tb_action_infos[a].help);
 	}
 	doc_line(dc, 0, "%s", "");
 	doc_line(dc, ui_attr(UI_TITLE), "commands  (after ':'; Tab completes commands, cells and tensor names)");
 	for (size_t i = 0; i < ui_n_cmds; i++) {
-		char prefix[160];
 		snprintf(prefix, sizeof prefix, "  %-38s ", ui_cmds[i].usage);
 		doc_wrap(dc, 0, prefix, 41, ui_cmds[i].help);
 	}
@@ -35,34 +38,28 @@ static void help_lines(tui *t, doc *dc)
 	doc_line(dc, 0, "  . match   ~ close   X diverged   - missing (one side only)   ? not compared yet");
 	doc_line(dc, 0, "  blank: not dumped.  The number is the chosen metric; the color its log scale.");
 	doc_line(dc, 0, "  colors: %s (NO_COLOR=1 for none)", ui_theme_mode_name());
-	(void)t;
 }
 
-int tb_cmd_keys(void)
+static void help_open(view *v, long cell)
 {
-	char keys[128];
-
-	for (int a = 1; a < TB_ACT_COUNT; a++) {
-		tb_action_keys((tb_action)a, keys, sizeof keys);
-		printf("key\t%s\t%s\t%s\n", keys, tb_action_infos[a].name, tb_action_infos[a].help);
-	}
-	for (size_t i = 0; i < ui_n_cmds; i++)
-		printf("command\t%s\t%s\n", ui_cmds[i].usage, ui_cmds[i].help);
-	return fflush(stdout) == 0 ? TB_EXIT_OK : TB_EXIT_BAD_INPUT;
+	(void)v;
+	(void)cell;
+	first_line = 0;
 }
 
-static void help_draw(tui *t, WINDOW *w)
+static void help_draw(view *v, WINDOW *w)
 {
-	doc_screen_draw(t, w, "tbisect help   (Esc/q back, Up/Down scroll)", help_lines, t->help_scroll);
+	doc_screen_draw(v, w, "tbisect help   (Esc/q back, Up/Down scroll)", fill, first_line);
 }
 
-static unsigned help_action(tui *t, tb_action a)
+static ui_ret help_action(view *v, WINDOW *w, tb_action a)
 {
-	return doc_screen_action(t, a, help_lines, &t->help_scroll);
+	return doc_screen_action(v, w, a, fill, &first_line);
 }
 
 const screen_ops help_screen = {
 	.name = "help",
+	.open = help_open,
 	.draw = help_draw,
 	.action = help_action,
 };

@@ -10,16 +10,19 @@
 #include <time.h>
 
 #include "tui/doc.h"
+#include "tui/screens/screens.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
 
-static void history_lines(tui *t, doc *dc)
+/* First document line shown. */
+static int first_line;
+
+static void fill(const view *v, doc *dc)
 {
-	const tb_history *h = &t->hist;
+	const tb_history *h = &v->hist;
 
 	if (h->path[0])
 		doc_wrap(dc, ui_attr(UI_DIM), "  file ", 7, h->path);
-	else if (t->opt->no_history)
+	else if (v->no_history)
 		doc_line(dc, ui_attr(UI_DIM), "  not kept (--no-history): the passes of this session only");
 	else
 		doc_line(dc, ui_attr(UI_DIM), "  not kept on disk: the passes of this session only");
@@ -49,22 +52,30 @@ static void history_lines(tui *t, doc *dc)
 	}
 }
 
-static void history_draw(tui *t, WINDOW *w)
+static void history_open(view *v, long cell)
+{
+	(void)v;
+	(void)cell;
+	first_line = 0;
+}
+
+static void history_draw(view *v, WINDOW *w)
 {
 	char title[160];
 
 	snprintf(title, sizeof title, "history: %zu pass%s of this pair, newest first   (Esc/q back, Up/Down scroll)",
-		 t->hist.n, t->hist.n == 1 ? "" : "es");
-	doc_screen_draw(t, w, title, history_lines, t->history_scroll);
+		 v->hist.n, v->hist.n == 1 ? "" : "es");
+	doc_screen_draw(v, w, title, fill, first_line);
 }
 
-static unsigned history_action(tui *t, tb_action a)
+static ui_ret history_action(view *v, WINDOW *w, tb_action a)
 {
-	return doc_screen_action(t, a, history_lines, &t->history_scroll);
+	return doc_screen_action(v, w, a, fill, &first_line);
 }
 
 const screen_ops history_screen = {
 	.name = "history",
+	.open = history_open,
 	.draw = history_draw,
 	.action = history_action,
 };

@@ -1,0 +1,194 @@
+#include "config.h"
+
+#include <string.h>
+
+#include "run/run.h"
+
+void tb_run_opts_init(tb_run_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	tb_open_opts_init(&o->open);
+	tb_tolerance_default(&o->tol);
+	o->origin_factor = TB_ORIGIN_FACTOR;
+}
+
+int tb_run_config_load(tb_run_config *cfg, const tb_run_opts *o, tb_err *err)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->opts = *o;
+	cfg->rules = tb_ruleset_new();
+	if (!cfg->rules)
+		return tb_err_set(err, NULL, "out of memory");
+	if (tb_ruleset_add_standard(cfg->rules, o->rules_file, err) < 0 ||
+	    (o->tol_file && tb_tolfile_load(o->tol_file, &cfg->tolfile, err) < 0)) {
+		tb_run_config_done(cfg);
+		return -1;
+	}
+	return 0;
+}
+
+void tb_run_config_done(tb_run_config *cfg)
+{
+	tb_ruleset_free(cfg->rules);
+	tb_tolfile_free(cfg->tolfile);
+	memset(cfg, 0, sizeof *cfg);
+}
+
+tb_diag_opts tb_run_diag_opts(const tb_run_config *cfg)
+{
+	tb_diag_opts d = {
+		.rules = cfg->rules,
+		.heads = cfg->opts.heads,
+		.kv_heads = cfg->opts.kv_heads,
+		.origin_factor = cfg->opts.origin_factor,
+	};
+
+	return d;
+}
+
+static double monotonic_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
+{
+	const tb_run_opts *o = &cfg->opts;
+
+	memset(r, 0, sizeof *r);
+	r->cfg = cfg;
+	r->tol = o->tol;
+	clock_gettime(CLOCK_REALTIME, &r->opened);
+	if (tb_session_open(&r->sess, o->ref_path, o->cand_path, &o->open, o->map_file, err) < 0)
+		return -1;
+	r->open = true;
+	return 0;
+}
+
+/* Drop the result and its diagnosis, keeping the trees. */
+static void drop_result(tb_run *r)
+{
+	tb_result_free(r->res);
+	r->res = NULL;
+	if (r->have_diag)
+		tb_diagnosis_done(&r->diag);
+	r->have_diag = false;
+}
+
+int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
+{
+	tb_compare_opts co;
+
+	tb_run_cancel(r);
+	drop_result(r);
+	r->tol = *tol;
+	tb_compare_opts_init(&co);
+	co.tol = *tol;
+	co.threads = r->cfg->opts.threads;
+	if (r->cfg->tolfile) {
+		co.tol_for = tb_tolfile_for_cell;
+		co.tol_ud = r->cfg->tolfile;
+	}
+	r->job = tb_compare_start(r->sess.pairing, &co, err);
+	r->started = monotonic_now();
+	return r->job ? 0 : -1;
+}
+
+bool tb_run_finished(const tb_run *r)
+{
+	return !r->job || tb_job_finished(r->job);
+}
+
+int tb_run_finish(tb_run *r, tb_err *err)
+{
+	tb_diag_opts d = tb_run_diag_opts(r->cfg);
+	tb_job *job = r->job;
+
+	if (!job)
+		return r->res ? 0 : tb_err_set(err, NULL, "no comparison was started");
+	r->job = NULL;
+	if (tb_job_finish(job, &r->res, err) < 0)
+		return -1;
+	if (tb_diagnose(&r->sess, r->res, &d, TB_TARGET_FIRST_DIVERGENCE, &r->diag, err) < 0)
+		return -1;
+	r->have_diag = true;
+	return 0;
+}
+
+void tb_run_cancel(tb_run *r)
+{
+	tb_result *res;
+	tb_err err;
+
+	if (!r->job)
+		return;
+	tb_job_cancel(r->job);
+	if (tb_job_finish(r->job, &res, &err) == 0)
+		tb_result_free(res);
+	r->job = NULL;
+}
+
+int tb_run_exec(tb_run *r, const tb_run_config *cfg, tb_err *err)
+{
+	if (tb_run_open(r, cfg, err) < 0 || tb_run_start(r, &cfg->opts.tol, err) < 0)
+		return -1;
+	return tb_run_finish(r, err);
+}
+
+int tb_run_exit_code(const tb_run *r)
+{
+	return r->res && r->res->verdict == TB_ST_DIVERGED ? TB_EXIT_DIVERGED : TB_EXIT_OK;
+}
+
+void tb_run_move(tb_run *dst, tb_run *src)
+{
+	tb_run_free(dst);
+	*dst = *src;
+	memset(src, 0, sizeof *src);
+}
+
+void tb_run_free(tb_run *r)
+{
+	tb_run_cancel(r);
+	drop_result(r);
+	if (r->open)
+		tb_session_free(&r->sess);
+	memset(r, 0, sizeof *r);
+}
+
+int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (tb_namer_new(cfg->opts.map_file, &out->namer, err) < 0 ||
+	    tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0) {
+		tb_listing_free(out);
+		return -1;
+	}
+	tb_tree_names_init(&out->names, out->tree);
+	return 0;
+}
+
+void tb_listing_free(tb_listing *l)
+{
+	tb_tree_free(l->tree);
+	tb_namer_free(l->namer);
+	memset(l, 0, sizeof *l);
+}
+
+int tb_run_record(const tb_run *r, tb_history *h, bool memory_fallback, tb_err *err)
+{
+	if (!h->in_memory) {
+		tb_history_free(h);
+		tb_history_open(&r->sess, h);
+		if (!h->path[0] && memory_fallback) {
+			char warning[sizeof h->warning];
+			memcpy(warning, h->warning, sizeof warning);
+			tb_history_init_memory(h);
+			memcpy(h->warning, warning, sizeof warning);
+		}
+	}
+	return tb_history_record(h, &r->sess, r->res, r->have_diag ? &r->diag : NULL, err);
+}

@@ -1,0 +1,33 @@
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "cli/commands.h"
+#include "run/run.h"
+#include "tui/tui.h"
+
+int tb_cmd_tui(const tb_options *o)
+{
+	const char *script = getenv("TBISECT_SCRIPT");
+	tui_opts to = {0};
+	tb_run_opts ro;
+	tb_run_config cfg;
+	tb_run run = {0};
+	tb_err err;
+	int rc;
+
+	tb_run_opts_from(o, &ro);
+	if (tb_run_config_load(&cfg, &ro, &err) < 0)
+		return tb_die(&err);
+	if (tb_run_open(&run, &cfg, &err) < 0) {
+		tb_run_config_done(&cfg);
+		return tb_die(&err);
+	}
+	to.cfg = &cfg;
+	to.watch = o->watch;
+	to.no_history = o->no_history;
+	to.script = script && *script ? script : NULL;
+	rc = tui_main(&to, &run);
+	tb_run_config_done(&cfg);
+	return rc;
+}

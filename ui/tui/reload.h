@@ -1,0 +1,33 @@
+/*
+ * reload: the runs of the interactive view, all through src/run: the
+ * first load, reloads (r, :reload, or --watch once the changed files have
+ * gone quiet) and comparisons at a new tolerance (:tol).  A reload opens
+ * both trees again and compares them in the background while the last
+ * good view stays; when it succeeds its result takes the place of the
+ * shown one with the cursor, fold and filter carried over, the cells whose
+ * status changed are flagged, and the pass is recorded (src/run/history)
+ * with its movement for the banner.  A reload that fails leaves the last
+ * good view and says why.  Every function returns UI_* flags for the loop.
+ */
+#ifndef TB_UI_RELOAD_H
+#define TB_UI_RELOAD_H
+
+#include <stdbool.h>
+
+#include "tui/view.h"
+
+/* Start comparing the trees of v->run (opened) at v->tol: a pass. */
+unsigned reload_first(view *v);
+/* Open both trees again and compare them in the background; without a
+ * good view yet, the new trees replace the shown ones at once. */
+unsigned reload_start(view *v);
+/* Compare the shown trees again at v->tol; records no pass. */
+unsigned reload_recompare(view *v);
+/* Poll the comparison, the background reload and --watch. */
+unsigned reload_poll(view *v);
+/* Whether a comparison or a reload is under way. */
+bool reload_busy(const view *v);
+/* Stop everything and free what the view's runs hold. */
+void reload_done(view *v);
+
+#endif

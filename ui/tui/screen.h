@@ -1,0 +1,62 @@
+/*
+ * screen: the interface between the loop and its screens (heatmap,
+ * detail, causes, help, history).  A screen is a screen_ops table; each
+ * keeps its own state in its file.  Handlers never touch the screen stack
+ * nor call another screen: they return a ui_ret saying what the loop
+ * should do (redraw, go back, go home to the heatmap, open a screen on a
+ * cell, quit), and the loop, the only owner of the stack, does it.
+ */
+#ifndef TB_UI_SCREEN_H
+#define TB_UI_SCREEN_H
+
+#include <curses.h>
+
+#include "tui/keymap.h"
+#include "tui/view.h"
+
+/* What a handler asks the loop to do. */
+enum {
+	UI_REDRAW = 1 << 0,
+	UI_BACK = 1 << 1,    /* close the screen on top */
+	UI_HOME = 1 << 2,    /* close every screen above the heatmap */
+	UI_QUIT = 1 << 3,
+	UI_FOLLOW = 1 << 4,  /* the shown result was replaced: screens follow it */
+	UI_FATAL = 1 << 5,   /* leave with the message line as the error */
+};
+
+typedef enum screen_id {
+	SCREEN_NONE,
+	SCREEN_HEATMAP,
+	SCREEN_DETAIL,
+	SCREEN_CAUSES,
+	SCREEN_HELP,
+	SCREEN_HISTORY,
+	SCREEN_COUNT
+} screen_id;
+
+typedef struct ui_ret {
+	unsigned flags;
+	screen_id open; /* a screen to open on top, or SCREEN_NONE */
+	long cell;      /* the cell it opens on (detail) */
+} ui_ret;
+
+typedef struct screen_ops {
+	const char *name;
+	/* Before the screen is shown, on a cell (detail) or -1. */
+	void (*open)(view *v, long cell);
+	void (*draw)(view *v, WINDOW *w);
+	/* w: the window the screen draws in (its size pages). */
+	ui_ret (*action)(view *v, WINDOW *w, tb_action a);
+	ui_ret (*click)(view *v, WINDOW *w, int y, int x); /* may be NULL */
+	/* The result was replaced by a reload: follow it, or ask UI_BACK. */
+	ui_ret (*follow)(view *v); /* may be NULL */
+} screen_ops;
+
+static inline ui_ret ui_flags(unsigned flags)
+{
+	ui_ret r = {.flags = flags};
+
+	return r;
+}
+
+#endif
