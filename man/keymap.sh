@@ -2,8 +2,8 @@
 # keymap.sh: the KEYMAP part of tbisect(1), in mdoc, from the key and
 # command tables of the interactive view.  tests/e2e/man.sh checks that
 # man/tbisect.1 holds exactly this text between its BEGIN KEYMAP and END
-# KEYMAP lines.  To update the page after changing ui/keymap.h or
-# ui/cmdline.c, run from the build directory:
+# KEYMAP lines.  To update the page after changing ui/tui/keymap.h or
+# ui/tui/cmdline.c, run from the build directory:
 #
 #   ./tbisect --keys | sh ../man/keymap.sh
 #

@@ -127,6 +127,8 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.pairing = view_pairing(v);
 	rep.result = v->run.res;
 	rep.diag = view_diag(v);
+	/* What the diagnosis measured, as `check --json --features` writes it. */
+	rep.show_features = rep.diag != NULL;
 	text = tb_report_json(&rep);
 	if (!text) {
 		view_message(v, true, "export: out of memory");
@@ -185,7 +187,7 @@ const ui_cmd ui_cmds[] = {
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export FILE.json", .exec = cmd_export, .complete = CMP_FILE,
-	 .help = "write the JSON report (as 'tbisect check --json') to FILE"},
+	 .help = "write the JSON report (as 'tbisect check --json --features') to FILE"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
 	 .help = "compare both trees again: a new pass (as r)"},
 	{.name = "history", .usage = "history", .action = TB_ACT_HISTORY, .complete = CMP_NONE,
