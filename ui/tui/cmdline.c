@@ -48,7 +48,7 @@ static ui_ret cmd_goto(view *v, char *args)
 		return ui_flags(0);
 	}
 	grid_select(&v->g, i);
-	return ui_flags(UI_HOME | UI_REDRAW);
+	return ui_flags(UI_HOME);
 }
 
 static ui_ret cmd_tol(view *v, char *args)
@@ -105,7 +105,7 @@ static ui_ret cmd_filter(view *v, char *args)
 		view_message(v, false, "filter '%s': %d rows, %d columns shown", args, v->g.n_vrows, v->g.n_vcols);
 	else
 		view_message(v, false, "filter cleared");
-	return ui_flags(UI_HOME | UI_REDRAW);
+	return ui_flags(UI_HOME);
 }
 
 static ui_ret cmd_export(view *v, char *args)
@@ -143,7 +143,7 @@ static ui_ret cmd_export(view *v, char *args)
 	free(text);
 	view_message(v, false, "wrote %s (%zu cells, verdict %s)", args, v->run.res->n_cells,
 		     tb_status_name(v->run.res->verdict));
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 /* The screen's text, as the terminal shows it, into a file. */
@@ -227,7 +227,7 @@ ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 			return c->exec(v, args);
 		call->action = c->action;
 		snprintf(call->arg, sizeof call->arg, "%s", args);
-		return ui_flags(UI_REDRAW);
+		return ui_flags(0);
 	}
 	view_message(v, true, "unknown command '%s' (try :help)", cmd);
 	return ui_flags(0);

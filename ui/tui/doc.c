@@ -88,9 +88,9 @@ ui_ret doc_screen_action(const view *v, WINDOW *w, tb_action a, doc_fill fill, i
 	case TB_ACT_TOP: *scroll = 0; break;
 	case TB_ACT_BOTTOM: *scroll = dc.y; break;
 	case TB_ACT_BACK:
-	case TB_ACT_QUIT: return ui_flags(UI_BACK | UI_REDRAW);
+	case TB_ACT_QUIT: return ui_flags(UI_BACK);
 	default: return ui_flags(0);
 	}
 	*scroll = doc_clamp(*scroll, dc.y, h);
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }

@@ -189,12 +189,12 @@ static ui_ret set_metric(view *v, const char *name)
 	}
 	v->metric = m;
 	view_message(v, false, "metric: %s", ui_metrics[m].name);
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 static ui_ret open_screen(screen_id id)
 {
-	ui_ret r = {.flags = UI_REDRAW, .open = id, .cell = -1};
+	ui_ret r = {.open = id, .cell = -1};
 
 	return r;
 }
@@ -213,15 +213,15 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_HELP: return open_screen(SCREEN_HELP);
 	case TB_ACT_CAUSES: return open_screen(SCREEN_CAUSES);
 	case TB_ACT_HISTORY: return open_screen(SCREEN_HISTORY);
-	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v) | UI_REDRAW);
+	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
 	case TB_ACT_SEARCH:
 		prompt_open(&l->v, a == TB_ACT_PROMPT ? ':' : '/');
-		return ui_flags(UI_REDRAW);
+		return ui_flags(0);
 	case TB_ACT_REDRAW:
 		clearok(curscr, TRUE);
-		return ui_flags(UI_REDRAW);
+		return ui_flags(0);
 	case TB_ACT_CLICK:
 		if (getmouse(&ev) != OK || !(ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_RELEASED)))
 			return ui_flags(0);
@@ -323,7 +323,7 @@ static bool poll_runs(loop *l)
 	unsigned flags = reload_poll(&l->v);
 
 	act(l, ui_flags(flags));
-	return flags != 0;
+	return flags & UI_REDRAW;
 }
 
 /* --- script mode: keys and commands from a file, for exact screens --- */

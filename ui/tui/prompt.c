@@ -83,7 +83,6 @@ static void line_cb(char *line)
 			rl_ret.flags |= run_search(v, line);
 		free(line);
 	}
-	rl_ret.flags |= UI_REDRAW;
 }
 
 /* Candidate k for a completion kind, or NULL past the last. */
@@ -241,7 +240,7 @@ ui_ret prompt_key(view *v, int key, cmd_call *call)
 	rl_view = v;
 	rl_call = call;
 	call->action = TB_ACT_NONE;
-	rl_ret = ui_flags(UI_REDRAW);
+	rl_ret = ui_flags(0);
 	if (key == 27 || key == 3) {
 		prompt_close();
 		return rl_ret;

@@ -14,7 +14,8 @@
 #include "tui/keymap.h"
 #include "tui/view.h"
 
-/* What a handler asks the loop to do. */
+/* What a handler asks the loop to do.  The loop draws after every key; a
+ * poll of the runs asks for a draw with UI_REDRAW. */
 enum {
 	UI_REDRAW = 1 << 0,
 	UI_BACK = 1 << 1,    /* close the screen on top */

@@ -220,7 +220,7 @@ static ui_ret detail_follow(view *v)
 	if (pair < 0 || !view_cell_ready(v, (size_t)pair)) {
 		tb_cell_name(&d_state.cell, name, sizeof name);
 		view_message(v, true, "%s is no longer dumped: detail closed", name);
-		return ui_flags(UI_BACK | UI_REDRAW);
+		return ui_flags(UI_BACK);
 	}
 	load(v, pair);
 	c = cur_cell(v);
@@ -230,7 +230,7 @@ static ui_ret detail_follow(view *v)
 		load_channels(v);
 	}
 	d_state.scroll = scroll;
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 /* Both sides' statistics beside every metric, then the worst element. */
@@ -548,14 +548,14 @@ static ui_ret detail_action(view *v, WINDOW *w, tb_action a)
 			set_pos(v, p);
 		break;
 	case TB_ACT_BACK:
-	case TB_ACT_QUIT: return ui_flags(UI_BACK | UI_REDRAW);
+	case TB_ACT_QUIT: return ui_flags(UI_BACK);
 	default: return ui_flags(0);
 	}
 	if (d->scroll > max)
 		d->scroll = max;
 	if (d->scroll < 0)
 		d->scroll = 0;
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 static ui_ret detail_click(view *v, WINDOW *w, int y, int x)
@@ -566,7 +566,7 @@ static ui_ret detail_click(view *v, WINDOW *w, int y, int x)
 	if (d->strip_y < 0 || (y != d->strip_y && y != d->strip_y + 1) || x < d->strip_x)
 		return ui_flags(0);
 	set_pos(v, d->strip_left + (x - d->strip_x));
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 const screen_ops detail_screen = {

@@ -382,7 +382,7 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 	grid *g = &v->g;
 	long sel = grid_selected(g), i;
 	char name[TB_CELL_NAME_MAX];
-	ui_ret open = {.flags = UI_REDRAW, .open = SCREEN_DETAIL, .cell = sel};
+	ui_ret open = {.open = SCREEN_DETAIL, .cell = sel};
 
 	switch (a) {
 	case TB_ACT_UP: grid_move(g, -1, 0); break;
@@ -426,7 +426,7 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 	case TB_ACT_QUIT: return ui_flags(UI_QUIT);
 	default: return ui_flags(0);
 	}
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 static ui_ret heatmap_click(view *v, WINDOW *w, int y, int x)
@@ -439,7 +439,7 @@ static ui_ret heatmap_click(view *v, WINDOW *w, int y, int x)
 	g->cur_r = vr;
 	if (x >= LABEL_W && vc < g->n_vcols)
 		g->cur_c = vc;
-	return ui_flags(UI_REDRAW);
+	return ui_flags(0);
 }
 
 const screen_ops heatmap_screen = {
