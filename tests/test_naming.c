@@ -200,6 +200,11 @@ static void test_map_errors(void **state)
 		  "{\"match\": \"(a)\\\\1\", \"tap\": \"attn\", \"layer\": \"1\"}]}",
 		  "rule 1: \"match\" uses a back-reference");
 	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"bogus\", \"layer\": \"1\"}]}", "rule 0: \"tap\": 'bogus'");
+	/* Perl classes read as letters in POSIX: refused, with the POSIX spelling. */
+	map_error("{\"rules\": [{\"match\": \"^blk(\\\\d+)$\", \"tap\": \"attn\", \"layer\": \"\\\\1\"}]}",
+		  "rule 0: \"match\" uses \\d, a Perl class POSIX regular expressions lack: write [0-9]");
+	map_error("{\"rules\": [{\"match\": \"^a\\\\sb$\", \"tap\": \"embed\"}]}", "uses \\s, a Perl class");
+	map_error("{\"rules\": [{\"match\": \"^\\\\w+$\", \"tap\": \"embed\"}]}", "write [A-Za-z0-9_]");
 	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"attn\"}]}", "needs a \"layer\"");
 	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": \"attn\", \"layer\": true}]}", "\"layer\" must be");
 	map_error("{\"rules\": [{\"match\": \"x\", \"tap\": 3, \"layer\": \"1\"}]}", "\"tap\" must be a string");

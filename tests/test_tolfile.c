@@ -114,6 +114,7 @@ static void test_errors(void **state)
 	tol_error("[{\"match\": \"a\"}, {\"match\": \"b\", \"mode\": \"x\"}]", "entry 1: \"mode\"");
 	tol_error("[{\"match\": \"a\", \"tol\": 1}]", "entry 0: unknown field \"tol\"");
 	tol_error("[{\"match\": \"(a)\\\\1\"}]", "back-reference");
+	tol_error("[{\"match\": \"L\\\\d+\\\\.attn\"}]", "entry 0: \"match\" uses \\d, a Perl class");
 }
 
 int main(void)

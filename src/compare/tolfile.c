@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/jsonutil.h"
+#include "base/pattern.h"
 #include "compare/tolfile.h"
 
 #define TOL_MAX_BYTES (1024 * 1024)
@@ -53,7 +54,7 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	static const char *const known[] = {"match", "atol", "rtol", "diverge", "max_kl", "mode"};
 	const cJSON *match = cJSON_GetObjectItemCaseSensitive(e, "match"), *mode, *it;
 	char msg[256];
-	int ec;
+	int rc;
 
 	if (!cJSON_IsObject(e))
 		return tb_err_set(err, path, "tolerance entry %zu is not an object", i);
@@ -78,14 +79,11 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 		te->tol.absolute = !strcmp(mode->valuestring, "abs");
 		te->set |= SET_MODE;
 	}
-	for (const char *p = match->valuestring; *p; p++)
-		if (p[0] == '\\' && p[1] >= '1' && p[1] <= '9')
-			return tb_err_set(err, path, "tolerance entry %zu: \"match\" uses a back-reference, which is refused", i);
-	ec = regcomp(&te->re, match->valuestring, REG_EXTENDED);
-	if (ec != 0) {
-		regerror(ec, &te->re, msg, sizeof msg);
-		return tb_err_set(err, path, "tolerance entry %zu: \"match\": %s", i, msg);
-	}
+	rc = tb_pattern_compile(&te->re, match->valuestring, 0, msg, sizeof msg);
+	if (rc < 0)
+		return tb_err_set(err, path,
+				  rc == TB_PATTERN_REFUSED ? "tolerance entry %zu: \"match\" %s" : "tolerance entry %zu: \"match\": %s",
+				  i, msg);
 	te->pattern = strdup(match->valuestring);
 	if (!te->pattern) {
 		regfree(&te->re);

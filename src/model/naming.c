@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/jsonutil.h"
+#include "base/pattern.h"
 #include "model/naming.h"
 
 #define MAP_MAX_BYTES (1024 * 1024)
@@ -319,19 +320,6 @@ static char *template_string(const cJSON *item, bool allow_int)
 	return NULL;
 }
 
-/* glibc's matcher can take exponential time on back-references. */
-static bool has_backreference(const char *re)
-{
-	for (const char *p = re; *p; p++) {
-		if (*p == '\\') {
-			if (p[1] >= '1' && p[1] <= '9')
-				return true;
-			if (p[1])
-				p++;
-		}
-	}
-	return false;
-}
 
 static int load_map(tb_namer *namer, const char *path, tb_err *err)
 {
@@ -363,7 +351,6 @@ static int load_map(tb_namer *namer, const char *path, tb_err *err)
 		const cJSON *tap = cJSON_GetObjectItemCaseSensitive(r, "tap");
 		map_rule *mr = &namer->rules[i];
 		char msg[256];
-		int ec;
 
 		if (!cJSON_IsObject(r)) {
 			tb_err_set(err, path, "map rule %zu is not an object", i);
@@ -373,14 +360,10 @@ static int load_map(tb_namer *namer, const char *path, tb_err *err)
 			tb_err_set(err, path, "map rule %zu: \"match\" must be a string", i);
 			goto out;
 		}
-		if (has_backreference(match->valuestring)) {
-			tb_err_set(err, path, "map rule %zu: \"match\" uses a back-reference, which is refused", i);
-			goto out;
-		}
-		ec = regcomp(&mr->re, match->valuestring, REG_EXTENDED);
-		if (ec != 0) {
-			regerror(ec, &mr->re, msg, sizeof msg);
-			tb_err_set(err, path, "map rule %zu: \"match\": %s", i, msg);
+		int pc = tb_pattern_compile(&mr->re, match->valuestring, 0, msg, sizeof msg);
+		if (pc < 0) {
+			tb_err_set(err, path, pc == TB_PATTERN_REFUSED ? "map rule %zu: \"match\" %s" : "map rule %zu: \"match\": %s",
+				   i, msg);
 			goto out;
 		}
 		namer->n_rules = ++i;

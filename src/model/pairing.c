@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,18 @@ static int cmp_mapped(const void *a, const void *b)
 	return c ? c : strcmp(x->t->name, y->t->name);
 }
 
-static int add_unpaired(tb_pairing *p, int side, const tb_tensor *t, const char *reason)
+const char *tb_unpaired_reason(tb_unpaired_kind kind)
+{
+	static const char *const reasons[] = {
+		[TB_UNP_UNMAPPED] = "no naming rule matched",
+		[TB_UNP_DUPLICATE] = "another tensor of this tree maps to the same cell",
+		[TB_UNP_ONE_SIDED] = "no tensor of the other tree maps to its cell",
+	};
+
+	return reasons[kind];
+}
+
+static int add_unpaired(tb_pairing *p, int side, const tb_tensor *t, tb_unpaired_kind kind)
 {
 	tb_unpaired *u = realloc(p->unp[side], (p->n_unp[side] + 1) * sizeof *u);
 
@@ -40,7 +52,8 @@ static int add_unpaired(tb_pairing *p, int side, const tb_tensor *t, const char 
 		return -1;
 	p->unp[side] = u;
 	u[p->n_unp[side]].tensor = t;
-	u[p->n_unp[side]].reason = reason;
+	u[p->n_unp[side]].kind = kind;
+	u[p->n_unp[side]].reason = tb_unpaired_reason(kind);
 	p->n_unp[side]++;
 	return 0;
 }
@@ -61,7 +74,7 @@ static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer
 			m[k++].t = t;
 		} else if (tb_name_is_token_ids(t->name)) {
 			continue; /* input ids are no cell; the sanity checks compare them */
-		} else if (add_unpaired(p, side, t, "no naming rule matched") < 0) {
+		} else if (add_unpaired(p, side, t, TB_UNP_UNMAPPED) < 0) {
 			free(m);
 			return -1;
 		}
@@ -69,7 +82,7 @@ static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer
 	qsort(m, k, sizeof *m, cmp_mapped);
 	for (size_t i = 0; i < k; i++) {
 		if (w > 0 && tb_cell_eq(&m[w - 1].cell, &m[i].cell)) {
-			if (add_unpaired(p, side, m[i].t, "another tensor of this tree maps to the same cell") < 0) {
+			if (add_unpaired(p, side, m[i].t, TB_UNP_DUPLICATE) < 0) {
 				free(m);
 				return -1;
 			}
@@ -106,9 +119,9 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 			pr->cell = b[j].cell;
 			pr->cand = b[j++].t;
 		}
-		if (!pr->ref && add_unpaired(p, 1, pr->cand, "no tensor of the other tree maps to its cell") < 0)
+		if (!pr->ref && add_unpaired(p, 1, pr->cand, TB_UNP_ONE_SIDED) < 0)
 			goto oom;
-		if (!pr->cand && add_unpaired(p, 0, pr->ref, "no tensor of the other tree maps to its cell") < 0)
+		if (!pr->cand && add_unpaired(p, 0, pr->ref, TB_UNP_ONE_SIDED) < 0)
 			goto oom;
 		if (pr->cell.layer + 1 > p->n_layers)
 			p->n_layers = pr->cell.layer + 1;
@@ -149,4 +162,48 @@ size_t tb_pairing_complete(const tb_pairing *p)
 	for (size_t i = 0; i < p->n_pairs; i++)
 		n += p->pairs[i].ref && p->pairs[i].cand;
 	return n;
+}
+
+void tb_pairing_coverage(const tb_pairing *p, tb_coverage *c)
+{
+	memset(c, 0, sizeof *c);
+	for (size_t i = 0; i < p->n_pairs; i++) {
+		const tb_pair *pr = &p->pairs[i];
+		bool layer = pr->cell.layer >= 0;
+		c->paired += pr->ref && pr->cand;
+		c->layer_paired += layer && pr->ref && pr->cand;
+		c->layer_tensors[0] += layer && pr->ref;
+		c->layer_tensors[1] += layer && pr->cand;
+	}
+	for (int side = 0; side < 2; side++) {
+		/* Every tensor is in a complete pair or unpaired, one-sided cells too. */
+		c->tensors[side] = c->paired + p->n_unp[side];
+		for (size_t i = 0; i < p->n_unp[side]; i++) {
+			const tb_unpaired *u = &p->unp[side][i];
+			/* A layer index is the likeliest number in a tensor's name. */
+			if (u->kind == TB_UNP_UNMAPPED && strpbrk(u->tensor->name, "0123456789"))
+				c->layer_tensors[side]++;
+		}
+	}
+}
+
+bool tb_coverage_poor(const tb_coverage *c)
+{
+	size_t smaller = c->tensors[0] < c->tensors[1] ? c->tensors[0] : c->tensors[1];
+
+	if (c->layer_tensors[0] && c->layer_tensors[1] && !c->layer_paired)
+		return true;
+	return c->paired * 2 < smaller;
+}
+
+void tb_coverage_text(const tb_coverage *c, char *buf, size_t size)
+{
+	size_t smaller = c->tensors[0] < c->tensors[1] ? c->tensors[0] : c->tensors[1];
+
+	if (c->paired * 2 < smaller)
+		snprintf(buf, size, "only %zu of %zu tensors paired (ref %zu, cand %zu)", c->paired, smaller,
+			 c->tensors[0], c->tensors[1]);
+	else
+		snprintf(buf, size, "no layer tensor paired, %zu of %zu tensors in all (ref %zu, cand %zu)", c->paired,
+			 smaller, c->tensors[0], c->tensors[1]);
 }

@@ -10,6 +10,7 @@
 #ifndef TB_PAIRING_H
 #define TB_PAIRING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "model/naming.h"
@@ -22,8 +23,18 @@ typedef struct tb_pair {
 	tb_tensor *cand; /* NULL when the cell is only in the reference */
 } tb_pair;
 
+typedef enum tb_unpaired_kind {
+	TB_UNP_UNMAPPED,  /* no naming rule matched */
+	TB_UNP_DUPLICATE, /* another tensor of its tree took the cell */
+	TB_UNP_ONE_SIDED, /* no tensor of the other tree maps to its cell */
+} tb_unpaired_kind;
+
+/* "no naming rule matched", ... */
+const char *tb_unpaired_reason(tb_unpaired_kind kind);
+
 typedef struct tb_unpaired {
 	const tb_tensor *tensor;
+	tb_unpaired_kind kind;
 	const char *reason; /* static text: "no naming rule matched", ... */
 } tb_unpaired;
 
@@ -44,6 +55,23 @@ void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree);
 int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, tb_pairing **out,
 		     tb_err *err);
 void tb_pairing_free(tb_pairing *p);
+
+/* How much of the two trees paired (CONTRACT §1, "Coverage"); token ids
+ * count on neither side. */
+typedef struct tb_coverage {
+	size_t paired;           /* cells with a tensor on both sides */
+	size_t tensors[2];       /* per side */
+	size_t layer_tensors[2]; /* of them: mapped to a cell inside a layer, or
+				  * unmapped with a number in the name */
+	size_t layer_paired;     /* paired cells inside a layer */
+} tb_coverage;
+
+void tb_pairing_coverage(const tb_pairing *p, tb_coverage *c);
+/* Too little paired to conclude anything: under one half of the smaller
+ * side's tensors, or layer tensors on both sides and none of them paired. */
+bool tb_coverage_poor(const tb_coverage *c);
+/* "only 1 of 23 tensors paired (ref 23, cand 23)" */
+void tb_coverage_text(const tb_coverage *c, char *buf, size_t size);
 
 /* Index of the pair for a cell, or -1. */
 long tb_pairing_find(const tb_pairing *p, const tb_cell *cell);

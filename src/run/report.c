@@ -136,9 +136,12 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 static cJSON *first_div_json(const tb_cell_result *c)
 {
 	cJSON *o = cJSON_CreateObject();
+	char name[TB_CELL_NAME_MAX];
 
 	add_layer(o, c->cell.layer);
 	cJSON_AddStringToObject(o, "tap", c->cell.tap);
+	tb_cell_name(&c->cell, name, sizeof name);
+	cJSON_AddStringToObject(o, "cell", name);
 	add_str_or_null(o, "ref_name", c->ref ? c->ref->name : NULL);
 	add_str_or_null(o, "cand_name", c->cand ? c->cand->name : NULL);
 	if (c->m.first_bad_position >= 0)
@@ -171,11 +174,27 @@ static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, lon
 		cJSON_AddNullToObject(root, key);
 }
 
+/* The warning a partial pairing gets, in every report. */
+static void coverage_warning(const tb_report *r, char *buf, size_t size)
+{
+	char cov[160];
+
+	tb_coverage_text(r->coverage, cov, sizeof cov);
+	snprintf(buf, size, "%s (--allow-partial): the verdict covers the paired cells only, and no cause is named",
+		 cov);
+}
+
 static void diag_json(cJSON *root, const tb_report *r)
 {
 	const tb_diagnosis *d = r->diag;
 	cJSON *warn;
 
+	if (r->coverage) {
+		cJSON *c = cJSON_AddObjectToObject(root, "coverage");
+		cJSON_AddNumberToObject(c, "paired", (double)r->coverage->paired);
+		cJSON_AddNumberToObject(c, "ref_tensors", (double)r->coverage->tensors[0]);
+		cJSON_AddNumberToObject(c, "cand_tensors", (double)r->coverage->tensors[1]);
+	}
 	if (!d)
 		return;
 	add_cell_ref(root, "origin", r->result, d->origin.origin);
@@ -183,6 +202,14 @@ static void diag_json(cJSON *root, const tb_report *r)
 	cJSON_AddStringToObject(root, "origin_text", d->origin.text);
 	add_num(root, "drift_per_layer", d->origin.drift);
 	warn = cJSON_AddArrayToObject(root, "warnings");
+	if (r->partial && r->coverage) {
+		cJSON *o = cJSON_CreateObject();
+		char text[320];
+		coverage_warning(r, text, sizeof text);
+		cJSON_AddStringToObject(o, "id", "coverage");
+		cJSON_AddStringToObject(o, "text", text);
+		cJSON_AddItemToArray(warn, o);
+	}
 	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "id", d->sanity.warnings[i].id);
@@ -423,6 +450,10 @@ static void text_diagnosis(FILE *out, const tb_report *r)
 	}
 	if (res->verdict == TB_ST_MATCH)
 		return;
+	if (r->partial) {
+		fprintf(out, "\nlikely causes: none named on a partial pairing (pair the rest with --map)\n");
+		return;
+	}
 	if (!d->causes.n) {
 		fprintf(out, "\nlikely causes: no diagnosis rule matches this pattern\n");
 		return;
@@ -446,6 +477,11 @@ int tb_report_text(FILE *out, const tb_report *r)
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",
 		res->n_cells, res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED],
 		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
+	if (r->partial && r->coverage) {
+		char text[320];
+		coverage_warning(r, text, sizeof text);
+		fprintf(out, "warning (coverage): %s\n\n", text);
+	}
 	/* Faults of the dumps themselves come before any metric is read. */
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);

@@ -21,6 +21,8 @@ typedef struct tb_report {
 	const tb_pairing *pairing;
 	const tb_result *result;
 	const tb_diagnosis *diag;         /* may be NULL: no diagnosis run */
+	const tb_coverage *coverage;      /* may be NULL: not reported */
+	bool partial;                     /* the coverage is poor (no cause named) */
 	bool show_features;               /* include the target's feature values */
 	const tb_history *history;        /* may be NULL: history off */
 	bool show_history;                /* text report: print the trajectory */

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "run/run.h"
@@ -65,6 +66,16 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	if (tb_session_open(&r->sess, o->ref_path, o->cand_path, &o->open, o->map_file, err) < 0)
 		return -1;
 	r->open = true;
+	tb_pairing_coverage(r->sess.pairing, &r->coverage);
+	r->partial = tb_coverage_poor(&r->coverage);
+	if (r->partial && !o->allow_partial) {
+		char cov[160];
+		tb_coverage_text(&r->coverage, cov, sizeof cov);
+		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (see tbisect-dumps(5), NAMING) or --allow-partial",
+			   o->ref_path, o->cand_path, cov);
+		tb_run_free(r);
+		return -1;
+	}
 	return 0;
 }
 
@@ -115,6 +126,15 @@ int tb_run_finish(tb_run *r, tb_err *err)
 	if (tb_diagnose(&r->sess, r->res, &d, TB_TARGET_FIRST_DIVERGENCE, &r->diag, err) < 0)
 		return -1;
 	r->have_diag = true;
+	/* What was not compared could be the cause, or the origin, as well as
+	 * anything else. */
+	if (r->partial) {
+		char cov[160];
+		tb_causes_free(&r->diag.causes);
+		r->diag.origin.origin = -1;
+		tb_coverage_text(&r->coverage, cov, sizeof cov);
+		snprintf(r->diag.origin.text, sizeof r->diag.origin.text, "not located: %s", cov);
+	}
 	return 0;
 }
 

@@ -40,6 +40,7 @@ typedef struct tb_run_opts {
 	int threads;          /* 0: one per CPU */
 	int heads, kv_heads;  /* 0: infer */
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
+	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 } tb_run_opts;
 
 void tb_run_opts_init(tb_run_opts *o);
@@ -60,6 +61,8 @@ typedef struct tb_run {
 	const tb_run_config *cfg; /* borrowed */
 	tb_session sess;
 	bool open;                /* sess holds the trees */
+	tb_coverage coverage;
+	bool partial;             /* coverage is poor (tb_coverage_poor), allowed by --allow-partial */
 	struct timespec opened;   /* wall clock just before the trees were opened */
 	tb_tolerance tol;         /* what the comparison ran with (before the tolerance file) */
 	tb_job *job;              /* the comparison under way, or NULL */
@@ -70,16 +73,17 @@ typedef struct tb_run {
 } tb_run;
 
 /* Open and pair both trees (the map file is read again each time, so a
- * reload sees an edited map). */
+ * reload sees an edited map).  A pairing too partial to conclude from
+ * fails, unless the options allow it. */
 int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err);
 /* Start comparing the open trees at tolerance tol (the command line's, or
  * one set later), with the tolerance file over it; any earlier result and
  * diagnosis are dropped. */
 int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err);
 bool tb_run_finished(const tb_run *r);
-/* Wait for the comparison, then diagnose it.  -1 when the comparison
- * failed (no result), or when the diagnosis failed (the result stays,
- * have_diag is false). */
+/* Wait for the comparison, then diagnose it (naming no cause on a partial
+ * pairing).  -1 when the comparison failed (no result), or when the
+ * diagnosis failed (the result stays, have_diag is false). */
 int tb_run_finish(tb_run *r, tb_err *err);
 /* Stop the comparison under way, if any (its result is dropped). */
 void tb_run_cancel(tb_run *r);

@@ -36,6 +36,7 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->heads = o->heads;
 	ro->kv_heads = o->kv_heads;
 	ro->origin_factor = o->origin_factor;
+	ro->allow_partial = o->allow_partial;
 }
 
 static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
@@ -85,6 +86,8 @@ int tb_cmd_check(const tb_options *o)
 	rep.pairing = run.sess.pairing;
 	rep.result = run.res;
 	rep.diag = &run.diag;
+	rep.coverage = &run.coverage;
+	rep.partial = run.partial;
 	rep.show_features = o->features;
 	if (write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);

@@ -31,6 +31,7 @@ enum {
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_KEYS,
+	OPT_ALLOW_PARTIAL,
 };
 
 static const struct option long_opts[] = {
@@ -56,6 +57,7 @@ static const struct option long_opts[] = {
 	{"help", no_argument, NULL, OPT_HELP},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{"keys", no_argument, NULL, OPT_KEYS},
+	{"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
 	{NULL, 0, NULL, 0},
 };
 
@@ -76,6 +78,7 @@ void tb_usage(FILE *out)
 	      "  --diverge D       rel_l2 above D marks a cell diverged (default 1e-2)\n"
 	      "  --max-kl K        logits diverge when mean KL(ref||cand) exceeds K (default 0.015)\n"
 	      "  --map FILE        JSON naming map, tried before the built-in conventions\n"
+	      "  --allow-partial   go on when under half the tensors pair (no cause is named then)\n"
 	      "  --rules FILE      extra diagnosis rules (JSON, see tbisect-rules(5))\n"
 	      "  --tol FILE        per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})\n"
 	      "  --origin-factor F a cell whose error exceeds F times its inputs' is where error is born (10)\n"
@@ -170,6 +173,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 			}
 			break;
 		case OPT_FEATURES: o->features = true; break;
+		case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
 		case OPT_HEADS: rc = int_arg("heads", optarg, 1, 65536, &o->heads, msg, size); break;
 		case OPT_KV_HEADS: rc = int_arg("kv-heads", optarg, 1, 65536, &o->kv_heads, msg, size); break;
 		case OPT_JSON: o->json = true; break;

@@ -25,6 +25,7 @@ typedef struct tb_options {
 	const char *tol_file;
 	double origin_factor;
 	bool features;        /* (check) print the target's feature values */
+	bool allow_partial;   /* go on when coverage is poor */
 	int heads, kv_heads;  /* 0: infer */
 	bool json;
 	bool history, no_history, watch;

@@ -127,6 +127,8 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.pairing = view_pairing(v);
 	rep.result = v->run.res;
 	rep.diag = view_diag(v);
+	rep.coverage = &v->run.coverage;
+	rep.partial = v->run.partial;
 	/* What the diagnosis measured, as `check --json --features` writes it. */
 	rep.show_features = rep.diag != NULL;
 	text = tb_report_json(&rep);

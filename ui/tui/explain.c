@@ -29,6 +29,12 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 		if (dg->origin.text[0])
 			doc_wrap(dc, ui_attr(UI_HEADER), "  origin: ", 4, dg->origin.text);
 	}
+	if (v->run.partial) {
+		char cov[160];
+		tb_coverage_text(&v->run.coverage, cov, sizeof cov);
+		doc_wrap(dc, ui_attr(UI_ERROR), "  none named: ", 4, cov);
+		return;
+	}
 	if (which < 0 && r && r->verdict == TB_ST_MATCH) {
 		doc_line(dc, ui_attr(UI_DIM), "  none: no cell diverged");
 		return;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pattern.h"
 #include "tui/grid.h"
 
 /* Columns every heatmap has, dumped or not. */
@@ -202,13 +203,10 @@ void grid_relayout(grid *g)
 int grid_set_filter(grid *g, const char *re, char *msg, size_t size)
 {
 	regex_t nre;
-	int rc;
 
 	if (re && *re) {
-		rc = regcomp(&nre, re, REG_EXTENDED | REG_NOSUB);
-		if (rc != 0) {
-			char why[128];
-			regerror(rc, &nre, why, sizeof why);
+		char why[160];
+		if (tb_pattern_compile(&nre, re, REG_NOSUB, why, sizeof why) < 0) {
 			snprintf(msg, size, "filter: bad regular expression '%s': %s", re, why);
 			return -1;
 		}

@@ -44,6 +44,7 @@ const tb_binding tb_bindings[] = {
 	{'\r', TB_ACT_OPEN},
 	{KEY_ENTER, TB_ACT_OPEN},
 	{'c', TB_ACT_CAUSES},
+	{'u', TB_ACT_UNPAIRED},
 	{'H', TB_ACT_HISTORY},
 	{'r', TB_ACT_RELOAD},
 	{'?', TB_ACT_HELP},

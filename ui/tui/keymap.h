@@ -26,6 +26,7 @@
 	X(FOLD, "fold", "fold or unfold the sub-tap columns (attn.q, mlp.gate, ...)")         \
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
 	X(CAUSES, "causes", "show the causes pane (ranked causes, why, where to look)")       \
+	X(UNPAIRED, "unpaired", "list the tensors that did not pair, both trees side by side, and why") \
 	X(HISTORY, "history", "show the passes: each first divergence and how it moved")   \
 	X(RELOAD, "reload", "compare both trees again: a new pass (--watch: on change)")  \
 	X(HELP, "help", "show this help")                                                     \

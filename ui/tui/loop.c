@@ -42,6 +42,7 @@ static const screen_ops *const screens[SCREEN_COUNT] = {
 	[SCREEN_CAUSES] = &causes_screen,
 	[SCREEN_HELP] = &help_screen,
 	[SCREEN_HISTORY] = &history_screen,
+	[SCREEN_UNPAIRED] = &unpaired_screen,
 };
 
 typedef struct loop {
@@ -213,6 +214,7 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_HELP: return open_screen(SCREEN_HELP);
 	case TB_ACT_CAUSES: return open_screen(SCREEN_CAUSES);
 	case TB_ACT_HISTORY: return open_screen(SCREEN_HISTORY);
+	case TB_ACT_UNPAIRED: return open_screen(SCREEN_UNPAIRED);
 	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
@@ -482,6 +484,9 @@ int tui_main(const tui_opts *o, tb_run *run)
 	start_curses(l, script);
 	if (grid_select(&v->g, 0))
 		v->g.cur_c = 0;
+	/* A partial pairing is the first thing to fix: show what did not pair. */
+	if (v->run.partial)
+		act(l, open_screen(SCREEN_UNPAIRED));
 	run_loop(l, script);
 	ui_shutdown();
 	rc = got_signal ? 128 + got_signal : v->exit_code;

@@ -32,6 +32,7 @@ typedef enum screen_id {
 	SCREEN_CAUSES,
 	SCREEN_HELP,
 	SCREEN_HISTORY,
+	SCREEN_UNPAIRED,
 	SCREEN_COUNT
 } screen_id;
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/pattern.h"
 #include "tui/view.h"
 
 double view_now(void)
@@ -91,12 +92,9 @@ int view_search(view *v, const char *pattern, int dir, char *why, size_t size)
 	const tb_pairing *p = view_pairing(v);
 	long n = (long)p->n_pairs, start = grid_selected(&v->g);
 	regex_t re;
-	int rc = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB | REG_ICASE);
 
-	if (rc != 0) {
-		regerror(rc, &re, why, size);
+	if (tb_pattern_compile(&re, pattern, REG_NOSUB | REG_ICASE, why, size) < 0)
 		return -1;
-	}
 	for (long k = 1; k <= n; k++) {
 		long i = ((start < 0 ? -dir : start) + dir * k + n * 2) % n;
 		if (pair_matches(&re, &p->pairs[i])) {

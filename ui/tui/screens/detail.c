@@ -180,7 +180,7 @@ static void load(view *v, long pair)
 	d->pos = c->m.first_bad_position > 0 ? c->m.first_bad_position : 0;
 	if (!c->ref || !c->cand || view_refuse_stale(v, c))
 		return;
-	if (view_diag(v) && pair != view_first_divergence(v) && c->status == TB_ST_DIVERGED) {
+	if (view_diag(v) && !v->run.partial && pair != view_first_divergence(v) && c->status == TB_ST_DIVERGED) {
 		tb_diag_opts o = tb_run_diag_opts(v->cfg);
 		if (tb_diagnose_cell(&v->run.sess, v->run.res, &o, &v->run.diag, pair, &d->causes, &err) < 0)
 			view_message(v, true, "%s", err.msg);

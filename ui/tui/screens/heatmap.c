@@ -63,6 +63,12 @@ static int banner(const view *v, WINDOW *w, int y0)
 				ui_put(w, y0 + n - 1, last, ui_attr(UI_MARK), "%s", piece);
 		}
 	}
+	if (v->run.partial) {
+		char cov[160], text[256];
+		tb_coverage_text(&v->run.coverage, cov, sizeof cov);
+		snprintf(text, sizeof text, "%s: no cause is named (u: the unpaired tensors)", cov);
+		n += wrap_at(w, y0 < 0 ? y0 : y0 + n, max - n, ui_attr(UI_ERROR), text, &last);
+	}
 	if (v->reload_err[0]) {
 		snprintf(err, sizeof err, "reload failed, showing the last good view: %s", v->reload_err);
 		n += wrap_at(w, y0 < 0 ? y0 : y0 + n, max - n, ui_attr(UI_ERROR), err, &last);
@@ -302,6 +308,10 @@ static void draw_causes_line(view *v, WINDOW *w, int y)
 	}
 	view_cell_label(v, first, name, sizeof name);
 	const tb_diagnosis *dg = view_diag(v);
+	if (v->run.partial) {
+		ui_put(w, y, 0, ui_attr(UI_ERROR), "causes of %s: none named on a partial pairing  (u: unpaired)", name);
+		return;
+	}
 	if (!dg) {
 		ui_put(w, y, 0, ui_attr(UI_DIM), "causes of %s: no diagnosis rules loaded  (c: causes pane)", name);
 		return;

@@ -1,0 +1,108 @@
+#!/bin/sh
+# Coverage before conclusions (CONTRACT §1): a pairing under half the
+# smaller tree, or with layer tensors on both sides and none paired, stops
+# every mode with exit 2 and the counts; --allow-partial goes on with a
+# warning, the coverage in the JSON, and no cause or origin named.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+MKDEMO=$top_builddir/samples/mkdemo
+T=$TAP_TMP
+XDG_STATE_HOME=$T/state
+export XDG_STATE_HOME
+
+"$MKDEMO" --bug rope-style "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
+
+# The candidate under MaxText's module names (none of them built in here):
+# only lm_head -> logits pairs.
+mkdir "$T/maxtext"
+for f in "$T"/cand/*.npy; do
+	b=$(basename "$f" .npy)
+	n=$(echo "$b" | sed -e 's/^model\.layers\.\([0-9]*\)\.input_layernorm$/decoder.layers_\1.pre_self_attention_layer_norm/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.self_attn$/decoder.layers_\1.self_attention/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.post_attention_layernorm$/decoder.layers_\1.post_self_attention_layer_norm/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.mlp$/decoder.layers_\1.mlp/' \
+		-e 's/^model\.layers\.\([0-9]*\)$/decoder.layers_\1/' -e 's/^model\.embed_tokens$/token_embedder/' \
+		-e 's/^model\.norm$/decoder.decoder_norm/' -e 's/^lm_head$/logits/')
+	cp "$f" "$T/maxtext/$n.npy"
+done
+
+expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired (ref 23, cand 23)" \
+	"check: 1 of 23 paired is refused with the counts" "$TBISECT" check "$T/ref" "$T/maxtext"
+check_that "the message names the way out" grep -q -- '--map FILE .*--allow-partial' "$TAP_ERR"
+check_that "the message names the reference too" grep -q -- "$T/ref vs " "$TAP_ERR"
+check_that "no report on stdout" test ! -s "$TAP_OUT"
+expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired" "check --json: refused the same way" \
+	"$TBISECT" check --json "$T/ref" "$T/maxtext"
+check_that "check --json: no report on stdout" test ! -s "$TAP_OUT"
+expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired" "the interactive view: refused before the terminal" \
+	"$TBISECT" "$T/ref" "$T/maxtext"
+check_that "no history was recorded for a refused pairing" test ! -d "$T/state/tbisect"
+
+# --allow-partial: the report goes on, says so, and concludes nothing.
+expect_exit 1 "--allow-partial: the report goes on (logits diverged)" \
+	"$TBISECT" check --json --allow-partial "$T/ref" "$T/maxtext"
+cp "$TAP_OUT" "$T/partial.json"
+json_is "--allow-partial: coverage.paired" coverage.paired 1
+json_is "--allow-partial: coverage.ref_tensors" coverage.ref_tensors 23
+json_is "--allow-partial: coverage.cand_tensors" coverage.cand_tensors 23
+json_is "--allow-partial: the first warning is the coverage" warnings.0.id coverage
+json_is "--allow-partial: no cause is named" 'causes.#' 0
+json_is "--allow-partial: no origin is named" origin null
+json_is "--allow-partial: the first divergence is the one compared cell" first_divergence.cell logits
+check_that "--allow-partial: the warning gives the counts" \
+	sh -c "'$JSONQ' '$T/partial.json' warnings.0.text | grep -q 'only 1 of 23 tensors paired'"
+expect_exit 1 "--allow-partial, text report" "$TBISECT" check --no-history --allow-partial "$T/ref" "$T/maxtext"
+check_that "text: the coverage warning comes first" grep -q '^warning (coverage): only 1 of 23 tensors paired' "$TAP_OUT"
+check_that "text: no cause named" grep -q '^likely causes: none named on a partial pairing' "$TAP_OUT"
+check_that "text: no origin located" grep -q '^origin: not located: only 1 of 23' "$TAP_OUT"
+check_that "text: no 'everything matches' claim" sh -c "! grep -q 'everything matches' '$TAP_OUT'"
+check_that "text: no tied-embeddings verdict" sh -c "! grep -q 'tied-embeddings' '$TAP_OUT'"
+
+# The view under --allow-partial opens on the unpaired tensors, side by side.
+printf ':save-display %s\nq\n:save-display %s\nq\n' "$T/unpaired.txt" "$T/heatmap.txt" >"$T/partial.script"
+expect_exit 1 "the view under --allow-partial runs its script" env TERM=xterm LINES=24 COLUMNS=80 \
+	TBISECT_SCRIPT="$T/partial.script" "$TBISECT" --no-history --allow-partial "$T/ref" "$T/maxtext"
+check_that "the view opens on the unpaired tensors" grep -q '^unpaired tensors: ref 22, cand 22' "$T/unpaired.txt"
+check_that "the unpaired screen gives the coverage" grep -q 'only 1 of 23 tensors paired' "$T/unpaired.txt"
+check_that "both trees side by side, each tensor with why" \
+	grep -q '^- model\.embed_tokens  *? decoder\.decoder_norm$' "$T/unpaired.txt"
+check_that "the heatmap's banner gives the coverage" grep -q 'only 1 of 23 tensors paired .*no cause is named' "$T/heatmap.txt"
+check_that "the heatmap names no cause" grep -q 'none named on a partial pairing' "$T/heatmap.txt"
+printf 'u\n:save-display %s\nq\nq\n' "$T/full.txt" >"$T/full.script"
+expect_exit 1 "u on a full pairing" env TERM=xterm LINES=24 COLUMNS=80 TBISECT_SCRIPT="$T/full.script" \
+	"$TBISECT" --no-history "$T/ref" "$T/cand"
+check_that "u: nothing unpaired" grep -q 'none: every tensor paired' "$T/full.txt"
+
+# Half the tensors pair, but no layer tensor does: still refused.
+mkdir "$T/few-ref" "$T/few-cand"
+for b in model.embed_tokens model.norm lm_head model.layers.0 model.layers.1; do
+	cp "$T/ref/$b.npy" "$T/few-ref/"
+done
+for b in model.embed_tokens model.norm lm_head; do
+	cp "$T/cand/$b.npy" "$T/few-cand/"
+done
+cp "$T/cand/model.layers.0.npy" "$T/few-cand/blk_0.npy"
+cp "$T/cand/model.layers.1.npy" "$T/few-cand/blk_1.npy"
+expect_error_msg 2 "$T/few-cand" "no layer tensor paired, 3 of 5 tensors in all" \
+	"3 of 5 paired but no layer tensor: refused" "$TBISECT" check "$T/few-ref" "$T/few-cand"
+
+# What is fine: a full pairing, one model-level tensor against another,
+# and a smaller candidate that pairs whole.
+expect_exit 1 "a full pairing is checked" "$TBISECT" check --json --no-history "$T/ref" "$T/cand"
+json_is "a full pairing: coverage 23 of 23" coverage.paired 23
+json_is "a full pairing: first_divergence.cell" first_divergence.cell L0.attn
+json_is "a full pairing: no coverage warning" 'warnings.#' 0
+mkdir "$T/lg-ref" "$T/lg-cand"
+cp "$T/ref/lm_head.npy" "$T/lg-ref/"
+cp "$T/cand/lm_head.npy" "$T/lg-cand/logits.npy"
+expect_exit 1 "logits against logits: no layer tensor on either side is fine" \
+	"$TBISECT" check --no-history "$T/lg-ref" "$T/lg-cand"
+mkdir "$T/blocks"
+for l in 0 1 2 3; do cp "$T/cand/model.layers.$l.npy" "$T/blocks/"; done
+cp "$T/cand/lm_head.npy" "$T/blocks/"
+expect_exit 1 "5 block and logits tensors against 23: the smaller side pairs whole" \
+	"$TBISECT" check --json --no-history "$T/ref" "$T/blocks"
+json_is "the smaller side: coverage.paired 5" coverage.paired 5
+
+tap_done
