@@ -118,3 +118,36 @@ void tb_file_drop(const tb_file *f, uint64_t off, uint64_t len)
 	if (page_range(f, off, len, &start, &size) == 0)
 		madvise(start, size, MADV_DONTNEED);
 }
+
+int tb_read_stream(FILE *f, size_t max, const char *name, char **out, size_t *len, tb_err *err)
+{
+	size_t cap = 4096, n = 0, k;
+	char *buf = malloc(cap), *grown;
+
+	*out = NULL;
+	*len = 0;
+	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (n > max) {
+			free(buf);
+			return tb_err_set(err, name, "larger than %zu bytes", max);
+		}
+		if (n + 1 == cap) {
+			grown = realloc(buf, cap * 2);
+			if (!grown)
+				free(buf);
+			buf = grown;
+			cap *= 2;
+		}
+	}
+	if (!buf)
+		return tb_err_set(err, name, "out of memory");
+	if (ferror(f)) {
+		free(buf);
+		return tb_err_set(err, name, "cannot read: %s", strerror(errno));
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}

@@ -10,6 +10,7 @@
 #define TB_MAPFILE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/error.h"
 
@@ -32,5 +33,9 @@ const unsigned char *tb_file_view(const tb_file *f, uint64_t off, uint64_t len);
 /* Hint sequential reading of a range / give its pages back to the kernel. */
 void tb_file_will_read(const tb_file *f, uint64_t off, uint64_t len);
 void tb_file_drop(const tb_file *f, uint64_t off, uint64_t len);
+
+/* All of a stream (standard input) up to max bytes, NUL-terminated in a
+ * malloc'd buffer the caller frees; errors call the stream name. */
+int tb_read_stream(FILE *f, size_t max, const char *name, char **out, size_t *len, tb_err *err);
 
 #endif

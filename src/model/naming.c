@@ -102,12 +102,14 @@ const size_t tb_n_conventions = sizeof tb_conventions / sizeof tb_conventions[0]
 /* One rule of a --map file. */
 typedef struct map_rule {
 	regex_t re;
+	char *pattern; /* as written */
 	char *layer; /* template ("\\1", "3") or NULL: model-level */
 	char *tap;   /* template */
 	int ngroups;
 } map_rule;
 
 struct tb_namer {
+	char *path;    /* the map file, or NULL */
 	map_rule *rules;
 	size_t n_rules;
 };
@@ -229,41 +231,51 @@ static void normalise(const char *raw, char *buf, size_t size)
 	}
 }
 
-static bool map_one(const tb_namer *namer, const char *name, tb_cell *cell, char *rule, size_t rule_size)
+/* How a name mapped: user rule index (or -1), and the rule's text. */
+typedef struct how {
+	int user_rule;
+	char *rule;
+	size_t rule_size;
+} how;
+
+static bool user_rules(const tb_namer *namer, const char *name, tb_cell *cell, how *h)
 {
 	for (size_t i = 0; namer && i < namer->n_rules; i++) {
 		if (apply_rule(&namer->rules[i], name, cell)) {
-			if (rule)
-				snprintf(rule, rule_size, "map rule %zu", i);
-			return true;
-		}
-	}
-	for (size_t i = 0; i < tb_n_conventions; i++) {
-		if (match_pattern(tb_conventions[i].pattern, tb_conventions[i].tap, name, cell)) {
-			if (rule)
-				snprintf(rule, rule_size, "%s", tb_conventions[i].pattern);
+			h->user_rule = (int)i;
+			if (h->rule)
+				snprintf(h->rule, h->rule_size, "map rule %zu", i);
 			return true;
 		}
 	}
 	return false;
 }
 
-bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
-		  size_t rule_size)
+static bool map_one(const tb_namer *namer, const char *name, tb_cell *cell, how *h)
 {
-	char norm[8192];
-	size_t cut = 0, len;
-
-	/* User rules see the raw name first, exactly as written. */
-	for (size_t i = 0; namer && i < namer->n_rules; i++) {
-		if (apply_rule(&namer->rules[i], raw, cell)) {
-			if (rule)
-				snprintf(rule, rule_size, "map rule %zu", i);
+	if (user_rules(namer, name, cell, h))
+		return true;
+	for (size_t i = 0; i < tb_n_conventions; i++) {
+		if (match_pattern(tb_conventions[i].pattern, tb_conventions[i].tap, name, cell)) {
+			if (h->rule)
+				snprintf(h->rule, h->rule_size, "%s", tb_conventions[i].pattern);
 			return true;
 		}
 	}
+	return false;
+}
+
+static bool lookup(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, how *h)
+{
+	char norm[8192];
+	size_t len;
+
+	h->user_rule = -1;
+	/* User rules see the raw name first, exactly as written. */
+	if (user_rules(namer, raw, cell, h))
+		return true;
 	normalise(raw, norm, sizeof norm);
-	if (map_one(namer, norm, cell, rule, rule_size))
+	if (map_one(namer, norm, cell, h))
 		return true;
 	len = shared ? strlen(shared) : 0;
 	if (len == 0 || strncmp(raw, shared, len) != 0)
@@ -273,12 +285,43 @@ bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb
 	for (size_t i = 0; i < len; i++) {
 		if (shared[i] != '.')
 			continue;
-		cut = i + 1;
-		normalise(raw + cut, norm, sizeof norm);
-		if (*norm && map_one(namer, norm, cell, rule, rule_size))
+		normalise(raw + i + 1, norm, sizeof norm);
+		if (*norm && map_one(namer, norm, cell, h))
 			return true;
 	}
 	return false;
+}
+
+bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
+		  size_t rule_size)
+{
+	how h = {-1, rule, rule_size};
+
+	return lookup(namer, raw, shared, cell, &h);
+}
+
+bool tb_namer_map_rule(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, int *user_rule)
+{
+	how h = {-1, NULL, 0};
+	bool mapped = lookup(namer, raw, shared, cell, &h);
+
+	*user_rule = h.user_rule;
+	return mapped;
+}
+
+size_t tb_namer_n_rules(const tb_namer *namer)
+{
+	return namer ? namer->n_rules : 0;
+}
+
+const char *tb_namer_rule_pattern(const tb_namer *namer, size_t i)
+{
+	return i < tb_namer_n_rules(namer) ? namer->rules[i].pattern : NULL;
+}
+
+const char *tb_namer_path(const tb_namer *namer)
+{
+	return namer && namer->path ? namer->path : "";
 }
 
 void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size)
@@ -321,14 +364,13 @@ static char *template_string(const cJSON *item, bool allow_int)
 }
 
 
-static int load_map(tb_namer *namer, const char *path, tb_err *err)
+/* The rules of a parsed map file (root is consumed). */
+static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 {
 	const cJSON *rules, *r;
-	cJSON *root;
 	size_t i = 0;
 	int rc = -1;
 
-	root = tb_json_load(path, MAP_MAX_BYTES, "map file", err);
 	if (!root)
 		return -1;
 	rules = cJSON_GetObjectItemCaseSensitive(root, "rules");
@@ -367,6 +409,11 @@ static int load_map(tb_namer *namer, const char *path, tb_err *err)
 			goto out;
 		}
 		namer->n_rules = ++i;
+		mr->pattern = strdup(match->valuestring);
+		if (!mr->pattern) {
+			tb_err_set(err, path, "out of memory");
+			goto out;
+		}
 		mr->ngroups = (int)mr->re.re_nsub;
 		if (mr->ngroups > 9) {
 			tb_err_set(err, path, "map rule %zu: \"match\" has more than 9 groups", i - 1);
@@ -398,19 +445,40 @@ out:
 	return rc;
 }
 
-int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err)
+/* A namer for a map file's path; text: its contents when already read
+ * (standard input), else NULL to read the file. */
+static int namer_open(const char *map_path, const char *text, size_t len, tb_namer **out, tb_err *err)
 {
 	tb_namer *namer = calloc(1, sizeof *namer);
+	cJSON *root;
 
 	*out = NULL;
-	if (!namer)
-		return tb_err_set(err, map_path, "out of memory");
-	if (map_path && load_map(namer, map_path, err) < 0) {
+	if (!namer || (map_path && !(namer->path = strdup(map_path)))) {
 		tb_namer_free(namer);
-		return -1;
+		return tb_err_set(err, map_path, "out of memory");
+	}
+	if (map_path) {
+		root = text ? tb_json_parse(text, len, map_path, "map file", err)
+			    : tb_json_load(map_path, MAP_MAX_BYTES, "map file", err);
+		if (load_map(namer, root, map_path, err) < 0) {
+			tb_namer_free(namer);
+			return -1;
+		}
 	}
 	*out = namer;
 	return 0;
+}
+
+int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err)
+{
+	return namer_open(map_path, NULL, 0, out, err);
+}
+
+int tb_namer_new_text(const char *name, const char *text, size_t len, tb_namer **out, tb_err *err)
+{
+	if (len > MAP_MAX_BYTES)
+		return tb_err_set(err, name, "map file larger than %d bytes", MAP_MAX_BYTES);
+	return namer_open(name, text, len, out, err);
 }
 
 void tb_namer_free(tb_namer *namer)
@@ -421,8 +489,10 @@ void tb_namer_free(tb_namer *namer)
 		regfree(&namer->rules[i].re);
 		free(namer->rules[i].layer);
 		free(namer->rules[i].tap);
+		free(namer->rules[i].pattern);
 	}
 	free(namer->rules);
+	free(namer->path);
 	free(namer);
 }
 

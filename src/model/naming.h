@@ -24,6 +24,9 @@ typedef struct tb_namer tb_namer;
 
 /* map_path may be NULL (built-in conventions only). */
 int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err);
+/* The same for a map file already read (from standard input); name is
+ * what errors call it. */
+int tb_namer_new_text(const char *name, const char *text, size_t len, tb_namer **out, tb_err *err);
 void tb_namer_free(tb_namer *namer);
 
 /* Map a raw name.  shared: the prefix every name of its tree shares (may
@@ -31,6 +34,14 @@ void tb_namer_free(tb_namer *namer);
  * ("model.layers.{N}.self_attn", "map rule 2"). */
 bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
 		  size_t rule_size);
+
+/* As tb_namer_map; *user_rule: the index of the map file's rule that
+ * matched, -1 for a built-in convention (or no match). */
+bool tb_namer_map_rule(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, int *user_rule);
+/* The map file's rules: how many, each one's "match" as written, the file. */
+size_t tb_namer_n_rules(const tb_namer *namer);
+const char *tb_namer_rule_pattern(const tb_namer *namer, size_t i);
+const char *tb_namer_path(const tb_namer *namer);
 
 /* Is this raw name the model's input token ids ("tokens", "input_ids",
  * "token_ids", possibly under a prefix)?  They are no cell: the sanity

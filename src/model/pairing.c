@@ -23,6 +23,7 @@ void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree)
 typedef struct mapped {
 	tb_cell cell;
 	tb_tensor *t;
+	int user_rule; /* the map file's rule that mapped it, -1: built in */
 } mapped;
 
 static int cmp_mapped(const void *a, const void *b)
@@ -58,33 +59,58 @@ static int add_unpaired(tb_pairing *p, int side, const tb_tensor *t, tb_unpaired
 	return 0;
 }
 
-/* Map every tensor of a tree; unmapped and duplicate-cell tensors go to unpaired. */
-static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer *namer, mapped **out, size_t *n)
+/* Two tensors of one tree that the map file puts in one cell: its rules
+ * are ambiguous, which no pairing can resolve. */
+static int ambiguous(const tb_namer *namer, const tb_tree *tree, const mapped *a, const mapped *b, tb_err *err)
+{
+	char cell[TB_CELL_NAME_MAX];
+
+	tb_cell_name(&a->cell, cell, sizeof cell);
+	if (a->user_rule == b->user_rule)
+		return tb_err_set(err, tb_namer_path(namer), "map rule %d maps both %s and %s of %s to %s", a->user_rule,
+				  a->t->name, b->t->name, tree->path, cell);
+	return tb_err_set(err, tb_namer_path(namer), "map rules %d and %d both claim %s (%s and %s of %s)",
+			  a->user_rule < b->user_rule ? a->user_rule : b->user_rule,
+			  a->user_rule < b->user_rule ? b->user_rule : a->user_rule, cell, a->t->name, b->t->name,
+			  tree->path);
+}
+
+/* Map every tensor of a tree; unmapped and duplicate-cell tensors go to
+ * unpaired.  hits counts the tensors each map rule took. */
+static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer *namer, mapped **out, size_t *n,
+		    size_t *hits, tb_err *err)
 {
 	tb_tree_names tn;
 	mapped *m = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *m);
 	size_t k = 0, w = 0;
 
 	if (!m)
-		return -1;
+		return tb_err_set(err, NULL, "out of memory while pairing tensors");
 	tb_tree_names_init(&tn, tree);
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
-		if (tb_namer_map(namer, t->name, tn.shared, &m[k].cell, NULL, 0)) {
+		if (tb_namer_map_rule(namer, t->name, tn.shared, &m[k].cell, &m[k].user_rule)) {
+			if (m[k].user_rule >= 0)
+				hits[m[k].user_rule]++;
 			m[k++].t = t;
 		} else if (tb_name_is_token_ids(t->name)) {
 			continue; /* input ids are no cell; the sanity checks compare them */
 		} else if (add_unpaired(p, side, t, TB_UNP_UNMAPPED) < 0) {
 			free(m);
-			return -1;
+			return tb_err_set(err, NULL, "out of memory while pairing tensors");
 		}
 	}
 	qsort(m, k, sizeof *m, cmp_mapped);
 	for (size_t i = 0; i < k; i++) {
 		if (w > 0 && tb_cell_eq(&m[w - 1].cell, &m[i].cell)) {
-			if (add_unpaired(p, side, m[i].t, TB_UNP_DUPLICATE) < 0) {
+			if (m[w - 1].user_rule >= 0 && m[i].user_rule >= 0) {
+				ambiguous(namer, tree, &m[w - 1], &m[i], err);
 				free(m);
 				return -1;
+			}
+			if (add_unpaired(p, side, m[i].t, TB_UNP_DUPLICATE) < 0) {
+				free(m);
+				return tb_err_set(err, NULL, "out of memory while pairing tensors");
 			}
 			continue;
 		}
@@ -95,18 +121,37 @@ static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer
 	return 0;
 }
 
+/* The map file's rules that took no tensor of either tree. */
+static int note_unused(tb_pairing *p, const tb_namer *namer, const size_t *hits)
+{
+	size_t n = tb_namer_n_rules(namer);
+
+	p->unused_rules = calloc(n ? n : 1, sizeof *p->unused_rules);
+	if (!p->unused_rules)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!hits[i])
+			p->unused_rules[p->n_unused_rules++] = i;
+	return 0;
+}
+
 int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, tb_pairing **out,
 		     tb_err *err)
 {
 	tb_pairing *p = calloc(1, sizeof *p);
+	size_t *hits = calloc(tb_namer_n_rules(namer) + 1, sizeof *hits);
 	mapped *a = NULL, *b = NULL;
 	size_t na = 0, nb = 0, i = 0, j = 0;
 
 	*out = NULL;
-	if (!p || map_side(p, 0, ref, namer, &a, &na) < 0 || map_side(p, 1, cand, namer, &b, &nb) < 0)
-		goto oom;
+	if (!p || !hits) {
+		tb_err_set(err, NULL, "out of memory while pairing tensors");
+		goto fail;
+	}
+	if (map_side(p, 0, ref, namer, &a, &na, hits, err) < 0 || map_side(p, 1, cand, namer, &b, &nb, hits, err) < 0)
+		goto fail;
 	p->pairs = calloc(na + nb + 1, sizeof *p->pairs);
-	if (!p->pairs)
+	if (!p->pairs || note_unused(p, namer, hits) < 0)
 		goto oom;
 	while (i < na || j < nb) {
 		tb_pair *pr = &p->pairs[p->n_pairs++];
@@ -128,13 +173,17 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 	}
 	free(a);
 	free(b);
+	free(hits);
 	*out = p;
 	return 0;
 oom:
+	tb_err_set(err, NULL, "out of memory while pairing tensors");
+fail:
 	free(a);
 	free(b);
+	free(hits);
 	tb_pairing_free(p);
-	return tb_err_set(err, NULL, "out of memory while pairing tensors");
+	return -1;
 }
 
 void tb_pairing_free(tb_pairing *p)
@@ -144,6 +193,7 @@ void tb_pairing_free(tb_pairing *p)
 	free(p->pairs);
 	free(p->unp[0]);
 	free(p->unp[1]);
+	free(p->unused_rules);
 	free(p);
 }
 

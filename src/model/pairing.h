@@ -44,6 +44,8 @@ typedef struct tb_pairing {
 	tb_unpaired *unp[2];   /* [0] reference side, [1] candidate side */
 	size_t n_unp[2];
 	int n_layers;          /* 1 + highest layer index seen, 0 if none */
+	size_t *unused_rules;  /* indices of the map file's rules that took no tensor */
+	size_t n_unused_rules;
 } tb_pairing;
 
 /* A tensor's cell in its tree (shared-prefix aware).  False when unmapped. */
@@ -52,6 +54,8 @@ typedef struct tb_tree_names {
 } tb_tree_names;
 void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree);
 
+/* Fails, naming the map file, when its rules put two tensors of one tree in
+ * one cell. */
 int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, tb_pairing **out,
 		     tb_err *err);
 void tb_pairing_free(tb_pairing *p);

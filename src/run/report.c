@@ -210,6 +210,12 @@ static void diag_json(cJSON *root, const tb_report *r)
 		cJSON_AddStringToObject(o, "text", text);
 		cJSON_AddItemToArray(warn, o);
 	}
+	if (r->map_warning && r->map_warning[0]) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", "map");
+		cJSON_AddStringToObject(o, "text", r->map_warning);
+		cJSON_AddItemToArray(warn, o);
+	}
 	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "id", d->sanity.warnings[i].id);
@@ -482,6 +488,8 @@ int tb_report_text(FILE *out, const tb_report *r)
 		coverage_warning(r, text, sizeof text);
 		fprintf(out, "warning (coverage): %s\n\n", text);
 	}
+	if (r->map_warning && r->map_warning[0])
+		fprintf(out, "warning (map): %s\n\n", r->map_warning);
 	/* Faults of the dumps themselves come before any metric is read. */
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);

@@ -23,6 +23,7 @@ typedef struct tb_report {
 	const tb_diagnosis *diag;         /* may be NULL: no diagnosis run */
 	const tb_coverage *coverage;      /* may be NULL: not reported */
 	bool partial;                     /* the coverage is poor (no cause named) */
+	const char *map_warning;          /* map rules that took no tensor, or NULL / "" */
 	bool show_features;               /* include the target's feature values */
 	const tb_history *history;        /* may be NULL: history off */
 	bool show_history;                /* text report: print the trajectory */

@@ -1,9 +1,14 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/mapfile.h"
 #include "run/run.h"
+
+/* The largest map read from standard input. */
+#define MAP_STDIN_MAX (1024 * 1024)
 
 void tb_run_opts_init(tb_run_opts *o)
 {
@@ -21,10 +26,15 @@ int tb_run_config_load(tb_run_config *cfg, const tb_run_opts *o, tb_err *err)
 	if (!cfg->rules)
 		return tb_err_set(err, NULL, "out of memory");
 	if (tb_ruleset_add_standard(cfg->rules, o->rules_file, err) < 0 ||
-	    (o->tol_file && tb_tolfile_load(o->tol_file, &cfg->tolfile, err) < 0)) {
+	    (o->tol_file && tb_tolfile_load(o->tol_file, &cfg->tolfile, err) < 0) ||
+	    (o->map_file && !strcmp(o->map_file, "-") &&
+	     tb_read_stream(stdin, MAP_STDIN_MAX, "standard input (--map -)", &cfg->map_text, &cfg->map_len, err) < 0)) {
 		tb_run_config_done(cfg);
 		return -1;
 	}
+	/* Errors in it name it as the user gave it. */
+	if (cfg->map_text)
+		cfg->opts.map_file = "standard input (--map -)";
 	return 0;
 }
 
@@ -32,6 +42,7 @@ void tb_run_config_done(tb_run_config *cfg)
 {
 	tb_ruleset_free(cfg->rules);
 	tb_tolfile_free(cfg->tolfile);
+	free(cfg->map_text);
 	memset(cfg, 0, sizeof *cfg);
 }
 
@@ -55,6 +66,25 @@ static double monotonic_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* "map rules 2 (^a$) and 5 (^b$) matched no tensor of either tree" */
+static void unused_rules(tb_run *r)
+{
+	const tb_pairing *p = r->sess.pairing;
+	size_t n = p->n_unused_rules, len;
+	char *w = r->map_warning;
+	size_t size = sizeof r->map_warning;
+
+	w[0] = '\0';
+	if (!n)
+		return;
+	len = (size_t)snprintf(w, size, "map rule%s ", n > 1 ? "s" : "");
+	for (size_t i = 0; i < n && len < size; i++)
+		len += (size_t)snprintf(w + len, size - len, "%s%zu (%s)", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+				       p->unused_rules[i], tb_namer_rule_pattern(r->sess.namer, p->unused_rules[i]));
+	if (len < size)
+		snprintf(w + len, size - len, " matched no tensor of either tree");
+}
+
 int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 {
 	const tb_run_opts *o = &cfg->opts;
@@ -63,9 +93,11 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	r->cfg = cfg;
 	r->tol = o->tol;
 	clock_gettime(CLOCK_REALTIME, &r->opened);
-	if (tb_session_open(&r->sess, o->ref_path, o->cand_path, &o->open, o->map_file, err) < 0)
+	if (tb_session_open_map(&r->sess, o->ref_path, o->cand_path, &o->open, o->map_file, cfg->map_text, cfg->map_len,
+				err) < 0)
 		return -1;
 	r->open = true;
+	unused_rules(r);
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
 	if (r->partial && !o->allow_partial) {
@@ -181,8 +213,12 @@ void tb_run_free(tb_run *r)
 
 int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_err *err)
 {
+	int named;
+
 	memset(out, 0, sizeof *out);
-	if (tb_namer_new(cfg->opts.map_file, &out->namer, err) < 0 ||
+	named = cfg->map_text ? tb_namer_new_text(cfg->opts.map_file, cfg->map_text, cfg->map_len, &out->namer, err)
+			      : tb_namer_new(cfg->opts.map_file, &out->namer, err);
+	if (named < 0 ||
 	    tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0) {
 		tb_listing_free(out);
 		return -1;

@@ -49,9 +49,12 @@ typedef struct tb_run_config {
 	tb_run_opts opts;
 	tb_ruleset *rules;   /* shipped + user + --rules */
 	tb_tolfile *tolfile; /* --tol, or NULL */
+	char *map_text;      /* --map -: the map read from standard input once, or NULL */
+	size_t map_len;
 } tb_run_config;
 
-/* Load the rules and the tolerance file; errors name the file. */
+/* Load the rules and the tolerance file, and a map given as "-" from
+ * standard input; errors name the file. */
 int tb_run_config_load(tb_run_config *cfg, const tb_run_opts *o, tb_err *err);
 void tb_run_config_done(tb_run_config *cfg);
 /* The diagnosis options the configuration gives. */
@@ -63,6 +66,7 @@ typedef struct tb_run {
 	bool open;                /* sess holds the trees */
 	tb_coverage coverage;
 	bool partial;             /* coverage is poor (tb_coverage_poor), allowed by --allow-partial */
+	char map_warning[1024];   /* the map file's rules that took no tensor, "" when none */
 	struct timespec opened;   /* wall clock just before the trees were opened */
 	tb_tolerance tol;         /* what the comparison ran with (before the tolerance file) */
 	tb_job *job;              /* the comparison under way, or NULL */

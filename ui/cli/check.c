@@ -88,6 +88,7 @@ int tb_cmd_check(const tb_options *o)
 	rep.diag = &run.diag;
 	rep.coverage = &run.coverage;
 	rep.partial = run.partial;
+	rep.map_warning = run.map_warning;
 	rep.show_features = o->features;
 	if (write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);

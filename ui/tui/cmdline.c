@@ -129,6 +129,7 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.diag = view_diag(v);
 	rep.coverage = &v->run.coverage;
 	rep.partial = v->run.partial;
+	rep.map_warning = v->run.map_warning;
 	/* What the diagnosis measured, as `check --json --features` writes it. */
 	rep.show_features = rep.diag != NULL;
 	text = tb_report_json(&rep);

@@ -23,6 +23,8 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 		doc_line(dc, ui_attr(UI_DIM), "  the comparison is still running");
 		return;
 	}
+	if (v->run.map_warning[0])
+		doc_wrap(dc, ui_attr(UI_BAD), "  warning: ", 4, v->run.map_warning);
 	if (dg) {
 		for (size_t i = 0; i < dg->sanity.n_warnings; i++)
 			doc_wrap(dc, ui_attr(UI_BAD), "  warning: ", 4, dg->sanity.warnings[i].text);

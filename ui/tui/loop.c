@@ -471,6 +471,8 @@ int tui_main(const tui_opts *o, tb_run *run)
 	if (o->no_history)
 		tb_history_init_memory(&v->hist);
 	act(l, ui_flags(reload_first(v)));
+	if (v->run.map_warning[0])
+		view_message(v, true, "%s", v->run.map_warning);
 	if (o->watch) {
 		const char *paths[2] = {o->cfg->opts.ref_path, o->cfg->opts.cand_path};
 		char msg[256];
