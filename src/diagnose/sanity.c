@@ -259,6 +259,20 @@ out:
 	free(c);
 }
 
+/* Whether the block tensors of either side carry hidden_states names, the
+ * usual source of an off-by-one dump. */
+static bool names_hidden_states(const tb_result *r)
+{
+	for (size_t i = 0; i < r->n_cells; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (strcmp(c->cell.tap, "block") != 0)
+			continue;
+		if ((c->ref && strstr(c->ref->name, "hidden_states")) || (c->cand && strstr(c->cand->name, "hidden_states")))
+			return true;
+	}
+	return false;
+}
+
 int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_err *err)
 {
 	char text[384];
@@ -266,7 +280,14 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 	memset(s, 0, sizeof *s);
 	check_tokens(ss, s);
 	check_offset(r, s);
-	if (s->offset) {
+	if (s->offset && names_hidden_states(r)) {
+		snprintf(text, sizeof text,
+			 "candidate block of layer N matches reference layer N%+d far better than layer N in %.0f%% of layers: "
+			 "hidden_states[0] is the embedding output, so hidden_states[i] is layer i-1's output; "
+			 "one side saved hidden_states[i] as layer i",
+			 s->offset, 100 * s->offset_frac);
+		add_warning(s, "dump-offset", text);
+	} else if (s->offset) {
 		snprintf(text, sizeof text,
 			 "candidate block of layer N matches reference layer N%+d far better than layer N in %.0f%% of layers: the dump is shifted (hidden_states[i] off by one?)",
 			 s->offset, 100 * s->offset_frac);

@@ -53,6 +53,51 @@ const tb_convention tb_conventions[] = {
 	{"gpt_neox.layers.{N}", "block"},
 	{"gpt_neox.final_layer_norm", "final_norm"},
 	{"embed_out", "logits"},
+	/* MaxText / Flax module paths (linen names; '/' reads as '.'), with or
+	 * without the decoder scope.  A trailing "out" is dropped as any
+	 * ".out" is, so self_attention/out is the attention output: which it is. */
+	{"token_embedder", "embed"},
+	{"decoder.layers_{N}.pre_self_attention_layer_norm", "attn_norm"},
+	{"decoder.layers_{N}.self_attention.query", "attn.q"},
+	{"decoder.layers_{N}.self_attention.key", "attn.k"},
+	{"decoder.layers_{N}.self_attention.value", "attn.v"},
+	{"decoder.layers_{N}.self_attention", "attn"},
+	{"decoder.layers_{N}.post_self_attention_layer_norm", "mlp_norm"},
+	{"decoder.layers_{N}.mlp.wi_0", "mlp.gate"},
+	{"decoder.layers_{N}.mlp.wi_1", "mlp.up"},
+	{"decoder.layers_{N}.mlp.wo", "mlp.down"},
+	{"decoder.layers_{N}.mlp", "mlp"},
+	{"decoder.layers_{N}", "block"},
+	{"decoder.decoder_norm", "final_norm"},
+	{"layers_{N}.pre_self_attention_layer_norm", "attn_norm"},
+	{"layers_{N}.self_attention.query", "attn.q"},
+	{"layers_{N}.self_attention.key", "attn.k"},
+	{"layers_{N}.self_attention.value", "attn.v"},
+	{"layers_{N}.self_attention", "attn"},
+	{"layers_{N}.post_self_attention_layer_norm", "mlp_norm"},
+	{"layers_{N}.mlp.wi_0", "mlp.gate"},
+	{"layers_{N}.mlp.wi_1", "mlp.up"},
+	{"layers_{N}.mlp.wo", "mlp.down"},
+	{"layers_{N}.mlp", "mlp"},
+	{"layers_{N}", "block"},
+	{"decoder_norm", "final_norm"},
+	/* llama.cpp graph tensors (the names its graph builders give them, by
+	 * what they compute): Qcur/Kcur are written before and after RoPE, the
+	 * last write is after it; kqv_out is o_proj's input, ffn_inp the
+	 * residual stream after attention, l_out the layer's output. */
+	{"inp_embd", "embed"},
+	{"attn_norm-{N}", "attn_norm"},
+	{"Qcur-{N}", "attn.q_rope"},
+	{"Kcur-{N}", "attn.k_rope"},
+	{"Vcur-{N}", "attn.v"},
+	{"kqv_out-{N}", "attn.core"},
+	{"attn_out-{N}", "attn"},
+	{"ffn_inp-{N}", "attn.resid"},
+	{"ffn_norm-{N}", "mlp_norm"},
+	{"ffn_out-{N}", "mlp"},
+	{"l_out-{N}", "block"},
+	{"result_norm", "final_norm"},
+	{"result_output", "logits"},
 	/* Meta Llama reference code */
 	{"tok_embeddings", "embed"},
 	{"layers.{N}.attention_norm", "attn_norm"},
@@ -88,6 +133,12 @@ const tb_convention tb_conventions[] = {
 	/* MaxText golden records */
 	{"layer_hidden_states[{N}]", "block"},
 	{"layer_hidden_states.{N}", "block"},
+	/* Hugging Face's output_hidden_states: entry 0 is the embedding output,
+	 * entry N the output of layer N-1. */
+	{"hidden_states[0]", "embed"},
+	{"hidden_states[{M}]", "block"},
+	{"hidden_states.0", "embed"},
+	{"hidden_states.{M}", "block"},
 	/* model-level */
 	{"embed", "embed"},
 	{"post_embed", "embed"},
@@ -114,21 +165,24 @@ struct tb_namer {
 	size_t n_rules;
 };
 
-/* Match name against a convention pattern; fills layer and tap. */
-static bool match_pattern(const char *pat, const char *fixed_tap, const char *name, tb_cell *cell)
+/* Match name against a convention; fills layer and tap. */
+static bool match_convention(const tb_convention *cv, const char *name, tb_cell *cell)
 {
+	const char *pat = cv->pattern, *fixed_tap = cv->tap;
 	const char *p = pat, *s = name;
 	int layer = -1;
 
 	while (*p) {
-		if (!strncmp(p, "{N}", 3)) {
+		if (!strncmp(p, "{N}", 3) || !strncmp(p, "{M}", 3)) {
 			long v = 0;
 			int digits = 0;
 			while (*s >= '0' && *s <= '9' && digits < 8) {
 				v = v * 10 + (*s++ - '0');
 				digits++;
 			}
-			if (!digits || (*s >= '0' && *s <= '9') || v > MAX_LAYER)
+			if (p[1] == 'M')
+				v--;
+			if (!digits || (*s >= '0' && *s <= '9') || v < 0 || v > MAX_LAYER)
 				return false;
 			layer = (int)v;
 			p += 3;
@@ -256,7 +310,7 @@ static bool map_one(const tb_namer *namer, const char *name, tb_cell *cell, how 
 	if (user_rules(namer, name, cell, h))
 		return true;
 	for (size_t i = 0; i < tb_n_conventions; i++) {
-		if (match_pattern(tb_conventions[i].pattern, tb_conventions[i].tap, name, cell)) {
+		if (match_convention(&tb_conventions[i], name, cell)) {
 			if (h->rule)
 				snprintf(h->rule, h->rule_size, "%s", tb_conventions[i].pattern);
 			return true;
@@ -494,6 +548,25 @@ void tb_namer_free(tb_namer *namer)
 	free(namer->rules);
 	free(namer->path);
 	free(namer);
+}
+
+int tb_hidden_states_index(const char *raw)
+{
+	char norm[8192], *end;
+	const char *p;
+	long v;
+
+	normalise(raw, norm, sizeof norm);
+	p = strstr(norm, "hidden_states");
+	if (!p || (p > norm && p[-1] != '.'))
+		return -1;
+	p += strlen("hidden_states");
+	if (*p != '[' && *p != '.')
+		return -1;
+	v = strtol(p + 1, &end, 10);
+	if (end == p + 1 || v < 0 || v > MAX_LAYER || (*p == '[' ? strcmp(end, "]") : *end) != 0)
+		return -1;
+	return (int)v;
 }
 
 bool tb_name_is_token_ids(const char *raw)

@@ -43,6 +43,9 @@ size_t tb_namer_n_rules(const tb_namer *namer);
 const char *tb_namer_rule_pattern(const tb_namer *namer, size_t i);
 const char *tb_namer_path(const tb_namer *namer);
 
+/* M of a hidden_states[M] / hidden_states.M name, or -1. */
+int tb_hidden_states_index(const char *raw);
+
 /* Is this raw name the model's input token ids ("tokens", "input_ids",
  * "token_ids", possibly under a prefix)?  They are no cell: the sanity
  * checks read them. */
@@ -53,7 +56,8 @@ void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size
 
 /* The built-in patterns, for `tbisect ls --conventions` and the man page. */
 typedef struct tb_convention {
-	const char *pattern; /* {N}: layer number; {T}: a canonical tap */
+	const char *pattern; /* {N}: layer number; {M}: layer number + 1 (hidden_states[M]
+			      * is layer M-1's output); {T}: a canonical tap */
 	const char *tap;     /* tap it gives, or NULL for the {T} capture */
 } tb_convention;
 extern const tb_convention tb_conventions[];

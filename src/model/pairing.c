@@ -75,6 +75,27 @@ static int ambiguous(const tb_namer *namer, const tb_tree *tree, const mapped *a
 			  tree->path);
 }
 
+/* Hugging Face decoders append the final norm's output as the last of
+ * their output_hidden_states: a tree's highest hidden_states[M] is
+ * final_norm, not layer M-1's output. */
+static void last_hidden_state(mapped *m, size_t k)
+{
+	int best = 0;
+	size_t at = k;
+
+	for (size_t i = 0; i < k; i++) {
+		int idx = m[i].user_rule < 0 ? tb_hidden_states_index(m[i].t->name) : -1;
+		if (idx > best) {
+			best = idx;
+			at = i;
+		}
+	}
+	if (at < k) {
+		m[at].cell.layer = -1;
+		snprintf(m[at].cell.tap, sizeof m[at].cell.tap, "final_norm");
+	}
+}
+
 /* Map every tensor of a tree; unmapped and duplicate-cell tensors go to
  * unpaired.  hits counts the tensors each map rule took. */
 static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer *namer, mapped **out, size_t *n,
@@ -100,6 +121,7 @@ static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer
 			return tb_err_set(err, NULL, "out of memory while pairing tensors");
 		}
 	}
+	last_hidden_state(m, k);
 	qsort(m, k, sizeof *m, cmp_mapped);
 	for (size_t i = 0; i < k; i++) {
 		if (w > 0 && tb_cell_eq(&m[w - 1].cell, &m[i].cell)) {

@@ -13,17 +13,17 @@ export XDG_STATE_HOME
 
 "$MKDEMO" --bug rope-style "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
 
-# The candidate under MaxText's module names (none of them built in here):
-# only lm_head -> logits pairs.
+# The candidate under a framework's own module names that no convention
+# knows: only lm_head -> logits pairs.
 mkdir "$T/maxtext"
 for f in "$T"/cand/*.npy; do
 	b=$(basename "$f" .npy)
-	n=$(echo "$b" | sed -e 's/^model\.layers\.\([0-9]*\)\.input_layernorm$/decoder.layers_\1.pre_self_attention_layer_norm/' \
-		-e 's/^model\.layers\.\([0-9]*\)\.self_attn$/decoder.layers_\1.self_attention/' \
-		-e 's/^model\.layers\.\([0-9]*\)\.post_attention_layernorm$/decoder.layers_\1.post_self_attention_layer_norm/' \
-		-e 's/^model\.layers\.\([0-9]*\)\.mlp$/decoder.layers_\1.mlp/' \
-		-e 's/^model\.layers\.\([0-9]*\)$/decoder.layers_\1/' -e 's/^model\.embed_tokens$/token_embedder/' \
-		-e 's/^model\.norm$/decoder.decoder_norm/' -e 's/^lm_head$/logits/')
+	n=$(echo "$b" | sed -e 's/^model\.layers\.\([0-9]*\)\.input_layernorm$/net.blk\1.ln_a/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.self_attn$/net.blk\1.sa/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.post_attention_layernorm$/net.blk\1.ln_b/' \
+		-e 's/^model\.layers\.\([0-9]*\)\.mlp$/net.blk\1.ff/' \
+		-e 's/^model\.layers\.\([0-9]*\)$/net.blk\1/' -e 's/^model\.embed_tokens$/net.tok/' \
+		-e 's/^model\.norm$/net.final/' -e 's/^lm_head$/logits/')
 	cp "$f" "$T/maxtext/$n.npy"
 done
 
@@ -66,7 +66,7 @@ expect_exit 1 "the view under --allow-partial runs its script" env TERM=xterm LI
 check_that "the view opens on the unpaired tensors" grep -q '^unpaired tensors: ref 22, cand 22' "$T/unpaired.txt"
 check_that "the unpaired screen gives the coverage" grep -q 'only 1 of 23 tensors paired' "$T/unpaired.txt"
 check_that "both trees side by side, each tensor with why" \
-	grep -q '^- model\.embed_tokens  *? decoder\.decoder_norm$' "$T/unpaired.txt"
+	grep -q '^- model\.embed_tokens  *? net\.blk0$' "$T/unpaired.txt"
 check_that "the heatmap's banner gives the coverage" grep -q 'only 1 of 23 tensors paired .*no cause is named' "$T/heatmap.txt"
 check_that "the heatmap names no cause" grep -q 'none named on a partial pairing' "$T/heatmap.txt"
 printf 'u\n:save-display %s\nq\nq\n' "$T/full.txt" >"$T/full.script"

@@ -1,0 +1,101 @@
+#!/bin/sh
+# The naming conventions of the tools people dump with, built in: the same
+# port (RoPE style bug, first seen at L0.attn) dumped as MaxText names it,
+# as llama.cpp's graph names it, and a reference dumped as Hugging Face's
+# output_hidden_states; each pairs whole with the Hugging Face module dump,
+# with no map, and the first divergence is found exactly.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+MKDEMO=$top_builddir/samples/mkdemo
+T=$TAP_TMP
+XDG_STATE_HOME=$T/state
+export XDG_STATE_HOME
+PY=$(find_python numpy) || {
+	echo "1..0 # SKIP no python3 with numpy (Debian: python3-numpy)"
+	exit 0
+}
+
+"$MKDEMO" --bug rope-style "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
+
+# relayout SRC DST STYLE: the HF-named npy tree SRC written again as STYLE
+# names and shapes it (numpy only; the values are SRC's).
+relayout() {
+	"$PY" - "$1" "$2" "$3" <<'PY'
+import os, re, sys
+import numpy as np
+src, dst, style = sys.argv[1:4]
+L = 4
+def load(name):
+    return np.load(os.path.join(src, name + ".npy"))
+def save(rel, a):
+    path = os.path.join(dst, rel + ".npy")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, a)
+hf = {"input_layernorm": 0, "self_attn": 1, "post_attention_layernorm": 2, "mlp": 3}
+if style == "maxtext":
+    # Flax module paths as directories, activations [batch, seq, hidden].
+    sub = ["pre_self_attention_layer_norm", "self_attention", "post_self_attention_layer_norm", "mlp"]
+    save("token_embedder", load("model.embed_tokens"))
+    for l in range(L):
+        for k, i in hf.items():
+            save("decoder/layers_%d/%s" % (l, sub[i]), load("model.layers.%d.%s" % (l, k)))
+        save("decoder/layers_%d" % l, load("model.layers.%d" % l))
+    save("decoder/decoder_norm", load("model.norm"))
+    save("logits", load("lm_head"))
+elif style == "llamacpp":
+    # ggml graph tensor names, [tokens, n_embd] (ggml's ne[0] is the last axis).
+    sub = ["attn_norm", "attn_out", "ffn_norm", "ffn_out"]
+    save("inp_embd", load("model.embed_tokens")[0])
+    for l in range(L):
+        for k, i in hf.items():
+            save("%s-%d" % (sub[i], l), load("model.layers.%d.%s" % (l, k))[0])
+        save("l_out-%d" % l, load("model.layers.%d" % l)[0])
+    save("result_norm", load("model.norm")[0])
+    save("result_output", load("lm_head")[0])
+elif style == "hidden":
+    # output_hidden_states: the embedding output, each layer's output but
+    # the last, then the final norm's output (HF appends it after the norm).
+    hs = [load("model.embed_tokens")] + [load("model.layers.%d" % l) for l in range(L - 1)] + [load("model.norm")]
+    os.makedirs(dst, exist_ok=True)
+    np.savez(os.path.join(dst, "out.npz"), logits=load("lm_head"),
+             **{"hidden_states.%d" % i: a for i, a in enumerate(hs)})
+PY
+}
+
+relayout "$T/cand" "$T/maxtext" maxtext || bail_out "relayout maxtext failed"
+relayout "$T/cand" "$T/llamacpp" llamacpp || bail_out "relayout llamacpp failed"
+relayout "$T/ref" "$T/hidden" hidden || bail_out "relayout hidden failed"
+relayout "$T/ref" "$T/maxref" maxtext || bail_out "relayout maxtext reference failed"
+
+# pairs_whole NAME REF CAND PAIRED: check pairs PAIRED cells, none unpaired,
+# and finds the first divergence at L0.attn.
+pairs_whole() {
+	expect_exit 1 "$1: diverged (the port's bug)" "$TBISECT" check --json --no-history "$2" "$3"
+	json_is "$1: $4 tensors paired" coverage.paired "$4"
+	json_is "$1: nothing unpaired in the reference" 'unpaired.ref.#' 0
+	json_is "$1: nothing unpaired in the candidate" 'unpaired.cand.#' 0
+	json_is "$1: the first divergence is L0.attn" first_divergence.cell L0.attn
+	json_is "$1: at position 1" first_divergence.first_bad_position 1
+	json_is "$1: the cause is rope-style" causes.0.id rope-style
+}
+pairs_whole "MaxText names" "$T/ref" "$T/maxtext" 23
+pairs_whole "llama.cpp graph names, [S, H] tensors" "$T/ref" "$T/llamacpp" 23
+pairs_whole "a MaxText reference against a llama.cpp port" "$T/maxref" "$T/llamacpp" 23
+
+expect_exit 0 "ls: MaxText's self_attention is an attention output" "$TBISECT" ls "$T/maxtext"
+check_that "ls: decoder.layers_2.self_attention is L2.attn" grep -q '^decoder\.layers_2\.self_attention  *L2\.attn ' "$TAP_OUT"
+check_that "ls: no MaxText tensor unmapped" grep -q '^23 tensors, 0 unmapped$' "$TAP_OUT"
+expect_exit 0 "ls: llama.cpp's ffn_inp" "$TBISECT" ls "$T/llamacpp"
+check_that "ls: l_out-3 is L3.block" grep -q '^l_out-3  *L3\.block ' "$TAP_OUT"
+
+# output_hidden_states of the reference against its module dump: the
+# same numbers, so everything matches only when entry i is layer i-1's
+# output and the last entry the final norm's.
+expect_exit 0 "hidden_states against the module dump: match" "$TBISECT" check --json --no-history "$T/ref" "$T/hidden/out.npz"
+json_is "hidden_states: 6 tensors paired" coverage.paired 6
+json_is "hidden_states: verdict match" verdict match
+expect_exit 0 "ls of the hidden_states" "$TBISECT" ls "$T/hidden/out.npz"
+check_that "ls: hidden_states.0 is embed" grep -q '^hidden_states\.0  *embed ' "$TAP_OUT"
+check_that "ls: hidden_states.1 is L0.block" grep -q '^hidden_states\.1  *L0\.block ' "$TAP_OUT"
+tap_done
