@@ -24,12 +24,16 @@ const tb_convention tb_conventions[] = {
 	{"model.layers.{N}.self_attn.o_proj", "attn.o"},
 	{"model.layers.{N}.self_attn.q_norm", "attn.q_norm"},
 	{"model.layers.{N}.self_attn.k_norm", "attn.k_norm"},
+	/* vLLM and SGLang fuse q/k/v and gate/up into one projection each:
+	 * split by the other side's projections or the head counts */
+	{"model.layers.{N}.self_attn.qkv_proj", "attn.qkv"},
 	{"model.layers.{N}.self_attn", "attn"},
 	{"model.layers.{N}.post_attention_layernorm", "mlp_norm"},
 	{"model.layers.{N}.mlp.gate_proj", "mlp.gate"},
 	{"model.layers.{N}.mlp.up_proj", "mlp.up"},
 	{"model.layers.{N}.mlp.down_proj", "mlp.down"},
 	{"model.layers.{N}.mlp.act_fn", "mlp.act"},
+	{"model.layers.{N}.mlp.gate_up_proj", "mlp.gate_up"},
 	{"model.layers.{N}.mlp", "mlp"},
 	{"model.layers.{N}", "block"},
 	{"model.norm", "final_norm"},
@@ -81,6 +85,16 @@ const tb_convention tb_conventions[] = {
 	{"layers_{N}.mlp", "mlp"},
 	{"layers_{N}", "block"},
 	{"decoder_norm", "final_norm"},
+	/* MaxText with scanned layers: one tensor per tap, the layer axis first */
+	{"decoder.layers{S}.pre_self_attention_layer_norm", "attn_norm"},
+	{"decoder.layers{S}.self_attention", "attn"},
+	{"decoder.layers{S}.post_self_attention_layer_norm", "mlp_norm"},
+	{"decoder.layers{S}.mlp", "mlp"},
+	{"decoder.layers{S}", "block"},
+	{"layers{S}.pre_self_attention_layer_norm", "attn_norm"},
+	{"layers{S}.self_attention", "attn"},
+	{"layers{S}.post_self_attention_layer_norm", "mlp_norm"},
+	{"layers{S}.mlp", "mlp"},
 	/* llama.cpp graph tensors (the names its graph builders give them, by
 	 * what they compute): Qcur/Kcur are written before and after RoPE, the
 	 * last write is after it; kqv_out is o_proj's input, ffn_inp the
@@ -186,6 +200,10 @@ static bool match_convention(const tb_convention *cv, const char *name, tb_cell 
 				return false;
 			layer = (int)v;
 			p += 3;
+		} else if (!strncmp(p, "{S}", 3)) {
+			/* Scan-stacked: one tensor holds every layer, layer axis first. */
+			layer = TB_LAYER_STACKED;
+			p += 3;
 		} else if (!strncmp(p, "{T}", 3)) {
 			/* {T} is always last: the rest of the name is the tap. */
 			if (!tb_tap_valid(s) || tb_tap_is_model_level(s))
@@ -199,7 +217,7 @@ static bool match_convention(const tb_convention *cv, const char *name, tb_cell 
 	}
 	if (*s)
 		return false;
-	if (tb_tap_is_model_level(fixed_tap) != (layer < 0))
+	if (tb_tap_is_model_level(fixed_tap) != (layer == -1))
 		return false;
 	cell->layer = layer;
 	snprintf(cell->tap, sizeof cell->tap, "%s", fixed_tap);

@@ -1,10 +1,12 @@
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/pairing.h"
+#include "tensor/view.h"
 
 void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree)
 {
@@ -19,12 +21,32 @@ void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree)
 	free(names);
 }
 
-/* One side's tensors with their cells, sorted by cell. */
+/* One side's tensors with their cells. */
 typedef struct mapped {
 	tb_cell cell;
 	tb_tensor *t;
 	int user_rule; /* the map file's rule that mapped it, -1: built in */
+	bool unsplit;  /* a fused projection that could not be split */
 } mapped;
+
+typedef struct side_vec {
+	mapped *v;
+	size_t n, cap;
+} side_vec;
+
+static mapped *side_add(side_vec *sd)
+{
+	if (sd->n == sd->cap) {
+		size_t cap = sd->cap ? sd->cap * 2 : 64;
+		mapped *v = realloc(sd->v, cap * sizeof *v);
+		if (!v)
+			return NULL;
+		sd->v = v;
+		sd->cap = cap;
+	}
+	memset(&sd->v[sd->n], 0, sizeof sd->v[sd->n]);
+	return &sd->v[sd->n++];
+}
 
 static int cmp_mapped(const void *a, const void *b)
 {
@@ -40,6 +62,7 @@ const char *tb_unpaired_reason(tb_unpaired_kind kind)
 		[TB_UNP_UNMAPPED] = "no naming rule matched",
 		[TB_UNP_DUPLICATE] = "another tensor of this tree maps to the same cell",
 		[TB_UNP_ONE_SIDED] = "no tensor of the other tree maps to its cell",
+		[TB_UNP_UNSPLIT] = "a fused projection the other tree has as separate ones: give --heads and --kv-heads to split it",
 	};
 
 	return reasons[kind];
@@ -56,6 +79,20 @@ static int add_unpaired(tb_pairing *p, int side, const tb_tensor *t, tb_unpaired
 	u[p->n_unp[side]].kind = kind;
 	u[p->n_unp[side]].reason = tb_unpaired_reason(kind);
 	p->n_unp[side]++;
+	return 0;
+}
+
+/* Keep a view for the pairing's lifetime. */
+static int keep_view(tb_pairing *p, tb_tensor *v)
+{
+	tb_tensor **views = realloc(p->views, (p->n_views + 1) * sizeof *views);
+
+	if (!views) {
+		tb_view_free(v);
+		return -1;
+	}
+	p->views = views;
+	p->views[p->n_views++] = v;
 	return 0;
 }
 
@@ -78,68 +115,205 @@ static int ambiguous(const tb_namer *namer, const tb_tree *tree, const mapped *a
 /* Hugging Face decoders append the final norm's output as the last of
  * their output_hidden_states: a tree's highest hidden_states[M] is
  * final_norm, not layer M-1's output. */
-static void last_hidden_state(mapped *m, size_t k)
+static void last_hidden_state(side_vec *sd)
 {
 	int best = 0;
-	size_t at = k;
+	size_t at = sd->n;
 
-	for (size_t i = 0; i < k; i++) {
-		int idx = m[i].user_rule < 0 ? tb_hidden_states_index(m[i].t->name) : -1;
+	for (size_t i = 0; i < sd->n; i++) {
+		int idx = sd->v[i].user_rule < 0 ? tb_hidden_states_index(sd->v[i].t->name) : -1;
 		if (idx > best) {
 			best = idx;
 			at = i;
 		}
 	}
-	if (at < k) {
-		m[at].cell.layer = -1;
-		snprintf(m[at].cell.tap, sizeof m[at].cell.tap, "final_norm");
+	if (at < sd->n) {
+		sd->v[at].cell.layer = -1;
+		snprintf(sd->v[at].cell.tap, sizeof sd->v[at].cell.tap, "final_norm");
 	}
 }
 
-/* Map every tensor of a tree; unmapped and duplicate-cell tensors go to
- * unpaired.  hits counts the tensors each map rule took. */
-static int map_side(tb_pairing *p, int side, const tb_tree *tree, const tb_namer *namer, mapped **out, size_t *n,
-		    size_t *hits, tb_err *err)
+/* A scan-stacked tensor [L, ...] becomes one view per layer. */
+static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
+{
+	for (int64_t l = 0; l < m->t->shape[0]; l++) {
+		char suffix[32];
+		tb_tensor *v;
+		mapped *e;
+		snprintf(suffix, sizeof suffix, "[%lld]", (long long)l);
+		if (tb_view_index0(m->t, l, suffix, &v, err) < 0 || keep_view(p, v) < 0)
+			return -1;
+		e = side_add(sd);
+		if (!e)
+			return tb_err_set(err, NULL, "out of memory while pairing tensors");
+		e->cell = m->cell;
+		e->cell.layer = (int)l;
+		e->t = v;
+		e->user_rule = m->user_rule;
+	}
+	return 0;
+}
+
+/* Map every tensor of a tree into sd; unmapped tensors go to unpaired.
+ * hits counts the tensors each map rule took. */
+static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *namer, side_vec *sd, size_t *hits,
+		    tb_err *err)
 {
 	tb_tree_names tn;
-	mapped *m = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *m);
-	size_t k = 0, w = 0;
 
-	if (!m)
-		return tb_err_set(err, NULL, "out of memory while pairing tensors");
 	tb_tree_names_init(&tn, tree);
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
-		if (tb_namer_map_rule(namer, t->name, tn.shared, &m[k].cell, &m[k].user_rule)) {
-			if (m[k].user_rule >= 0)
-				hits[m[k].user_rule]++;
-			m[k++].t = t;
-		} else if (tb_name_is_token_ids(t->name)) {
-			continue; /* input ids are no cell; the sanity checks compare them */
-		} else if (add_unpaired(p, side, t, TB_UNP_UNMAPPED) < 0) {
-			free(m);
-			return tb_err_set(err, NULL, "out of memory while pairing tensors");
-		}
-	}
-	last_hidden_state(m, k);
-	qsort(m, k, sizeof *m, cmp_mapped);
-	for (size_t i = 0; i < k; i++) {
-		if (w > 0 && tb_cell_eq(&m[w - 1].cell, &m[i].cell)) {
-			if (m[w - 1].user_rule >= 0 && m[i].user_rule >= 0) {
-				ambiguous(namer, tree, &m[w - 1], &m[i], err);
-				free(m);
-				return -1;
-			}
-			if (add_unpaired(p, side, m[i].t, TB_UNP_DUPLICATE) < 0) {
-				free(m);
+		mapped m = {.t = t};
+		if (!tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule)) {
+			if (tb_name_is_token_ids(t->name))
+				continue; /* input ids are no cell; the sanity checks compare them */
+			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
 				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			continue;
+		}
+		if (m.user_rule >= 0)
+			hits[m.user_rule]++;
+		if (m.cell.layer == TB_LAYER_STACKED) {
+			if (t->ndim < 2) {
+				if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
+					return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			} else if (unstack(p, sd, &m, err) < 0) {
+				return -1;
 			}
 			continue;
 		}
-		m[w++] = m[i];
+		mapped *e = side_add(sd);
+		if (!e)
+			return tb_err_set(err, NULL, "out of memory while pairing tensors");
+		*e = m;
 	}
-	*out = m;
-	*n = w;
+	last_hidden_state(sd);
+	return 0;
+}
+
+static const mapped *find(const side_vec *sd, int layer, const char *tap)
+{
+	for (size_t i = 0; i < sd->n; i++)
+		if (sd->v[i].cell.layer == layer && !strcmp(sd->v[i].cell.tap, tap))
+			return &sd->v[i];
+	return NULL;
+}
+
+/* Values per row of a tensor whose rows are those of a fused one of
+ * `rows` rows (0 when they are not). */
+static int64_t width_of(const tb_tensor *t, uint64_t rows)
+{
+	return rows && t->numel % rows == 0 ? (int64_t)(t->numel / rows) : 0;
+}
+
+/* The widths a fused projection splits into, in order: those of the
+ * separate projections of the other tree, else from the head counts
+ * (q, k, v: heads, kv_heads, kv_heads heads of one size).  0 when unknown. */
+static int split_widths(const mapped *m, const side_vec *other, const char *const *parts, int n, const tb_pairing_opts *o,
+			int64_t *w)
+{
+	const tb_tensor *t = m->t;
+	int64_t total = t->shape[t->ndim - 1], sum = 0;
+	uint64_t rows = total ? t->numel / (uint64_t)total : 0;
+
+	for (int k = 0; k < n; k++) {
+		const mapped *s = find(other, m->cell.layer, parts[k]);
+		w[k] = s ? width_of(s->t, rows) : 0;
+		sum += w[k];
+	}
+	if (sum == total && w[0] > 0)
+		return 0;
+	if (n == 3 && o && o->heads > 0) {
+		int64_t hkv = o->kv_heads > 0 ? o->kv_heads : o->heads, units = o->heads + 2 * hkv;
+		if (total % units == 0) {
+			w[0] = o->heads * (total / units);
+			w[1] = w[2] = hkv * (total / units);
+			return 0;
+		}
+	}
+	if (n == 2 && total % 2 == 0) {
+		w[0] = w[1] = total / 2;
+		return 0;
+	}
+	return -1;
+}
+
+/* A fused projection (attn.qkv, mlp.gate_up) where the other tree has the
+ * separate ones becomes one view per part; one that cannot be split stays
+ * whole, and unpaired says why. */
+static int split_fused(tb_pairing *p, side_vec *sd, const side_vec *other, const tb_pairing_opts *o, tb_err *err)
+{
+	static const char *const qkv[] = {"attn.q", "attn.k", "attn.v"}, *const gate_up[] = {"mlp.gate", "mlp.up"};
+	size_t n = sd->n;
+
+	for (size_t i = 0; i < n; i++) {
+		mapped m = sd->v[i];
+		bool is_qkv = !strcmp(m.cell.tap, "attn.qkv"), is_gu = !strcmp(m.cell.tap, "mlp.gate_up");
+		const char *const *parts = is_qkv ? qkv : gate_up;
+		int np = is_qkv ? 3 : 2;
+		int64_t w[3], at = 0;
+
+		if ((!is_qkv && !is_gu) || find(other, m.cell.layer, m.cell.tap) || !find(other, m.cell.layer, parts[0]))
+			continue;
+		if (split_widths(&m, other, parts, np, o, w) < 0) {
+			sd->v[i].unsplit = true;
+			continue;
+		}
+		for (int k = 0; k < np; k++) {
+			char suffix[32];
+			tb_tensor *v;
+			mapped *e;
+			snprintf(suffix, sizeof suffix, "[%s]", parts[k] + strcspn(parts[k], ".") + 1);
+			if (tb_view_columns(m.t, at, w[k], suffix, &v, err) < 0 || keep_view(p, v) < 0)
+				return -1;
+			at += w[k];
+			e = k == 0 ? &sd->v[i] : side_add(sd);
+			if (!e)
+				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			e->t = v;
+			e->user_rule = m.user_rule;
+			e->cell = m.cell;
+			snprintf(e->cell.tap, sizeof e->cell.tap, "%s", parts[k]);
+		}
+	}
+	return 0;
+}
+
+/* Fused projections that could not be split leave the side, unpaired. */
+static int unpaired_fused(tb_pairing *p, int si, side_vec *sd)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < sd->n; i++) {
+		if (sd->v[i].unsplit) {
+			if (add_unpaired(p, si, sd->v[i].t, TB_UNP_UNSPLIT) < 0)
+				return -1;
+			continue;
+		}
+		sd->v[w++] = sd->v[i];
+	}
+	sd->n = w;
+	return 0;
+}
+
+/* Sort a side by cell; a second tensor for a cell goes to unpaired. */
+static int settle(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *namer, side_vec *sd, tb_err *err)
+{
+	size_t w = 0;
+
+	qsort(sd->v, sd->n, sizeof *sd->v, cmp_mapped);
+	for (size_t i = 0; i < sd->n; i++) {
+		if (w > 0 && tb_cell_eq(&sd->v[w - 1].cell, &sd->v[i].cell)) {
+			if (sd->v[w - 1].user_rule >= 0 && sd->v[i].user_rule >= 0)
+				return ambiguous(namer, tree, &sd->v[w - 1], &sd->v[i], err);
+			if (add_unpaired(p, si, sd->v[i].t, TB_UNP_DUPLICATE) < 0)
+				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			continue;
+		}
+		sd->v[w++] = sd->v[i];
+	}
+	sd->n = w;
 	return 0;
 }
 
@@ -157,27 +331,39 @@ static int note_unused(tb_pairing *p, const tb_namer *namer, const size_t *hits)
 	return 0;
 }
 
-int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, tb_pairing **out,
-		     tb_err *err)
+int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, const tb_pairing_opts *o,
+		     tb_pairing **out, tb_err *err)
 {
 	tb_pairing *p = calloc(1, sizeof *p);
 	size_t *hits = calloc(tb_namer_n_rules(namer) + 1, sizeof *hits);
-	mapped *a = NULL, *b = NULL;
-	size_t na = 0, nb = 0, i = 0, j = 0;
+	side_vec sd[2] = {{0}};
+	const tb_tree *trees[2] = {ref, cand};
+	size_t i = 0, j = 0;
 
 	*out = NULL;
 	if (!p || !hits) {
 		tb_err_set(err, NULL, "out of memory while pairing tensors");
 		goto fail;
 	}
-	if (map_side(p, 0, ref, namer, &a, &na, hits, err) < 0 || map_side(p, 1, cand, namer, &b, &nb, hits, err) < 0)
-		goto fail;
-	p->pairs = calloc(na + nb + 1, sizeof *p->pairs);
+	for (int s = 0; s < 2; s++)
+		if (map_side(p, s, trees[s], namer, &sd[s], hits, err) < 0)
+			goto fail;
+	for (int s = 0; s < 2; s++)
+		if (split_fused(p, &sd[s], &sd[1 - s], o, err) < 0)
+			goto fail;
+	for (int s = 0; s < 2; s++) {
+		if (unpaired_fused(p, s, &sd[s]) < 0)
+			goto oom;
+		if (settle(p, s, trees[s], namer, &sd[s], err) < 0)
+			goto fail;
+	}
+	p->pairs = calloc(sd[0].n + sd[1].n + 1, sizeof *p->pairs);
 	if (!p->pairs || note_unused(p, namer, hits) < 0)
 		goto oom;
-	while (i < na || j < nb) {
+	while (i < sd[0].n || j < sd[1].n) {
+		const mapped *a = sd[0].v, *b = sd[1].v;
 		tb_pair *pr = &p->pairs[p->n_pairs++];
-		int c = i >= na ? 1 : j >= nb ? -1 : tb_cell_cmp(&a[i].cell, &b[j].cell);
+		int c = i >= sd[0].n ? 1 : j >= sd[1].n ? -1 : tb_cell_cmp(&a[i].cell, &b[j].cell);
 		if (c <= 0) {
 			pr->cell = a[i].cell;
 			pr->ref = a[i++].t;
@@ -193,16 +379,16 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 		if (pr->cell.layer + 1 > p->n_layers)
 			p->n_layers = pr->cell.layer + 1;
 	}
-	free(a);
-	free(b);
+	free(sd[0].v);
+	free(sd[1].v);
 	free(hits);
 	*out = p;
 	return 0;
 oom:
 	tb_err_set(err, NULL, "out of memory while pairing tensors");
 fail:
-	free(a);
-	free(b);
+	free(sd[0].v);
+	free(sd[1].v);
 	free(hits);
 	tb_pairing_free(p);
 	return -1;
@@ -216,6 +402,9 @@ void tb_pairing_free(tb_pairing *p)
 	free(p->unp[0]);
 	free(p->unp[1]);
 	free(p->unused_rules);
+	for (size_t i = 0; i < p->n_views; i++)
+		tb_view_free(p->views[i]);
+	free(p->views);
 	free(p);
 }
 

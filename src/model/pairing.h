@@ -5,7 +5,9 @@
  * A cell found on one side only is kept with the other side NULL (status
  * "missing" later).  Tensors that map to no cell, or to a cell another
  * tensor of the same tree already took, are listed as unpaired with the
- * reason; token-id tensors (tb_name_is_token_ids) are neither.  The pairing borrows the trees' tensors: free it before the trees.
+ * reason; token-id tensors (tb_name_is_token_ids) are neither.  The pairing
+ * borrows the trees' tensors and owns the views it cuts from them: free it
+ * before the trees.
  */
 #ifndef TB_PAIRING_H
 #define TB_PAIRING_H
@@ -27,6 +29,7 @@ typedef enum tb_unpaired_kind {
 	TB_UNP_UNMAPPED,  /* no naming rule matched */
 	TB_UNP_DUPLICATE, /* another tensor of its tree took the cell */
 	TB_UNP_ONE_SIDED, /* no tensor of the other tree maps to its cell */
+	TB_UNP_UNSPLIT,   /* a fused projection that could not be split */
 } tb_unpaired_kind;
 
 /* "no naming rule matched", ... */
@@ -46,7 +49,15 @@ typedef struct tb_pairing {
 	int n_layers;          /* 1 + highest layer index seen, 0 if none */
 	size_t *unused_rules;  /* indices of the map file's rules that took no tensor */
 	size_t n_unused_rules;
+	tb_tensor **views;     /* layers of scan-stacked tensors, parts of fused ones (owned) */
+	size_t n_views;
 } tb_pairing;
+
+/* What splitting a fused qkv_proj needs when the other tree's q/k/v
+ * projections do not say it. */
+typedef struct tb_pairing_opts {
+	int heads, kv_heads; /* 0: unknown */
+} tb_pairing_opts;
 
 /* A tensor's cell in its tree (shared-prefix aware).  False when unmapped. */
 typedef struct tb_tree_names {
@@ -54,10 +65,12 @@ typedef struct tb_tree_names {
 } tb_tree_names;
 void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree);
 
-/* Fails, naming the map file, when its rules put two tensors of one tree in
- * one cell. */
-int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, tb_pairing **out,
-		     tb_err *err);
+/* Scan-stacked tensors (TB_LAYER_STACKED) become one view per layer; a
+ * fused attn.qkv or mlp.gate_up becomes one view per projection where the
+ * other tree has them separate (o may be NULL).  Fails, naming the map
+ * file, when its rules put two tensors of one tree in one cell. */
+int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *namer, const tb_pairing_opts *o,
+		     tb_pairing **out, tb_err *err);
 void tb_pairing_free(tb_pairing *p);
 
 /* How much of the two trees paired (CONTRACT §1, "Coverage"); token ids

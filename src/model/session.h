@@ -21,10 +21,16 @@ typedef struct tb_session {
 /* map_file may be NULL. */
 int tb_session_open(tb_session *s, const char *ref_path, const char *cand_path, const tb_open_opts *opts,
 		    const char *map_file, tb_err *err);
-/* The same with the map file's contents already read (map_text, or NULL
- * to read map_file). */
-int tb_session_open_map(tb_session *s, const char *ref_path, const char *cand_path, const tb_open_opts *opts,
-			const char *map_file, const char *map_text, size_t map_len, tb_err *err);
+typedef struct tb_session_opts {
+	const tb_open_opts *open; /* NULL: the defaults */
+	const char *map_file;     /* NULL: the built-in conventions only */
+	const char *map_text;     /* the map file's contents already read (standard input), or NULL */
+	size_t map_len;
+	tb_pairing_opts pairing;
+} tb_session_opts;
+
+int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_path, const tb_session_opts *o,
+			 tb_err *err);
 void tb_session_free(tb_session *s);
 
 #endif

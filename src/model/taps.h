@@ -16,6 +16,10 @@
 
 #define TB_TAP_LEN 64
 
+/* The layer of a name that holds every layer, layer axis first (pairing
+ * cuts it into one cell per layer); never the layer of a paired cell. */
+#define TB_LAYER_STACKED (-2)
+
 typedef struct tb_cell {
 	int layer;            /* -1 for model-level taps */
 	char tap[TB_TAP_LEN]; /* canonical tap name */

@@ -88,13 +88,19 @@ static void unused_rules(tb_run *r)
 int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 {
 	const tb_run_opts *o = &cfg->opts;
+	tb_session_opts so = {
+		.open = &o->open,
+		.map_file = o->map_file,
+		.map_text = cfg->map_text,
+		.map_len = cfg->map_len,
+		.pairing = {.heads = o->heads, .kv_heads = o->kv_heads},
+	};
 
 	memset(r, 0, sizeof *r);
 	r->cfg = cfg;
 	r->tol = o->tol;
 	clock_gettime(CLOCK_REALTIME, &r->opened);
-	if (tb_session_open_map(&r->sess, o->ref_path, o->cand_path, &o->open, o->map_file, cfg->map_text, cfg->map_len,
-				err) < 0)
+	if (tb_session_open_with(&r->sess, o->ref_path, o->cand_path, &so, err) < 0)
 		return -1;
 	r->open = true;
 	unused_rules(r);

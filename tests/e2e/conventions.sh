@@ -53,6 +53,28 @@ elif style == "llamacpp":
         save("l_out-%d" % l, load("model.layers.%d" % l)[0])
     save("result_norm", load("model.norm")[0])
     save("result_output", load("lm_head")[0])
+elif style == "maxtext-scan":
+    # nn.scan over the layers: one tensor per tap, the layer axis first.
+    sub = ["pre_self_attention_layer_norm", "self_attention", "post_self_attention_layer_norm", "mlp"]
+    save("token_embedder", load("model.embed_tokens"))
+    for k, i in hf.items():
+        save("decoder/layers/" + sub[i], np.stack([load("model.layers.%d.%s" % (l, k)) for l in range(L)]))
+    save("decoder/layers", np.stack([load("model.layers.%d" % l) for l in range(L)]))
+    save("decoder/decoder_norm", load("model.norm"))
+    save("logits", load("lm_head"))
+elif style == "vllm":
+    # vLLM/SGLang module paths: q/k/v and gate/up fused into one projection.
+    for f in os.listdir(src):
+        name = f[:-4]
+        if re.search(r"\.(q|k|v)_proj$|\.(gate|up)_proj$", name):
+            continue
+        save(name, np.load(os.path.join(src, f)))
+    for l in range(L):
+        p = "model.layers.%d." % l
+        q, k, v = (load(p + "self_attn.%s_proj" % x) for x in "qkv")
+        save(p + "self_attn.qkv_proj", np.concatenate([q, k, v], axis=-1))
+        g, u = load(p + "mlp.gate_proj"), load(p + "mlp.up_proj")
+        save(p + "mlp.gate_up_proj", np.concatenate([g, u], axis=-1))
 elif style == "hidden":
     # output_hidden_states: the embedding output, each layer's output but
     # the last, then the final norm's output (HF appends it after the norm).
@@ -67,6 +89,9 @@ relayout "$T/cand" "$T/maxtext" maxtext || bail_out "relayout maxtext failed"
 relayout "$T/cand" "$T/llamacpp" llamacpp || bail_out "relayout llamacpp failed"
 relayout "$T/ref" "$T/hidden" hidden || bail_out "relayout hidden failed"
 relayout "$T/ref" "$T/maxref" maxtext || bail_out "relayout maxtext reference failed"
+relayout "$T/cand" "$T/maxscan" maxtext-scan || bail_out "relayout maxtext-scan failed"
+"$MKDEMO" --sub --bug rope-style "$T/subref" "$T/subcand" >/dev/null || bail_out "mkdemo --sub failed"
+relayout "$T/subcand" "$T/vllm" vllm || bail_out "relayout vllm failed"
 
 # pairs_whole NAME REF CAND PAIRED: check pairs PAIRED cells, none unpaired,
 # and finds the first divergence at L0.attn.
@@ -82,6 +107,34 @@ pairs_whole() {
 pairs_whole "MaxText names" "$T/ref" "$T/maxtext" 23
 pairs_whole "llama.cpp graph names, [S, H] tensors" "$T/ref" "$T/llamacpp" 23
 pairs_whole "a MaxText reference against a llama.cpp port" "$T/maxref" "$T/llamacpp" 23
+
+pairs_whole "MaxText with scanned layers (one [L, ...] tensor per tap)" "$T/ref" "$T/maxscan" 23
+expect_exit 1 "scanned layers: the layer views are named by index" "$TBISECT" check --json --no-history "$T/ref" "$T/maxscan"
+json_is "scanned layers: L2.attn is layer 2 of decoder.layers.self_attention" cells.12.cand_name 'decoder.layers.self_attention[2]'
+check_that "scanned layers: nothing was copied into the tree" test "$(find "$T/maxscan" -type f | wc -l)" -eq 8
+
+# vLLM/SGLang fuse q/k/v and gate/up; split by the reference's projections.
+expect_exit 1 "fused qkv_proj/gate_up_proj against separate projections" \
+	"$TBISECT" check --json --no-history "$T/subref" "$T/vllm"
+json_is "fused: nothing unpaired in the candidate" 'unpaired.cand.#' 0
+json_is "fused: nothing unpaired in the reference" 'unpaired.ref.#' 0
+json_is "fused: the first divergence is L0.attn.q (after RoPE in this dump)" first_divergence.cell L0.attn.q
+json_is "fused: L0.attn.q is the q part of qkv_proj" first_divergence.cand_name 'model.layers.0.self_attn.qkv_proj[q]'
+expect_exit 0 "fused, the reference against its own fused dump: every part matches" \
+	"$TBISECT" check --json --no-history "$T/subcand" "$T/vllm"
+json_is "fused, same numbers: verdict match" verdict match
+json_is "fused, same numbers: 51 cells paired (23 and 7 sub-taps a layer)" coverage.paired 51
+# Without the reference's v_proj the widths come from the head counts.
+mkdir "$T/refnov"
+cp "$T"/subref/*.npy "$T/refnov/"
+rm "$T"/refnov/model.layers.*.self_attn.v_proj.npy
+expect_exit 1 "qkv_proj against q/k only, no head counts: still compared" \
+	"$TBISECT" check --json --no-history --allow-partial "$T/refnov" "$T/vllm"
+check_that "no head counts: qkv_proj is unpaired, and says how to split it" \
+	sh -c "'$TBISECT' check --no-history --allow-partial '$T/refnov' '$T/vllm' | grep -q 'qkv_proj  (a fused projection the other tree has as separate ones: give --heads and --kv-heads'"
+expect_exit 1 "qkv_proj against q/k only, --heads 8 --kv-heads 2: split" \
+	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/refnov" "$T/vllm"
+json_is "--heads: L0.attn.k is the k part" cells.3.cand_name 'model.layers.0.self_attn.qkv_proj[k]'
 
 expect_exit 0 "ls: MaxText's self_attention is an attention output" "$TBISECT" ls "$T/maxtext"
 check_that "ls: decoder.layers_2.self_attention is L2.attn" grep -q '^decoder\.layers_2\.self_attention  *L2\.attn ' "$TAP_OUT"
