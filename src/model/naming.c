@@ -175,6 +175,7 @@ typedef struct map_rule {
 
 struct tb_namer {
 	char *path;    /* the map file, or NULL */
+	bool no_builtins;
 	map_rule *rules;
 	size_t n_rules;
 };
@@ -327,7 +328,7 @@ static bool map_one(const tb_namer *namer, const char *name, tb_cell *cell, how 
 {
 	if (user_rules(namer, name, cell, h))
 		return true;
-	for (size_t i = 0; i < tb_n_conventions; i++) {
+	for (size_t i = 0; !(namer && namer->no_builtins) && i < tb_n_conventions; i++) {
 		if (match_convention(&tb_conventions[i], name, cell)) {
 			if (h->rule)
 				snprintf(h->rule, h->rule_size, "%s", tb_conventions[i].pattern);
@@ -379,6 +380,11 @@ bool tb_namer_map_rule(const tb_namer *namer, const char *raw, const char *share
 
 	*user_rule = h.user_rule;
 	return mapped;
+}
+
+void tb_namer_use_builtins(tb_namer *namer, bool on)
+{
+	namer->no_builtins = !on;
 }
 
 size_t tb_namer_n_rules(const tb_namer *namer)

@@ -28,6 +28,9 @@ int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err);
  * what errors call it. */
 int tb_namer_new_text(const char *name, const char *text, size_t len, tb_namer **out, tb_err *err);
 void tb_namer_free(tb_namer *namer);
+/* Whether the built-in conventions name tensors (they do unless turned off
+ * right after tb_namer_new, to test a map on its own). */
+void tb_namer_use_builtins(tb_namer *namer, bool on);
 
 /* Map a raw name.  shared: the prefix every name of its tree shares (may
  * be NULL or "").  rule, when not NULL, receives which rule matched

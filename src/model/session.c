@@ -22,6 +22,8 @@ int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_p
 	s->cand_path = cand_path;
 	named = o->map_text ? tb_namer_new_text(o->map_file, o->map_text, o->map_len, &s->namer, err)
 			    : tb_namer_new(o->map_file, &s->namer, err);
+	if (named == 0 && o->no_builtin_names)
+		tb_namer_use_builtins(s->namer, false);
 	if (named < 0 || tb_tree_open(ref_path, o->open, &s->ref, err) < 0 ||
 	    tb_tree_open(cand_path, o->open, &s->cand, err) < 0 ||
 	    tb_pairing_build(s->ref, s->cand, s->namer, &o->pairing, &s->pairing, err) < 0) {

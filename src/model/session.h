@@ -27,6 +27,7 @@ typedef struct tb_session_opts {
 	const char *map_text;     /* the map file's contents already read (standard input), or NULL */
 	size_t map_len;
 	tb_pairing_opts pairing;
+	bool no_builtin_names;    /* only the map file names tensors */
 } tb_session_opts;
 
 int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_path, const tb_session_opts *o,

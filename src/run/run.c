@@ -94,6 +94,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		.map_text = cfg->map_text,
 		.map_len = cfg->map_len,
 		.pairing = {.heads = o->heads, .kv_heads = o->kv_heads},
+		.no_builtin_names = o->no_builtin_names,
 	};
 
 	memset(r, 0, sizeof *r);
@@ -109,8 +110,8 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	if (r->partial && !o->allow_partial) {
 		char cov[160];
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
-		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (see tbisect-dumps(5), NAMING) or --allow-partial",
-			   o->ref_path, o->cand_path, cov);
+		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one) or --allow-partial",
+			   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path);
 		tb_run_free(r);
 		return -1;
 	}
@@ -224,6 +225,8 @@ int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_
 	memset(out, 0, sizeof *out);
 	named = cfg->map_text ? tb_namer_new_text(cfg->opts.map_file, cfg->map_text, cfg->map_len, &out->namer, err)
 			      : tb_namer_new(cfg->opts.map_file, &out->namer, err);
+	if (named == 0 && cfg->opts.no_builtin_names)
+		tb_namer_use_builtins(out->namer, false);
 	if (named < 0 ||
 	    tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0) {
 		tb_listing_free(out);

@@ -93,16 +93,18 @@ relayout "$T/cand" "$T/maxscan" maxtext-scan || bail_out "relayout maxtext-scan 
 "$MKDEMO" --sub --bug rope-style "$T/subref" "$T/subcand" >/dev/null || bail_out "mkdemo --sub failed"
 relayout "$T/subcand" "$T/vllm" vllm || bail_out "relayout vllm failed"
 
-# pairs_whole NAME REF CAND PAIRED: check pairs PAIRED cells, none unpaired,
-# and finds the first divergence at L0.attn.
+# pairs_whole NAME REF CAND PAIRED [OPTION...]: check pairs PAIRED cells,
+# none unpaired, and finds the first divergence at L0.attn.
 pairs_whole() {
-	expect_exit 1 "$1: diverged (the port's bug)" "$TBISECT" check --json --no-history "$2" "$3"
-	json_is "$1: $4 tensors paired" coverage.paired "$4"
-	json_is "$1: nothing unpaired in the reference" 'unpaired.ref.#' 0
-	json_is "$1: nothing unpaired in the candidate" 'unpaired.cand.#' 0
-	json_is "$1: the first divergence is L0.attn" first_divergence.cell L0.attn
-	json_is "$1: at position 1" first_divergence.first_bad_position 1
-	json_is "$1: the cause is rope-style" causes.0.id rope-style
+	_pw_name=$1 _pw_ref=$2 _pw_cand=$3 _pw_n=$4
+	shift 4
+	expect_exit 1 "$_pw_name: diverged (the port's bug)" "$TBISECT" check --json --no-history "$@" "$_pw_ref" "$_pw_cand"
+	json_is "$_pw_name: $_pw_n tensors paired" coverage.paired "$_pw_n"
+	json_is "$_pw_name: nothing unpaired in the reference" 'unpaired.ref.#' 0
+	json_is "$_pw_name: nothing unpaired in the candidate" 'unpaired.cand.#' 0
+	json_is "$_pw_name: the first divergence is L0.attn" first_divergence.cell L0.attn
+	json_is "$_pw_name: at position 1" first_divergence.first_bad_position 1
+	json_is "$_pw_name: the cause is rope-style" causes.0.id rope-style
 }
 pairs_whole "MaxText names" "$T/ref" "$T/maxtext" 23
 pairs_whole "llama.cpp graph names, [S, H] tensors" "$T/ref" "$T/llamacpp" 23
@@ -135,6 +137,18 @@ check_that "no head counts: qkv_proj is unpaired, and says how to split it" \
 expect_exit 1 "qkv_proj against q/k only, --heads 8 --kv-heads 2: split" \
 	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/refnov" "$T/vllm"
 json_is "--heads: L0.attn.k is the k part" cells.3.cand_name 'model.layers.0.self_attn.qkv_proj[k]'
+
+# With the built-in names switched off, suggest-map finds the same
+# pairing from the trees' structure alone.
+for d in maxtext llamacpp; do
+	TAP_RC=0
+	"$TBISECT" suggest-map --no-builtin-names "$T/ref" "$T/$d" >"$T/$d.map" 2>"$TAP_ERR" || TAP_RC=$?
+	check_that "suggest-map --no-builtin-names on the $d dump: exit 0 ($TAP_RC)" test "$TAP_RC" -eq 0
+	check_that "suggest-map on the $d dump: rules with confidence and evidence" \
+		sh -c "'$JSONQ' '$T/$d.map' rules.0.evidence >/dev/null && '$JSONQ' '$T/$d.map' rules.0.confidence >/dev/null"
+	pairs_whole "$d names through suggest-map's map, no built-in names" "$T/ref" "$T/$d" 23 \
+		--no-builtin-names --map "$T/$d.map"
+done
 
 expect_exit 0 "ls: MaxText's self_attention is an attention output" "$TBISECT" ls "$T/maxtext"
 check_that "ls: decoder.layers_2.self_attention is L2.attn" grep -q '^decoder\.layers_2\.self_attention  *L2\.attn ' "$TAP_OUT"

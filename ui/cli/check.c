@@ -37,6 +37,7 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->kv_heads = o->kv_heads;
 	ro->origin_factor = o->origin_factor;
 	ro->allow_partial = o->allow_partial;
+	ro->no_builtin_names = o->no_builtin_names;
 }
 
 static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)

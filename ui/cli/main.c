@@ -31,6 +31,8 @@ int main(int argc, char **argv)
 		return tb_cmd_ls(&o);
 	case TB_MODE_CHECK:
 		return tb_cmd_check(&o);
+	case TB_MODE_SUGGEST:
+		return tb_cmd_suggest(&o);
 	case TB_MODE_KEYS:
 		return tb_cmd_keys();
 	case TB_MODE_TUI:

@@ -32,6 +32,7 @@ enum {
 	OPT_VERSION,
 	OPT_KEYS,
 	OPT_ALLOW_PARTIAL,
+	OPT_NO_BUILTIN_NAMES,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +59,7 @@ static const struct option long_opts[] = {
 	{"version", no_argument, NULL, OPT_VERSION},
 	{"keys", no_argument, NULL, OPT_KEYS},
 	{"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
+	{"no-builtin-names", no_argument, NULL, OPT_NO_BUILTIN_NAMES},
 	{NULL, 0, NULL, 0},
 };
 
@@ -66,6 +68,7 @@ void tb_usage(FILE *out)
 	fputs("usage: tbisect [OPTIONS] REF CAND          interactive view (needs a terminal)\n"
 	      "       tbisect check [OPTIONS] REF CAND    batch report (text, or --json)\n"
 	      "       tbisect ls [OPTIONS] TREE           list tensors and their canonical cells\n"
+	      "       tbisect suggest-map [OPTIONS] REF CAND   print a --map file for the names that do not pair\n"
 	      "       tbisect --version | --help | --keys\n"
 	      "\n"
 	      "REF and CAND are dump trees: a directory (walked recursively) or one file:\n"
@@ -79,6 +82,7 @@ void tb_usage(FILE *out)
 	      "  --max-kl K        logits diverge when mean KL(ref||cand) exceeds K (default 0.015)\n"
 	      "  --map FILE        JSON naming map, tried before the built-in conventions\n"
 	      "  --allow-partial   go on when under half the tensors pair (no cause is named then)\n"
+	      "  --no-builtin-names  name tensors by the --map file only (to test a map)\n"
 	      "  --rules FILE      extra diagnosis rules (JSON, see tbisect-rules(5))\n"
 	      "  --tol FILE        per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})\n"
 	      "  --origin-factor F a cell whose error exceeds F times its inputs' is where error is born (10)\n"
@@ -152,6 +156,9 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	} else if (argc > 1 && !strcmp(argv[1], "ls")) {
 		o->mode = TB_MODE_LS;
 		first = 2;
+	} else if (argc > 1 && !strcmp(argv[1], "suggest-map")) {
+		o->mode = TB_MODE_SUGGEST;
+		first = 2;
 	}
 	optind = first;
 	opterr = 0;
@@ -174,6 +181,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 			break;
 		case OPT_FEATURES: o->features = true; break;
 		case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
+		case OPT_NO_BUILTIN_NAMES: o->no_builtin_names = true; break;
 		case OPT_HEADS: rc = int_arg("heads", optarg, 1, 65536, &o->heads, msg, size); break;
 		case OPT_KV_HEADS: rc = int_arg("kv-heads", optarg, 1, 65536, &o->kv_heads, msg, size); break;
 		case OPT_JSON: o->json = true; break;

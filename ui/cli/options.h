@@ -12,7 +12,7 @@
 #include "compare/compare.h"
 #include "formats/tree.h"
 
-typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_HELP, TB_MODE_VERSION,
+typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_SUGGEST, TB_MODE_HELP, TB_MODE_VERSION,
 	       TB_MODE_KEYS } tb_mode;
 
 typedef struct tb_options {
@@ -26,6 +26,7 @@ typedef struct tb_options {
 	double origin_factor;
 	bool features;        /* (check) print the target's feature values */
 	bool allow_partial;   /* go on when coverage is poor */
+	bool no_builtin_names; /* only the --map file names tensors */
 	int heads, kv_heads;  /* 0: infer */
 	bool json;
 	bool history, no_history, watch;

@@ -33,7 +33,7 @@ static void fill(const view *v, doc *dc)
 	if (v->run.partial) {
 		doc_wrap(dc, ui_attr(UI_ERROR), "  ", 2, cov);
 		doc_wrap(dc, ui_attr(UI_ERROR), "  ", 2,
-			 "under --allow-partial no cause is named: give a --map (tbisect-dumps(5), NAMING) that pairs the rest");
+			 "under --allow-partial no cause is named: pair the rest with a --map (tbisect suggest-map writes one)");
 	} else {
 		doc_line(dc, ui_attr(UI_DIM), "  %zu of the tensors paired (ref %zu, cand %zu)", v->run.coverage.paired,
 			 v->run.coverage.tensors[0], v->run.coverage.tensors[1]);
