@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonutil.h"
 #include "compare/pairstat.h"
 #include "run/structure.h"
 #include "run/suggest.h"
@@ -18,6 +19,8 @@
 #define MIN_LAYER_SHARE 0.5
 #define MAX_SLOTS 8
 #define MAX_NAME 1024
+/* The largest map file merged with a suggestion, as naming reads it. */
+#define MAP_MAX_BYTES (1024 * 1024)
 
 /* One unmapped name: its literal pieces around the digit runs. */
 typedef struct parsed {
@@ -595,11 +598,9 @@ int tb_suggest_map(const tb_session *s, tb_suggestion *out, tb_err *err)
 	return 0;
 }
 
-char *tb_suggestion_json(const tb_suggestion *sg)
+/* The suggested rules, appended to a map file's "rules" array. */
+static void add_rules(cJSON *rules, const tb_suggestion *sg)
 {
-	cJSON *root = cJSON_CreateObject(), *rules = cJSON_AddArrayToObject(root, "rules");
-	char *text;
-
 	for (size_t i = 0; i < sg->n; i++) {
 		const tb_suggested_rule *r = &sg->rules[i];
 		cJSON *o = cJSON_CreateObject();
@@ -615,8 +616,46 @@ char *tb_suggestion_json(const tb_suggestion *sg)
 		cJSON_AddStringToObject(o, "evidence", r->evidence);
 		cJSON_AddItemToArray(rules, o);
 	}
+}
+
+char *tb_suggestion_json(const tb_suggestion *sg)
+{
+	cJSON *root = cJSON_CreateObject(), *rules = cJSON_AddArrayToObject(root, "rules");
+	char *text;
+
+	add_rules(rules, sg);
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
+	return text;
+}
+
+char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const char *map_text, size_t map_len,
+			   tb_err *err)
+{
+	cJSON *root = NULL, *rules;
+	char *text;
+
+	if (map_text)
+		root = tb_json_parse(map_text, map_len, map_path, "map file", err);
+	else if (map_path)
+		root = tb_json_load(map_path, MAP_MAX_BYTES, "map file", err);
+	else
+		root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	rules = cJSON_GetObjectItemCaseSensitive(root, "rules");
+	if (!rules)
+		rules = cJSON_AddArrayToObject(root, "rules");
+	if (!cJSON_IsArray(rules)) {
+		cJSON_Delete(root);
+		tb_err_set(err, map_path, "map file must be an object with a \"rules\" array");
+		return NULL;
+	}
+	add_rules(rules, sg);
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!text)
+		tb_err_set(err, NULL, "out of memory writing the map");
 	return text;
 }
 

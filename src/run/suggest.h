@@ -48,6 +48,11 @@ int tb_suggest_map(const tb_session *s, tb_suggestion *out, tb_err *err);
 /* The map file (CONTRACT §4) with "confidence" and "evidence" beside each
  * rule's fields; malloc'd, NULL when out of memory. */
 char *tb_suggestion_json(const tb_suggestion *sg);
+/* The rules of a map file (map_text when given, else the file map_path,
+ * else none) followed by the suggested ones, as one map file; malloc'd,
+ * or NULL and err. */
+char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const char *map_text, size_t map_len,
+			   tb_err *err);
 void tb_suggestion_free(tb_suggestion *sg);
 
 #endif

@@ -76,6 +76,20 @@ check_that "numbered from 1: net.blk1.sa is layer 0" \
 suggested "neither tree's names known (the trees' own structure)" "$T/refnet" "$T/net"
 check_that "structure: the evidence names the residual identity" grep -q 'block = previous block + two others' "$T/map.json"
 
+# In the interactive view: M shows the suggestion, y pairs the trees again
+# with it (the view starts on the partial pairing under --allow-partial).
+printf 'M\n:save-display %s\ny\n:save-display %s\n:export %s\nq\n' "$T/shown.txt" "$T/applied.txt" "$T/applied.json" \
+	>"$T/suggest.script"
+expect_exit 1 "the view: M, then y" env TERM=xterm LINES=30 COLUMNS=100 TBISECT_SCRIPT="$T/suggest.script" \
+	"$TBISECT" --no-history --allow-partial "$T/ref" "$T/net"
+check_that "M: the suggested map, with how to apply it" grep -q '^  8 rules; y pairs the trees again with them' "$T/shown.txt"
+check_that "M: each rule with its cell and confidence" grep -q '^  \^net\\.blk(\[0-9\]+)\\.sa\$  ->  layer from the name, attn   confidence 0\.88$' "$T/shown.txt"
+check_that "y: the view is paired whole again" grep -q 'first divergence L0.attn pos 1  paired 23  unpaired 0/0' "$T/applied.txt"
+TAP_OUT=$T/applied.json
+json_is "y: the exported report covers every tensor" coverage.paired 23
+TAP_OUT=$T/.stdout
+check_that "y: the dump trees were not written" test "$(find "$T/net" -newer "$T/suggest.script" | wc -l)" -eq 0
+
 # Nothing to pair the names with.
 mkdir "$T/other"
 for k in x y z; do cp "$T/ref/tokens.npy" "$T/other/unrelated_$k.npy"; done

@@ -196,6 +196,8 @@ const ui_cmd ui_cmds[] = {
 	{.name = "history", .usage = "history", .action = TB_ACT_HISTORY, .complete = CMP_NONE,
 	 .help = "show the passes of this pair (as H)"},
 	{.name = "help", .usage = "help", .action = TB_ACT_HELP, .complete = CMP_NONE, .help = "show the help screen"},
+	{.name = "suggest-map", .usage = "suggest-map", .action = TB_ACT_SUGGEST, .complete = CMP_NONE,
+	 .help = "suggest map rules for the unpaired names and show them; y applies them (as M)"},
 	{.name = "quit", .usage = "quit", .action = TB_ACT_INTERRUPT, .complete = CMP_NONE, .help = "quit tbisect"},
 	{.name = "save-display", .usage = "save-display FILE", .exec = cmd_save_display, .complete = CMP_FILE,
 	 .help = "write the screen's text to FILE (for tests and bug reports)"},

@@ -45,6 +45,8 @@ const tb_binding tb_bindings[] = {
 	{KEY_ENTER, TB_ACT_OPEN},
 	{'c', TB_ACT_CAUSES},
 	{'u', TB_ACT_UNPAIRED},
+	{'M', TB_ACT_SUGGEST},
+	{'y', TB_ACT_CONFIRM},
 	{'H', TB_ACT_HISTORY},
 	{'r', TB_ACT_RELOAD},
 	{'?', TB_ACT_HELP},

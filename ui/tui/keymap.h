@@ -27,6 +27,8 @@
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
 	X(CAUSES, "causes", "show the causes pane (ranked causes, why, where to look)")       \
 	X(UNPAIRED, "unpaired", "list the tensors that did not pair, both trees side by side, and why") \
+	X(SUGGEST, "suggest-map", "suggest map rules for the names that did not pair (y applies them)") \
+	X(CONFIRM, "confirm", "apply what the screen proposes (the suggested map)")             \
 	X(HISTORY, "history", "show the passes: each first divergence and how it moved")   \
 	X(RELOAD, "reload", "compare both trees again: a new pass (--watch: on change)")  \
 	X(HELP, "help", "show this help")                                                     \

@@ -43,6 +43,7 @@ static const screen_ops *const screens[SCREEN_COUNT] = {
 	[SCREEN_HELP] = &help_screen,
 	[SCREEN_HISTORY] = &history_screen,
 	[SCREEN_UNPAIRED] = &unpaired_screen,
+	[SCREEN_SUGGEST] = &suggest_screen,
 };
 
 typedef struct loop {
@@ -215,6 +216,7 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_CAUSES: return open_screen(SCREEN_CAUSES);
 	case TB_ACT_HISTORY: return open_screen(SCREEN_HISTORY);
 	case TB_ACT_UNPAIRED: return open_screen(SCREEN_UNPAIRED);
+	case TB_ACT_SUGGEST: return open_screen(SCREEN_SUGGEST);
 	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
@@ -495,6 +497,7 @@ int tui_main(const tui_opts *o, tb_run *run)
 	if (script)
 		fclose(script);
 	reload_done(v);
+	free(v->applied_map);
 	tb_history_free(&v->hist);
 	ui_watch_free(v->watch);
 	grid_done(&v->g);

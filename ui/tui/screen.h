@@ -33,6 +33,7 @@ typedef enum screen_id {
 	SCREEN_HELP,
 	SCREEN_HISTORY,
 	SCREEN_UNPAIRED,
+	SCREEN_SUGGEST,
 	SCREEN_COUNT
 } screen_id;
 

@@ -45,6 +45,8 @@ typedef struct view {
 	ui_watch *watch;          /* --watch on both trees, or NULL */
 	ui_watch_state watch_state; /* at the last poll */
 	bool on_grid;             /* the heatmap is the screen on top (set by the loop) */
+	tb_run_config applied;    /* the configuration with a suggested map applied (cfg points here then) */
+	char *applied_map;        /* that map's text, owned */
 	int exit_code;
 } view;
 

@@ -7,6 +7,7 @@
 
 #include "tui/screen.h"
 
-extern const screen_ops heatmap_screen, detail_screen, causes_screen, help_screen, history_screen, unpaired_screen;
+extern const screen_ops heatmap_screen, detail_screen, causes_screen, help_screen, history_screen, unpaired_screen,
+	suggest_screen;
 
 #endif
