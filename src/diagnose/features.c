@@ -127,6 +127,7 @@ static void global_counts(const tb_result *r, double *v)
 	v[TB_F_N_LAYERS] = r->n_layers;
 	v[TB_F_N_DIVERGED] = (double)div;
 	v[TB_F_N_CLOSE] = (double)close;
+	v[TB_F_N_COMPARED] = (double)compared_n;
 	v[TB_F_CLOSE_FRAC] = compared_n ? (double)close / (double)compared_n : 0;
 	v[TB_F_DIVERGED_FRAC] = compared_n ? (double)div / (double)compared_n : 0;
 	v[TB_F_NONE_DIVERGED] = div == 0;

@@ -43,6 +43,7 @@
 	X(UPSTREAM_OK, "upstream_ok", "bool", "every compared cell before the target matches or is close")     \
 	X(N_DIVERGED, "n_diverged", "count", "diverged cells")                                                \
 	X(N_CLOSE, "n_close", "count", "close cells")                                                         \
+	X(N_COMPARED, "n_compared", "count", "cells with a tensor on both sides (what every other fact is about)") \
 	X(CLOSE_FRAC, "close_frac", "fraction", "close cells among compared cells")                           \
 	X(DIVERGED_FRAC, "diverged_frac", "fraction", "diverged cells among compared cells")                  \
 	X(NONE_DIVERGED, "none_diverged", "bool", "no cell diverged")                                         \

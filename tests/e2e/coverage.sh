@@ -105,4 +105,22 @@ expect_exit 1 "5 block and logits tensors against 23: the smaller side pairs who
 	"$TBISECT" check --json --no-history "$T/ref" "$T/blocks"
 json_is "the smaller side: coverage.paired 5" coverage.paired 5
 
+# A why-text states no fact about a cell that was not compared.
+"$MKDEMO" --bug tied-embeddings "$T/tied-ref" "$T/tied-cand" >/dev/null || bail_out "mkdemo failed"
+rm "$T/tied-cand/model.norm.npy"
+expect_exit 1 "logits diverged, final_norm not dumped by the candidate" \
+	"$TBISECT" check --json --no-history "$T/tied-ref" "$T/tied-cand"
+cp "$TAP_OUT" "$T/tied.json"
+check_that "no cause claims final_norm matches" sh -c "! grep -q 'final_norm matches' '$T/tied.json'"
+check_that "no cause claims everything matches" sh -c "! grep -q 'everything matches' '$T/tied.json'"
+check_that "lm-head says final_norm was not compared" grep -q 'final_norm was not dumped on both sides' "$T/tied.json"
+"$MKDEMO" --bug mlp-activation "$T/act-ref" "$T/act-cand" >/dev/null || bail_out "mkdemo failed"
+rm "$T"/act-cand/model.layers.0.post_attention_layernorm.npy
+expect_exit 1 "mlp diverged, its input norm not dumped by the candidate" \
+	"$TBISECT" check --json --no-history "$T/act-ref" "$T/act-cand"
+json_is "the first divergence is L0.mlp" first_divergence.cell L0.mlp
+check_that "no cause claims the MLP's input norm is intact" sh -c "! grep -q 'input norm intact\|input norm matches' '$TAP_OUT'"
+check_that "mlp-activation says the input norm was not compared" \
+	sh -c "'$JSONQ' '$TAP_OUT' causes.0.why | grep -q 'its input norm was not dumped on both sides'"
+
 tap_done
