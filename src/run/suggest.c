@@ -19,6 +19,8 @@
 #define MIN_LAYER_SHARE 0.5
 #define MAX_SLOTS 8
 #define MAX_NAME 1024
+/* An evidence line: a name pattern and the facts about it. */
+#define EVIDENCE_MAX (MAX_NAME + 768)
 /* The largest map file merged with a suggestion, as naming reads it. */
 #define MAP_MAX_BYTES (1024 * 1024)
 
@@ -393,7 +395,7 @@ static int emit_rules(tb_suggestion *sg, int side, const group *g, const char *t
 /* The rules of one chosen candidate, with its evidence. */
 static int emit(tb_suggestion *sg, int side, const group *g, const candidate *c, const candidate *second)
 {
-	char evidence[512], other[160] = "";
+	char evidence[EVIDENCE_MAX], other[160] = "";
 	const char *what = side ? "candidate" : "reference";
 
 	if (second)
@@ -462,7 +464,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 		const group *g = &gs[of_series[i]];
 		/* Names that count layers from 1. */
 		int offset = series[i].number[0] == 1 ? -1 : 0;
-		char evidence[768];
+		char evidence[EVIDENCE_MAX];
 		if (!st.series_tap[i])
 			continue;
 		snprintf(evidence, sizeof evidence, "%zu %s names %s, from the tree's own forward pass: %s", g->n,
@@ -473,7 +475,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 		tb_err_set(err, NULL, "out of memory suggesting a map");
 	for (size_t i = 0; i < nsi && rc == 0; i++) {
 		const group *g = &gs[of_single[i]];
-		char evidence[512];
+		char evidence[EVIDENCE_MAX];
 		if (!st.single_tap[i])
 			continue;
 		snprintf(evidence, sizeof evidence, "%s name %s, from the tree's own forward pass: %s",

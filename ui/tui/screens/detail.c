@@ -48,7 +48,7 @@ typedef struct detail {
 	const char *heads_from;  /* "--heads", "inferred from attn.q/attn.k shapes" */
 	tb_head_metrics *head;   /* heads entries, owned */
 	tb_causes causes;        /* causes of this cell when it is not the first divergence, owned */
-	char note[256];          /* why the per-head view is absent */
+	char note[sizeof ((tb_err *)0)->msg]; /* why the per-head view is absent */
 	int strip_y, strip_x;    /* where the position strip was drawn, -1: not shown */
 } detail;
 
@@ -238,7 +238,7 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 {
 	static const char *const stat_names[] = {"mean", "std", "min", "max", "L2 norm"};
 	const tb_metrics *m = &c->m;
-	char left[8][64], right[8][64], a[32], b[32], idx[256];
+	char left[8][96], right[8][64], a[32], b[32], idx[256];
 	const double *sides[] = {m->mean, m->std, m->min, m->max, m->l2};
 	const char *names[] = {"max_abs", "mean_abs", "rel_l2", "cosine", "norm_ratio", "allclose_frac"};
 	double vals[] = {m->max_abs, m->mean_abs, m->rel_l2, m->cosine, m->norm_ratio, m->allclose_frac};
