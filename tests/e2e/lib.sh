@@ -276,7 +276,7 @@ json_get() {
 # system's timestamp granularity.
 rewrite() {
 	_rw_old=$(stat -c %.9Y "$1" 2>/dev/null || echo 0)
-	_rw_new=$(awk -v o="$_rw_old" -v n="$(date +%s.%N)" 'BEGIN { printf "%.9f", n > o + 0.001 ? n : o + 0.001 }')
+	_rw_new=$(awk -v o="$_rw_old" -v n="$(date +%s.%N)" 'BEGIN { printf "%.9f", (n > o + 0.001 ? n : o + 0.001) }')
 	{
 		cat
 		touch -c -d "@$_rw_new" "$1"
