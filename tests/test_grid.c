@@ -203,6 +203,14 @@ static void test_filter(void **state)
 	assert_false(grid_select(g, (long)fx->f.s.pairing->n_pairs));
 }
 
+/* Scrolled for a window of rows x cols cells, the first shown cell is (top, left). */
+static void expect_scroll(grid *g, int rows, int cols, int top, int left)
+{
+	grid_scroll_to_cursor(g, rows, cols);
+	assert_int_equal(g->top, top);
+	assert_int_equal(g->left, left);
+}
+
 static void test_move_and_scroll(void **state)
 {
 	fixture *fx = *state;
@@ -218,25 +226,16 @@ static void test_move_and_scroll(void **state)
 	assert_int_equal(g->cur_r, g->n_vrows - 1);
 	assert_int_equal(g->cur_c, g->n_vcols - 1);
 	assert_selected(fx, "logits");
-	grid_scroll_to_cursor(g, 2, 3);
-	assert_int_equal(g->top, 3);
-	assert_int_equal(g->left, 4);
+	expect_scroll(g, 2, 3, 3, 4);
 	grid_move(g, -1, -2);
-	grid_scroll_to_cursor(g, 2, 3);
-	assert_int_equal(g->top, 3);
-	assert_int_equal(g->left, 4);
+	expect_scroll(g, 2, 3, 3, 4);
 	/* A taller window shows the last rows, not past them. */
-	grid_scroll_to_cursor(g, 4, 3);
-	assert_int_equal(g->top, 1);
+	expect_scroll(g, 4, 3, 1, 4);
 	grid_move(g, -10, -10);
-	grid_scroll_to_cursor(g, 2, 3);
-	assert_int_equal(g->top, 0);
-	assert_int_equal(g->left, 0);
+	expect_scroll(g, 2, 3, 0, 0);
 	/* A window larger than the grid never scrolls. */
 	grid_move(g, 10, 10);
-	grid_scroll_to_cursor(g, 50, 50);
-	assert_int_equal(g->top, 0);
-	assert_int_equal(g->left, 0);
+	expect_scroll(g, 50, 50, 0, 0);
 }
 
 int main(void)

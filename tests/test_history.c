@@ -70,6 +70,13 @@ static void port_init(pair_dirs *p)
 	assert_int_equal(setenv("XDG_STATE_HOME", p->state, 1), 0);
 }
 
+/* A port whose candidate diverges at L0.mlp. */
+static void port_diverged(pair_dirs *p)
+{
+	port_init(p);
+	dump(p->cand, "L0.mlp", 0.5);
+}
+
 /* One check of the port, as `tbisect check` runs it: open the history,
  * record the pass (with this top cause, or none), return it. */
 static tb_pass check(const pair_dirs *p, const char *top_cause)
@@ -209,8 +216,7 @@ static void test_bounded(void **state)
 	pair_dirs port;
 	(void)state;
 
-	port_init(&port);
-	dump(port.cand, "L0.mlp", 0.5);
+	port_diverged(&port);
 	tu_compare(&f, port.ref, port.cand, NULL);
 	tb_history_open(&f.s, &h);
 	for (int i = 0; i < TB_HISTORY_MAX + 5; i++)
@@ -235,8 +241,7 @@ static void test_in_memory(void **state)
 	struct stat st;
 	(void)state;
 
-	port_init(&port);
-	dump(port.cand, "L0.mlp", 0.5);
+	port_diverged(&port);
 	tu_compare(&f, port.ref, port.cand, NULL);
 	tb_history_init_memory(&h);
 	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
@@ -287,8 +292,7 @@ static void test_corrupt_set_aside(void **state)
 	pair_dirs port;
 	(void)state;
 
-	port_init(&port);
-	dump(port.cand, "L0.mlp", 0.5);
+	port_diverged(&port);
 	check(&port, NULL);
 	check(&port, NULL);
 	expect_set_aside(&port, "{\"passes\": [{\"pass\": ", "history file is not valid JSON (near byte 21)");
@@ -389,8 +393,7 @@ static void test_atomic_write(void **state)
 	pair_dirs port;
 	(void)state;
 
-	port_init(&port);
-	dump(port.cand, "L0.mlp", 0.5);
+	port_diverged(&port);
 	check(&port, NULL);
 	tu_compare(&f, port.ref, port.cand, NULL);
 	tb_history_open(&f.s, &h);

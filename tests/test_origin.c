@@ -93,6 +93,14 @@ static void origin_of(const tu_compared *f, double factor, tb_origin *o)
 	assert_int_equal(tb_origin_compute(f->res, factor, o, &err), 0);
 }
 
+/* The model of model_pair with these errors, and its origin at this factor. */
+static const tb_result *origin_with(tu_compared *f, int n_layers, const err_at *errs, double factor, tb_origin *o)
+{
+	model_pair(f, n_layers, errs);
+	origin_of(f, factor, o);
+	return f->res;
+}
+
 static void assert_origin_at(const tu_compared *f, const tb_origin *o, const char *name)
 {
 	char got[96] = "none";
@@ -118,9 +126,7 @@ static void test_inputs_follow_the_wiring(void **state)
 	tb_origin o;
 	(void)state;
 
-	model_pair(&f, 2, errs);
-	r = f.res;
-	origin_of(&f, TB_ORIGIN_FACTOR, &o);
+	r = origin_with(&f, 2, errs, TB_ORIGIN_FACTOR, &o);
 	assert_near(tu_cell(r, "L0.attn")->m.rel_l2, 0.001, 1e-6);
 	assert_near(o.input_rel_l2[index_of(r, "embed")], 0, 0);
 	assert_near(o.input_rel_l2[index_of(r, "L0.attn_norm")], 0, 0);       /* embed */
@@ -152,9 +158,7 @@ static void test_born_deep_inside(void **state)
 	long at;
 	(void)state;
 
-	model_pair(&f, 2, errs);
-	r = f.res;
-	origin_of(&f, TB_ORIGIN_FACTOR, &o);
+	r = origin_with(&f, 2, errs, TB_ORIGIN_FACTOR, &o);
 	assert_origin_at(&f, &o, "L1.mlp");
 	at = index_of(r, "L1.mlp");
 	assert_near(o.input_rel_l2[at], 0, 0);
@@ -202,9 +206,7 @@ static void test_nan_birth(void **state)
 	tb_origin o;
 	(void)state;
 
-	model_pair(&f, 2, errs);
-	r = f.res;
-	origin_of(&f, TB_ORIGIN_FACTOR, &o);
+	r = origin_with(&f, 2, errs, TB_ORIGIN_FACTOR, &o);
 	assert_origin_at(&f, &o, "L0.mlp");
 	assert_true(isinf(o.amplification[index_of(r, "L0.mlp")]));
 	assert_true(isinf(o.input_rel_l2[index_of(r, "L0.block")]));
@@ -215,22 +217,31 @@ static void test_nan_birth(void **state)
 	tu_compared_done(&f);
 }
 
+/* n_layers layers whose block errors start at e0 and double every layer,
+ * nothing else off. */
+static void doubling_blocks(tu_compared *f, int n_layers, double e0)
+{
+	err_at errs[17];
+	char names[16][16];
+
+	assert_true(n_layers <= 16);
+	for (int l = 0; l < n_layers; l++) {
+		snprintf(names[l], sizeof names[l], "L%d.block", l);
+		errs[l] = (err_at){.cell = names[l], .e = e0 * pow(2, l)};
+	}
+	errs[n_layers] = (err_at){.cell = NULL};
+	model_pair(f, n_layers, errs);
+}
+
 /* Block errors that double every layer from within tolerance: no op is
  * the origin, the growth per layer is measured. */
 static void test_drift(void **state)
 {
-	err_at errs[9];
-	char names[8][16];
 	tu_compared f;
 	tb_origin o;
 	(void)state;
 
-	for (int l = 0; l < 8; l++) {
-		snprintf(names[l], sizeof names[l], "L%d.block", l);
-		errs[l] = (err_at){.cell = names[l], .e = 1e-3 * pow(2, l)};
-	}
-	errs[8] = (err_at){.cell = NULL};
-	model_pair(&f, 8, errs);
+	doubling_blocks(&f, 8, 1e-3);
 	assert_int_equal(f.res->verdict, TB_ST_DIVERGED);
 	origin_of(&f, TB_ORIGIN_FACTOR, &o);
 	assert_int_equal(o.origin, -1);
@@ -244,18 +255,11 @@ static void test_drift(void **state)
 /* Large error from the first layer on is no drift (the inputs differ). */
 static void test_large_from_the_start_is_no_drift(void **state)
 {
-	err_at errs[5];
-	char names[4][16];
 	tu_compared f;
 	tb_origin o;
 	(void)state;
 
-	for (int l = 0; l < 4; l++) {
-		snprintf(names[l], sizeof names[l], "L%d.block", l);
-		errs[l] = (err_at){.cell = names[l], .e = 0.05 * pow(2, l)};
-	}
-	errs[4] = (err_at){.cell = NULL};
-	model_pair(&f, 4, errs);
+	doubling_blocks(&f, 4, 0.05);
 	origin_of(&f, 1e6, &o);
 	assert_int_equal(o.origin, -1);
 	assert_near(o.drift, 2, 1e-3);

@@ -42,7 +42,7 @@ typedef struct trees {
 	tb_pairing *p;
 } trees;
 
-/* Two fresh directories for the caller to fill, then pair(). */
+/* Two fresh directories. */
 static void trees_dirs(trees *t)
 {
 	const char *dir = tu_tmpdir();
@@ -60,6 +60,15 @@ static void pair(trees *t)
 	t->ct = tu_open(t->cand, NULL);
 	assert_int_equal(tb_namer_new(NULL, &t->namer, &err), 0);
 	assert_int_equal(tb_pairing_build(t->rt, t->ct, t->namer, &t->p, &err), 0);
+}
+
+/* Trees of these names (NULL-terminated lists), paired. */
+static void pair_names(trees *t, const char *const *ref, const char *const *cand)
+{
+	trees_dirs(t);
+	put_all(t->ref, ref);
+	put_all(t->cand, cand);
+	pair(t);
 }
 
 static void trees_done(trees *t)
@@ -114,10 +123,7 @@ static void test_forward_order(void **state)
 	trees t;
 	(void)state;
 
-	trees_dirs(&t);
-	put_all(t.ref, names);
-	put_all(t.cand, names);
-	pair(&t);
+	pair_names(&t, names, names);
 	expect_cells(t.p, want);
 	assert_int_equal(t.p->n_layers, 11);
 	assert_int_equal(t.p->n_unp[0], 0);
@@ -144,10 +150,7 @@ static void test_unpaired_per_side(void **state)
 	long k;
 	(void)state;
 
-	trees_dirs(&t);
-	put_all(t.ref, ref);
-	put_all(t.cand, cand);
-	pair(&t);
+	pair_names(&t, ref, cand);
 	expect_cells(t.p, want);
 	k = tb_pairing_find(t.p, &mlp);
 	assert_non_null(t.p->pairs[k].ref);
@@ -177,10 +180,7 @@ static void test_duplicates(void **state)
 	trees t;
 	(void)state;
 
-	trees_dirs(&t);
-	put_all(t.ref, ref);
-	put_all(t.cand, cand);
-	pair(&t);
+	pair_names(&t, ref, cand);
 	expect_cells(t.p, want);
 	assert_string_equal(t.p->pairs[0].ref->name, "layers.0.attn");
 	assert_int_equal(t.p->n_unp[0], 1);
@@ -203,10 +203,7 @@ static void test_shared_prefix(void **state)
 	trees t;
 	(void)state;
 
-	trees_dirs(&t);
-	put_all(t.ref, ref);
-	put_all(t.cand, cand);
-	pair(&t);
+	pair_names(&t, ref, cand);
 	tb_tree_names_init(&tn, t.ct);
 	assert_string_equal(tn.shared, "run42.decoder.");
 	tb_tree_names_init(&tn, t.rt);
@@ -228,10 +225,7 @@ static void test_prefix_kept_when_the_name_maps(void **state)
 	trees t;
 	(void)state;
 
-	trees_dirs(&t);
-	put_all(t.ref, names);
-	put_all(t.cand, names);
-	pair(&t);
+	pair_names(&t, names, names);
 	tb_tree_names_init(&tn, t.rt);
 	assert_string_equal(tn.shared, "model.layers.");
 	expect_cells(t.p, want);
