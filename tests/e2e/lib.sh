@@ -274,6 +274,7 @@ json_get() {
 # view sees one write ending at the close, and the history's digest (size,
 # mtime, first bytes) changes even when the bytes do not, whatever the file
 # system's timestamp granularity.
+# shellcheck disable=SC2094 # the group writes FILE and sets its time: on purpose
 rewrite() {
 	_rw_old=$(stat -c %.9Y "$1" 2>/dev/null || echo 0)
 	_rw_new=$(awk -v o="$_rw_old" -v n="$(date +%s.%N)" 'BEGIN { printf "%.9f", (n > o + 0.001 ? n : o + 0.001) }')
