@@ -6,65 +6,30 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "compare/compare.h"
-#include "dumpwrite.h"
 #include "compare/inspect.h"
 #include "model/session.h"
 #include "testutil.h"
 
 #define EPS 1e-12
 
-static void put(const char *dir, const char *name, int ndim, const int64_t *shape, const float *x)
-{
-	char rel[512];
-	size_t n = 1, nbytes;
-	void *buf;
-
-	for (int i = 0; i < ndim; i++)
-		n *= (size_t)shape[i];
-	buf = dw_encode(x, n, TB_DT_F32, &nbytes);
-	snprintf(rel, sizeof rel, "%s.npy", name);
-	assert_int_equal(dw_write_npy(tu_path(dir, rel), 1, "<f4", false, ndim, shape, buf, nbytes), 0);
-	free(buf);
-}
-
-typedef struct fixture {
-	tb_session s;
-	tb_result *res;
-} fixture;
-
 /* One cell "layers.0.attn" with the given ref and cand data, compared. */
-static const tb_cell_result *one_cell(fixture *f, int ndim, const int64_t *shape, const float *r, const float *c)
+static const tb_cell_result *one_cell(tu_compared *f, int ndim, const int64_t *shape, const float *r, const float *c)
 {
 	const char *dir = tu_tmpdir();
 	char ref[4096], cand[4096];
-	tb_compare_opts co;
-	tb_open_opts oo;
-	tb_err err;
 
 	snprintf(ref, sizeof ref, "%s", tu_path(dir, "ref"));
 	snprintf(cand, sizeof cand, "%s", tu_path(dir, "cand"));
-	put(ref, "layers.0.attn", ndim, shape, r);
-	put(cand, "layers.0.attn", ndim, shape, c);
-	tb_open_opts_init(&oo);
-	tb_compare_opts_init(&co);
-	if (tb_session_open(&f->s, ref, cand, &oo, NULL, &err) < 0)
-		fail_msg("open: %s: %s", err.file, err.msg);
-	if (tb_compare(f->s.pairing, &co, &f->res, &err) < 0)
-		fail_msg("compare: %s", err.msg);
+	tu_put(ref, "layers.0.attn", TB_DT_F32, ndim, shape, r);
+	tu_put(cand, "layers.0.attn", TB_DT_F32, ndim, shape, c);
+	tu_compare(f, ref, cand, NULL);
 	assert_int_equal(f->res->n_cells, 1);
 	return &f->res->cells[0];
-}
-
-static void done(fixture *f)
-{
-	tb_result_free(f->res);
-	tb_session_free(&f->s);
 }
 
 static void test_worst_elements(void **state)
@@ -73,7 +38,7 @@ static void test_worst_elements(void **state)
 	float r[12], c[12];
 	tb_elem w[4];
 	size_t n;
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -99,7 +64,7 @@ static void test_worst_elements(void **state)
 	assert_int_equal(tb_inspect_diff(cell, 20, many, &n, NULL, &err), 0);
 	assert_int_equal(n, 12);
 	assert_near(many[11].diff, 0, 0);
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_histogram(void **state)
@@ -110,7 +75,7 @@ static void test_histogram(void **state)
 	tb_diff_hist h;
 	tb_elem w[2];
 	size_t n;
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -133,7 +98,7 @@ static void test_histogram(void **state)
 	assert_int_equal(w[0].index, 7);
 	assert_true(isinf(w[0].diff));
 	assert_int_equal(w[1].index, 6);
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_position_channels(void **state)
@@ -142,7 +107,7 @@ static void test_position_channels(void **state)
 	float r[24], c[24];
 	tb_elem w[3];
 	size_t n;
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -163,7 +128,7 @@ static void test_position_channels(void **state)
 	assert_near(w[2].diff, 0, 0);
 	assert_int_equal(tb_inspect_position(cell, 3, 3, w, &n, &err), -1);
 	assert_string_equal(err.msg, "cell L0.attn has no position 3");
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_heads_packed(void **state)
@@ -171,7 +136,7 @@ static void test_heads_packed(void **state)
 	const int64_t shape[3] = {1, 2, 6}; /* S 2, 3 heads of 2 */
 	float r[12], c[12];
 	tb_head_metrics hm[3];
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -195,7 +160,7 @@ static void test_heads_packed(void **state)
 	assert_near(hm[1].cosine, src / sqrt(srr * scc), EPS);
 	assert_near(hm[1].norm_ratio, sqrt(scc / srr), EPS);
 	assert_near(hm[1].max_abs, 9, EPS);
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_heads_split(void **state)
@@ -203,7 +168,7 @@ static void test_heads_split(void **state)
 	const int64_t shape[4] = {1, 2, 3, 2}; /* [B, H 2, S 3, D 2] */
 	float r[12], c[12];
 	tb_head_metrics hm[2];
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -220,7 +185,7 @@ static void test_heads_split(void **state)
 	assert_int_equal(tb_head_layout_of(cell, 5, 2), TB_HEADS_NONE);
 	assert_int_equal(tb_inspect_heads(cell, 5, 2, hm, &err), -1);
 	assert_string_equal(err.msg, "cell L0.attn: shape [1, 2, 3, 2] does not split into 5 heads of 2");
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_heads_inner(void **state)
@@ -228,7 +193,7 @@ static void test_heads_inner(void **state)
 	const int64_t shape[3] = {2, 3, 2}; /* [S 2, H 3, D 2] */
 	float r[12], c[12];
 	tb_head_metrics hm[3];
-	fixture f;
+	tu_compared f;
 	tb_err err;
 	(void)state;
 
@@ -241,7 +206,7 @@ static void test_heads_inner(void **state)
 	assert_near(hm[0].rel_l2, 0, 0);
 	assert_near(hm[1].rel_l2, 0, 0);
 	assert_near(hm[2].rel_l2, 0.5, EPS);
-	done(&f);
+	tu_compared_done(&f);
 }
 
 static void test_one_sided_cell(void **state)

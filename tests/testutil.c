@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -132,4 +133,65 @@ void tu_expect_values(tb_tensor *t, const float *want, size_t n)
 			fail_msg("%s: element %zu is %a, expected %a", t->name, i, (double)got[i], (double)want[i]);
 	}
 	free(got);
+}
+
+float *tu_ramp(size_t n, float scale)
+{
+	float *x = malloc((n ? n : 1) * sizeof *x);
+
+	assert_non_null(x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = scale * sinf(0.7f * (float)i + 0.3f) + 0.01f * (float)(i % 5);
+	return x;
+}
+
+void tu_put(const char *dir, const char *name, tb_dtype dt, int ndim, const int64_t *shape, const float *x)
+{
+	char rel[512];
+	size_t n = 1, nbytes;
+	void *buf;
+
+	for (int i = 0; i < ndim; i++)
+		n *= (size_t)shape[i];
+	buf = dw_encode(x, n, dt, &nbytes);
+	snprintf(rel, sizeof rel, "%s.npy", name);
+	assert_int_equal(dw_write_npy(tu_path(dir, rel), 1, dw_npy_descr(dt), false, ndim, shape, buf, nbytes), 0);
+	free(buf);
+}
+
+void tu_compare(tu_compared *c, const char *ref, const char *cand, const tb_compare_opts *o)
+{
+	tb_open_opts oo;
+	tb_compare_opts def;
+	tb_err err;
+	char text[2200];
+
+	tb_open_opts_init(&oo);
+	oo.npy_void2 = TB_DT_BF16;
+	if (!o) {
+		tb_compare_opts_init(&def);
+		o = &def;
+	}
+	if (tb_session_open(&c->s, ref, cand, &oo, NULL, &err) < 0)
+		fail_msg("open: %s", tb_err_text(&err, text, sizeof text));
+	if (tb_compare(c->s.pairing, o, &c->res, &err) < 0)
+		fail_msg("compare: %s", tb_err_text(&err, text, sizeof text));
+}
+
+void tu_compared_done(tu_compared *c)
+{
+	tb_result_free(c->res);
+	tb_session_free(&c->s);
+}
+
+const tb_cell_result *tu_cell(const tb_result *r, const char *name)
+{
+	tb_cell c;
+
+	assert_int_equal(tb_cell_parse(name, &c), 0);
+	for (size_t i = 0; i < r->n_cells; i++)
+		if (tb_cell_eq(&r->cells[i].cell, &c))
+			return &r->cells[i];
+	fail_msg("no cell %s", name);
+	return NULL;
 }

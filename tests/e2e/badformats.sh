@@ -6,6 +6,7 @@
 # payload would `touch` a marker file must leave no marker.  Fixtures come
 # from tests/fmtgen (valid archives, then patched with dd) and printf.
 
+set -eu
 . "$(dirname "$0")/lib.sh"
 tap_setup
 

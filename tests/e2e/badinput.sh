@@ -5,6 +5,7 @@
 # report, and the input left untouched.  Fixtures are made with printf, head,
 # tr and dd (no python, no numpy), so the test runs on a bare machine.
 
+set -eu
 . "$(dirname "$0")/lib.sh"
 tap_setup
 

@@ -2,6 +2,7 @@
 # The diagnosis on the tiny-model catalogue: for each injected bug, the
 # cause id that must rank first (or within the top N), and causes that must
 # not appear.  One table, below; mkdemo makes the pairs.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 MKDEMO=$top_builddir/samples/mkdemo
@@ -9,10 +10,11 @@ T=$TAP_TMP
 
 # rank_of ID: 1-based rank of cause ID in $TAP_OUT, 0 when absent.
 rank_of() {
-	_n=$("$JSONQ" "$TAP_OUT" 'causes.#')
+	_n=$(json_get 'causes.#')
+	_n=${_n:-0}
 	_i=0
 	while [ "$_i" -lt "$_n" ]; do
-		[ "$("$JSONQ" "$TAP_OUT" "causes.$_i.id")" = "$1" ] && { echo $((_i + 1)); return; }
+		[ "$(json_get "causes.$_i.id")" = "$1" ] && { echo $((_i + 1)); return; }
 		_i=$((_i + 1))
 	done
 	echo 0
@@ -26,7 +28,7 @@ while IFS='|' read -r bug opts cause within; do
 	"$MKDEMO" $opts --bug "$bug" "$dir/ref" "$dir/cand" >/dev/null || bail_out "mkdemo --bug $bug failed"
 	run_cmd "$TBISECT" check --json --no-history "$dir/ref" "$dir/cand"
 	r=$(rank_of "$cause")
-	top=$("$JSONQ" "$TAP_OUT" causes.0.id 2>/dev/null)
+	top=$(json_get causes.0.id)
 	if [ "$r" -ge 1 ] && [ "$r" -le "$within" ]; then
 		ok "$bug${opts:+ ($opts)}: $cause ranked $r (<= $within)"
 	else
@@ -110,22 +112,22 @@ done
 # group's cell, the same tensor.
 "$MKDEMO" --sub --bug weight-mapping "$T/wmsub/ref" "$T/wmsub/cand" >/dev/null
 run_cmd "$TBISECT" check --json --no-history "$T/wmsub/ref" "$T/wmsub/cand"
-check_that "o_proj dumped: first divergence is L2.attn.o" test "$("$JSONQ" "$TAP_OUT" first_divergence.tap)" = attn.o
-check_that "o_proj dumped: weight-mapping first" test "$("$JSONQ" "$TAP_OUT" causes.0.id)" = weight-mapping
+check_that "o_proj dumped: first divergence is L2.attn.o" test "$(json_get first_divergence.tap)" = attn.o
+check_that "o_proj dumped: weight-mapping first" test "$(json_get causes.0.id)" = weight-mapping
 "$MKDEMO" --sub --bug mlp-activation "$T/masub/ref" "$T/masub/cand" >/dev/null
 run_cmd "$TBISECT" check --json --no-history "$T/masub/ref" "$T/masub/cand"
-check_that "down_proj dumped: first divergence is L0.mlp.down" test "$("$JSONQ" "$TAP_OUT" first_divergence.tap)" = mlp.down
-check_that "down_proj dumped: mlp-activation first" test "$("$JSONQ" "$TAP_OUT" causes.0.id)" = mlp-activation
+check_that "down_proj dumped: first divergence is L0.mlp.down" test "$(json_get first_divergence.tap)" = mlp.down
+check_that "down_proj dumped: mlp-activation first" test "$(json_get causes.0.id)" = mlp-activation
 check_that "down_proj dumped: qk-norm not offered" test "$(rank_of qk-norm)" = 0
 
 # Causes that must not be offered.
 "$MKDEMO" --bug none "$T/none/ref" "$T/none/cand" >/dev/null
 expect_exit 0 "clean pair: exit 0" "$TBISECT" check --json --no-history "$T/none/ref" "$T/none/cand"
-check_that "clean pair: no cause at all" test "$("$JSONQ" "$TAP_OUT" 'causes.#')" = 0
+check_that "clean pair: no cause at all" test "$(json_get 'causes.#')" = 0
 "$MKDEMO" --bug dtype-precision "$T/prec/ref" "$T/prec/cand" >/dev/null
 run_cmd "$TBISECT" check --json --no-history "$T/prec/ref" "$T/prec/cand"
-check_that "precision only: no origin blamed" test "$("$JSONQ" "$TAP_OUT" origin)" = null
-check_that "precision only: only dtype-precision offered" test "$("$JSONQ" "$TAP_OUT" 'causes.#')" = 1
+check_that "precision only: no origin blamed" test "$(json_get origin)" = null
+check_that "precision only: only dtype-precision offered" test "$(json_get 'causes.#')" = 1
 "$MKDEMO" --bug rope-style "$T/rs/ref" "$T/rs/cand" >/dev/null
 run_cmd "$TBISECT" check --json --no-history "$T/rs/ref" "$T/rs/cand"
 for id in mlp-activation norm-formulation tokenizer dtype-precision weight-mapping attention-mask; do

@@ -1,6 +1,7 @@
 #!/bin/sh
 # End to end: where the error is born (origin, drift), dump sanity checks,
 # per-tensor tolerance files and the rule table, on pairs from tests/tbgen.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 T=$TAP_TMP
@@ -14,9 +15,9 @@ gen() {
 
 # cell_of PATH: "L3.mlp" / "embed" / "null" for a {layer, tap} object in $TAP_OUT
 cell_of() {
-	_l=$("$JSONQ" "$TAP_OUT" "$1.layer" 2>/dev/null) || { echo missing; return; }
+	_l=$(json_get "$1.layer") || { echo missing; return; }
 	[ "$_l" = "" ] && { echo null; return; }
-	_t=$("$JSONQ" "$TAP_OUT" "$1.tap" 2>/dev/null) || { echo null; return; }
+	_t=$(json_get "$1.tap") || { echo null; return; }
 	if [ "$_l" = null ]; then echo "$_t"; else echo "L$_l.$_t"; fi
 }
 
@@ -31,11 +32,11 @@ expect_exit 1 "deep fault: exit 1" "$TBISECT" check --json "$T/deep/ref" "$T/dee
 cell_is "deep fault: origin is the broken op" origin L3.mlp
 cell_is "deep fault: first divergence is the broken op" first_divergence L3.mlp
 json_is "deep fault: later cell is worse than the origin" 'cells.23.status' diverged
-worse=$("$JSONQ" "$TAP_OUT" cells.23.rel_l2)
+worse=$(json_get cells.23.rel_l2)
 check_that "deep fault: L4.mlp rel_l2 ($worse) exceeds the origin's" awk -v a="$worse" 'BEGIN { exit !(a > 0.1) }'
-amp=$("$JSONQ" "$TAP_OUT" cells.19.amplification)
+amp=$(json_get cells.19.amplification)
 check_that "deep fault: origin amplification ($amp) above 10" awk -v a="$amp" 'BEGIN { exit !(a > 10) }'
-amp=$("$JSONQ" "$TAP_OUT" cells.23.amplification)
+amp=$(json_get cells.23.amplification)
 check_that "deep fault: downstream amplification ($amp) below 10" awk -v a="$amp" 'BEGIN { exit !(a < 10) }'
 json_is "deep fault: input_rel_l2 of embed is 0" cells.0.input_rel_l2 0
 json_is "deep fault: top cause weight-mapping" causes.0.id weight-mapping

@@ -5,6 +5,7 @@
 # pair every tensor and find the perturbed cell.  dump_jax.py's writers run
 # with numpy alone; its JAX model only where jax is installed.  Whatever
 # python3 lacks is a TAP skip with the reason.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 D=$top_srcdir/samples/dumpers
@@ -15,8 +16,8 @@ export PYTHONPATH
 
 # first_is DESC WANT: the last check's first divergence is WANT ("L1.mlp").
 first_is() {
-	_l=$("$JSONQ" "$TAP_OUT" first_divergence.layer)
-	_t=$("$JSONQ" "$TAP_OUT" first_divergence.tap)
+	_l=$(json_get first_divergence.layer)
+	_t=$(json_get first_divergence.tap)
 	if [ "L$_l.$_t" = "$2" ]; then ok "$1"; else not_ok "$1" "got L$_l.$_t, expected $2"; fi
 }
 

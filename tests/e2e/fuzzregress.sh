@@ -6,6 +6,7 @@
 # Each run must end with exit 0, 1 or 2, at most one line on stderr and no
 # sanitizer report.  Run `make check` in an --enable-sanitizers build to
 # replay them under ASan and UBSan.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 FMTGEN=$top_builddir/tests/fmtgen

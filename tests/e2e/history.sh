@@ -1,6 +1,7 @@
 #!/bin/sh
 # End to end: the pass history of the iteration loop (check --history and
 # the JSON "history" array) over a chain of candidate dumps rewritten in place.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 T=$TAP_TMP
@@ -44,17 +45,17 @@ note_is "breaking a matching port is flagged" "pass 7: nothing diverged in pass 
 check_that "history lists all seven passes" test "$(grep -c '^  pass ' "$TAP_OUT")" -eq 7
 
 expect_exit 1 "JSON report carries the history" "$TBISECT" check --json "$T/ref" "$T/cand"
-h=$("$JSONQ" "$TAP_OUT" 'history.#')
+h=$(json_get 'history.#')
 check_that "JSON history has 8 passes ($h)" test "$h" = 8
-check_that "JSON history pass 2 moved later" test "$("$JSONQ" "$TAP_OUT" history.1.movement)" = later
-check_that "JSON history pass 2 delta 7" test "$("$JSONQ" "$TAP_OUT" history.1.delta)" = 7
-check_that "JSON history pass 5 moved earlier" test "$("$JSONQ" "$TAP_OUT" history.4.movement)" = earlier
-check_that "JSON history keeps the top cause" test -n "$("$JSONQ" "$TAP_OUT" history.0.top_cause)"
+check_that "JSON history pass 2 moved later" test "$(json_get history.1.movement)" = later
+check_that "JSON history pass 2 delta 7" test "$(json_get history.1.delta)" = 7
+check_that "JSON history pass 5 moved earlier" test "$(json_get history.4.movement)" = earlier
+check_that "JSON history keeps the top cause" test -n "$(json_get history.0.top_cause)"
 
 expect_exit 1 "--no-history" "$TBISECT" check --json --no-history "$T/ref" "$T/cand"
 check_that "--no-history: no history key" sh -c "! '$JSONQ' '$TAP_OUT' history >/dev/null"
 run_cmd "$TBISECT" check --json "$T/ref" "$T/cand"
-check_that "--no-history recorded nothing (9 passes)" test "$("$JSONQ" "$TAP_OUT" 'history.#')" = 9
+check_that "--no-history recorded nothing (9 passes)" test "$(json_get 'history.#')" = 9
 expect_exit 2 "--history with --no-history is a usage error" "$TBISECT" check --history --no-history "$T/ref" "$T/cand"
 
 # --- a corrupt history file is set aside, not fatal ---
@@ -66,15 +67,18 @@ check_that "corrupt history: set aside" sh -c "ls '$XDG_STATE_HOME'/tbisect/ | g
 note_is "corrupt history: starts again at pass 1" "pass 1: first divergence L2.block"
 
 # --- bounded ---
-i=0
+i=0 odd=0
 while [ $i -lt 205 ]; do
-	"$TBISECT" check --no-history "$T/ref" "$T/cand" >/dev/null 2>&1
-	"$TBISECT" check "$T/ref" "$T/cand" >/dev/null 2>&1
+	run_cmd "$TBISECT" check --no-history "$T/ref" "$T/cand"
+	[ "$TAP_RC" -eq 1 ] || odd=$((odd + 1))
+	run_cmd "$TBISECT" check "$T/ref" "$T/cand"
+	[ "$TAP_RC" -eq 1 ] || odd=$((odd + 1))
 	i=$((i + 1))
 done
+check_that "410 checks of the diverged pair, each exits 1 ($odd did not)" test "$odd" -eq 0
 run_cmd "$TBISECT" check --json "$T/ref" "$T/cand"
-check_that "history is bounded to 200 passes" test "$("$JSONQ" "$TAP_OUT" 'history.#')" = 200
-check_that "oldest passes dropped, numbering kept" test "$("$JSONQ" "$TAP_OUT" history.199.pass)" = 207
+check_that "history is bounded to 200 passes" test "$(json_get 'history.#')" = 200
+check_that "oldest passes dropped, numbering kept" test "$(json_get history.199.pass)" = 207
 
 # --- never inside a dump tree, never writes the trees ---
 before=$(find "$T/ref" "$T/cand" -type f -exec cksum {} + | sort)
@@ -99,7 +103,7 @@ chain 2 1 "pass 2: first divergence L0.attn -> L0.mlp (later by 2 cells)"
 chain 3 1 "pass 3: first divergence L0.mlp -> logits (later by 18 cells)"
 chain 4 0 "pass 4: first divergence logits -> none: nothing diverges (verdict match)"
 expect_exit 0 "chain: the JSON report" "$TBISECT" check --json "$W/ref" "$T/port"
-check_that "chain: movements first, later, later, matched" test "$("$JSONQ" "$TAP_OUT" history.0.movement) $("$JSONQ" "$TAP_OUT" history.1.movement) $("$JSONQ" "$TAP_OUT" history.2.movement) $("$JSONQ" "$TAP_OUT" history.3.movement)" = "first later later matched"
+check_that "chain: movements first, later, later, matched" test "$(json_get history.0.movement) $(json_get history.1.movement) $(json_get history.2.movement) $(json_get history.3.movement)" = "first later later matched"
 check_that "chain: the walkthrough itself is untouched" cmp -s "$T/port/activations.safetensors" "$W/pass4/activations.safetensors"
 
 tap_done

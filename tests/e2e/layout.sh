@@ -14,44 +14,56 @@
 # Files are found with find, and every list is checked to be non-empty,
 # so a move cannot make a rule pass vacuously.
 set -eu
-top=${top_srcdir:-.}
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+top=$top_srcdir
+T=$TAP_TMP
+
+# files_matching ERE LIST: the files named in LIST with a line matching ERE;
+# a file grep cannot read stops the script (it must not pass as "no match").
+files_matching() {
+	while read -r _f; do
+		_rc=0
+		grep -q -E -- "$1" "$_f" || _rc=$?
+		case $_rc in
+		0) echo "$_f" ;;
+		1) ;;
+		*) echo "layout.sh: grep failed on $_f" >&2; return 2 ;;
+		esac
+	done <"$2"
+}
 
 find "$top/src" -name '*.[ch]' | sort >"$T/src"
 find "$top/src" "$top/ui" -name '*.c' | sort >"$T/c"
 find "$top/src" "$top/ui" -name '*.h' | sort >"$T/h"
 for l in src c h; do
-	if [ "$(wc -l <"$T/$l")" -ge 10 ]; then ok "found the $l files ($(wc -l <"$T/$l"))"; else bad "too few $l files found"; fi
+	if [ "$(wc -l <"$T/$l")" -ge 10 ]; then ok "found the $l files ($(wc -l <"$T/$l"))"; else not_ok "too few $l files found"; fi
 done
 
 # The library's folders, lowest first; each may include only those before it.
 src_layers="base tensor formats model compare diagnose run"
 for d in $src_layers; do
-	if [ -d "$top/src/$d" ]; then ok "src/$d exists"; else bad "src/$d is missing"; fi
+	if [ -d "$top/src/$d" ]; then ok "src/$d exists"; else not_ok "src/$d is missing"; fi
 done
-if [ -z "$(find "$top/src" -maxdepth 1 -name '*.[ch]')" ]; then ok "src/ holds folders only"; else bad "loose files in src/"; fi
+if [ -z "$(find "$top/src" -maxdepth 1 -name '*.[ch]')" ]; then ok "src/ holds folders only"; else not_ok "loose files in src/"; fi
 
-hits=$(xargs grep -lE '#include *[<"](n?curses|ncursesw/|readline/|term\.h)' <"$T/src" || true)
-if [ -z "$hits" ]; then ok "src/ includes no curses or readline header"; else bad "src/ includes terminal headers: $hits"; fi
+hits=$(files_matching '#include *[<"](n?curses|ncursesw/|readline/|term\.h)' "$T/src")
+if [ -z "$hits" ]; then ok "src/ includes no curses or readline header"; else not_ok "src/ includes terminal headers: $hits"; fi
 
-hits=$(grep '\.c$' "$T/src" | xargs grep -lE '\b(printf|puts|perror|exit)\(' || true)
-if [ -z "$hits" ]; then ok "src/ never prints or exits"; else bad "src/ prints or exits: $hits"; fi
+grep '\.c$' "$T/src" >"$T/src.c"
+hits=$(files_matching '\b(printf|puts|perror|exit)\(' "$T/src.c")
+if [ -z "$hits" ]; then ok "src/ never prints or exits"; else not_ok "src/ prints or exits: $hits"; fi
 
 while read -r f; do
 	first=$(grep -m1 '^#include' "$f" || true)
 	rel=${f#"$top"/}
-	if [ "$first" = '#include "config.h"' ]; then ok "$rel includes config.h first"; else bad "$rel does not include config.h first"; fi
+	if [ "$first" = '#include "config.h"' ]; then ok "$rel includes config.h first"; else not_ok "$rel does not include config.h first"; fi
 done <"$T/c"
 
 while read -r h; do
 	rel=${h#"$top"/}
-	if head -n 1 "$h" | grep -q '^/\*'; then ok "$rel opens with a comment"; else bad "$rel lacks an opening comment"; fi
-	if grep -q 'config\.h' "$h"; then bad "$rel includes config.h"; else ok "$rel leaves config.h to .c files"; fi
+	if head -n 1 "$h" | grep -q '^/\*'; then ok "$rel opens with a comment"; else not_ok "$rel lacks an opening comment"; fi
+	if grep -q 'config\.h' "$h"; then not_ok "$rel includes config.h"; else ok "$rel leaves config.h to .c files"; fi
 done <"$T/h"
 
 # rank DIR: the place of a library folder in $src_layers (0 if unknown).
@@ -82,14 +94,14 @@ while read -r f; do
 		fi
 	done
 done <"$T/src" >"$T/up"
-if [ ! -s "$T/up" ]; then ok "every src/ include names its folder and goes down the layers"; else bad "src/ includes against the layers: $(cat "$T/up")"; fi
+if [ ! -s "$T/up" ]; then ok "every src/ include names its folder and goes down the layers"; else not_ok "src/ includes against the layers: $(cat "$T/up")"; fi
 
 # ui: cli may use tui; tui never uses cli; only tui/loop.c includes the
 # screens' table; a screen includes no other screen.
 find "$top/ui" -name '*.[ch]' | sort >"$T/ui"
-if [ "$(wc -l <"$T/ui")" -ge 10 ]; then ok "found the ui files ($(wc -l <"$T/ui"))"; else bad "too few ui files found"; fi
+if [ "$(wc -l <"$T/ui")" -ge 10 ]; then ok "found the ui files ($(wc -l <"$T/ui"))"; else not_ok "too few ui files found"; fi
 for d in cli tui tui/screens; do
-	if [ -d "$top/ui/$d" ]; then ok "ui/$d exists"; else bad "ui/$d is missing"; fi
+	if [ -d "$top/ui/$d" ]; then ok "ui/$d exists"; else not_ok "ui/$d is missing"; fi
 done
 while read -r f; do
 	rel=${f#"$top"/ui/}
@@ -106,7 +118,7 @@ while read -r f; do
 		esac
 	done
 done <"$T/ui" >"$T/uibad"
-if [ ! -s "$T/uibad" ]; then ok "ui includes go one way: cli -> tui -> screens only from the loop"; else bad "ui includes: $(cat "$T/uibad")"; fi
+if [ ! -s "$T/uibad" ]; then ok "ui includes go one way: cli -> tui -> screens only from the loop"; else not_ok "ui includes: $(cat "$T/uibad")"; fi
 
 # The module graph of src/ and ui/ has no cycle (tsort names one if it does).
 cat "$T/src" "$T/ui" | while read -r f; do
@@ -117,8 +129,7 @@ cat "$T/src" "$T/ui" | while read -r f; do
 		[ "$base/$inc" = "$from" ] || echo "$from $base/$inc"
 	done
 done >"$T/edges"
-if [ -s "$T/edges" ]; then ok "include graph read ($(wc -l <"$T/edges") edges)"; else bad "no include edges found"; fi
-if tsort "$T/edges" >/dev/null 2>"$T/cycle"; then ok "no include cycle among the modules of src/ and ui/"; else bad "include cycle: $(tr '\n' ' ' <"$T/cycle")"; fi
+if [ -s "$T/edges" ]; then ok "include graph read ($(wc -l <"$T/edges") edges)"; else not_ok "no include edges found"; fi
+if tsort "$T/edges" >/dev/null 2>"$T/cycle"; then ok "no include cycle among the modules of src/ and ui/"; else not_ok "include cycle: $(tr '\n' ' ' <"$T/cycle")"; fi
 
-echo "1..$n"
-[ "$fails" -eq 0 ]
+tap_done

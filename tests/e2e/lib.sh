@@ -1,5 +1,6 @@
 # lib.sh: TAP helpers shared by the end-to-end tests (POSIX sh; source it).
 #
+#   set -eu
 #   . "$(dirname "$0")/lib.sh"
 #   tap_setup                        # $TBISECT, $TBGEN, $JSONQ, $TAP_TMP (removed at exit)
 #   expect_exit 0 "ls a good tree" "$TBISECT" ls "$TAP_TMP/good"
@@ -8,15 +9,32 @@
 #
 # Every run_cmd / expect_* leaves the command's output in "$TAP_OUT" and
 # "$TAP_ERR" and its exit status in $TAP_RC, for further checks.
+#
+# The tests run under set -eu.  A check that fails prints "not ok" and the
+# script goes on (the helpers return 0; last_ok says how the last check
+# went); a command that fails outside a check stops the script, and the
+# exit trap then prints "Bail out!" with the number of the last test, which
+# the TAP driver reports as an ERROR.  A command whose failure is expected
+# is written so: `rc=0; cmd || rc=$?`, or run_cmd.
 
 # The variables set here are for the sourcing script.
 # shellcheck disable=SC2034
 
+set -eu
 LC_ALL=C
 export LC_ALL
 
 TAP_N=0
 TAP_FAILED=0
+# 1 when the last check passed.
+TAP_LAST_OK=1
+# Set once the plan is printed (tap_done, bail_out): the exit is then expected.
+TAP_ENDED=
+# Shell code the exit trap runs before $TAP_TMP goes (tuilib.sh's tmux server).
+TAP_AT_EXIT=
+# How long a wait gives its event, in seconds.  Only a guard against hanging
+# for ever: no check passes or fails by how fast something happens.
+TAP_WAIT=${TAP_WAIT:-60}
 
 # tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN/JSONQ, make $TAP_TMP.
 tap_setup() {
@@ -25,11 +43,25 @@ tap_setup() {
 	TBGEN=$top_builddir/tests/tbgen
 	JSONQ=$top_builddir/tests/jsonq
 	TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
-	trap 'rm -rf "$TAP_TMP"' EXIT
+	trap tap_exit EXIT
 	trap 'exit 130' INT TERM HUP
 	TAP_OUT=$TAP_TMP/.stdout
 	TAP_ERR=$TAP_TMP/.stderr
 	TAP_RC=0
+}
+
+# tap_exit: the exit trap.  An exit before the plan was printed is an
+# error (set -e, set -u, a signal): say so where the TAP driver sees it.
+tap_exit() {
+	_rc=$?
+	if [ -z "$TAP_ENDED" ]; then
+		printf 'Bail out! %s stopped by an unexpected error (exit status %d) after test %d\n' \
+			"$0" "$_rc" "$TAP_N"
+		[ "$_rc" -ne 0 ] || _rc=1
+	fi
+	if [ -n "$TAP_AT_EXIT" ]; then eval "$TAP_AT_EXIT"; fi
+	rm -rf "${TAP_TMP:-}"
+	exit "$_rc"
 }
 
 # diag MSG...: print MSG as a TAP comment ("# MSG"); lines of a file via diag_file.
@@ -39,12 +71,13 @@ diag() {
 
 # diag_file FILE: print each line of FILE as a TAP comment (at most 20 lines).
 diag_file() {
-	[ -f "$1" ] && sed -n '1,20s/^/#   /p' "$1"
+	if [ -f "$1" ]; then sed -n '1,20s/^/#   /p' "$1"; fi
 }
 
 # ok DESC: record a passing test.
 ok() {
 	TAP_N=$((TAP_N + 1))
+	TAP_LAST_OK=1
 	printf 'ok %d - %s\n' "$TAP_N" "$*"
 }
 
@@ -52,9 +85,14 @@ ok() {
 not_ok() {
 	TAP_N=$((TAP_N + 1))
 	TAP_FAILED=$((TAP_FAILED + 1))
+	TAP_LAST_OK=0
 	printf 'not ok %d - %s\n' "$TAP_N" "$1"
-	[ $# -gt 1 ] && diag "$2"
-	return 0
+	if [ $# -gt 1 ]; then diag "$2"; fi
+}
+
+# last_ok: succeeds when the last check passed (to skip checks that build on it).
+last_ok() {
+	[ "$TAP_LAST_OK" = 1 ]
 }
 
 # skip DESC REASON: record a skipped test.
@@ -66,6 +104,7 @@ skip() {
 # bail_out MSG: abort the whole run (TAP "Bail out!").
 bail_out() {
 	printf 'Bail out! %s\n' "$*"
+	TAP_ENDED=1
 	exit 1
 }
 
@@ -89,11 +128,10 @@ expect_exit() {
 	run_cmd "$@"
 	if [ "$TAP_RC" -eq "$_code" ]; then
 		ok "$_d"
-		return 0
+	else
+		not_ok "$_d" "exit status $TAP_RC, expected $_code: $*"
+		diag_file "$TAP_ERR"
 	fi
-	not_ok "$_d" "exit status $TAP_RC, expected $_code: $*"
-	diag_file "$TAP_ERR"
-	return 1
 }
 
 # stderr_lines: number of lines in $TAP_ERR (a last line without newline counts).
@@ -130,11 +168,10 @@ expect_error_msg() {
 	fi
 	if [ -z "$_why" ]; then
 		ok "$_d"
-		return 0
+	else
+		not_ok "$_d" "$_why: $*"
+		diag_file "$TAP_ERR"
 	fi
-	not_ok "$_d" "$_why: $*"
-	diag_file "$TAP_ERR"
-	return 1
 }
 
 # expect_error CODE PATH DESC CMD...: ok iff CMD exits CODE with one "tbisect: ...PATH..." line on stderr.
@@ -207,10 +244,65 @@ find_python() {
 	return 1
 }
 
+# wait_until CMD...: run CMD every 50 ms until it succeeds (return 0); 1 when
+# CMD says the event will never come (a status other than 0 and 1) or after
+# $TAP_WAIT seconds.  Counted in sleeps, so a loaded machine waits longer.
+wait_until() {
+	_wu_left=$((TAP_WAIT * 20))
+	while :; do
+		_wu_rc=0
+		"$@" || _wu_rc=$?
+		case $_wu_rc in
+		0) return 0 ;;
+		1) ;;
+		*) return 1 ;;
+		esac
+		_wu_left=$((_wu_left - 1))
+		[ "$_wu_left" -gt 0 ] || return 1
+		sleep 0.05
+	done
+}
+
+# json_get PATH: the value at PATH of the JSON in $TAP_OUT, "" when there is none
+# (a report that is missing or short makes the check that reads it fail, not the script).
+json_get() {
+	"$JSONQ" "$TAP_OUT" "$1" 2>/dev/null || :
+}
+
+# rewrite FILE: write standard input over FILE in place, then give FILE an
+# mtime later than it had, while FILE is still open for writing: a --watch
+# view sees one write ending at the close, and the history's digest (size,
+# mtime, first bytes) changes even when the bytes do not, whatever the file
+# system's timestamp granularity.
+# shellcheck disable=SC2094 # the group writes FILE and sets its time: on purpose
+rewrite() {
+	_rw_old=$(stat -c %.9Y "$1" 2>/dev/null || echo 0)
+	_rw_new=$(awk -v o="$_rw_old" -v n="$(date +%s.%N)" 'BEGIN { printf "%.9f", (n > o + 0.001 ? n : o + 0.001) }')
+	{
+		cat
+		touch -c -d "@$_rw_new" "$1"
+	} >"$1"
+	_rw_now=$(stat -c %.9Y "$1")
+	awk -v o="$_rw_old" -v n="$_rw_now" 'BEGIN { exit !(n > o) }' ||
+		bail_out "rewrite $1: its mtime did not move past $_rw_old (file system timestamps too coarse?)"
+}
+
 # tap_done: print the plan trailer "1..N"; exit 0 iff no test failed.
 tap_done() {
 	printf '1..%d\n' "$TAP_N"
-	[ "$TAP_FAILED" -eq 0 ] || diag "$TAP_FAILED of $TAP_N tests failed"
-	[ "$TAP_FAILED" -eq 0 ]
-	exit $?
+	TAP_ENDED=1
+	if [ "$TAP_FAILED" -ne 0 ]; then
+		diag "$TAP_FAILED of $TAP_N tests failed"
+		exit 1
+	fi
+	exit 0
+}
+
+# tap_end_by CMD...: CMD prints this test's whole TAP stream, plan included;
+# exit with its status.
+tap_end_by() {
+	_rc=0
+	"$@" || _rc=$?
+	TAP_ENDED=1
+	exit "$_rc"
 }

@@ -6,6 +6,7 @@
 # preceding ".\" test: exit N [grep TEXT]" comment gives (0 when absent),
 # TEXT in its output, and nothing on standard error (STYLE.md 15: the
 # manual's examples are tests).
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 M=$top_srcdir/man

@@ -4,6 +4,7 @@
 # table of expectations, shared with the docs): none matches, dtype-precision
 # is close (exit 0), every other bug exits 1 with its first divergence at
 # the expected cell.  Then formats, dtypes, re-dumping one side, errors.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 MKDEMO=$top_builddir/samples/mkdemo
@@ -12,8 +13,8 @@ T=$TAP_TMP
 
 # first_cell: the first divergence of the last check as "L0.attn" / "embed" / "none".
 first_cell() {
-	_l=$("$JSONQ" "$TAP_OUT" first_divergence.layer)
-	_t=$("$JSONQ" "$TAP_OUT" first_divergence.tap 2>/dev/null) || _t=
+	_l=$(json_get first_divergence.layer)
+	_t=$(json_get first_divergence.tap)
 	if [ -z "$_t" ]; then echo none; elif [ "$_l" = null ]; then echo "$_t"; else echo "L$_l.$_t"; fi
 }
 
@@ -23,11 +24,13 @@ judge() {
 	shift 4
 	case $_want in
 	match | close)
-		expect_exit 0 "$_d: exit 0" "$TBISECT" check --json "$@" "$_r" "$_c" || return 0
+		expect_exit 0 "$_d: exit 0" "$TBISECT" check --json "$@" "$_r" "$_c"
+		last_ok || return 0
 		json_is "$_d: verdict $_want" verdict "$_want"
 		;;
 	*)
-		expect_exit 1 "$_d: exit 1" "$TBISECT" check --json "$@" "$_r" "$_c" || return 0
+		expect_exit 1 "$_d: exit 1" "$TBISECT" check --json "$@" "$_r" "$_c"
+		last_ok || return 0
 		_got=$(first_cell)
 		if [ "$_got" = "$_want" ]; then ok "$_d: first divergence $_want"; else not_ok "$_d: first divergence" "got $_got, expected $_want"; fi
 		;;
@@ -92,7 +95,7 @@ json_is "tied-embeddings: logits diverged" cells.22.status diverged
 expect_exit 1 "nan-overflow: check" "$TBISECT" check --json "$T/nan-overflow/ref" "$T/nan-overflow/cand"
 json_is "nan-overflow: no NaN in the reference" cells.9.nan.0 0
 check_that "nan-overflow: NaN or Inf in the candidate" \
-	test "$("$JSONQ" "$TAP_OUT" cells.9.nan.1)" -gt 0 -o "$("$JSONQ" "$TAP_OUT" cells.9.inf.1)" -gt 0
+	test "$(json_get cells.9.nan.1)" -gt 0 -o "$(json_get cells.9.inf.1)" -gt 0
 expect_exit 0 "dtype-precision: check" "$TBISECT" check --json "$T/dtype-precision/ref" "$T/dtype-precision/cand"
 json_is "dtype-precision: embed exact" cells.0.status match
 json_is "dtype-precision: logits close" cells.22.status close

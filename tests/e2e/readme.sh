@@ -2,6 +2,7 @@
 # README's "Samples" section is true: its table of bugs says what
 # `mkdemo --expect` says, and its commands run as written from a copy of
 # the build directory, with the output their comments announce.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 MKDEMO=$top_builddir/samples/mkdemo
@@ -34,13 +35,36 @@ sed -n 's/^    \(cd build\|\.\/tbisect .*\|samples\/mkdemo .*\)$/\1/p' "$T/sampl
 check_that "README Samples has commands" test "$(wc -l <"$T/cmds")" -ge 8
 while read -r cmd; do
 	case $cmd in
-	"cd build") cwd=$T/build; ok "README: cd build"; continue ;;
+	"cd "*)
+		# Run as written; the directory it leaves is where the next commands run.
+		TAP_RC=0
+		(cd "$cwd" && sh -c "$cmd && pwd") </dev/null >"$TAP_OUT" 2>"$TAP_ERR" || TAP_RC=$?
+		if [ "$TAP_RC" -eq 0 ] && [ ! -s "$TAP_ERR" ] && [ -x "$(cat "$TAP_OUT")/tbisect" ]; then
+			cwd=$(cat "$TAP_OUT")
+			ok "README: $cmd (to the build directory, tbisect there)"
+		else
+			not_ok "README: $cmd" "exit status $TAP_RC, or no tbisect in $(cat "$TAP_OUT")"
+			diag_file "$TAP_ERR"
+		fi
+		continue
+		;;
 	esac
 	says=$(printf '%s\n' "$cmd" | sed -n 's/.*# \(first divergence: .*\|verdict: .*\)$/\1/p')
+	# The exit status the comment implies; a check without one may find either.
+	case $cmd:$says in
+	*:"first divergence: "*) codes=1 ;;
+	*:"verdict: "*) codes=0 ;;
+	"./tbisect check "*) codes="0 1" ;;
+	*) codes=0 ;;
+	esac
 	TAP_RC=0
 	(cd "$cwd" && sh -c "$cmd") </dev/null >"$TAP_OUT" 2>"$TAP_ERR" || TAP_RC=$?
-	if [ "$TAP_RC" -gt 1 ] || [ -s "$TAP_ERR" ]; then
-		not_ok "README: $cmd" "exit status $TAP_RC"
+	case " $codes " in
+	*" $TAP_RC "*) exited_as_said=1 ;;
+	*) exited_as_said=0 ;;
+	esac
+	if [ "$exited_as_said" = 0 ] || [ -s "$TAP_ERR" ]; then
+		not_ok "README: $cmd" "exit status $TAP_RC (expected $codes), or output on stderr"
 		diag_file "$TAP_ERR"
 	elif [ -n "$says" ] && ! grep -q "^$says\$" "$TAP_OUT"; then
 		not_ok "README: $cmd" "output does not say '$says'"

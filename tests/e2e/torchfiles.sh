@@ -2,6 +2,7 @@
 # torch.save files written by real torch (when python3-torch is installed):
 # state dicts, nested dicts, views with offsets and strides, expand (stride
 # 0), bf16/f16/int64, a lone tensor; values checked against numpy's copies.
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 T=$TAP_TMP

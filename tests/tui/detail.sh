@@ -3,7 +3,7 @@
 # metrics, the per-position strip with the first bad position marked and the
 # selected position's worst channels, the per-head view, the worst elements,
 # the |diff| histogram and the causes; Esc and q go back.
-set -u
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
 tui_setup
@@ -50,7 +50,7 @@ expect_screen d "Enter again" "worst channels at pos 3"
 keys d q
 expect_screen d "q in the detail screen goes back, it does not quit" "L2.mlp diverged: rel_l2"
 keys d c
-expect_screen d "c opens the causes pane" "causes pane"
+expect_line d "c opens the causes pane" '^causes pane   \(Esc/q back'
 expect_screen d "the causes pane names the first divergence" "causes  (of the first divergence: L2.mlp)"
 expect_screen d "the causes pane shows why" "the first divergence is deep inside (layer 2)"
 keys d q
@@ -92,7 +92,7 @@ expect_clean_exit m "missing is not diverged: exit 0" 0
 tui_start x 100 30 TERM=xterm-256color -- ref cand
 wait_for x "first divergence L2.mlp" || bail_out "the heatmap did not come up"
 keys x f Enter End
-expect_line x "End under xterm's entry scrolls to the bottom of the detail" '^ +histogram|^\|diff\||causes'
+expect_line x "End under xterm's entry scrolls to the bottom of the detail" '^\|diff\| histogram|^causes  \(of the first divergence'
 expect_line x "... and stays in the detail" '^L2\.mlp  diverged'
 keys x Home
 expect_screen x "Home scrolls back to the top" "statistic "

@@ -2,7 +2,7 @@
 # Golden screens without a terminal: TBISECT_SCRIPT plays keys and commands
 # against a curses screen drawn to /dev/null, `:save-display FILE` writes
 # the screen's text, and each screen is compared exactly.
-set -u
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
 tap_setup
@@ -122,7 +122,7 @@ SCREEN
 
 # README's key and command list is the help screen, so the docs cannot drift.
 printf '?\n:save-display help.txt\n' >help.script
-env LINES=60 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand >/dev/null 2>&1
+expect_exit 1 "the help screen is saved at 100x60 (exit 1: diverged)" env LINES=60 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand
 sed -n '/^keys$/,/^cells$/p' help.txt | sed '$d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >help.keys
 sed -n '/^<!-- help: begin -->$/,/^<!-- help: end -->$/p' "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >readme.keys
 if [ -s help.keys ] && cmp -s help.keys readme.keys; then

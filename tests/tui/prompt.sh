@@ -2,7 +2,7 @@
 # The ':' prompt (readline inside curses) and '/' search in tmux: every
 # command, Tab completion, history, errors, and the help screen generated
 # from the keymap.
-set -u
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
 tui_setup
@@ -52,7 +52,11 @@ expect_screen p "tol: statuses follow the new tolerance" "DIVERGED  first diverg
 keys p : "tol atol=-1" Enter
 expect_screen p "tol refuses a negative value" "tol: atol: '-1' is not a non-negative number"
 keys p : "tol atol=1e-4 rtol=1e-4" Enter
-wait_for p "DIVERGED  first divergence L1.attn" || bail_out "no result after tol"
+# compared_at_default: the header has the tolerance back and the new result.
+compared_at_default() {
+	shows "atol 0.0001 rtol 0.0001 diverge 0.01  ref ref" && shows "DIVERGED  first divergence L1.attn"
+}
+wait_until on_screen screen p compared_at_default || bail_out "no result after tol"
 
 keys p : "export out.json" Enter
 expect_screen p "export writes the report" "wrote out.json (23 cells, verdict diverged)"
@@ -70,7 +74,7 @@ expect_line p "Tab completes a command name" '^:goto$'
 keys p "L2.ml" Tab
 expect_screen p "Tab lists ambiguous cell names" "2 matches: L2.mlp L2.mlp_norm"
 keys p "_" Tab Enter
-expect_screen p "Tab completes a cell name" "L2.mlp_norm"
+expect_screen p "Tab completes a cell name" "L2.mlp_norm match"
 keys p : Up
 expect_line p "Up recalls the last command" '^:goto L2\.mlp_norm$'
 keys p Up
@@ -83,7 +87,7 @@ expect_screen p "an unknown command says so" "unknown command 'frobnicate' (try 
 keys p / "mlp_norm" Enter
 expect_screen p "/ searches names after the cursor" "L3.mlp_norm"
 keys p / Enter
-expect_screen p "/ with no pattern repeats the search" "final_norm"
+expect_screen p "/ with no pattern repeats the search, past the end to the top" "L0.mlp_norm match"
 keys p / "nosuchtensor" Enter
 expect_screen p "/ says when nothing matches" "search: nothing matches 'nosuchtensor'"
 keys p / "[" Enter
@@ -93,13 +97,14 @@ keys p : "help" Enter
 expect_screen p "help opens the help screen" "tbisect help"
 expect_line p "help lists keys from the keymap" '^  f +first-divergence +jump to the first divergence'
 keys p q
+expect_screen p "q leaves the help for the heatmap" ".match<=1e-04"
 keys p ?
 expect_screen p "? opens the help screen too" "tbisect help"
 keys p G
 expect_line p "help lists the prompt commands" '^  history +show the passes of this pair'
 expect_screen p "the help scrolls to the cell legend" ". match   ~ close   X diverged   - missing"
 keys p Escape
-expect_screen p "Esc leaves the help" "? help"
+expect_screen p "Esc leaves the help for the heatmap" ".match<=1e-04"
 
 keys p : "quit" Enter
 expect_clean_exit p "quit quits" 1

@@ -4,15 +4,20 @@
 #   tui_setup                      # tap_setup + pinned env; skips all when tmux is missing
 #   tui_start NAME 80 24 ARGS...   # tbisect ARGS in a private tmux server, window NAME
 #   keys NAME KEY...               # tmux send-keys
-#   expect_screen NAME DESC TEXT   # ok when TEXT appears on the screen within $TUI_WAIT s
+#   expect_screen NAME DESC TEXT   # ok when TEXT appears on the screen
 #   screen NAME                    # the screen's text, in $TUI_SCREEN
 #
-# Every screen assertion polls capture-pane until the text appears (or the
-# timeout passes): no fixed sleeps.  After tbisect exits the pane prints
-# "TBISECT_EXIT=N" and the terminal modes (icanon, echo, isig) it was left in.
+# Every screen assertion waits (wait_until) for the screen to show what it
+# wants: no fixed sleeps, and no check reads a screen captured for another
+# one.  A wait fails after $TAP_WAIT seconds, or at once when tbisect has
+# exited and the screen can no longer change.  After tbisect exits the pane
+# prints "TBISECT_EXIT=N" and the terminal modes (icanon, echo, isig) it was
+# left in.
 
 # The variables set here are for the sourcing script.
 # shellcheck disable=SC2034
+
+set -eu
 
 # The environment every TUI test runs in.
 tui_pin_env() {
@@ -29,20 +34,19 @@ tui_pin_env() {
 	mkdir -p "$HOME"
 }
 
-TUI_WAIT=${TUI_WAIT:-5}
-
 tui_setup() {
 	tap_setup
 	TBISECT=$(cd "$(dirname "$TBISECT")" && pwd)/$(basename "$TBISECT")
 	tui_pin_env
 	if ! command -v tmux >/dev/null 2>&1; then
 		echo "1..0 # SKIP tmux is not installed"
+		TAP_ENDED=1
 		exit 0
 	fi
 	TUI_SOCK=tbtest$$
 	# kill-server leaves the socket file behind: remove it too.
 	TUI_SOCK_FILE=${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$TUI_SOCK
-	trap 'tmux -L "$TUI_SOCK" kill-server >/dev/null 2>&1; rm -f "$TUI_SOCK_FILE"; rm -rf "$TAP_TMP"' EXIT
+	TAP_AT_EXIT='tmux -L "$TUI_SOCK" kill-server >/dev/null 2>&1 || :; rm -f "$TUI_SOCK_FILE"'
 }
 
 tm() {
@@ -77,8 +81,7 @@ tui_start() {
 	else
 		tm new-session -d -s tb -n "$_name" -x "$_w" -y "$_h" "sh '$_run'"
 	fi
-	tm resize-window -t "tb:$_name" -x "$_w" -y "$_h" 2>/dev/null
-	TUI_PID=
+	tm resize-window -t "tb:$_name" -x "$_w" -y "$_h"
 }
 
 keys() {
@@ -92,76 +95,107 @@ keys_literal() {
 	tm send-keys -t "tb:$1" -l "$2"
 }
 
+# screen NAME: the screen's text, every line newline-terminated, in
+# $TUI_SCREEN ("" when the pane is gone).  The "." keeps the trailing blank
+# lines that $(...) would strip.
 screen() {
-	TUI_SCREEN=$(tm capture-pane -p -t "tb:$1" 2>/dev/null)
+	TUI_SCREEN=$(tm capture-pane -p -t "tb:$1" 2>/dev/null && echo .) || TUI_SCREEN=.
+	TUI_SCREEN=${TUI_SCREEN%.}
 }
 
-# wait_for NAME TEXT: poll the screen until it shows TEXT (fixed string); 1 on timeout.
+# screen_escapes NAME: the screen with its attribute escapes, in $TUI_SCREEN.
+screen_escapes() {
+	TUI_SCREEN=$(tm capture-pane -p -e -t "tb:$1" 2>/dev/null && echo .) || TUI_SCREEN=.
+	TUI_SCREEN=${TUI_SCREEN%.}
+}
+
+# on_screen CAPTURE NAME TEST [ARGS...]: capture NAME's screen (CAPTURE is
+# screen or screen_escapes) and run TEST ARGS on $TUI_SCREEN: 0 when it
+# holds, 1 when not yet, 2 when it never will (tbisect has exited, so the
+# screen is final).
+on_screen() {
+	_os_capture=$1 _os_name=$2
+	shift 2
+	"$_os_capture" "$_os_name"
+	if "$@"; then return 0; fi
+	case $TUI_SCREEN in *TBISECT_DONE*) return 2 ;; esac
+	return 1
+}
+
+# The tests on $TUI_SCREEN.
+# shows TEXT: TEXT (a fixed string) is on the screen.
+shows() {
+	case $TUI_SCREEN in *"$1"*) return 0 ;; esac
+	return 1
+}
+
+# lacks TEXT: TEXT is nowhere on the screen.
+lacks() {
+	! shows "$1"
+}
+
+# has_line REGEX: a screen line matches the extended REGEX.
+has_line() {
+	printf '%s' "$TUI_SCREEN" | grep -E -q -- "$1"
+}
+
+# line_at N REGEX: screen line N matches REGEX.
+line_at() {
+	printf '%s' "$TUI_SCREEN" | sed -n "$1p" | grep -E -q -- "$2"
+}
+
+# wait_for NAME TEXT: wait until the screen shows TEXT (fixed string); 1 when it does not.
 wait_for() {
-	_n=0
-	_max=$((TUI_WAIT * 20))
-	while [ "$_n" -lt "$_max" ]; do
-		screen "$1"
-		case $TUI_SCREEN in *"$2"*) return 0 ;; esac
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
-}
-
-# wait_gone NAME TEXT: poll until the screen no longer shows TEXT.
-wait_gone() {
-	_n=0
-	_max=$((TUI_WAIT * 20))
-	while [ "$_n" -lt "$_max" ]; do
-		screen "$1"
-		case $TUI_SCREEN in *"$2"*) ;; *) return 0 ;; esac
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
+	wait_until on_screen screen "$1" shows "$2"
 }
 
 diag_screen() {
-	printf '%s\n' "$TUI_SCREEN" | sed 's/^/#   | /'
+	printf '%s' "$TUI_SCREEN" | sed 's/^/#   | /'
+}
+
+# expect_on NAME DESC WHY TEST [ARGS...]: ok when TEST ARGS comes to hold on
+# the screen; else not ok with WHY and the last screen seen.
+expect_on() {
+	_eo_name=$1 _eo_desc=$2 _eo_why=$3
+	shift 3
+	if wait_until on_screen screen "$_eo_name" "$@"; then
+		ok "$_eo_desc"
+	else
+		not_ok "$_eo_desc" "$_eo_why"
+		diag_screen
+	fi
+}
+
+# expect_escapes NAME DESC WHY TEST [ARGS...]: expect_on, the screen with its attribute escapes.
+expect_escapes() {
+	_eo_name=$1 _eo_desc=$2 _eo_why=$3
+	shift 3
+	if wait_until on_screen screen_escapes "$_eo_name" "$@"; then
+		ok "$_eo_desc"
+	else
+		not_ok "$_eo_desc" "$_eo_why"
+		diag_screen
+	fi
 }
 
 # expect_screen NAME DESC TEXT: ok when TEXT shows up.
 expect_screen() {
-	if wait_for "$1" "$3"; then
-		ok "$2"
-	else
-		not_ok "$2" "screen never showed: $3"
-		diag_screen
-	fi
+	expect_on "$1" "$2" "screen never showed: $3" shows "$3"
 }
 
 # expect_gone NAME DESC TEXT: ok when TEXT goes away.
 expect_gone() {
-	if wait_gone "$1" "$3"; then
-		ok "$2"
-	else
-		not_ok "$2" "screen still shows: $3"
-		diag_screen
-	fi
+	expect_on "$1" "$2" "screen still shows: $3" lacks "$3"
 }
 
 # expect_line NAME DESC REGEX: ok when a screen line matches the extended REGEX.
 expect_line() {
-	_n=0
-	_max=$((TUI_WAIT * 20))
-	while [ "$_n" -lt "$_max" ]; do
-		screen "$1"
-		if printf '%s\n' "$TUI_SCREEN" | grep -E -q -- "$3"; then
-			ok "$2"
-			return 0
-		fi
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	not_ok "$2" "no screen line matches: $3"
-	diag_screen
-	return 1
+	expect_on "$1" "$2" "no screen line matches: $3" has_line "$3"
+}
+
+# expect_at NAME DESC N REGEX: ok when screen line N matches REGEX.
+expect_at() {
+	expect_on "$1" "$2" "line $3 does not match: $4" line_at "$3" "$4"
 }
 
 # tui_pid NAME: the pid of the tbisect running in window NAME.
@@ -174,41 +208,16 @@ expect_clean_exit() {
 	if ! wait_for "$1" "TBISECT_DONE"; then
 		not_ok "$2" "tbisect did not exit"
 		diag_screen
-		return 1
-	fi
-	if ! printf '%s\n' "$TUI_SCREEN" | grep -q "^TBISECT_EXIT=$3\$"; then
+	elif ! has_line "^TBISECT_EXIT=$3\$"; then
 		not_ok "$2" "exit status is not $3"
 		diag_screen
 	elif grep -q -e "Sanitizer" -e "runtime error:" "$TAP_TMP/stderr-$1" 2>/dev/null; then
 		not_ok "$2" "sanitizer report on stderr"
 		diag_file "$TAP_TMP/stderr-$1"
-	elif ! printf '%s\n' "$TUI_SCREEN" | grep -q "^isig icanon echo *\$"; then
+	elif ! has_line "^isig icanon echo *\$"; then
 		not_ok "$2" "terminal not restored (want isig icanon echo)"
 		diag_screen
 	else
 		ok "$2"
 	fi
-}
-
-# expect_at NAME DESC N REGEX: ok when screen line N matches REGEX.
-expect_at() {
-	_n=0
-	_max=$((TUI_WAIT * 20))
-	while [ "$_n" -lt "$_max" ]; do
-		screen "$1"
-		if printf '%s\n' "$TUI_SCREEN" | sed -n "$3p" | grep -E -q -- "$4"; then
-			ok "$2"
-			return 0
-		fi
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	not_ok "$2" "line $3 does not match: $4"
-	diag_screen
-	return 1
-}
-
-# screen_escapes NAME: the screen with its attribute escapes, in $TUI_SCREEN.
-screen_escapes() {
-	TUI_SCREEN=$(tm capture-pane -p -e -t "tb:$1" 2>/dev/null)
 }

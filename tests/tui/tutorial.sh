@@ -12,7 +12,7 @@
 # Times (YYYY-MM-DD HH:MM) and the history file's path are compared as
 # such, not by value.
 # TUTORIAL_CAPTURE=1 prints each screen instead of comparing (to write the page).
-set -u
+set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
 tui_setup
@@ -48,33 +48,22 @@ mask() {
 		-e 's#^  file /[^ ]*/tbisect/pair-[0-9a-f]{16}\.json$#  file STATE/tbisect/pair-HASH.json#'
 }
 
-# same_screen FILE: poll until the pane's text equals FILE.
+# The tests on $TUI_SCREEN against the page's block, masked in want.txt.
+# same_screen: the pane's text is the block.
 same_screen() {
-	mask <"$1" >want.txt
-	_n=0
-	while [ "$_n" -lt $((TUI_WAIT * 20)) ]; do
-		tm capture-pane -p -t tb:tut | mask >got.txt
-		cmp -s want.txt got.txt && return 0
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
+	printf '%s' "$TUI_SCREEN" | mask >got.txt
+	cmp -s want.txt got.txt
 }
 
-# shows FILE: poll until every line of FILE is a line of the pane.
-shows() {
-	mask <"$1" >want.txt
-	_n=0
-	while [ "$_n" -lt $((TUI_WAIT * 20)) ]; do
-		tm capture-pane -p -t tb:tut | mask >got.txt
-		grep -v -x -F -f got.txt want.txt >missing.txt || return 0
-		sleep 0.05
-		_n=$((_n + 1))
-	done
-	return 1
+# every_line_shown: each line of want.txt is a line of the pane.
+every_line_shown() {
+	printf '%s' "$TUI_SCREEN" | mask >got.txt
+	! grep -v -x -F -f got.txt want.txt >missing.txt
 }
 
+# Each view runs in a window of its own (tut1, tut2, ...), left to the end.
 view=0
+win=
 while IFS=$US read -r kind a b; do
 	case $kind in
 	run)
@@ -82,9 +71,10 @@ while IFS=$US read -r kind a b; do
 		"tbisect check "* | "tbisect ls "*) ;;
 		"tbisect "*)
 			view=$((view + 1))
+			win=tut$view
 			# shellcheck disable=SC2086
-			tui_start tut 80 20 -- ${b#tbisect }
-			ok "view $view: $b"
+			tui_start "$win" 80 20 -- ${b#tbisect }
+			expect_at "$win" "view $view: $b comes up" 1 '^tbisect  [A-Za-z]'
 			continue
 			;;
 		esac
@@ -93,17 +83,18 @@ while IFS=$US read -r kind a b; do
 		;;
 	keys)
 		# shellcheck disable=SC2086
-		keys tut $a
+		keys "$win" $a
 		;;
 	screen | shows)
 		if [ "${TUTORIAL_CAPTURE:-}" = 1 ]; then
 			sleep 1.5
 			echo "# --- $a"
-			tm capture-pane -p -t tb:tut | sed 's/^/# /'
+			tm capture-pane -p -t "tb:$win" | sed 's/^/# /'
 			continue
 		fi
-		if [ "$kind" = screen ]; then check=same_screen; else check=shows; fi
-		if "$check" "$a"; then
+		if [ "$kind" = screen ]; then check=same_screen; else check=every_line_shown; fi
+		mask <"$a" >want.txt
+		if wait_until on_screen screen "$win" "$check"; then
 			ok "view $view: $kind $(basename "$a") ($(head -n 1 "$a" | cut -c1-40))"
 		else
 			not_ok "view $view: $kind $(basename "$a")" "the screen differs from the page"
@@ -111,8 +102,7 @@ while IFS=$US read -r kind a b; do
 		fi
 		;;
 	exit)
-		expect_clean_exit tut "view $view: exits with status $a, terminal restored" "$a"
-		tm kill-window -t tb:tut 2>/dev/null
+		expect_clean_exit "$win" "view $view: exits with status $a, terminal restored" "$a"
 		;;
 	esac
 done <steps

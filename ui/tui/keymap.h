@@ -70,7 +70,7 @@ tb_action tb_key_action(int key);
 const char *tb_key_label(int key, char *buf, size_t size);
 /* The key a label names (tb_key_label's inverse), or -1. */
 int tb_key_parse(const char *name);
-/* All keys of an action joined by ", " ("k, Up"). */
+/* All keys of an action, in the table's order, joined by spaces ("k Up"). */
 void tb_action_keys(tb_action a, char *buf, size_t size);
 
 #endif

@@ -1,0 +1,540 @@
+/*
+ * The pass history (src/run/history.c) of a port whose candidate is
+ * re-dumped here between passes, with XDG_STATE_HOME in a temp dir: each
+ * movement (first, later, earlier, stuck, unchanged, matched, broke) and
+ * its note, the file read back pass for pass, the bound on its size, a
+ * corrupt file set aside with a warning, a state directory inside a dump
+ * tree refused, and the write made atomically (temp file, rename).
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "run/history.h"
+#include "testutil.h"
+
+#define N 64
+
+static const char *const layer_taps[] = {"attn_norm", "attn", "mlp_norm", "mlp", "block"};
+
+typedef struct pair_dirs {
+	char ref[4096], cand[4096], state[4096];
+} pair_dirs;
+
+/* Write every cell of a two-layer tree into dir; the cell named diverged
+ * (NULL: none) scaled by 1 + e. */
+static void dump(const char *dir, const char *diverged, double e)
+{
+	int64_t sh[2] = {4, 16};
+	char cell[64], file[64];
+	float *x = tu_ramp(N, 1), y[N];
+
+	for (int k = -1; k < 10; k++) {
+		if (k < 0) {
+			snprintf(cell, sizeof cell, "embed");
+			snprintf(file, sizeof file, "embed");
+		} else {
+			snprintf(cell, sizeof cell, "L%d.%s", k / 5, layer_taps[k % 5]);
+			snprintf(file, sizeof file, "layers.%d.%s", k / 5, layer_taps[k % 5]);
+		}
+		for (int i = 0; i < N; i++)
+			y[i] = diverged && !strcmp(cell, diverged) ? (float)(x[i] * (1 + e)) : x[i];
+		tu_put(dir, file, TB_DT_F32, 2, sh, y);
+	}
+	free(x);
+}
+
+/* A reference, a candidate matching it, and a state directory of their own. */
+static void port_init(pair_dirs *p)
+{
+	const char *dir = tu_tmpdir();
+
+	snprintf(p->ref, sizeof p->ref, "%s/ref", dir);
+	snprintf(p->cand, sizeof p->cand, "%s/cand", dir);
+	snprintf(p->state, sizeof p->state, "%s/state", dir);
+	dump(p->ref, NULL, 0);
+	dump(p->cand, NULL, 0);
+	assert_int_equal(setenv("XDG_STATE_HOME", p->state, 1), 0);
+}
+
+/* A port whose candidate diverges at L0.mlp. */
+static void port_diverged(pair_dirs *p)
+{
+	port_init(p);
+	dump(p->cand, "L0.mlp", 0.5);
+}
+
+/* One check of the port, as `tbisect check` runs it: open the history,
+ * record the pass (with this top cause, or none), return it. */
+static tb_pass check(const pair_dirs *p, const char *top_cause)
+{
+	tb_cause cause = {.id = (char *)top_cause};
+	tb_diagnosis d = {.causes = {.v = &cause, .n = top_cause != NULL}};
+	tu_compared f;
+	tb_history h;
+	tb_pass pass;
+	tb_err err;
+
+	tu_compare(&f, p->ref, p->cand, NULL);
+	tb_history_open(&f.s, &h);
+	assert_string_equal(h.warning, "");
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, &d, &err), 0);
+	pass = h.passes[h.n - 1];
+	tb_history_free(&h);
+	tu_compared_done(&f);
+	return pass;
+}
+
+/* The history of the port as it is on disk. */
+static void history_of(const pair_dirs *p, tb_history *h)
+{
+	tu_compared f;
+
+	tu_compare(&f, p->ref, p->cand, NULL);
+	tb_history_open(&f.s, h);
+	tu_compared_done(&f);
+}
+
+static void expect_pass(const tb_pass *got, int number, tb_move move, long delta, const char *first_div,
+			const char *note)
+{
+	assert_int_equal(got->number, number);
+	assert_string_equal(tb_move_name(got->move), tb_move_name(move));
+	assert_int_equal(got->delta, delta);
+	assert_string_equal(got->first_div, first_div);
+	assert_string_equal(got->note, note);
+}
+
+static void test_movements(void **state)
+{
+	tb_pass p[8];
+	pair_dirs port;
+	time_t t0 = time(NULL);
+	(void)state;
+
+	port_init(&port);
+	dump(port.cand, "L1.mlp", 0.5);
+	p[0] = check(&port, "mlp-activation");
+	expect_pass(&p[0], 1, TB_MOVE_FIRST, 0, "L1.mlp", "pass 1: first divergence L1.mlp");
+	assert_string_equal(p[0].top_cause, "mlp-activation");
+	assert_string_equal(p[0].verdict, "diverged");
+	assert_int_equal(p[0].first_div_index, 9);
+	assert_int_equal(p[0].count[TB_ST_DIVERGED], 1);
+	assert_int_equal(p[0].count[TB_ST_MATCH], 10);
+	assert_true(p[0].when >= t0 && p[0].when <= time(NULL));
+
+	dump(port.cand, "L1.block", 0.5);
+	p[1] = check(&port, NULL);
+	expect_pass(&p[1], 2, TB_MOVE_LATER, 1, "L1.block", "pass 2: first divergence L1.mlp -> L1.block (later by 1 cell)");
+	assert_string_equal(p[1].top_cause, "");
+
+	dump(port.cand, "L0.attn", 0.5);
+	p[2] = check(&port, NULL);
+	expect_pass(&p[2], 3, TB_MOVE_EARLIER, -8, "L0.attn",
+		    "pass 3: first divergence L1.block -> L0.attn (EARLIER by 8 cells): the last change made it worse; "
+		    "revert it and re-read the reference forward");
+
+	dump(port.cand, "L0.attn", 0.7);
+	p[3] = check(&port, NULL);
+	expect_pass(&p[3], 4, TB_MOVE_STUCK, 0, "L0.attn",
+		    "pass 4: first divergence still L0.attn although the candidate changed: the fix did not reach this "
+		    "op, or the dump is stale (re-dump; restart the server, stale compiled graphs hide fixes); revert "
+		    "and re-read the reference forward");
+
+	p[4] = check(&port, NULL);
+	expect_pass(&p[4], 5, TB_MOVE_UNCHANGED, 0, "L0.attn",
+		    "pass 5: candidate files unchanged since pass 4; first divergence L0.attn");
+	assert_string_equal(p[4].cand_digest, p[3].cand_digest);
+	assert_string_not_equal(p[3].cand_digest, p[2].cand_digest);
+
+	dump(port.cand, NULL, 0);
+	p[5] = check(&port, NULL);
+	expect_pass(&p[5], 6, TB_MOVE_MATCHED, 0, "",
+		    "pass 6: first divergence L0.attn -> none: nothing diverges (verdict match)");
+	assert_int_equal(p[5].first_div_index, -1);
+
+	p[6] = check(&port, NULL);
+	expect_pass(&p[6], 7, TB_MOVE_UNCHANGED, 0, "", "pass 7: candidate files unchanged since pass 6; first divergence none");
+
+	dump(port.cand, "L0.mlp", 0.5);
+	p[7] = check(&port, NULL);
+	expect_pass(&p[7], 8, TB_MOVE_BROKE, 0, "L0.mlp",
+		    "pass 8: nothing diverged in pass 7, now the first divergence is L0.mlp: the last change broke it; "
+		    "revert it");
+
+	/* Read back, every pass as recorded. */
+	tb_history h;
+	history_of(&port, &h);
+	assert_string_equal(h.warning, "");
+	assert_int_equal(h.n, 8);
+	for (int i = 0; i < 8; i++) {
+		expect_pass(&h.passes[i], p[i].number, p[i].move, p[i].delta, p[i].first_div, p[i].note);
+		assert_int_equal(h.passes[i].first_div_index, p[i].first_div_index);
+		assert_string_equal(h.passes[i].cand_digest, p[i].cand_digest);
+		assert_string_equal(h.passes[i].top_cause, p[i].top_cause);
+		assert_string_equal(h.passes[i].verdict, p[i].verdict);
+		assert_memory_equal(h.passes[i].count, p[i].count, sizeof p[i].count);
+		assert_true(h.passes[i].when == p[i].when);
+		assert_near(h.passes[i].tol.diverge, p[i].tol.diverge, 0);
+	}
+	tb_history_free(&h);
+}
+
+static void test_bad_moves(void **state)
+{
+	static const tb_move bad[] = {TB_MOVE_EARLIER, TB_MOVE_STUCK, TB_MOVE_BROKE};
+	static const tb_move good[] = {TB_MOVE_FIRST, TB_MOVE_LATER, TB_MOVE_UNCHANGED, TB_MOVE_MATCHED};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		assert_true(tb_move_is_bad(bad[i]));
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+		assert_false(tb_move_is_bad(good[i]));
+	assert_string_equal(tb_move_name(TB_MOVE_STUCK), "stuck");
+	assert_string_equal(tb_move_name((tb_move)99), "?");
+}
+
+/* One file per pair; the oldest passes go past TB_HISTORY_MAX, numbering goes on. */
+static void test_bounded(void **state)
+{
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	pair_dirs port;
+	(void)state;
+
+	port_diverged(&port);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	tb_history_open(&f.s, &h);
+	for (int i = 0; i < TB_HISTORY_MAX + 5; i++)
+		assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	assert_int_equal(h.n, TB_HISTORY_MAX);
+	tb_history_free(&h);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, TB_HISTORY_MAX);
+	assert_int_equal(h.passes[0].number, 6);
+	assert_int_equal(h.passes[h.n - 1].number, TB_HISTORY_MAX + 5);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
+/* In memory: movements as on disk, nothing written. */
+static void test_in_memory(void **state)
+{
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	pair_dirs port;
+	struct stat st;
+	(void)state;
+
+	port_diverged(&port);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	tb_history_init_memory(&h);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	assert_int_equal(h.n, 2);
+	assert_int_equal(h.passes[1].move, TB_MOVE_UNCHANGED);
+	assert_string_equal(h.path, "");
+	assert_int_equal(stat(port.state, &st), -1);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
+static void expect_set_aside(const pair_dirs *port, const char *content, const char *why)
+{
+	char aside[8192], want[8192], *text;
+	tb_history h;
+	size_t n;
+	FILE *fp;
+	tb_pass p;
+
+	history_of(port, &h);
+	tb_history_free(&h);
+	tu_write_str(h.path, content);
+	history_of(port, &h);
+	assert_int_equal(h.n, 0);
+	snprintf(want, sizeof want, "history file %s is corrupt (%s); set aside as %s.corrupt-", h.path, why, h.path);
+	if (strncmp(h.warning, want, strlen(want)))
+		fail_msg("warning \"%s\", expected it to start \"%s\"", h.warning, want);
+	snprintf(aside, sizeof aside, "%s", strstr(h.warning, "set aside as ") + strlen("set aside as "));
+	assert_int_equal(access(h.path, F_OK), -1);
+	fp = fopen(aside, "r");
+	assert_non_null(fp);
+	text = calloc(1, 4096);
+	n = fread(text, 1, 4095, fp);
+	fclose(fp);
+	assert_int_equal(n, strlen(content));
+	assert_string_equal(text, content);
+	free(text);
+	assert_int_equal(remove(aside), 0);
+	tb_history_free(&h);
+	p = check(port, NULL);
+	assert_int_equal(p.number, 1);
+	assert_int_equal(p.move, TB_MOVE_FIRST);
+}
+
+static void test_corrupt_set_aside(void **state)
+{
+	pair_dirs port;
+	(void)state;
+
+	port_diverged(&port);
+	check(&port, NULL);
+	check(&port, NULL);
+	expect_set_aside(&port, "{\"passes\": [{\"pass\": ", "history file is not valid JSON (near byte 21)");
+	expect_set_aside(&port, "{\"passes\": [{\"pass\": \"x\"}]}", "a pass is malformed");
+	expect_set_aside(&port, "{\"runs\": []}", "no \"passes\" list");
+}
+
+static void expect_refused(const pair_dirs *port, const char *state_home)
+{
+	char want[8192], made[4200];
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	struct stat st;
+
+	assert_int_equal(setenv("XDG_STATE_HOME", state_home, 1), 0);
+	tu_compare(&f, port->ref, port->cand, NULL);
+	tb_history_open(&f.s, &h);
+	snprintf(want, sizeof want, "history not kept: the state directory %s/tbisect is inside a dump tree", state_home);
+	assert_string_equal(h.warning, want);
+	assert_string_equal(h.path, "");
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	assert_int_equal(h.n, 0);
+	snprintf(made, sizeof made, "%s", state_home);
+	assert_int_equal(stat(made, &st), -1);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
+static void test_state_dir_inside_a_tree(void **state)
+{
+	char dir[4200];
+	pair_dirs port;
+	(void)state;
+
+	port_init(&port);
+	snprintf(dir, sizeof dir, "%s/.state", port.cand);
+	expect_refused(&port, dir);
+	snprintf(dir, sizeof dir, "%s/sub/state", port.ref);
+	expect_refused(&port, dir);
+}
+
+static void test_no_state_home(void **state)
+{
+	char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	char want[8192];
+	tu_compared f;
+	tb_history h;
+	pair_dirs port;
+	(void)state;
+
+	port_init(&port);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	unsetenv("XDG_STATE_HOME");
+	unsetenv("HOME");
+	tb_history_open(&f.s, &h);
+	assert_string_equal(h.warning, "history not kept: neither XDG_STATE_HOME nor HOME is set");
+	assert_string_equal(h.path, "");
+	tb_history_free(&h);
+	/* HOME alone: the XDG default under it. */
+	assert_int_equal(setenv("HOME", port.state, 1), 0);
+	tb_history_open(&f.s, &h);
+	snprintf(want, sizeof want, "%s/.local/state/tbisect/pair-", port.state);
+	assert_string_equal(h.warning, "");
+	assert_int_equal(strncmp(h.path, want, strlen(want)), 0);
+	tb_history_free(&h);
+	if (home)
+		setenv("HOME", home, 1);
+	else
+		unsetenv("HOME");
+	free(home);
+	tu_compared_done(&f);
+}
+
+/* Files in the state directory whose name holds ".tmp.". */
+static int temp_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strstr(e->d_name, ".tmp.") != NULL;
+	closedir(d);
+	return n;
+}
+
+/* The file is replaced whole by a rename: a hard link to the old one keeps
+ * the old passes, no temp file stays, and a write that fails leaves the
+ * old file as it was. */
+static void test_atomic_write(void **state)
+{
+	char old[4200], dir[4200], tmp[4200];
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	pair_dirs port;
+	(void)state;
+
+	port_diverged(&port);
+	check(&port, NULL);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 1);
+	snprintf(old, sizeof old, "%s.old", h.path);
+	assert_int_equal(link(h.path, old), 0);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	snprintf(dir, sizeof dir, "%s/tbisect", port.state);
+	assert_int_equal(temp_files(dir), 0);
+	tb_history_free(&h);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 2);
+	snprintf(tmp, sizeof tmp, "%s", h.path);
+	tb_history_free(&h);
+	/* The old name still holds the one pass it had. */
+	assert_int_equal(rename(old, tmp), 0);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 1);
+	/* A temp file that cannot be created: the write fails, the file stays. */
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h.path, (long)getpid());
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), -1);
+	if (!strstr(err.msg, "cannot write the history"))
+		fail_msg("error: %s", err.msg);
+	assert_int_equal(rmdir(tmp), 0);
+	tb_history_free(&h);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 1);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
+/* One file per (ref, cand) pair, by their real paths. */
+static void test_file_per_pair(void **state)
+{
+	char other[4200], via[8400];
+	tu_compared f;
+	tb_history a, b;
+	pair_dirs port;
+	(void)state;
+
+	port_init(&port);
+	snprintf(other, sizeof other, "%s2", port.cand);
+	dump(other, NULL, 0);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	tb_history_open(&f.s, &a);
+	tu_compared_done(&f);
+	tu_compare(&f, port.ref, other, NULL);
+	tb_history_open(&f.s, &b);
+	tu_compared_done(&f);
+	assert_string_not_equal(a.path, b.path);
+	tb_history_free(&b);
+	snprintf(via, sizeof via, "%s/../cand", port.ref);
+	tu_compare(&f, port.ref, via, NULL);
+	tb_history_open(&f.s, &b);
+	tu_compared_done(&f);
+	assert_string_equal(a.path, b.path);
+	tb_history_free(&a);
+	tb_history_free(&b);
+}
+
+/* Set path's mtime to t seconds (and no nanoseconds). */
+static void set_mtime(const char *path, time_t t)
+{
+	struct timespec ts[2] = {{.tv_sec = t}, {.tv_sec = t}};
+
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static void digest_of(const char *dir, char out[17])
+{
+	tb_tree *t = tu_open(dir, NULL);
+
+	tb_tree_digest(t, out);
+	tb_tree_free(t);
+}
+
+/* The digest changes with a file's bytes and with its mtime, and only then. */
+static void test_digest(void **state)
+{
+	const char *dir = tu_tmpdir();
+	const char *f = tu_path(dir, "layers.0.attn.npy");
+	int64_t sh[1] = {4};
+	float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 9};
+	char d0[17], d1[17];
+	(void)state;
+
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, a);
+	set_mtime(f, 1700000000);
+	digest_of(dir, d0);
+	digest_of(dir, d1);
+	assert_string_equal(d0, d1);
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, b);
+	set_mtime(f, 1700000000);
+	digest_of(dir, d1);
+	assert_string_not_equal(d0, d1);
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, a);
+	set_mtime(f, 1700000001);
+	digest_of(dir, d1);
+	assert_string_not_equal(d0, d1);
+	set_mtime(f, 1700000000);
+	digest_of(dir, d1);
+	assert_string_equal(d0, d1);
+}
+
+static void test_pass_json(void **state)
+{
+	tb_pass p = {.number = 3, .when = 1700000000, .first_div = "L2.mlp", .first_div_index = 14,
+		     .top_cause = "rope-style", .verdict = "diverged", .move = TB_MOVE_LATER, .delta = 7,
+		     .cand_digest = "0123456789abcdef", .note = "pass 3: ..."};
+	cJSON *o;
+	(void)state;
+
+	tb_tolerance_default(&p.tol);
+	p.count[TB_ST_DIVERGED] = 4;
+	o = tb_pass_json(&p);
+	assert_int_equal(cJSON_GetObjectItem(o, "pass")->valueint, 3);
+	assert_string_equal(cJSON_GetObjectItem(o, "movement")->valuestring, "later");
+	assert_int_equal(cJSON_GetObjectItem(o, "delta")->valueint, 7);
+	assert_string_equal(cJSON_GetObjectItem(o, "first_divergence")->valuestring, "L2.mlp");
+	assert_string_equal(cJSON_GetObjectItem(o, "top_cause")->valuestring, "rope-style");
+	assert_string_equal(cJSON_GetObjectItem(o, "cand_digest")->valuestring, "0123456789abcdef");
+	assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "counts"), "diverged")->valueint, 4);
+	assert_near(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "tolerance"), "diverge")->valuedouble, p.tol.diverge, 0);
+	cJSON_Delete(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_movements),
+		cmocka_unit_test(test_bad_moves),
+		cmocka_unit_test(test_bounded),
+		cmocka_unit_test(test_in_memory),
+		cmocka_unit_test(test_corrupt_set_aside),
+		cmocka_unit_test(test_state_dir_inside_a_tree),
+		cmocka_unit_test(test_no_state_home),
+		cmocka_unit_test(test_atomic_write),
+		cmocka_unit_test(test_file_per_pair),
+		cmocka_unit_test(test_digest),
+		cmocka_unit_test(test_pass_json),
+	};
+	return cmocka_run_group_tests_name("history", tests, NULL, NULL);
+}
