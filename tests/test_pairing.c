@@ -59,7 +59,7 @@ static void pair(trees *t)
 	t->rt = tu_open(t->ref, NULL);
 	t->ct = tu_open(t->cand, NULL);
 	assert_int_equal(tb_namer_new(NULL, &t->namer, &err), 0);
-	assert_int_equal(tb_pairing_build(t->rt, t->ct, t->namer, &t->p, &err), 0);
+	assert_int_equal(tb_pairing_build(t->rt, t->ct, t->namer, NULL, &t->p, &err), 0);
 }
 
 /* Trees of these names (NULL-terminated lists), paired. */
