@@ -37,7 +37,7 @@ if [ "$TAP_RC" -ne 0 ]; then
 	bail_out "dpkg-buildpackage -us -uc -b failed with status $TAP_RC"
 fi
 ok "dpkg-buildpackage -us -uc -b builds the package"
-suite=$(grep -E '^# (PASS|FAIL|ERROR): ' "$S/build.log" | tr -s ' ' | tr '\n' ' ' || true)
+suite=$(grep -E '^# (PASS|FAIL|ERROR): ' "$S/build.log" | sed 's/^# //' | tr -s ' \n' ' ' | sed 's/ $//' || true)
 check_that "the package build ran make check (${suite:-no summary})" grep -q '^# PASS: *[1-9]' "$S/build.log"
 
 deb=$S/tbisect_${version}_$(dpkg-architecture -qDEB_HOST_ARCH).deb
