@@ -1,10 +1,12 @@
 #!/bin/sh
 # tbisect quick start.
 #   ./quickstart.sh demo   install what is missing, build, open the bundled sample pair
-#   ./quickstart.sh test   install what is missing, build, run the whole test suite,
-#                          then once more under ASan + UBSan (TB_ASAN=no skips that)
+#   ./quickstart.sh test   install what is missing, build with -Werror, run the whole
+#                          test suite, then once more under ASan + UBSan (TB_ASAN=no
+#                          skips that), then make distcheck (TB_DISTCHECK=no skips it)
+#                          and build and check the Debian package (TB_DEB=no skips it)
 # Builds out of tree in ./build (and ./build-asan).  Safe to re-run: steps
-# already done are skipped.  The last line sums both runs: "N passed, N failed".
+# already done are skipped.  The last line sums every run: "N passed, N failed".
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,10 +24,16 @@ scripts/setup-deps.sh
 if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ]; then
 	autoreconf -fi
 fi
+# The tests build as CI does, warnings as errors; the demo takes any compiler's warnings.
+flags=
+if [ "$what" = test ]; then
+	flags=--enable-werror
+fi
 mkdir -p build
 cd build
-if [ ! -f Makefile ] || [ ../configure -nt config.status ]; then
-	../configure
+if [ ! -f Makefile ] || [ ../configure -nt config.status ] ||
+	{ [ -n "$flags" ] && ! ./config.status --config | grep -q -e "$flags"; }; then
+	../configure ${flags:+"$flags"}
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 make -j"$jobs"
@@ -51,6 +59,20 @@ tally() {
 	grep -E '^(not ok|ERROR|FAIL)' "$1" | head -n 40 || true
 }
 
+# tally_tap LOG STATUS: add the ok / not ok lines of a TAP script's output; a
+# script that failed without a "not ok" (bailed out, no plan) is one failure.
+tally_tap() {
+	_p=$(grep '^ok ' "$1" | grep -c -v '# SKIP' || true)
+	_f=$(grep -c '^not ok ' "$1" || true)
+	if [ "$2" -ne 0 ] && [ "$_f" -eq 0 ] || ! grep -q '^1\.\.[0-9]' "$1"; then
+		_f=$((_f + 1))
+		tail -n 20 "$1"
+	fi
+	passed=$((passed + _p))
+	failed=$((failed + _f))
+	grep -E -A 3 '^(not ok|Bail out)' "$1" | head -n 40 || true
+}
+
 status=0
 make -j"$jobs" check || status=$?
 tally test-suite.log
@@ -67,6 +89,30 @@ if [ "${TB_ASAN:-yes}" != no ]; then
 	make -j"$jobs" && make -j"$jobs" check || asan=$?
 	[ "$asan" -eq 0 ] || status=$asan
 	tally test-suite.log
+fi
+
+# The tarball: it builds with -Werror, passes make check, installs and
+# uninstalls (DESTDIR too) and cleans up after itself.  One test.
+if [ "${TB_DISTCHECK:-yes}" != no ]; then
+	cd "$here/build"
+	if make -j"$jobs" distcheck >distcheck.log 2>&1; then
+		passed=$((passed + 1))
+		echo "ok - make distcheck"
+	else
+		failed=$((failed + 1))
+		status=1
+		echo "not ok - make distcheck (build/distcheck.log ends:)"
+		tail -n 40 distcheck.log
+	fi
+fi
+
+# The Debian package, from a clean copy of HEAD (tests/pkg/deb.sh, TAP).
+if [ "${TB_DEB:-yes}" != no ]; then
+	cd "$here"
+	deb=0
+	tests/pkg/deb.sh "$here" >build/deb.log 2>&1 || deb=$?
+	[ "$deb" -eq 0 ] || status=$deb
+	tally_tap build/deb.log "$deb"
 fi
 echo "$passed passed, $failed failed"
 exit "$status"

@@ -3,9 +3,13 @@
 # A no-op (no network, no root needed) when everything is already present.
 set -eu
 
+# The last line is for quickstart.sh test's packaging checks: man -l and
+# the completion test (tests/pkg/install.sh, tests/e2e/completion.sh), and
+# the Debian package built from git archive (tests/pkg/deb.sh).
 pkgs="build-essential autoconf automake libtool pkg-config
 libcjson-dev libopenblas-dev libncurses-dev libreadline-dev zlib1g-dev
-libcmocka-dev tmux python3 python3-numpy mandoc"
+libcmocka-dev tmux python3 python3-numpy mandoc
+man-db bash git debhelper dpkg-dev fakeroot lintian"
 
 missing=""
 for p in $pkgs; do

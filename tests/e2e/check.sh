@@ -138,6 +138,19 @@ expect_exit 2 "one path" "$TBISECT" check "$T/clean/ref"
 expect_exit 2 "unknown option" "$TBISECT" check --bogus "$T/clean/ref" "$T/clean/cand"
 expect_exit 2 "bad number" "$TBISECT" check --atol abc "$T/clean/ref" "$T/clean/cand"
 expect_exit 2 "negative tolerance" "$TBISECT" check --rtol -1 "$T/clean/ref" "$T/clean/cand"
+# An option of some modes only is refused elsewhere, naming the modes it belongs to.
+while IFS='|' read -r args says; do
+	# shellcheck disable=SC2086 # args is a list of words
+	expect_exit 2 "$args: a usage error" "$TBISECT" $args "$T/clean/ref" "$T/clean/cand"
+	check_that "$args: says '$says'" grep -q -x -F "tbisect: $says" "$TAP_ERR"
+done <<'EOF'
+--json|--json belongs to 'check' and 'ls'
+check --watch|--watch belongs to the interactive view
+--features|--features belongs to 'check'
+--history|--history belongs to 'check'
+EOF
+expect_exit 2 "--completion of an unknown shell" "$TBISECT" --completion zsh
+check_that "--completion zsh: names the formats" grep -q -x "tbisect: --completion: 'zsh' is not one of: bash tsv" "$TAP_ERR"
 expect_error 2 "$T/nope" "missing tree" "$TBISECT" check "$T/nope" "$T/clean/cand"
 mkdir "$T/empty"
 expect_error 2 "$T/empty" "empty tree" "$TBISECT" check "$T/empty" "$T/clean/cand"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The manual pages: each lints clean with mandoc and renders; tbisect(1)
-# lists every long option of ui/cli/options.c; tbisect-dumps(5) lists every
+# documents every command and option the program's tables hold (as
+# `tbisect --completion tsv` prints them); tbisect-dumps(5) lists every
 # naming convention of src/model/naming.c; and every ".Dl $ COMMAND" example runs
 # from a copy of the build's samples with the exit status the page's
 # preceding ".\" test: exit N [grep TEXT]" comment gives (0 when absent),
@@ -51,16 +52,19 @@ check_that "tbisect.1 renders every action of the keymap" sh -c '
 		grep -q -F -- "     $line" "$2" || { echo "missing: $line"; exit 1; }
 	done' x "$TBISECT" "$T/tbisect.1.txt"
 
-# Every long option of the option table is documented.
-opts=$(awk '/long_opts\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/ui/cli/options.c" |
-	sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p')
-check_that "ui/cli/options.c has options to check" test -n "$opts"
-for o in $opts; do
-	check_that "tbisect.1 documents --$o" grep -q -e "--$o\\b" "$T/tbisect.1.txt"
-done
-for c in check ls; do
+# Every command and long option is documented: the program prints the
+# tables its parser, usage text and completion are made from.
+"$TBISECT" --completion tsv >"$T/tables.tsv"
+awk -F '\t' '$1 == "option" { print $2 }' "$T/tables.tsv" >"$T/options"
+awk -F '\t' '$1 == "command" { print $2 }' "$T/tables.tsv" >"$T/commands"
+check_that "tbisect --completion tsv lists options" test -s "$T/options"
+check_that "tbisect --completion tsv lists commands" test -s "$T/commands"
+while read -r o; do
+	check_that "tbisect.1 documents $o" grep -q -e "$o\\b" "$T/tbisect.1.txt"
+done <"$T/options"
+while read -r c; do
 	check_that "tbisect.1 documents the $c command" grep -q "^     tbisect $c \\[options\\]" "$T/tbisect.1.txt"
-done
+done <"$T/commands"
 
 # Every convention of the naming table is listed, in its order.
 awk '/tb_conventions\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/model/naming.c" |

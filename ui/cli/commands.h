@@ -16,6 +16,8 @@ int tb_cmd_suggest(const tb_options *o);
 int tb_cmd_tui(const tb_options *o);
 /* The key and command tables, one tab-separated row each, for the man page. */
 int tb_cmd_keys(void);
+/* The shell completion written from the option table: format "bash" or "tsv". */
+int tb_cmd_completion(const char *format);
 
 /* Print err as one line on stderr; returns TB_EXIT_BAD_INPUT. */
 int tb_die(const tb_err *err);

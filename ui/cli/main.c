@@ -35,6 +35,8 @@ int main(int argc, char **argv)
 		return tb_cmd_suggest(&o);
 	case TB_MODE_KEYS:
 		return tb_cmd_keys();
+	case TB_MODE_COMPLETION:
+		return tb_cmd_completion(o.action_arg);
 	case TB_MODE_TUI:
 		return tb_cmd_tui(&o);
 	}

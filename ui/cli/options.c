@@ -7,203 +7,296 @@
 #include <string.h>
 
 #include "cli/options.h"
+#include "tensor/dtype.h"
 
+/* Indexes into tb_option_infos, in the usage text's order. */
 enum {
-	OPT_ATOL = 256,
+	OPT_ATOL,
 	OPT_RTOL,
 	OPT_DIVERGE,
 	OPT_MAX_KL,
 	OPT_MAP,
+	OPT_NO_BUILTIN_NAMES,
+	OPT_ALLOW_PARTIAL,
 	OPT_RULES,
-	OPT_HEADS,
-	OPT_KV_HEADS,
-	OPT_JSON,
-	OPT_HISTORY,
-	OPT_NO_HISTORY,
-	OPT_WATCH,
-	OPT_THREADS,
-	OPT_NPY_VOID2,
-	OPT_NPY_VOID1,
-	OPT_RECORD,
 	OPT_TOL,
 	OPT_ORIGIN_FACTOR,
 	OPT_FEATURES,
-	OPT_HELP,
+	OPT_HISTORY,
+	OPT_NO_HISTORY,
+	OPT_HEADS,
+	OPT_KV_HEADS,
+	OPT_JSON,
+	OPT_NPY_VOID2,
+	OPT_NPY_VOID1,
+	OPT_RECORD,
+	OPT_THREADS,
+	OPT_WATCH,
 	OPT_VERSION,
+	OPT_HELP,
 	OPT_KEYS,
-	OPT_ALLOW_PARTIAL,
-	OPT_NO_BUILTIN_NAMES,
+	OPT_COMPLETION,
+	OPT_COUNT
 };
 
-static const struct option long_opts[] = {
-	{"atol", required_argument, NULL, OPT_ATOL},
-	{"rtol", required_argument, NULL, OPT_RTOL},
-	{"diverge", required_argument, NULL, OPT_DIVERGE},
-	{"max-kl", required_argument, NULL, OPT_MAX_KL},
-	{"map", required_argument, NULL, OPT_MAP},
-	{"rules", required_argument, NULL, OPT_RULES},
-	{"heads", required_argument, NULL, OPT_HEADS},
-	{"kv-heads", required_argument, NULL, OPT_KV_HEADS},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"history", no_argument, NULL, OPT_HISTORY},
-	{"no-history", no_argument, NULL, OPT_NO_HISTORY},
-	{"watch", no_argument, NULL, OPT_WATCH},
-	{"threads", required_argument, NULL, OPT_THREADS},
-	{"npy-void2", required_argument, NULL, OPT_NPY_VOID2},
-	{"npy-void1", required_argument, NULL, OPT_NPY_VOID1},
-	{"record", required_argument, NULL, OPT_RECORD},
-	{"tol", required_argument, NULL, OPT_TOL},
-	{"origin-factor", required_argument, NULL, OPT_ORIGIN_FACTOR},
-	{"features", no_argument, NULL, OPT_FEATURES},
-	{"help", no_argument, NULL, OPT_HELP},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{"keys", no_argument, NULL, OPT_KEYS},
-	{"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
-	{"no-builtin-names", no_argument, NULL, OPT_NO_BUILTIN_NAMES},
-	{NULL, 0, NULL, 0},
+/* getopt returns OPT_BASE + index for a long option: above every short one. */
+enum { OPT_BASE = 256 };
+
+const tb_command_info tb_commands[] = {
+	{.label = "interactive view", .mode = TB_MODE_TUI, .args = "REF CAND", .n_paths = 2,
+	 .bad_paths = "expected REF and CAND", .help = "interactive view (needs a terminal)"},
+	{.word = "check", .label = "check", .mode = TB_MODE_CHECK, .args = "REF CAND", .n_paths = 2,
+	 .bad_paths = "expected REF and CAND", .help = "batch report (text, or --json)"},
+	{.word = "ls", .label = "ls", .mode = TB_MODE_LS, .args = "TREE", .n_paths = 1,
+	 .bad_paths = "ls takes one TREE", .help = "list tensors and their canonical cells"},
+	{.word = "suggest-map", .label = "suggest-map", .mode = TB_MODE_SUGGEST, .args = "REF CAND", .n_paths = 2,
+	 .bad_paths = "expected REF and CAND", .help = "print a --map file for the names that do not pair"},
 };
+const size_t tb_n_commands = sizeof tb_commands / sizeof tb_commands[0];
+
+const tb_option_info tb_option_infos[OPT_COUNT] = {
+	[OPT_ATOL] = {.name = "atol", .metavar = "A", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		      .help = "absolute tolerance of allclose (default 1e-4)"},
+	[OPT_RTOL] = {.name = "rtol", .metavar = "R", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		      .help = "relative tolerance of allclose (default 1e-4)"},
+	[OPT_DIVERGE] = {.name = "diverge", .metavar = "D", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			 .help = "rel_l2 above D marks a cell diverged (default 1e-2)"},
+	[OPT_MAX_KL] = {.name = "max-kl", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			.help = "logits diverge when mean KL(ref||cand) exceeds K (default 0.015)"},
+	[OPT_MAP] = {.name = "map", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN_ANY,
+		     .help = "JSON naming map, tried before the built-in conventions ('-': standard input)"},
+	[OPT_NO_BUILTIN_NAMES] = {.name = "no-builtin-names", .modes = TB_IN_ANY,
+				  .help = "name tensors by the --map file only (to test a map)"},
+	[OPT_ALLOW_PARTIAL] = {.name = "allow-partial", .modes = TB_IN(TB_MODE_TUI) | TB_IN(TB_MODE_CHECK),
+			       .help = "go on when under half the tensors pair (no cause is named then)"},
+	[OPT_RULES] = {.name = "rules", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN_ANY,
+		       .help = "extra diagnosis rules (JSON, see tbisect-rules(5))"},
+	[OPT_TOL] = {.name = "tol", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN_ANY,
+		     .help = "per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})"},
+	[OPT_ORIGIN_FACTOR] = {.name = "origin-factor", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			       .help = "a cell whose error exceeds F times its inputs' is where error is born (10)"},
+	[OPT_FEATURES] = {.name = "features", .modes = TB_IN(TB_MODE_CHECK),
+			  .help = "also print the measured features the rules test"},
+	[OPT_HISTORY] = {.name = "history", .modes = TB_IN(TB_MODE_CHECK),
+			 .help = "print how the first divergence moved over the passes"},
+	[OPT_NO_HISTORY] = {.name = "no-history", .modes = TB_IN_ANY,
+			    .help = "do not record this run in the pass history"},
+	[OPT_HEADS] = {.name = "heads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		       .help = "attention heads (per-head views and rules)"},
+	[OPT_KV_HEADS] = {.name = "kv-heads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			  .help = "key/value heads"},
+	[OPT_JSON] = {.name = "json", .modes = TB_IN(TB_MODE_CHECK) | TB_IN(TB_MODE_LS),
+		      .help = "write JSON instead of text"},
+	[OPT_NPY_VOID2] = {.name = "npy-void2", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
+			   .dtype_bytes = 2, .help = "read raw 2-byte void npy data (|V2, <V2) as DT (bf16, f16)"},
+	[OPT_NPY_VOID1] = {.name = "npy-void1", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
+			   .dtype_bytes = 1, .help = "read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)"},
+	[OPT_RECORD] = {.name = "record", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			.help = "which prompt of a multi-prompt golden file (default 0)"},
+	[OPT_THREADS] = {.name = "threads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			 .help = "worker threads (default: one per CPU)"},
+	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
+		       .help = "reload when either tree changes, once quiet"},
+	[OPT_VERSION] = {.name = "version", .modes = TB_IN_ANY, .action = TB_MODE_VERSION,
+			 .help = "print the version"},
+	[OPT_HELP] = {.name = "help", .modes = TB_IN_ANY, .action = TB_MODE_HELP, .help = "print this text"},
+	[OPT_KEYS] = {.name = "keys", .modes = TB_IN_ANY, .action = TB_MODE_KEYS,
+		      .help = "print the interactive view's keys and commands (tab-separated)"},
+	[OPT_COMPLETION] = {.name = "completion", .metavar = "SHELL", .arg = TB_ARG_FORMAT, .modes = TB_IN_ANY,
+			    .action = TB_MODE_COMPLETION,
+			    .help = "print the completion script for SHELL (bash), or its tables (tsv)"},
+};
+const size_t tb_n_option_infos = OPT_COUNT;
+
+void tb_modes_join(unsigned set, bool prose, char *buf, size_t size)
+{
+	size_t n = 0, k = 0, len = 0;
+
+	for (size_t i = 0; i < tb_n_commands; i++)
+		n += (set & TB_IN(tb_commands[i].mode)) != 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < tb_n_commands && len < size; i++) {
+		const tb_command_info *c = &tb_commands[i];
+		if (!(set & TB_IN(c->mode)))
+			continue;
+		const char *sep = k == 0 ? "" : prose && k == n - 1 ? " and " : ", ";
+		const char *the = prose && !c->word ? "the " : "";
+		const char *quote = prose && c->word ? "'" : "";
+		int w = snprintf(buf + len, size - len, "%s%s%s%s%s", sep, the, quote, c->label, quote);
+		len += w > 0 ? (size_t)w : 0;
+		k++;
+	}
+}
+
+/* "(check, ls) " before the help of an option of some modes only. */
+static void option_modes(const tb_option_info *opt, char *buf, size_t size)
+{
+	char list[128];
+
+	if (opt->modes == TB_IN_ANY) {
+		snprintf(buf, size, "%s", "");
+		return;
+	}
+	tb_modes_join(opt->modes, false, list, sizeof list);
+	snprintf(buf, size, "(%s) ", list);
+}
 
 void tb_usage(FILE *out)
 {
-	fputs("usage: tbisect [OPTIONS] REF CAND          interactive view (needs a terminal)\n"
-	      "       tbisect check [OPTIONS] REF CAND    batch report (text, or --json)\n"
-	      "       tbisect ls [OPTIONS] TREE           list tensors and their canonical cells\n"
-	      "       tbisect suggest-map [OPTIONS] REF CAND   print a --map file for the names that do not pair\n"
-	      "       tbisect --version | --help | --keys\n"
+	char syn[96], modes[160];
+
+	for (size_t i = 0; i < tb_n_commands; i++) {
+		const tb_command_info *c = &tb_commands[i];
+		snprintf(syn, sizeof syn, "tbisect %s%s[OPTIONS] %s", c->word ? c->word : "", c->word ? " " : "",
+			 c->args);
+		fprintf(out, "%s%-35s %s\n", i ? "       " : "usage: ", syn, c->help);
+	}
+	fputs("       tbisect", out);
+	for (size_t i = 0, k = 0; i < tb_n_option_infos; i++) {
+		const tb_option_info *opt = &tb_option_infos[i];
+		if (opt->action == TB_MODE_TUI)
+			continue;
+		fprintf(out, "%s--%s%s%s", k++ ? " | " : " ", opt->name, opt->metavar ? " " : "",
+			opt->metavar ? opt->metavar : "");
+	}
+	fputs("\n"
 	      "\n"
 	      "REF and CAND are dump trees: a directory (walked recursively) or one file:\n"
 	      ".npy, .npz, .safetensors, *.safetensors.index.json, torch.save (.pt/.pth/.bin),\n"
 	      "MaxText golden logits (.jsonl, or a pickle under that name).\n"
 	      "\n"
-	      "options:\n"
-	      "  --atol A          absolute tolerance of allclose (default 1e-4)\n"
-	      "  --rtol R          relative tolerance of allclose (default 1e-4)\n"
-	      "  --diverge D       rel_l2 above D marks a cell diverged (default 1e-2)\n"
-	      "  --max-kl K        logits diverge when mean KL(ref||cand) exceeds K (default 0.015)\n"
-	      "  --map FILE        JSON naming map, tried before the built-in conventions\n"
-	      "  --allow-partial   go on when under half the tensors pair (no cause is named then)\n"
-	      "  --no-builtin-names  name tensors by the --map file only (to test a map)\n"
-	      "  --rules FILE      extra diagnosis rules (JSON, see tbisect-rules(5))\n"
-	      "  --tol FILE        per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})\n"
-	      "  --origin-factor F a cell whose error exceeds F times its inputs' is where error is born (10)\n"
-	      "  --features        (check) also print the measured features the rules test\n"
-	      "  --history         (check) print how the first divergence moved over the passes\n"
-	      "  --no-history      do not record this run in the pass history\n"
-	      "  --heads N         attention heads (per-head views and rules)\n"
-	      "  --kv-heads N      key/value heads\n"
-	      "  --json            (check) write the JSON report\n"
-	      "  --npy-void2 DT    read raw 2-byte void npy data (|V2, <V2) as DT (bf16, f16)\n"
-	      "  --npy-void1 DT    read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)\n"
-	      "  --record K        which prompt of a multi-prompt golden file (default 0)\n"
-	      "  --threads N       worker threads (default: one per CPU)\n"
-	      "  --watch           (interactive view) reload when either tree changes, once quiet\n"
-	      "  --keys            print the interactive view's keys and commands (tab-separated)\n"
-	      "\n"
+	      "options:\n",
+	      out);
+	for (size_t i = 0; i < tb_n_option_infos; i++) {
+		const tb_option_info *opt = &tb_option_infos[i];
+		snprintf(syn, sizeof syn, "--%s%s%s", opt->name, opt->metavar ? " " : "",
+			 opt->metavar ? opt->metavar : "");
+		option_modes(opt, modes, sizeof modes);
+		fprintf(out, "  %-17s %s%s\n", syn, modes, opt->help);
+	}
+	fputs("\n"
 	      "exit status: 0 nothing diverged, 1 a cell diverged, 2 usage error or bad input\n",
 	      out);
 }
 
-static int num_arg(const char *name, const char *s, double *out, char *msg, size_t size)
+static int num_arg(const tb_option_info *opt, const char *s, double *out, char *msg, size_t size)
 {
 	char *end;
 	double v = strtod(s, &end);
 
 	if (end == s || *end || !isfinite(v) || v < 0) {
-		snprintf(msg, size, "--%s: '%s' is not a non-negative number", name, s);
+		snprintf(msg, size, "--%s: '%s' is not a non-negative number", opt->name, s);
 		return -1;
 	}
 	*out = v;
 	return 0;
 }
 
-static int int_arg(const char *name, const char *s, int lo, int hi, int *out, char *msg, size_t size)
+static int int_arg(const tb_option_info *opt, const char *s, int lo, int hi, int *out, char *msg, size_t size)
 {
 	char *end;
 	long v = strtol(s, &end, 10);
 
 	if (end == s || *end || v < lo || v > hi) {
-		snprintf(msg, size, "--%s: '%s' is not an integer in %d..%d", name, s, lo, hi);
+		snprintf(msg, size, "--%s: '%s' is not an integer in %d..%d", opt->name, s, lo, hi);
 		return -1;
 	}
 	*out = (int)v;
 	return 0;
 }
 
-static int dtype_arg(const char *name, const char *s, size_t size_needed, int *out, char *msg, size_t size)
+static int dtype_arg(const tb_option_info *opt, const char *s, int *out, char *msg, size_t size)
 {
 	tb_dtype dt;
 
-	if (tb_dtype_parse(s, &dt) < 0 || tb_dtype_size(dt) != size_needed) {
-		snprintf(msg, size, "--%s: '%s' is not a %zu-byte dtype", name, s, size_needed);
+	if (tb_dtype_parse(s, &dt) < 0 || tb_dtype_size(dt) != opt->dtype_bytes) {
+		snprintf(msg, size, "--%s: '%s' is not a %zu-byte dtype", opt->name, s, opt->dtype_bytes);
 		return -1;
 	}
 	*out = (int)dt;
 	return 0;
 }
 
+/* Store one ordinary option (not one that selects a mode). */
+static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t size)
+{
+	const tb_option_info *opt = &tb_option_infos[id];
+
+	switch (id) {
+	case OPT_ATOL: return num_arg(opt, arg, &o->tol.atol, msg, size);
+	case OPT_RTOL: return num_arg(opt, arg, &o->tol.rtol, msg, size);
+	case OPT_DIVERGE: return num_arg(opt, arg, &o->tol.diverge, msg, size);
+	case OPT_MAX_KL: return num_arg(opt, arg, &o->tol.max_kl, msg, size);
+	case OPT_MAP: o->map_file = arg; break;
+	case OPT_RULES: o->rules_file = arg; break;
+	case OPT_TOL: o->tol_file = arg; break;
+	case OPT_ORIGIN_FACTOR:
+		if (num_arg(opt, arg, &o->origin_factor, msg, size) < 0)
+			return -1;
+		if (o->origin_factor <= 1) {
+			snprintf(msg, size, "--origin-factor: must be above 1");
+			return -1;
+		}
+		break;
+	case OPT_NO_BUILTIN_NAMES: o->no_builtin_names = true; break;
+	case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
+	case OPT_FEATURES: o->features = true; break;
+	case OPT_HISTORY: o->history = true; break;
+	case OPT_NO_HISTORY: o->no_history = true; break;
+	case OPT_HEADS: return int_arg(opt, arg, 1, 65536, &o->heads, msg, size);
+	case OPT_KV_HEADS: return int_arg(opt, arg, 1, 65536, &o->kv_heads, msg, size);
+	case OPT_JSON: o->json = true; break;
+	case OPT_NPY_VOID2: return dtype_arg(opt, arg, &o->open.npy_void2, msg, size);
+	case OPT_NPY_VOID1: return dtype_arg(opt, arg, &o->open.npy_void1, msg, size);
+	case OPT_RECORD: return int_arg(opt, arg, 0, 1000000, &o->open.record, msg, size);
+	case OPT_THREADS: return int_arg(opt, arg, 1, 64, &o->threads, msg, size);
+	case OPT_WATCH: o->watch = true; break;
+	}
+	return 0;
+}
+
 int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t size)
 {
-	int c, first = 1;
+	struct option long_opts[OPT_COUNT + 1];
+	bool given[OPT_COUNT] = {false};
+	const tb_command_info *cmd = &tb_commands[0];
+	int c;
 
 	memset(o, 0, sizeof *o);
 	tb_tolerance_default(&o->tol);
 	tb_open_opts_init(&o->open);
 	o->origin_factor = 10;
-	o->mode = TB_MODE_TUI;
-	if (argc > 1 && !strcmp(argv[1], "check")) {
-		o->mode = TB_MODE_CHECK;
-		first = 2;
-	} else if (argc > 1 && !strcmp(argv[1], "ls")) {
-		o->mode = TB_MODE_LS;
-		first = 2;
-	} else if (argc > 1 && !strcmp(argv[1], "suggest-map")) {
-		o->mode = TB_MODE_SUGGEST;
-		first = 2;
-	}
-	optind = first;
+	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
+		if (!strcmp(argv[1], tb_commands[i].word))
+			cmd = &tb_commands[i];
+	o->mode = cmd->mode;
+	for (int i = 0; i < OPT_COUNT; i++)
+		long_opts[i] = (struct option){tb_option_infos[i].name,
+					       tb_option_infos[i].arg == TB_ARG_NONE ? no_argument : required_argument,
+					       NULL, OPT_BASE + i};
+	long_opts[OPT_COUNT] = (struct option){NULL, 0, NULL, 0};
+	optind = cmd->word ? 2 : 1;
 	opterr = 0;
+	/* -h, the one short option, is as common a spelling as --help. */
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-		int rc = 0;
-		switch (c) {
-		case OPT_ATOL: rc = num_arg("atol", optarg, &o->tol.atol, msg, size); break;
-		case OPT_RTOL: rc = num_arg("rtol", optarg, &o->tol.rtol, msg, size); break;
-		case OPT_DIVERGE: rc = num_arg("diverge", optarg, &o->tol.diverge, msg, size); break;
-		case OPT_MAX_KL: rc = num_arg("max-kl", optarg, &o->tol.max_kl, msg, size); break;
-		case OPT_MAP: o->map_file = optarg; break;
-		case OPT_RULES: o->rules_file = optarg; break;
-		case OPT_TOL: o->tol_file = optarg; break;
-		case OPT_ORIGIN_FACTOR:
-			rc = num_arg("origin-factor", optarg, &o->origin_factor, msg, size);
-			if (rc == 0 && o->origin_factor <= 1) {
-				snprintf(msg, size, "--origin-factor: must be above 1");
-				rc = -1;
-			}
-			break;
-		case OPT_FEATURES: o->features = true; break;
-		case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
-		case OPT_NO_BUILTIN_NAMES: o->no_builtin_names = true; break;
-		case OPT_HEADS: rc = int_arg("heads", optarg, 1, 65536, &o->heads, msg, size); break;
-		case OPT_KV_HEADS: rc = int_arg("kv-heads", optarg, 1, 65536, &o->kv_heads, msg, size); break;
-		case OPT_JSON: o->json = true; break;
-		case OPT_HISTORY: o->history = true; break;
-		case OPT_NO_HISTORY: o->no_history = true; break;
-		case OPT_WATCH: o->watch = true; break;
-		case OPT_THREADS: rc = int_arg("threads", optarg, 1, 64, &o->threads, msg, size); break;
-		case OPT_NPY_VOID2: rc = dtype_arg("npy-void2", optarg, 2, &o->open.npy_void2, msg, size); break;
-		case OPT_NPY_VOID1: rc = dtype_arg("npy-void1", optarg, 1, &o->open.npy_void1, msg, size); break;
-		case OPT_RECORD: rc = int_arg("record", optarg, 0, 1000000, &o->open.record, msg, size); break;
-		case 'h':
-		case OPT_HELP: o->mode = TB_MODE_HELP; return 0;
-		case OPT_VERSION: o->mode = TB_MODE_VERSION; return 0;
-		case OPT_KEYS: o->mode = TB_MODE_KEYS; return 0;
-		case ':':
+		if (c == 'h')
+			c = OPT_BASE + OPT_HELP;
+		if (c == ':') {
 			snprintf(msg, size, "option '%s' needs an argument", argv[optind - 1]);
 			return -1;
-		default:
+		}
+		if (c < OPT_BASE || c >= OPT_BASE + OPT_COUNT) {
 			snprintf(msg, size, "unknown option '%s'", argv[optind - 1]);
 			return -1;
 		}
-		if (rc < 0)
+		int id = c - OPT_BASE;
+		if (tb_option_infos[id].action != TB_MODE_TUI) {
+			o->mode = tb_option_infos[id].action;
+			o->action_arg = optarg;
+			return 0;
+		}
+		given[id] = true;
+		if (set_option(o, id, optarg, msg, size) < 0)
 			return -1;
 	}
 	for (int i = optind; i < argc; i++) {
@@ -213,28 +306,20 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 		}
 		o->paths[o->n_paths++] = argv[i];
 	}
-	if (o->mode == TB_MODE_LS && o->n_paths != 1) {
-		snprintf(msg, size, "ls takes one TREE");
+	if (o->n_paths != cmd->n_paths) {
+		snprintf(msg, size, "%s", cmd->bad_paths);
 		return -1;
 	}
-	if (o->mode != TB_MODE_LS && o->n_paths != 2) {
-		snprintf(msg, size, "expected REF and CAND");
-		return -1;
-	}
-	if (o->json && o->mode != TB_MODE_CHECK && o->mode != TB_MODE_LS) {
-		snprintf(msg, size, "--json belongs to 'check' and 'ls'");
-		return -1;
-	}
-	if (o->features && o->mode != TB_MODE_CHECK) {
-		snprintf(msg, size, "--features belongs to 'check'");
-		return -1;
+	for (int id = 0; id < OPT_COUNT; id++) {
+		if (given[id] && !(tb_option_infos[id].modes & TB_IN(o->mode))) {
+			char modes[160];
+			tb_modes_join(tb_option_infos[id].modes, true, modes, sizeof modes);
+			snprintf(msg, size, "--%s belongs to %s", tb_option_infos[id].name, modes);
+			return -1;
+		}
 	}
 	if (o->history && o->no_history) {
 		snprintf(msg, size, "--history and --no-history exclude each other");
-		return -1;
-	}
-	if (o->watch && o->mode != TB_MODE_TUI) {
-		snprintf(msg, size, "--watch belongs to the interactive view");
 		return -1;
 	}
 	return 0;
