@@ -297,7 +297,7 @@ static void plan_pair(pair_work *pw)
 		pw->n_pos = 0;
 	}
 	pw->n_rows = pw->n ? (pw->n + pw->row_len - 1) / pw->row_len : 0;
-	pw->logits = same && pw->n_pos > 0 && !strcmp(c->cell.tap, "logits");
+	pw->logits = same && pw->n_pos > 0 && c->cell.id == TB_TAP_LOGITS;
 }
 
 static void free_job(tb_job *job)

@@ -41,7 +41,7 @@ static bool ok_status(const tb_cell_result *c)
 }
 
 /* 1/0 for a sibling's state, NaN when it was not dumped on both sides. */
-static double sibling_ok(const tb_result *r, int layer, const char *tap)
+static double sibling_ok(const tb_result *r, int layer, tb_tap_id tap)
 {
 	const tb_cell_result *c = tb_result_cell(r, layer, tap);
 
@@ -51,29 +51,29 @@ static double sibling_ok(const tb_result *r, int layer, const char *tap)
 /* c is a sub-tap of group cell g (L3.attn.o of L3.attn): part of g, not upstream of it. */
 static bool in_group(const tb_cell_result *c, const tb_cell_result *g)
 {
-	const char *parent = tb_tap_parent(c->cell.tap);
+	tb_tap_id parent = tb_cell_parent(&c->cell);
 
-	return parent && c->cell.layer == g->cell.layer && !strcmp(parent, g->cell.tap);
+	return parent && c->cell.layer == g->cell.layer && parent == g->cell.id;
 }
 
 static void where(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
-	const char *tap = t->cell.tap, *parent = tb_tap_parent(tap);
+	tb_tap_id tap = t->cell.id, parent = tb_cell_parent(&t->cell);
 	bool exact = true, ok = true;
 
 	v[TB_F_LAYER] = t->cell.layer;
-	v[TB_F_AT_EMBED] = !strcmp(tap, "embed");
-	v[TB_F_AT_ATTN_NORM] = !strcmp(tap, "attn_norm");
-	v[TB_F_AT_ATTN] = !strcmp(tap, "attn");
-	v[TB_F_AT_ATTN_SUB] = parent && !strcmp(parent, "attn");
-	v[TB_F_AT_QK_SUB] = !strcmp(tap, "attn.q") || !strcmp(tap, "attn.k");
-	v[TB_F_AT_MLP_NORM] = !strcmp(tap, "mlp_norm");
-	v[TB_F_AT_MLP] = !strcmp(tap, "mlp");
-	v[TB_F_AT_MLP_SUB] = parent && !strcmp(parent, "mlp");
-	v[TB_F_AT_BLOCK] = !strcmp(tap, "block");
-	v[TB_F_AT_FINAL_NORM] = !strcmp(tap, "final_norm");
-	v[TB_F_AT_LOGITS] = !strcmp(tap, "logits");
+	v[TB_F_AT_EMBED] = tap == TB_TAP_EMBED;
+	v[TB_F_AT_ATTN_NORM] = tap == TB_TAP_ATTN_NORM;
+	v[TB_F_AT_ATTN] = tap == TB_TAP_ATTN;
+	v[TB_F_AT_ATTN_SUB] = parent == TB_TAP_ATTN;
+	v[TB_F_AT_QK_SUB] = tap == TB_TAP_ATTN_Q || tap == TB_TAP_ATTN_K;
+	v[TB_F_AT_MLP_NORM] = tap == TB_TAP_MLP_NORM;
+	v[TB_F_AT_MLP] = tap == TB_TAP_MLP;
+	v[TB_F_AT_MLP_SUB] = parent == TB_TAP_MLP;
+	v[TB_F_AT_BLOCK] = tap == TB_TAP_BLOCK;
+	v[TB_F_AT_FINAL_NORM] = tap == TB_TAP_FINAL_NORM;
+	v[TB_F_AT_LOGITS] = tap == TB_TAP_LOGITS;
 	v[TB_F_AT_NORM] = v[TB_F_AT_ATTN_NORM] || v[TB_F_AT_MLP_NORM] || v[TB_F_AT_FINAL_NORM];
 	v[TB_F_FIRST_LAYER] = t->cell.layer == 0;
 	v[TB_F_DEEP] = t->cell.layer > 0;
@@ -87,16 +87,16 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_UPSTREAM_EXACT] = exact;
 	v[TB_F_UPSTREAM_OK] = ok;
 	if (t->cell.layer >= 0) {
-		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, "attn");
-		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, "mlp");
-		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, "attn_norm");
-		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, "mlp_norm");
+		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN);
+		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP);
+		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN_NORM);
+		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP_NORM);
 		v[TB_F_SIBLINGS_OK] = v[TB_F_ATTN_OK] == 1 && v[TB_F_MLP_OK] == 1;
 		v[TB_F_ATTN_SUB_BAD] = 0;
 		for (size_t i = 0; i < r->n_cells; i++) {
 			const tb_cell_result *c = &r->cells[i];
 			if (c->cell.layer == t->cell.layer &&
-			    (!strcmp(c->cell.tap, "attn.q") || !strcmp(c->cell.tap, "attn.k")) && c->status == TB_ST_DIVERGED)
+			    (c->cell.id == TB_TAP_ATTN_Q || c->cell.id == TB_TAP_ATTN_K) && c->status == TB_ST_DIVERGED)
 				v[TB_F_ATTN_SUB_BAD] = 1;
 		}
 	}
@@ -106,7 +106,7 @@ static void global_counts(const tb_result *r, double *v)
 {
 	size_t compared_n = 0, div = 0, close = 0;
 	bool only_logits = true, only_fl = true, fn_div = false, lg_div = false, nan_any = false;
-	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm");
+	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM);
 
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
@@ -118,7 +118,7 @@ static void global_counts(const tb_result *r, double *v)
 		if (c->status != TB_ST_DIVERGED)
 			continue;
 		div++;
-		bool is_lg = !strcmp(c->cell.tap, "logits"), is_fn = !strcmp(c->cell.tap, "final_norm");
+		bool is_lg = c->cell.id == TB_TAP_LOGITS, is_fn = c->cell.id == TB_TAP_FINAL_NORM;
 		lg_div = lg_div || is_lg;
 		fn_div = fn_div || is_fn;
 		only_logits = only_logits && is_lg;
@@ -513,8 +513,8 @@ out:
 static void tie_features(const tb_diag_input *in, double *v)
 {
 	const tb_result *r = in->result;
-	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm"), *em = tb_result_cell(r, -1, "embed");
-	const tb_cell_result *lg = tb_result_cell(r, -1, "logits");
+	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM), *em = tb_result_cell(r, -1, TB_TAP_EMBED);
+	const tb_cell_result *lg = tb_result_cell(r, -1, TB_TAP_LOGITS);
 	size_t n;
 	int64_t *tok;
 
@@ -532,7 +532,7 @@ static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
 {
 	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
 
-	if ((!strcmp(t->cell.tap, "attn.k") || !strcmp(t->cell.tap, "attn.v")) && in->kv_heads > 0 &&
+	if ((t->cell.id == TB_TAP_ATTN_K || t->cell.id == TB_TAP_ATTN_V) && in->kv_heads > 0 &&
 	    H % in->kv_heads == 0)
 		return in->kv_heads;
 	if (in->heads > 0 && H % in->heads == 0)
@@ -545,12 +545,11 @@ static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
  * profile that one when it diverged too. */
 static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_result *t)
 {
-	const char *parent = tb_tap_parent(t->cell.tap);
 	const tb_cell_result *a;
 
-	if (!parent || strcmp(parent, "attn") != 0)
+	if (tb_cell_parent(&t->cell) != TB_TAP_ATTN)
 		return t;
-	a = tb_result_cell(r, t->cell.layer, "attn");
+	a = tb_result_cell(r, t->cell.layer, TB_TAP_ATTN);
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 

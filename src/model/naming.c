@@ -133,8 +133,7 @@ static bool match_pattern(const char *pat, const char *fixed_tap, const char *na
 			/* {T} is always last: the rest of the name is the tap. */
 			if (!tb_tap_valid(s) || tb_tap_is_model_level(s))
 				return false;
-			cell->layer = layer;
-			snprintf(cell->tap, sizeof cell->tap, "%s", s);
+			tb_cell_make(cell, layer, s);
 			return layer >= 0;
 		} else if (*p++ != *s++) {
 			return false;
@@ -144,8 +143,7 @@ static bool match_pattern(const char *pat, const char *fixed_tap, const char *na
 		return false;
 	if (tb_tap_is_model_level(fixed_tap) != (layer < 0))
 		return false;
-	cell->layer = layer;
-	snprintf(cell->tap, sizeof cell->tap, "%s", fixed_tap);
+	tb_cell_make(cell, layer, fixed_tap);
 	return true;
 }
 
@@ -181,7 +179,7 @@ static bool apply_rule(const map_rule *r, const char *name, tb_cell *cell)
 	regmatch_t m[10];
 	char layer[32], tap[TB_TAP_LEN];
 	char *end;
-	long v;
+	long v = -1;
 
 	if (regexec(&r->re, name, 10, m, 0) != 0)
 		return false;
@@ -190,16 +188,14 @@ static bool apply_rule(const map_rule *r, const char *name, tb_cell *cell)
 	if (!r->layer) {
 		if (!tb_tap_is_model_level(tap))
 			return false;
-		cell->layer = -1;
 	} else {
 		if (!expand(r->layer, name, m, r->ngroups, layer, sizeof layer) || tb_tap_is_model_level(tap))
 			return false;
 		v = strtol(layer, &end, 10);
 		if (end == layer || *end || v < 0 || v > MAX_LAYER)
 			return false;
-		cell->layer = (int)v;
 	}
-	snprintf(cell->tap, sizeof cell->tap, "%s", tap);
+	tb_cell_make(cell, (int)v, tap);
 	return true;
 }
 

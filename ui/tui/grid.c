@@ -19,10 +19,10 @@ static int col_index(const grid *g, const char *tap)
 
 static int tap_cmp(const void *a, const void *b)
 {
-	tb_cell x = {0, ""}, y = {0, ""};
+	tb_cell x, y;
 
-	snprintf(x.tap, sizeof x.tap, "%s", (const char *)a);
-	snprintf(y.tap, sizeof y.tap, "%s", (const char *)b);
+	tb_cell_make(&x, 0, a);
+	tb_cell_make(&y, 0, b);
 	return tb_cell_cmp(&x, &y);
 }
 

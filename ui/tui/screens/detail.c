@@ -53,10 +53,10 @@ static int heads_of_shape(const tb_tensor *x, int64_t seq)
 
 static const tb_tensor *layer_tensor(const tui *t, int layer, const char *tap)
 {
-	tb_cell c = {layer, ""};
+	tb_cell c;
 	long i;
 
-	snprintf(c.tap, sizeof c.tap, "%s", tap);
+	tb_cell_make(&c, layer, tap);
 	i = tb_pairing_find(t->sess.pairing, &c);
 	return i < 0 ? NULL : t->sess.pairing->pairs[i].ref;
 }
