@@ -7,6 +7,7 @@
 
 #include "diagnose/features.h"
 #include "compare/pairstat.h"
+#include "diagnose/heads.h"
 
 const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 #define TB_FEATURE_INFO(id, name, unit, meaning) [TB_F_##id] = {name, unit, meaning},
@@ -271,19 +272,23 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 }
 
 /* Per-head agreement and the head x head similarity (sgemm). */
-static void head_features(const tb_cell_result *t, int heads, double *v)
+static void head_features(const tb_cell_result *t, const tb_heads *hs, double *v)
 {
-	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0, rows, hd, K;
+	int heads = hs->n;
+	int64_t K, sq[TB_MAX_DIMS];
+	uint64_t inner, numel = t->ref->numel;
 	float *r = NULL, *c = NULL, *A = NULL, *B = NULL, *G = NULL;
 	double *nr = NULL, *nc = NULL;
 	int ok = 0, perm = 0;
 	tb_err err;
 
-	if (heads <= 1 || H <= 0 || H % heads != 0 || t->ref->numel != t->cand->numel || t->shape_mismatch)
+	if (heads <= 1 || numel != t->cand->numel || t->shape_mismatch)
 		return;
-	hd = H / heads;
-	rows = (int64_t)(t->ref->numel / (uint64_t)H);
-	K = rows * hd;
+	/* Elements run in blocks of inner that belong to one head, heads in turn. */
+	inner = (uint64_t)hs->head_dim;
+	if (hs->layout == TB_HEADS_SPLIT)
+		inner *= (uint64_t)sq[tb_tensor_squeezed(t->ref, sq) - 2];
+	K = (int64_t)(numel / (uint64_t)heads);
 	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
 	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
 	A = malloc((size_t)(heads * K) * sizeof *A);
@@ -293,14 +298,13 @@ static void head_features(const tb_cell_result *t, int heads, double *v)
 	nc = calloc((size_t)heads, sizeof *nc);
 	if (!r || !c || !A || !B || !G || !nr || !nc)
 		goto out;
-	/* Gather each head's slice into a row: [heads, rows * hd]. */
-	for (int64_t h = 0; h < heads; h++)
-		for (int64_t i = 0; i < rows; i++)
-			for (int64_t k = 0; k < hd; k++) {
-				float a = r[i * H + h * hd + k], b = c[i * H + h * hd + k];
-				A[h * K + i * hd + k] = isfinite(a) ? a : 0;
-				B[h * K + i * hd + k] = isfinite(b) ? b : 0;
-			}
+	/* Gather each head's elements, in order, into a row: [heads, K]. */
+	for (uint64_t i = 0; i < numel; i++) {
+		uint64_t h = i / inner % (uint64_t)heads;
+		uint64_t at = h * (uint64_t)K + i / (inner * (uint64_t)heads) * inner + i % inner;
+		A[at] = isfinite(r[i]) ? r[i] : 0;
+		B[at] = isfinite(c[i]) ? c[i] : 0;
+	}
 	for (int64_t h = 0; h < heads; h++) {
 		double dd = 0, rr = 0;
 		for (int64_t k = 0; k < K; k++) {
@@ -528,18 +532,6 @@ static void tie_features(const tb_diag_input *in, double *v)
 	free(tok);
 }
 
-static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
-{
-	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
-
-	if ((t->cell.id == TB_TAP_ATTN_K || t->cell.id == TB_TAP_ATTN_V) && in->kv_heads > 0 &&
-	    H % in->kv_heads == 0)
-		return in->kv_heads;
-	if (in->heads > 0 && H % in->heads == 0)
-		return in->heads;
-	return 0;
-}
-
 /* An attention sub-tap (q, k after RoPE) diverges first when the bug is in
  * attention, but the attention output shows the pattern the rules know:
  * profile that one when it diverged too. */
@@ -603,8 +595,11 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	}
 	/* Heads are separate only before o_proj mixes them: in q, k, v (and
 	 * other attention sub-taps), not in the attention output. */
-	if (v[TB_F_AT_ATTN_SUB] == 1)
-		head_features(t, heads_for(in, t), v);
+	if (v[TB_F_AT_ATTN_SUB] == 1) {
+		tb_heads hs;
+		tb_heads_infer(r, target, in->heads, in->kv_heads, &hs);
+		head_features(t, &hs, v);
+	}
 	if (v[TB_F_AT_EMBED] == 1)
 		embed_shift(t, v);
 	if (t->m.n_pos > 0)
