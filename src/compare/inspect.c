@@ -35,7 +35,7 @@ static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 	s->cell = c;
 	if (!c->ref || !c->cand) {
 		cell_label(c, name, sizeof name);
-		return tb_err_set(err, NULL, "cell %s is present on one side only", name);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s is present on one side only", name);
 	}
 	if (tb_tensor_acquire((tb_tensor *)c->ref, err) < 0)
 		return -1;
@@ -53,7 +53,7 @@ static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 		free(s->bc);
 		tb_tensor_release((tb_tensor *)c->ref);
 		tb_tensor_release((tb_tensor *)c->cand);
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	return 0;
 }
@@ -217,7 +217,7 @@ int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem 
 	if (position_geometry(c, &row_len, &n_pos) < 0 || pos < 0 || pos >= n_pos) {
 		stream_close(&s);
 		cell_label(c, name, sizeof name);
-		return tb_err_set(err, NULL, "cell %s has no position %lld", name, (long long)pos);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s has no position %lld", name, (long long)pos);
 	}
 	for (uint64_t row = (uint64_t)pos; row * row_len < s.n; row += (uint64_t)n_pos)
 		stream_range(&s, row * row_len, row_len, topk_block, &t);
@@ -295,7 +295,7 @@ int tb_inspect_heads(const tb_cell_result *c, int n_heads, int64_t head_dim, tb_
 	}
 	p.acc = calloc((size_t)n_heads, sizeof *p.acc);
 	if (!p.acc)
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	if (stream_open(&s, c, err) < 0) {
 		free(p.acc);
 		return -1;

@@ -80,7 +80,7 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	te->pattern = strdup(match->valuestring);
 	if (!te->pattern) {
 		regfree(&te->re);
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
 	return 0;
 }
@@ -102,14 +102,14 @@ int tb_tolfile_load(const char *path, const tb_tolerance *base, tb_tolfile **out
 		goto out;
 	}
 	if (cJSON_GetArraySize(list) > TOL_MAX_ENTRIES) {
-		tb_err_set(err, path, "tolerance file has more than %d entries", TOL_MAX_ENTRIES);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "tolerance file has more than %d entries", TOL_MAX_ENTRIES);
 		goto out;
 	}
 	tf = calloc(1, sizeof *tf);
 	if (tf)
 		tf->v = calloc((size_t)cJSON_GetArraySize(list) + 1, sizeof *tf->v);
 	if (!tf || !tf->v) {
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		goto out;
 	}
 	cJSON_ArrayForEach(e, list) {

@@ -127,7 +127,7 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 	o->amplification = malloc((r->n_cells ? r->n_cells : 1) * sizeof *o->amplification);
 	if (!o->input_rel_l2 || !o->amplification) {
 		tb_origin_done(o);
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];

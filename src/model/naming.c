@@ -345,12 +345,12 @@ static int load_map(tb_namer *namer, const char *path, tb_err *err)
 		goto out;
 	}
 	if (cJSON_GetArraySize(rules) > MAP_MAX_RULES) {
-		tb_err_set(err, path, "map file has more than %d rules", MAP_MAX_RULES);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "map file has more than %d rules", MAP_MAX_RULES);
 		goto out;
 	}
 	namer->rules = calloc((size_t)cJSON_GetArraySize(rules) + 1, sizeof *namer->rules);
 	if (!namer->rules) {
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		goto out;
 	}
 	cJSON_ArrayForEach(r, rules) {
@@ -382,7 +382,7 @@ static int load_map(tb_namer *namer, const char *path, tb_err *err)
 		namer->n_rules = ++i;
 		mr->ngroups = (int)mr->re.re_nsub;
 		if (mr->ngroups > 9) {
-			tb_err_set(err, path, "map rule %zu: \"match\" has more than 9 groups", i - 1);
+			tb_err_setc(err, TB_ERR_LIMIT, path, "map rule %zu: \"match\" has more than 9 groups", i - 1);
 			goto out;
 		}
 		mr->tap = template_string(tap, false);
@@ -417,7 +417,7 @@ int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err)
 
 	*out = NULL;
 	if (!namer)
-		return tb_err_set(err, map_path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, map_path, "out of memory");
 	if (map_path && load_map(namer, map_path, err) < 0) {
 		tb_namer_free(namer);
 		return -1;

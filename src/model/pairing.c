@@ -121,7 +121,7 @@ oom:
 	free(a);
 	free(b);
 	tb_pairing_free(p);
-	return tb_err_set(err, NULL, "out of memory while pairing tensors");
+	return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 }
 
 void tb_pairing_free(tb_pairing *p)
