@@ -54,7 +54,7 @@ static tb_tree *open_tree(const char *path)
 {
 	tb_tree *tree;
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	if (tb_tree_open(path, NULL, &tree, &err) < 0)
 		fail_msg("tb_tree_open(%s) failed: %s", path, tb_err_text(&err, text, sizeof text));
@@ -250,7 +250,7 @@ static void test_symlink_inside(void **state)
 static void test_symlink_outside(void **state)
 {
 	const char *root = tu_tmpdir();
-	char dir[4096], link[4096], target[4096];
+	char dir[4096], link[sizeof dir + 16], target[4096];
 	(void)state;
 
 	/* "tree2" shares a name prefix with "tree": a string-prefix check would pass it. */

@@ -49,11 +49,18 @@ const char *tb_status_message(tb_status_code code)
 	return (size_t)code < sizeof status_messages / sizeof *status_messages ? status_messages[code] : "unknown error";
 }
 
+/* A message cut to fit its buffer ends in "..." so that nobody reads it as whole. */
+static void mark_if_cut(char *msg, size_t size, int len)
+{
+	if (len >= 0 && (size_t)len >= size)
+		memcpy(msg + size - 4, "...", 4);
+}
+
 static void set(tb_err *err, tb_status_code code, const char *file, const char *fmt, va_list ap)
 {
 	err->code = code;
 	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
-	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	mark_if_cut(err->msg, sizeof err->msg, vsnprintf(err->msg, sizeof err->msg, fmt, ap));
 	one_line(err->file);
 	one_line(err->msg);
 }
@@ -93,7 +100,7 @@ void tb_err_prefix(tb_err *err, const char *fmt, ...)
 	vsnprintf(head, sizeof head, fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof old);
-	snprintf(err->msg, sizeof err->msg, "%s: %s", head, old);
+	mark_if_cut(err->msg, sizeof err->msg, snprintf(err->msg, sizeof err->msg, "%s: %s", head, old));
 	one_line(err->msg);
 }
 

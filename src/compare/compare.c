@@ -521,7 +521,7 @@ void tb_cell_judge(tb_cell_result *c)
 	}
 	c->status = TB_ST_DIVERGED;
 	if (c->shape_mismatch) {
-		char a[96], b[96];
+		char a[TB_REASON_SHAPE_MAX], b[TB_REASON_SHAPE_MAX];
 		tb_shape_format(c->ref->ndim, c->ref->shape, a, sizeof a);
 		tb_shape_format(c->cand->ndim, c->cand->shape, b, sizeof b);
 		snprintf(c->reason, sizeof c->reason, "shapes differ: ref %s, cand %s", a, b);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ typedef struct rule {
 struct tb_ruleset {
 	rule *v;
 	size_t n, cap;
-	char shipped[1024];
+	char shipped[PATH_MAX];
 };
 
 tb_ruleset *tb_ruleset_new(void)
@@ -402,7 +403,7 @@ int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err)
 int tb_ruleset_add_standard(tb_ruleset *rs, const char *extra, tb_err *err)
 {
 	const char *dirs[2] = {getenv("TBISECT_DATADIR"), TB_PKGDATADIR};
-	char path[4096];
+	char path[PATH_MAX];
 	bool shipped = false;
 
 	for (int i = 0; i < 2 && !shipped; i++) {

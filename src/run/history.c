@@ -191,7 +191,7 @@ cJSON *tb_pass_json(const tb_pass *p)
 /* Set a corrupt history file aside and start afresh. */
 static void set_aside(tb_history *h, const char *why)
 {
-	char aside[4200];
+	char aside[sizeof h->path + 32]; /* the path, ".corrupt-" and a time */
 
 	snprintf(aside, sizeof aside, "%s.corrupt-%lld", h->path, (long long)time(NULL));
 	if (rename(h->path, aside) == 0)

@@ -13,7 +13,7 @@
 
 int tb_die(const tb_err *err)
 {
-	char buf[2200];
+	char buf[TB_ERR_TEXT_MAX];
 
 	fprintf(stderr, "tbisect: %s\n", tb_err_text(err, buf, sizeof buf));
 	return TB_EXIT_BAD_INPUT;
@@ -74,7 +74,7 @@ int tb_cmd_check(const tb_options *o)
 		if (hist.warning[0])
 			fprintf(stderr, "tbisect: warning: %s\n", hist.warning);
 		if (tb_history_record(&hist, &s, res, &diag, &err) < 0) {
-			char buf[2200];
+			char buf[TB_ERR_TEXT_MAX];
 			fprintf(stderr, "tbisect: warning: %s\n", tb_err_text(&err, buf, sizeof buf));
 		}
 		rep.history = &hist;

@@ -81,7 +81,7 @@ static void reload_failed(tui *t, const char *why)
 int tui_reload(tui *t)
 {
 	pending *p = &t->next;
-	char buf[2200];
+	char buf[TB_ERR_TEXT_MAX];
 	tb_err err;
 
 	tui_reload_cancel(t);
@@ -239,7 +239,7 @@ bool tui_reload_poll(tui *t)
 	tb_diagnosis dg;
 	tb_result *r;
 	tb_err err;
-	char buf[2200];
+	char buf[TB_ERR_TEXT_MAX];
 
 	if (!p->job || !tb_job_finished(p->job))
 		return changed;
@@ -264,7 +264,7 @@ void tui_record_pass(tui *t)
 {
 	const tb_pass *p;
 	tb_pass prev = {0};
-	char buf[2200], warning[sizeof t->hist.warning];
+	char buf[TB_ERR_TEXT_MAX], warning[sizeof t->hist.warning];
 	tb_err err;
 
 	if (!t->hist.in_memory) {
