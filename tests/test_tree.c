@@ -583,6 +583,15 @@ static void test_error_codes(void **state)
 	assert_string_equal(err.msg, "in shard 2: out of memory");
 	assert_int_equal(tb_err_set(&err, NULL, "bad %s", "thing"), -1);
 	assert_int_equal(err.code, TB_ERR_FORMAT);
+	/* a message cut to fit says so */
+	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg, 7);
+	assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+	assert_string_equal(err.msg + sizeof err.msg - 4, "...");
+	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg - 1, 7);
+	assert_int_equal(err.msg[sizeof err.msg - 2], '7');
+	tb_err_prefix(&err, "in %s", "x");
+	assert_string_equal(err.msg + sizeof err.msg - 4, "...");
+	assert_int_equal(strncmp(err.msg, "in x: 000", 9), 0);
 	assert_string_equal(tb_status_message(TB_ERR_NOMEM), "out of memory");
 	assert_string_equal(tb_status_message(TB_ERR_CANCELLED), "cancelled");
 	for (size_t a = 0; a < n_codes; a++)

@@ -29,7 +29,7 @@ static void cell_label(const tb_cell_result *c, char *buf, size_t size)
  * const of the cell result only says the comparison does not change them. */
 static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 {
-	char name[128];
+	char name[TB_CELL_NAME_MAX];
 
 	memset(s, 0, sizeof *s);
 	s->cell = c;
@@ -208,7 +208,7 @@ int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem 
 	topk t = {worst, k, 0};
 	uint64_t row_len;
 	int64_t n_pos;
-	char name[128];
+	char name[TB_CELL_NAME_MAX];
 	stream s;
 
 	*n_out = 0;
@@ -277,7 +277,7 @@ int tb_inspect_heads(const tb_cell_result *c, int n_heads, int64_t head_dim, tb_
 	tb_head_layout lay = tb_head_layout_of(c, n_heads, head_dim);
 	head_pass p = {NULL, n_heads, (uint64_t)head_dim};
 	int64_t sq[TB_MAX_DIMS];
-	char name[128], shape[128];
+	char name[TB_CELL_NAME_MAX], shape[128];
 	stream s;
 
 	if (lay == TB_HEADS_NONE) {

@@ -143,7 +143,7 @@ void tb_tolfile_free(tb_tolfile *tf)
 int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
 		     tb_tolerance *tol)
 {
-	char name[96];
+	char name[TB_CELL_NAME_MAX];
 
 	tb_cell_name(cell, name, sizeof name);
 	for (size_t i = 0; tf && i < tf->n; i++) {

@@ -27,7 +27,7 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		       long target, double *features, tb_causes *out, tb_err *err)
 {
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
-	char cell[96] = "";
+	char cell[TB_CELL_NAME_MAX] = "";
 	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
 
 	out->v = NULL;

@@ -149,7 +149,7 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 	drift_of(r, o);
 	if (o->origin >= 0) {
 		const tb_cell_result *c = &r->cells[o->origin];
-		char name[96];
+		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&c->cell, name, sizeof name);
 		if (c->m.mismatch)
 			snprintf(o->text, sizeof o->text,

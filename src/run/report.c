@@ -372,7 +372,7 @@ static void text_grid(FILE *out, const tb_result *res)
 static void text_cell(FILE *out, const tb_cell_result *c)
 {
 	const tb_metrics *m = &c->m;
-	char name[96], shape[128], idx[128];
+	char name[TB_CELL_NAME_MAX], shape[128], idx[128];
 
 	tb_cell_name(&c->cell, name, sizeof name);
 	fprintf(out, "  cell %s: %s (%s)\n", name, tb_status_name(c->status), c->reason);
@@ -462,7 +462,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 			fprintf(out, "  ... and %zu more\n", n - MAX_UNPAIRED_SHOWN);
 	}
 	if (res->first_div >= 0) {
-		char name[96];
+		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
 		fprintf(out, "\nfirst divergence: %s\n", name);
 		text_cell(out, &res->cells[res->first_div]);
