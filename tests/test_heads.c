@@ -19,16 +19,15 @@ typedef struct layer {
 	tb_result r;
 } layer;
 
-/* Add cell tap of the given shape (cells must come in forward order). */
+/* Add cell tap of the given shape to a zeroed layer (cells must come in
+ * forward order). */
 static void add(layer *l, const char *tap, int ndim, const int64_t *shape)
 {
 	size_t i = l->r.n_cells++;
 	tb_err err;
 
 	assert_true(i < MAX_CELLS);
-	memset(&l->t[i], 0, sizeof l->t[i]);
 	assert_int_equal(tb_tensor_set_shape(&l->t[i], ndim, shape, "test", &err), 0);
-	memset(&l->c[i], 0, sizeof l->c[i]);
 	tb_cell_make(&l->c[i].cell, 0, tap);
 	l->c[i].ref = l->c[i].cand = &l->t[i];
 	l->r.cells = l->c;
@@ -46,160 +45,158 @@ static long find(const layer *l, const char *tap)
 	return -1;
 }
 
-static void expect(const layer *l, const char *tap, int given_q, int given_kv, int n, int64_t head_dim,
-		   tb_head_layout layout, const char *note)
-{
-	tb_heads h;
+/* The layers the cases run on; S = 16, 8 query heads of 8 channels, 2 kv heads. */
+typedef enum fixture {
+	PACKED,  /* [S, heads * dim], with mlp */
+	NO_K,    /* packed attn.q, attn.v, attn: no attn.k */
+	INNER,   /* [B, S, H, D] */
+	SPLIT,   /* [B, H, S, D] */
+	BATCH,   /* packed with a batch of 4: attn has the batch axis too */
+	NO_ATTN, /* [S, H, D] attn.q alone: nothing gives S */
+} fixture;
 
-	tb_heads_infer(&l->r, find(l, tap), given_q, given_kv, &h);
-	if (h.n != n || h.head_dim != head_dim || h.layout != layout)
-		fail_msg("%s with --heads %d --kv-heads %d: %d heads of %lld (layout %d), expected %d of %lld (%d); %s", tap,
-			 given_q, given_kv, h.n, (long long)h.head_dim, (int)h.layout, n, (long long)head_dim,
-			 (int)layout, h.note);
-	assert_string_equal(h.note, note);
+static const char *const fixture_names[] = {"packed", "no attn.k", "[B, S, H, D]", "[B, H, S, D]", "batch 4",
+					    "no attn"};
+
+static void build(layer *l, fixture f)
+{
+	static const int64_t q[] = {1, 16, 64}, kv[] = {1, 16, 16}, attn[] = {1, 16, 64}, mlp[] = {1, 16, 128};
+	static const int64_t q2[] = {16, 64}, attn2[] = {16, 64};
+	static const int64_t qi[] = {1, 16, 8, 8}, ki[] = {1, 16, 2, 8}, qs[] = {1, 8, 16, 8}, ks[] = {1, 2, 16, 8};
+	static const int64_t qb[] = {4, 16, 64}, attnb[] = {4, 16, 64}, q3[] = {16, 8, 8};
+
+	memset(l, 0, sizeof *l);
+	switch (f) {
+	case PACKED:
+		add(l, "attn.q", 3, q);
+		add(l, "attn.k", 3, kv);
+		add(l, "attn.v", 3, kv);
+		add(l, "attn", 3, attn);
+		add(l, "mlp", 3, mlp);
+		break;
+	case NO_K:
+		add(l, "attn.q", 2, q2);
+		add(l, "attn.v", 2, q2);
+		add(l, "attn", 2, attn2);
+		break;
+	case INNER:
+	case SPLIT:
+		add(l, "attn.q", 4, f == INNER ? qi : qs);
+		add(l, "attn.k", 4, f == INNER ? ki : ks);
+		add(l, "attn.v", 4, f == INNER ? ki : ks);
+		add(l, "attn", 3, attn);
+		break;
+	case BATCH:
+		add(l, "attn.q", 3, qb);
+		add(l, "attn", 3, attnb);
+		break;
+	case NO_ATTN:
+		add(l, "attn.q", 3, q3);
+		break;
+	}
 }
 
 #define UNKNOWN "head count unknown: give --heads N (and --kv-heads N for GQA)"
 
-/* 8 query heads of 8 channels, 2 kv heads, packed [S, heads * dim]; S = 16. */
-static void packed(layer *l)
-{
-	static const int64_t q[] = {1, 16, 64}, kv[] = {1, 16, 16}, attn[] = {1, 16, 64}, mlp[] = {1, 16, 128};
-
-	memset(l, 0, sizeof *l);
-	add(l, "attn.q", 3, q);
-	add(l, "attn.k", 3, kv);
-	add(l, "attn.v", 3, kv);
-	add(l, "attn", 3, attn);
-	add(l, "mlp", 3, mlp);
-}
-
-static void test_given_counts(void **state)
-{
-	layer l;
-	tb_heads h;
-	(void)state;
-
-	packed(&l);
-	expect(&l, "attn.q", 8, 2, 8, 8, TB_HEADS_LAST, "");
-	expect(&l, "attn.k", 8, 2, 2, 8, TB_HEADS_LAST, "");
-	expect(&l, "attn.v", 8, 2, 2, 8, TB_HEADS_LAST, "");
-	expect(&l, "attn", 8, 2, 8, 8, TB_HEADS_LAST, "");
-	tb_heads_infer(&l.r, find(&l, "attn.k"), 8, 2, &h);
-	assert_int_equal(h.q, 8);
-	assert_int_equal(h.kv, 2);
-	assert_string_equal(h.source, "--heads");
+/* A cell of a fixture, the counts given, the heads it gets. */
+static const struct head_case {
+	fixture f;
+	const char *tap;
+	int given_q, given_kv;
+	int n;
+	int64_t head_dim;
+	tb_head_layout layout;
+	const char *note;
+} cases[] = {
+	/* counts given */
+	{PACKED, "attn.q", 8, 2, 8, 8, TB_HEADS_LAST, ""},
+	{PACKED, "attn.k", 8, 2, 2, 8, TB_HEADS_LAST, ""},
+	{PACKED, "attn.v", 8, 2, 2, 8, TB_HEADS_LAST, ""},
+	{PACKED, "attn", 8, 2, 8, 8, TB_HEADS_LAST, ""},
 	/* counts that do not fit the widths are no heads, whatever else would */
-	expect(&l, "attn.q", 7, 0, 0, 0, TB_HEADS_NONE, "the shape does not split into 7 heads");
-	expect(&l, "attn.k", 8, 3, 0, 0, TB_HEADS_NONE, "the shape does not split into 3 heads");
-}
-
-static void test_gqa_derived(void **state)
-{
-	layer l;
-	tb_heads h;
-	(void)state;
-
-	packed(&l);
-	/* kv from q and the widths: 8 * 16 / 64 */
-	expect(&l, "attn.k", 8, 0, 2, 8, TB_HEADS_LAST, "");
-	expect(&l, "attn.v", 8, 0, 2, 8, TB_HEADS_LAST, "");
-	/* q from kv: 2 * 64 / 16 */
-	expect(&l, "attn.q", 0, 2, 8, 8, TB_HEADS_LAST, "");
-	tb_heads_infer(&l.r, find(&l, "attn.q"), 0, 2, &h);
-	assert_int_equal(h.q, 8);
-	assert_int_equal(h.kv, 2);
-	assert_string_equal(h.source, "--kv-heads");
-
-	/* no attn.k to tell: taken for no GQA */
-	static const int64_t q[] = {16, 64}, attn[] = {16, 64};
-	memset(&l, 0, sizeof l);
-	add(&l, "attn.q", 2, q);
-	add(&l, "attn.v", 2, q);
-	add(&l, "attn", 2, attn);
-	expect(&l, "attn.v", 4, 0, 4, 16, TB_HEADS_LAST, "");
-	/* only --kv-heads and no attn.k: the query heads stay unknown */
-	expect(&l, "attn.q", 0, 4, 0, 0, TB_HEADS_NONE, UNKNOWN);
-}
-
-static void test_inferred_inner(void **state)
-{
-	/* [B, S, H, D], head_dim a multiple of the head count */
-	static const int64_t q[] = {1, 16, 8, 8}, k[] = {1, 16, 2, 8}, attn[] = {1, 16, 64};
-	layer l;
-	tb_heads h;
-	(void)state;
-
-	memset(&l, 0, sizeof l);
-	add(&l, "attn.q", 4, q);
-	add(&l, "attn.k", 4, k);
-	add(&l, "attn.v", 4, k);
-	add(&l, "attn", 3, attn);
-	expect(&l, "attn.q", 0, 0, 8, 8, TB_HEADS_INNER, "");
-	expect(&l, "attn.k", 0, 0, 2, 8, TB_HEADS_INNER, "");
-	expect(&l, "attn.v", 0, 0, 2, 8, TB_HEADS_INNER, "");
-	expect(&l, "attn", 0, 0, 8, 8, TB_HEADS_LAST, "");
-	tb_heads_infer(&l.r, find(&l, "attn.q"), 0, 0, &h);
-	assert_string_equal(h.source, "inferred from attn.q/attn.k shapes");
-	/* given counts derive kv from the head axes' widths too: 8 * 16 / 64 */
-	expect(&l, "attn.k", 8, 0, 2, 8, TB_HEADS_INNER, "");
+	{PACKED, "attn.q", 7, 0, 0, 0, TB_HEADS_NONE, "the shape does not split into 7 heads"},
+	{PACKED, "attn.k", 8, 3, 0, 0, TB_HEADS_NONE, "the shape does not split into 3 heads"},
+	/* GQA: kv from q and the widths (8 * 16 / 64), q from kv (2 * 64 / 16) */
+	{PACKED, "attn.k", 8, 0, 2, 8, TB_HEADS_LAST, ""},
+	{PACKED, "attn.v", 8, 0, 2, 8, TB_HEADS_LAST, ""},
+	{PACKED, "attn.q", 0, 2, 8, 8, TB_HEADS_LAST, ""},
+	/* no attn.k to tell: taken for no GQA; with only --kv-heads the query heads stay unknown */
+	{NO_K, "attn.v", 4, 0, 4, 16, TB_HEADS_LAST, ""},
+	{NO_K, "attn.q", 0, 4, 0, 0, TB_HEADS_NONE, UNKNOWN},
+	/* head axes: inferred, with head_dim a multiple of the head count */
+	{INNER, "attn.q", 0, 0, 8, 8, TB_HEADS_INNER, ""},
+	{INNER, "attn.k", 0, 0, 2, 8, TB_HEADS_INNER, ""},
+	{INNER, "attn.v", 0, 0, 2, 8, TB_HEADS_INNER, ""},
+	{INNER, "attn", 0, 0, 8, 8, TB_HEADS_LAST, ""},
+	{SPLIT, "attn.q", 0, 0, 8, 8, TB_HEADS_SPLIT, ""},
+	{SPLIT, "attn.k", 0, 0, 2, 8, TB_HEADS_SPLIT, ""},
+	/* given counts derive kv from the head axes' widths too */
+	{INNER, "attn.k", 8, 0, 2, 8, TB_HEADS_INNER, ""},
 	/* a count that is not the head axis does not split it, though the last axis would */
-	expect(&l, "attn.q", 4, 0, 0, 0, TB_HEADS_NONE, "the shape does not split into 4 heads");
-}
+	{INNER, "attn.q", 4, 0, 0, 0, TB_HEADS_NONE, "the shape does not split into 4 heads"},
+	/* no counts, no head axis */
+	{PACKED, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN},
+	{BATCH, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN},
+	{BATCH, "attn.q", 8, 0, 8, 8, TB_HEADS_LAST, ""},
+	/* nothing gives S: nothing inferred, but an axis of the given count beside the last is the heads' */
+	{NO_ATTN, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN},
+	{NO_ATTN, "attn.q", 8, 0, 8, 8, TB_HEADS_INNER, ""},
+	/* not an attention tap: no heads, and nothing to say */
+	{PACKED, "mlp", 8, 2, 0, 0, TB_HEADS_NONE, ""},
+};
 
-static void test_inferred_split(void **state)
+static void test_cases(void **state)
 {
-	/* [B, H, S, D] */
-	static const int64_t q[] = {1, 8, 16, 8}, k[] = {1, 2, 16, 8}, attn[] = {1, 16, 64};
 	layer l;
 	(void)state;
 
-	memset(&l, 0, sizeof l);
-	add(&l, "attn.q", 4, q);
-	add(&l, "attn.k", 4, k);
-	add(&l, "attn", 3, attn);
-	expect(&l, "attn.q", 0, 0, 8, 8, TB_HEADS_SPLIT, "");
-	expect(&l, "attn.k", 0, 0, 2, 8, TB_HEADS_SPLIT, "");
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const struct head_case *c = &cases[i];
+		tb_heads h;
+		build(&l, c->f);
+		tb_heads_infer(&l.r, find(&l, c->tap), c->given_q, c->given_kv, &h);
+		if (h.n != c->n || h.head_dim != c->head_dim || h.layout != c->layout || strcmp(h.note, c->note) != 0)
+			fail_msg("%s %s with --heads %d --kv-heads %d: %d heads of %lld (layout %d, \"%s\"), expected %d of "
+				 "%lld (%d, \"%s\")",
+				 fixture_names[c->f], c->tap, c->given_q, c->given_kv, h.n, (long long)h.head_dim,
+				 (int)h.layout, h.note, c->n, (long long)c->head_dim, (int)c->layout, c->note);
+	}
 }
 
-static void test_nothing_to_infer(void **state)
+/* The head counts of a cell's layer and where they came from (NULL: nowhere). */
+static void expect_counts(fixture f, const char *tap, int given_q, int given_kv, int q, int kv, const char *source)
 {
-	/* a batch axis is no head axis: attn has it too */
-	static const int64_t q[] = {4, 16, 64}, attn[] = {4, 16, 64};
+	layer l;
+	tb_heads h;
+
+	build(&l, f);
+	tb_heads_infer(&l.r, find(&l, tap), given_q, given_kv, &h);
+	assert_int_equal(h.q, q);
+	assert_int_equal(h.kv, kv);
+	if (source)
+		assert_string_equal(h.source ? h.source : "(null)", source);
+	else
+		assert_null(h.source);
+}
+
+static void test_counts_and_source(void **state)
+{
+	(void)state;
+
+	expect_counts(PACKED, "attn.k", 8, 2, 8, 2, "--heads");
+	expect_counts(PACKED, "attn.q", 0, 2, 8, 2, "--kv-heads");
+	expect_counts(INNER, "attn.q", 0, 0, 8, 2, "inferred from attn.q/attn.k shapes");
+	expect_counts(BATCH, "attn.q", 0, 0, 0, 0, NULL);
+	expect_counts(PACKED, "mlp", 8, 2, 0, 0, NULL);
+}
+
+static void test_cell_out_of_range(void **state)
+{
 	layer l;
 	tb_heads h;
 	(void)state;
 
-	memset(&l, 0, sizeof l);
-	add(&l, "attn.q", 3, q);
-	add(&l, "attn", 3, attn);
-	expect(&l, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN);
-	tb_heads_infer(&l.r, find(&l, "attn.q"), 0, 0, &h);
-	assert_null(h.source);
-	expect(&l, "attn.q", 8, 0, 8, 8, TB_HEADS_LAST, "");
-
-	packed(&l);
-	expect(&l, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN);
-
-	/* no attention output to give S: an axis of the head count beside the last */
-	static const int64_t q4[] = {16, 8, 8};
-	memset(&l, 0, sizeof l);
-	add(&l, "attn.q", 3, q4);
-	expect(&l, "attn.q", 8, 0, 8, 8, TB_HEADS_INNER, "");
-	expect(&l, "attn.q", 0, 0, 0, 0, TB_HEADS_NONE, UNKNOWN);
-}
-
-static void test_not_attention(void **state)
-{
-	layer l;
-	tb_heads h;
-	(void)state;
-
-	packed(&l);
-	expect(&l, "mlp", 8, 2, 0, 0, TB_HEADS_NONE, "");
-	tb_heads_infer(&l.r, find(&l, "mlp"), 8, 2, &h);
-	assert_int_equal(h.q, 0);
-	assert_null(h.source);
+	build(&l, PACKED);
 	tb_heads_infer(&l.r, (long)l.r.n_cells, 8, 2, &h);
 	assert_int_equal(h.n, 0);
 	tb_heads_infer(&l.r, -1, 8, 2, &h);
@@ -209,9 +206,9 @@ static void test_not_attention(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_given_counts),     cmocka_unit_test(test_gqa_derived),
-		cmocka_unit_test(test_inferred_inner),   cmocka_unit_test(test_inferred_split),
-		cmocka_unit_test(test_nothing_to_infer), cmocka_unit_test(test_not_attention),
+		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_counts_and_source),
+		cmocka_unit_test(test_cell_out_of_range),
 	};
 	return cmocka_run_group_tests_name("heads", tests, NULL, NULL);
 }
