@@ -1,7 +1,6 @@
 #include "config.h"
 
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 

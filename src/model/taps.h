@@ -2,11 +2,11 @@
  * taps: the one table of canonical taps (CONTRACT §4) and cells.
  *
  * A cell is (layer, tap): layer -1 for model-level taps (embed, final_norm,
- * logits).  The tap table gives each tap its scope, its place in forward
- * order, a human label and, for sub-taps such as attn.q or mlp.gate, the tap
- * they refine.  Naming, pairing, the reports, the heatmap columns and the
- * man page all read this table; nothing else lists taps.  Pure data and
- * pure functions.
+ * logits).  The tap table gives each tap its id, its scope, its place in
+ * forward order, a human label and, for sub-taps such as attn.q or mlp.gate,
+ * the tap they refine; code compares taps by id, not by name.  Naming,
+ * pairing, the reports, the heatmap columns and the man page all read this
+ * table; nothing else lists taps.  Pure data and pure functions.
  */
 #ifndef TB_TAPS_H
 #define TB_TAPS_H
@@ -124,6 +124,7 @@ int tb_cell_cmp(const tb_cell *a, const tb_cell *b);
 void tb_cell_name(const tb_cell *c, char *buf, size_t size);
 /* Parse "L3.attn", "3.attn", "layers.3.attn", "embed"; 0 or -1. */
 int tb_cell_parse(const char *s, tb_cell *out);
+/* Same layer and tap: by id for table taps, by name for attn.X / mlp.X. */
 bool tb_cell_eq(const tb_cell *a, const tb_cell *b);
 
 #endif
