@@ -67,7 +67,7 @@ static bool visible(const demo_bug_info *b, const demo_expect_ctx *ctx)
 
 void demo_expect(demo_bugset set, const demo_expect_ctx *ctx, char *buf, size_t size)
 {
-	tb_cell first = {0, ""}, c;
+	tb_cell first = {.layer = 0}, c;
 	bool any = false, close = false;
 
 	for (int i = 0; i < DEMO_N_BUGS; i++) {
@@ -78,8 +78,8 @@ void demo_expect(demo_bugset set, const demo_expect_ctx *ctx, char *buf, size_t 
 			close = true;
 			continue;
 		}
-		c.layer = b->layer == DEMO_MID ? ctx->layers / 2 : b->layer;
-		snprintf(c.tap, sizeof c.tap, "%s", ctx->sub && b->sub_tap ? b->sub_tap : b->tap);
+		tb_cell_make(&c, b->layer == DEMO_MID ? ctx->layers / 2 : b->layer,
+			     ctx->sub && b->sub_tap ? b->sub_tap : b->tap);
 		if (!any || tb_cell_cmp(&c, &first) < 0)
 			first = c;
 		any = true;

@@ -260,26 +260,23 @@ int main(int argc, char **argv)
 						 "mlp_norm", "mlp.gate", "mlp.up", "mlp", "block"};
 	size_t max = 3 + (size_t)layers * 10, n = 0;
 	gen_cell *cells = calloc(max, sizeof *cells);
-	tb_cell bugcell = {-2, ""};
+	tb_cell bugcell = {.layer = -2};
 	long bug_at = -1;
 
 	if (where[0] && tb_cell_parse(where, &bugcell) < 0) {
 		fprintf(stderr, "tbgen: bad cell '%s'\n", where);
 		return 2;
 	}
-	cells[n].cell = (tb_cell){-1, "embed"};
-	n++;
+	tb_cell_make(&cells[n++].cell, -1, "embed");
 	for (int l = 0; l < layers; l++) {
 		for (size_t t = 0; t < sizeof layer_taps / sizeof *layer_taps; t++) {
 			if (!sub && strchr(layer_taps[t], '.'))
 				continue;
-			cells[n].cell.layer = l;
-			snprintf(cells[n].cell.tap, sizeof cells[n].cell.tap, "%s", layer_taps[t]);
-			n++;
+			tb_cell_make(&cells[n++].cell, l, layer_taps[t]);
 		}
 	}
-	cells[n++].cell = (tb_cell){-1, "final_norm"};
-	cells[n++].cell = (tb_cell){-1, "logits"};
+	tb_cell_make(&cells[n++].cell, -1, "final_norm");
+	tb_cell_make(&cells[n++].cell, -1, "logits");
 
 	rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)seed * 0x2545F4914F6CDD1Dull;
 	for (size_t i = 0; i < n; i++) {

@@ -218,8 +218,7 @@ static void test_one_sided_cell(void **state)
 	(void)state;
 
 	memset(&c, 0, sizeof c);
-	c.cell.layer = 2;
-	snprintf(c.cell.tap, sizeof c.cell.tap, "mlp");
+	tb_cell_make(&c.cell, 2, "mlp");
 	assert_int_equal(tb_inspect_diff(&c, 1, w, &n, NULL, &err), -1);
 	assert_int_equal(n, 0);
 	assert_string_equal(err.msg, "cell L2.mlp is present on one side only");

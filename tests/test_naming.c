@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "model/naming.h"
+#include "model/taps.h"
 #include "testutil.h"
 
 /* One row of CONTRACT §4 as data: raw name, shared prefix, expected cell
@@ -296,13 +297,82 @@ static void test_cells(void **state)
 	assert_string_equal(buf, "L12.mlp");
 }
 
+static void test_tap_ids(void **state)
+{
+	tb_cell a, b, none = {-1, "", TB_TAP_NONE};
+	tb_feed f[TB_MAX_FEEDS];
+	(void)state;
+
+	/* every table entry: its id, its name back, and its parent by id */
+	for (size_t i = 0; i < tb_n_taps; i++) {
+		assert_int_equal(tb_taps[i].id, (int)i + 1);
+		assert_int_equal(tb_tap_id_of(tb_taps[i].name), tb_taps[i].id);
+		assert_ptr_equal(tb_tap_info_of(tb_taps[i].id), &tb_taps[i]);
+	}
+	assert_null(tb_tap_info_of(TB_TAP_NONE));
+	assert_null(tb_tap_info_of(TB_TAP_OTHER));
+
+	tb_cell_make(&a, 3, "attn.q");
+	assert_int_equal(a.id, TB_TAP_ATTN_Q);
+	assert_int_equal(tb_cell_parent(&a), TB_TAP_ATTN);
+	tb_cell_make(&a, 3, "mlp.inner");
+	assert_int_equal(a.id, TB_TAP_OTHER);
+	assert_int_equal(tb_cell_parent(&a), TB_TAP_MLP);
+	assert_string_equal(tb_tap_parent("mlp.inner"), "mlp");
+	tb_cell_make(&a, 3, "attn");
+	assert_int_equal(tb_cell_parent(&a), TB_TAP_NONE);
+	assert_null(tb_tap_parent("attn"));
+	tb_cell_make(&a, 3, "bogus.q");
+	assert_int_equal(a.id, TB_TAP_NONE);
+	assert_int_equal(tb_cell_parent(&a), TB_TAP_NONE);
+	assert_int_equal(tb_cell_parse("L2.attn.rope", &a), 0);
+	assert_int_equal(a.id, TB_TAP_OTHER);
+	assert_int_equal(tb_cell_parse("final_norm", &a), 0);
+	assert_int_equal(a.id, TB_TAP_FINAL_NORM);
+
+	/* free-form sub-taps share an id and differ by name */
+	tb_cell_make(&a, 0, "attn.rope");
+	tb_cell_make(&b, 0, "attn.q_norm");
+	assert_false(tb_cell_eq(&a, &b));
+	assert_true(tb_cell_cmp(&a, &b) > 0);
+	tb_cell_make(&b, 0, "attn.rope");
+	assert_true(tb_cell_eq(&a, &b));
+	/* a cell written without its id still equals and sorts as its name says */
+	b = (tb_cell){.layer = 0};
+	snprintf(b.tap, sizeof b.tap, "attn");
+	tb_cell_make(&a, 0, "attn");
+	assert_true(tb_cell_eq(&a, &b));
+	assert_int_equal(tb_cell_cmp(&a, &b), 0);
+	tb_cell_make(&a, -1, "");
+	assert_true(tb_cell_eq(&a, &none));
+
+	/* the wiring by id: attn.X is fed as attn is, layer 0's block input is embed */
+	tb_cell_make(&a, 0, "attn.rope");
+	assert_int_equal(tb_cell_feeders(&a, f), 1);
+	assert_int_equal(f[0].tap, TB_TAP_ATTN_NORM);
+	tb_cell_make(&a, 0, "block");
+	assert_int_equal(tb_cell_feeders(&a, f), 3);
+	assert_true(tb_feed_cell(&f[0], &a, 4, &b));
+	assert_int_equal(b.id, TB_TAP_EMBED);
+	assert_int_equal(b.layer, -1);
+	tb_cell_make(&a, -1, "final_norm");
+	assert_int_equal(tb_cell_feeders(&a, f), 1);
+	assert_false(tb_feed_cell(&f[0], &a, 0, &b));
+	assert_true(tb_feed_cell(&f[0], &a, 4, &b));
+	assert_int_equal(b.layer, 3);
+	assert_int_equal(b.id, TB_TAP_BLOCK);
+	assert_string_equal(b.tap, "block");
+	tb_cell_make(&a, -1, "embed");
+	assert_int_equal(tb_cell_feeders(&a, f), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
 		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
-		cmocka_unit_test(test_cells),
+		cmocka_unit_test(test_cells),               cmocka_unit_test(test_tap_ids),
 	};
 	return cmocka_run_group_tests_name("naming", tests, NULL, NULL);
 }

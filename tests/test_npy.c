@@ -62,7 +62,7 @@ static size_t npy_raw(const char *path, int major, const char *dict, size_t alig
 static tb_tensor *open_one(const char *path, const tb_open_opts *opts, tb_tree **tree)
 {
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	if (tb_tree_open(path, opts, tree, &err) < 0)
 		fail_msg("tb_tree_open(%s) failed: %s", path, tb_err_text(&err, text, sizeof text));

@@ -321,13 +321,13 @@ static void test_result_find(void **state)
 	model_pair(&f, 2, NULL);
 	for (size_t i = 0; i < f.res->n_cells; i++)
 		assert_int_equal(tb_result_find(f.res, &f.res->cells[i].cell), (long)i);
-	c = tb_result_cell(f.res, 1, "mlp");
+	c = tb_result_cell(f.res, 1, TB_TAP_MLP);
 	assert_non_null(c);
 	assert_int_equal(c->cell.layer, 1);
 	assert_string_equal(c->cell.tap, "mlp");
-	assert_non_null(tb_result_cell(f.res, -1, "final_norm"));
-	assert_null(tb_result_cell(f.res, 2, "mlp"));
-	assert_null(tb_result_cell(f.res, -1, "logits"));
+	assert_non_null(tb_result_cell(f.res, -1, TB_TAP_FINAL_NORM));
+	assert_null(tb_result_cell(f.res, 2, TB_TAP_MLP));
+	assert_null(tb_result_cell(f.res, -1, TB_TAP_LOGITS));
 	assert_int_equal(index_of(f.res, "L0.attn.q"), -1);
 	tu_compared_done(&f);
 }

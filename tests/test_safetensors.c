@@ -48,7 +48,7 @@ static tb_tree *open_tree(const char *path)
 {
 	tb_tree *tree;
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	if (tb_tree_open(path, NULL, &tree, &err) < 0)
 		fail_msg("tb_tree_open(%s) failed: %s", path, tb_err_text(&err, text, sizeof text));

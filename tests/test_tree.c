@@ -54,7 +54,7 @@ static tb_tree *open_tree(const char *path)
 {
 	tb_tree *tree;
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	if (tb_tree_open(path, NULL, &tree, &err) < 0)
 		fail_msg("tb_tree_open(%s) failed: %s", path, tb_err_text(&err, text, sizeof text));
@@ -250,7 +250,7 @@ static void test_symlink_inside(void **state)
 static void test_symlink_outside(void **state)
 {
 	const char *root = tu_tmpdir();
-	char dir[4096], link[4096], target[4096];
+	char dir[4096], link[sizeof dir + 16], target[4096];
 	(void)state;
 
 	/* "tree2" shares a name prefix with "tree": a string-prefix check would pass it. */
@@ -540,6 +540,66 @@ static void test_view_bounds(void **state)
 	view_free(&v);
 }
 
+/* The kind of failure opening path reports (the open must fail). */
+static tb_status_code refusal_code(const char *path)
+{
+	tb_tree *tree = NULL;
+	tb_err err;
+
+	tb_err_clear(&err);
+	assert_int_equal(err.code, TB_ERR_NONE);
+	if (tb_tree_open(path, NULL, &tree, &err) == 0)
+		fail_msg("%s: accepted", path);
+	return err.code;
+}
+
+static void test_error_codes(void **state)
+{
+	const char *dir = tu_tmpdir();
+	static const tb_status_code codes[] = {
+#define CODE(id, message) TB_ERR_##id,
+		TB_STATUS_CODES(CODE)
+#undef CODE
+	};
+	const size_t n_codes = sizeof codes / sizeof *codes;
+	const int64_t shape[1] = {1}, deep[TB_MAX_DIMS + 1] = {1};
+	const float x[1] = {1};
+	tb_err err;
+	(void)state;
+
+	/* reading fails, the content is bad, the content is fine but not supported, a limit */
+	assert_int_equal(refusal_code(tu_path(dir, "nothing-here")), TB_ERR_IO);
+	tu_write_str(tu_path(dir, "bad/broken.npy"), "not numpy at all");
+	assert_int_equal(refusal_code(tu_path(dir, "bad")), TB_ERR_FORMAT);
+	assert_int_equal(dw_write_npy(tu_path(dir, "cplx/c.npy"), 1, "<c8", false, 1, shape, x, 8), 0);
+	assert_int_equal(refusal_code(tu_path(dir, "cplx")), TB_ERR_UNSUPPORTED);
+	assert_int_equal(dw_write_npy(tu_path(dir, "deep/d.npy"), 1, "<f4", false, TB_MAX_DIMS + 1, deep, x, 4), 0);
+	assert_int_equal(refusal_code(tu_path(dir, "deep")), TB_ERR_LIMIT);
+
+	/* context keeps the kind; every kind has its own line */
+	tb_err_setc(&err, TB_ERR_NOMEM, "f", "out of memory");
+	tb_err_prefix(&err, "in shard %d", 2);
+	assert_int_equal(err.code, TB_ERR_NOMEM);
+	assert_string_equal(err.msg, "in shard 2: out of memory");
+	assert_int_equal(tb_err_set(&err, NULL, "bad %s", "thing"), -1);
+	assert_int_equal(err.code, TB_ERR_FORMAT);
+	/* a message cut to fit says so */
+	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg, 7);
+	assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+	assert_string_equal(err.msg + sizeof err.msg - 4, "...");
+	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg - 1, 7);
+	assert_int_equal(err.msg[sizeof err.msg - 2], '7');
+	tb_err_prefix(&err, "in %s", "x");
+	assert_string_equal(err.msg + sizeof err.msg - 4, "...");
+	assert_int_equal(strncmp(err.msg, "in x: 000", 9), 0);
+	assert_string_equal(tb_status_message(TB_ERR_NOMEM), "out of memory");
+	assert_string_equal(tb_status_message(TB_ERR_CANCELLED), "cancelled");
+	for (size_t a = 0; a < n_codes; a++)
+		for (size_t b = a + 1; b < n_codes; b++)
+			assert_string_not_equal(tb_status_message(codes[a]), tb_status_message(codes[b]));
+	assert_string_equal(tb_status_message((tb_status_code)n_codes), "unknown error");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -553,6 +613,7 @@ int main(void)
 		cmocka_unit_test(test_symlink_loop_broken),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_duplicates),
+		cmocka_unit_test(test_error_codes),
 		cmocka_unit_test(test_find),
 		cmocka_unit_test(test_view_expand),
 		cmocka_unit_test(test_view_transposed),

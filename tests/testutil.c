@@ -80,7 +80,7 @@ tb_tree *tu_open(const char *path, const tb_open_opts *opts)
 {
 	tb_tree *tree;
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	if (tb_tree_open(path, opts, &tree, &err) < 0)
 		fail_msg("tb_tree_open(%s) failed: %s", path, tb_err_text(&err, text, sizeof text));
@@ -119,7 +119,7 @@ void tu_expect_values(tb_tensor *t, const float *want, size_t n)
 {
 	float *got = calloc(n ? n : 1, sizeof *got);
 	tb_err err;
-	char text[2200];
+	char text[TB_ERR_TEXT_MAX];
 
 	assert_non_null(got);
 	assert_int_equal(t->numel, n);

@@ -38,18 +38,54 @@ static void one_line(char *s)
 	}
 }
 
+static const char *const status_messages[] = {
+#define TB_STATUS_MESSAGE(id, message) [TB_ERR_##id] = message,
+	TB_STATUS_CODES(TB_STATUS_MESSAGE)
+#undef TB_STATUS_MESSAGE
+};
+
+const char *tb_status_message(tb_status_code code)
+{
+	return (size_t)code < sizeof status_messages / sizeof *status_messages ? status_messages[code] : "unknown error";
+}
+
+/* A message cut to fit its buffer ends in "..." so that nobody reads it as whole. */
+static void mark_if_cut(char *msg, size_t size, int len)
+{
+	if (len >= 0 && (size_t)len >= size)
+		memcpy(msg + size - 4, "...", 4);
+}
+
+static void set(tb_err *err, tb_status_code code, const char *file, const char *fmt, va_list ap)
+{
+	err->code = code;
+	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+	mark_if_cut(err->msg, sizeof err->msg, vsnprintf(err->msg, sizeof err->msg, fmt, ap));
+	one_line(err->file);
+	one_line(err->msg);
+}
+
+int tb_err_setc(tb_err *err, tb_status_code code, const char *file, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err)
+		return -1;
+	va_start(ap, fmt);
+	set(err, code, file, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 int tb_err_set(tb_err *err, const char *file, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (!err)
 		return -1;
-	snprintf(err->file, sizeof err->file, "%s", file ? file : "");
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	set(err, TB_ERR_FORMAT, file, fmt, ap);
 	va_end(ap);
-	one_line(err->file);
-	one_line(err->msg);
 	return -1;
 }
 
@@ -64,14 +100,16 @@ void tb_err_prefix(tb_err *err, const char *fmt, ...)
 	vsnprintf(head, sizeof head, fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof old);
-	snprintf(err->msg, sizeof err->msg, "%s: %s", head, old);
+	mark_if_cut(err->msg, sizeof err->msg, snprintf(err->msg, sizeof err->msg, "%s: %s", head, old));
 	one_line(err->msg);
 }
 
 void tb_err_clear(tb_err *err)
 {
-	if (err)
+	if (err) {
 		err->file[0] = err->msg[0] = '\0';
+		err->code = TB_ERR_NONE;
+	}
 }
 
 const char *tb_err_text(const tb_err *err, char *buf, size_t size)

@@ -113,7 +113,7 @@ cJSON *tb_json_parse(const char *text, size_t len, const char *path, const char 
 	 * of a mapping, and cJSON must never read past it. */
 	copy = malloc(len + 1);
 	if (!copy) {
-		tb_err_set(err, path, "out of memory reading %s", what);
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory reading %s", what);
 		return NULL;
 	}
 	memcpy(copy, text, len);
@@ -147,7 +147,7 @@ cJSON *tb_json_load(const char *path, size_t max_bytes, const char *what, tb_err
 		return NULL;
 	if (f->size > max_bytes) {
 		tb_file_free(f);
-		tb_err_set(err, path, "%s larger than %zu bytes", what, max_bytes);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "%s larger than %zu bytes", what, max_bytes);
 		return NULL;
 	}
 	root = tb_json_parse(f->data ? (const char *)f->data : "", (size_t)f->size, path, what, err);

@@ -21,11 +21,11 @@ int tb_file_open(const char *path, tb_file **out, tb_err *err)
 	/* O_NONBLOCK: opening a FIFO that slipped past the tree walk must not hang. */
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, path, "cannot open: %s", strerror(errno));
 	if (fstat(fd, &st) < 0) {
 		int e = errno;
 		close(fd);
-		return tb_err_set(err, path, "cannot stat: %s", strerror(e));
+		return tb_err_setc(err, TB_ERR_IO, path, "cannot stat: %s", strerror(e));
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
@@ -36,7 +36,7 @@ int tb_file_open(const char *path, tb_file **out, tb_err *err)
 		if (map == MAP_FAILED) {
 			int e = errno;
 			close(fd);
-			return tb_err_set(err, path, "cannot map: %s", strerror(e));
+			return tb_err_setc(err, TB_ERR_IO, path, "cannot map: %s", strerror(e));
 		}
 		/* Indexing touches only headers: without this, each header fault
 		 * reads around it (read_ahead_kb, often megabytes) and maps a
@@ -53,7 +53,7 @@ int tb_file_open(const char *path, tb_file **out, tb_err *err)
 		if (map)
 			munmap(map, (size_t)st.st_size);
 		free(f);
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
 	f->data = map;
 	f->size = (uint64_t)st.st_size;
@@ -141,7 +141,7 @@ int tb_read_stream(FILE *f, size_t max, const char *name, char **out, size_t *le
 		}
 	}
 	if (!buf)
-		return tb_err_set(err, name, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, name, "out of memory");
 	if (ferror(f)) {
 		free(buf);
 		return tb_err_set(err, name, "cannot read: %s", strerror(errno));

@@ -129,7 +129,8 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 		/* Per-row sums exist only while the pair is in flight, so memory
 		 * follows the pairs being compared, not the tree. */
 		if (pw->n_pos > 0 && !(pw->rows = calloc((size_t)pw->n_rows, sizeof *pw->rows)))
-			pw->acquire_rc = tb_err_set(err, pw->ref->path, "out of memory for tensor '%s'", pw->ref->name);
+			pw->acquire_rc = tb_err_setc(err, TB_ERR_NOMEM, pw->ref->path, "out of memory for tensor '%s'",
+						     pw->ref->name);
 		else
 			pw->acquire_rc = tb_tensor_acquire(pw->ref, err);
 		if (pw->acquire_rc == 0) {
@@ -138,7 +139,7 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 				tb_tensor_release(pw->ref);
 		}
 	} else if (pw->acquire_rc < 0) {
-		tb_err_set(err, pw->ref->path, "could not read tensor data");
+		tb_err_setc(err, TB_ERR_IO, pw->ref->path, "could not read tensor data");
 	}
 	rc = pw->acquire_rc;
 	pthread_mutex_unlock(&pw->lock);
@@ -218,7 +219,7 @@ static void pair_finish(tb_job *job, pair_work *pw)
 		tb_acc_merge(&total, &pw->unit_acc[i]);
 	if (tb_metrics_finish(&c->m, &total, pw->rows, pw->n_rows, pw->n_pos, c->tol.diverge) < 0) {
 		tb_err e;
-		tb_err_set(&e, NULL, "out of memory computing metrics");
+		tb_err_setc(&e, TB_ERR_NOMEM, NULL, "out of memory computing metrics");
 		fail(job, &e);
 	}
 	if (c->logits)
@@ -254,7 +255,8 @@ static void *worker(void *arg)
 		}
 		for (uint64_t row = un->row0; row < un->row1; row++) {
 			if (run_row(pw, acc, row, &s) < 0) {
-				tb_err_set(&e, pw->ref->path, "out of memory reading tensor '%s'", pw->ref->name);
+				tb_err_setc(&e, TB_ERR_NOMEM, pw->ref->path, "out of memory reading tensor '%s'",
+					    pw->ref->name);
 				fail(job, &e);
 				goto out;
 			}
@@ -297,7 +299,7 @@ static void plan_pair(pair_work *pw)
 		pw->n_pos = 0;
 	}
 	pw->n_rows = pw->n ? (pw->n + pw->row_len - 1) / pw->row_len : 0;
-	pw->logits = same && pw->n_pos > 0 && !strcmp(c->cell.tap, "logits");
+	pw->logits = same && pw->n_pos > 0 && c->cell.id == TB_TAP_LOGITS;
 }
 
 static void free_job(tb_job *job)
@@ -383,7 +385,7 @@ tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *
 	int want;
 
 	if (!job) {
-		tb_err_set(err, NULL, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&job->err_lock, NULL);
@@ -421,14 +423,14 @@ tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *
 		job->n_threads++;
 	}
 	if (job->n_threads == 0 && job->n_units > 0) {
-		tb_err_set(err, NULL, "cannot start worker threads");
+		tb_err_setc(err, TB_ERR_SYSTEM, NULL, "cannot start worker threads");
 		tb_result_free(job->res);
 		free_job(job);
 		return NULL;
 	}
 	return job;
 oom:
-	tb_err_set(err, NULL, "out of memory planning the comparison");
+	tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory planning the comparison");
 	tb_result_free(job->res);
 	free_job(job);
 	return NULL;
@@ -479,7 +481,7 @@ int tb_job_finish(tb_job *job, tb_result **out, tb_err *err)
 		if (job->failed)
 			*err = job->err;
 		else
-			tb_err_set(err, NULL, "comparison cancelled");
+			tb_err_setc(err, TB_ERR_CANCELLED, NULL, "comparison cancelled");
 		/* Release what half-finished pairs still hold. */
 		for (size_t i = 0; i < job->n_pairs; i++) {
 			pair_work *pw = &job->pairs[i];
@@ -519,7 +521,7 @@ void tb_cell_judge(tb_cell_result *c)
 	}
 	c->status = TB_ST_DIVERGED;
 	if (c->shape_mismatch) {
-		char a[96], b[96];
+		char a[TB_REASON_SHAPE_MAX], b[TB_REASON_SHAPE_MAX];
 		tb_shape_format(c->ref->ndim, c->ref->shape, a, sizeof a);
 		tb_shape_format(c->cand->ndim, c->cand->shape, b, sizeof b);
 		snprintf(c->reason, sizeof c->reason, "shapes differ: ref %s, cand %s", a, b);

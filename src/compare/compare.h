@@ -35,6 +35,9 @@ typedef enum tb_status {
 /* "match", "close", "diverged", "missing", "pending" */
 const char *tb_status_name(tb_status st);
 
+/* A shape as a reason quotes it ("[2, 16, 64]"), with its NUL. */
+#define TB_REASON_SHAPE_MAX 96
+
 typedef struct tb_cell_result {
 	tb_cell cell;
 	const tb_tensor *ref, *cand; /* either may be NULL (missing) */
@@ -45,7 +48,7 @@ typedef struct tb_cell_result {
 	int64_t shape[TB_MAX_DIMS];
 	tb_metrics m;
 	tb_logit_metrics *logits;    /* the logits cell only */
-	char reason[160];            /* why the status, in words */
+	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */
 } tb_cell_result;
 
 typedef struct tb_result {

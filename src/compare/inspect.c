@@ -29,13 +29,13 @@ static void cell_label(const tb_cell_result *c, char *buf, size_t size)
  * const of the cell result only says the comparison does not change them. */
 static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 {
-	char name[128];
+	char name[TB_CELL_NAME_MAX];
 
 	memset(s, 0, sizeof *s);
 	s->cell = c;
 	if (!c->ref || !c->cand) {
 		cell_label(c, name, sizeof name);
-		return tb_err_set(err, NULL, "cell %s is present on one side only", name);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s is present on one side only", name);
 	}
 	if (tb_tensor_acquire((tb_tensor *)c->ref, err) < 0)
 		return -1;
@@ -53,7 +53,7 @@ static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 		free(s->bc);
 		tb_tensor_release((tb_tensor *)c->ref);
 		tb_tensor_release((tb_tensor *)c->cand);
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	return 0;
 }
@@ -208,7 +208,7 @@ int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem 
 	topk t = {worst, k, 0};
 	uint64_t row_len;
 	int64_t n_pos;
-	char name[128];
+	char name[TB_CELL_NAME_MAX];
 	stream s;
 
 	*n_out = 0;
@@ -217,7 +217,7 @@ int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem 
 	if (position_geometry(c, &row_len, &n_pos) < 0 || pos < 0 || pos >= n_pos) {
 		stream_close(&s);
 		cell_label(c, name, sizeof name);
-		return tb_err_set(err, NULL, "cell %s has no position %lld", name, (long long)pos);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s has no position %lld", name, (long long)pos);
 	}
 	for (uint64_t row = (uint64_t)pos; row * row_len < s.n; row += (uint64_t)n_pos)
 		stream_range(&s, row * row_len, row_len, topk_block, &t);
@@ -277,7 +277,7 @@ int tb_inspect_heads(const tb_cell_result *c, int n_heads, int64_t head_dim, tb_
 	tb_head_layout lay = tb_head_layout_of(c, n_heads, head_dim);
 	head_pass p = {NULL, n_heads, (uint64_t)head_dim};
 	int64_t sq[TB_MAX_DIMS];
-	char name[128], shape[128];
+	char name[TB_CELL_NAME_MAX], shape[128];
 	stream s;
 
 	if (lay == TB_HEADS_NONE) {
@@ -295,7 +295,7 @@ int tb_inspect_heads(const tb_cell_result *c, int n_heads, int64_t head_dim, tb_
 	}
 	p.acc = calloc((size_t)n_heads, sizeof *p.acc);
 	if (!p.acc)
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	if (stream_open(&s, c, err) < 0) {
 		free(p.acc);
 		return -1;

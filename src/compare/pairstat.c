@@ -12,12 +12,12 @@ float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
 	float *x;
 
 	if (t->numel > TB_LOAD_MAX_ELEMS) {
-		tb_err_set(err, t->path, "tensor '%s' is too large to analyse whole", t->name);
+		tb_err_setc(err, TB_ERR_LIMIT, t->path, "tensor '%s' is too large to analyse whole", t->name);
 		return NULL;
 	}
 	x = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *x);
 	if (!x) {
-		tb_err_set(err, t->path, "out of memory loading tensor '%s'", t->name);
+		tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory loading tensor '%s'", t->name);
 		return NULL;
 	}
 	if (tb_tensor_acquire(t, err) < 0) {
@@ -74,11 +74,14 @@ int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb
 	metrics_ctx mc = {.tol = tol};
 
 	if (ref->numel != cand->numel)
-		return tb_err_set(err, cand->path, "tensors '%s' and '%s' differ in size", ref->name, cand->name);
+		return tb_err_setc(err, TB_ERR_USAGE, cand->path, "tensors '%s' and '%s' differ in size", ref->name,
+				   cand->name);
 	tb_acc_init(&mc.acc);
 	if (tb_tensor_pair_blocks(ref, cand, n, metrics_block, &mc, err) < 0)
 		return -1;
-	return tb_metrics_finish(m, &mc.acc, NULL, 0, 0, tol->diverge) < 0 ? tb_err_set(err, NULL, "out of memory") : 0;
+	if (tb_metrics_finish(m, &mc.acc, NULL, 0, 0, tol->diverge) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	return 0;
 }
 
 /* 1 at the first block that differs. */

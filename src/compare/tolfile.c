@@ -87,7 +87,7 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	te->pattern = strdup(match->valuestring);
 	if (!te->pattern) {
 		regfree(&te->re);
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
 	return 0;
 }
@@ -109,14 +109,14 @@ int tb_tolfile_load(const char *path, tb_tolfile **out, tb_err *err)
 		goto out;
 	}
 	if (cJSON_GetArraySize(list) > TOL_MAX_ENTRIES) {
-		tb_err_set(err, path, "tolerance file has more than %d entries", TOL_MAX_ENTRIES);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "tolerance file has more than %d entries", TOL_MAX_ENTRIES);
 		goto out;
 	}
 	tf = calloc(1, sizeof *tf);
 	if (tf)
 		tf->v = calloc((size_t)cJSON_GetArraySize(list) + 1, sizeof *tf->v);
 	if (!tf || !tf->v) {
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		goto out;
 	}
 	cJSON_ArrayForEach(e, list) {
@@ -163,7 +163,7 @@ static void overlay(const tol_entry *te, tb_tolerance *tol)
 int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
 		     tb_tolerance *tol)
 {
-	char name[96];
+	char name[TB_CELL_NAME_MAX];
 
 	tb_cell_name(cell, name, sizeof name);
 	for (size_t i = 0; tf && i < tf->n; i++) {

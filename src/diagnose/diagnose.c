@@ -10,13 +10,15 @@
 static long group_cell(const tb_result *r, long target)
 {
 	const tb_cell_result *t, *g;
+	const tb_tap_info *ti;
 
 	if (target < 0 || (size_t)target >= r->n_cells)
 		return target;
 	t = &r->cells[target];
-	if (!tb_tap_is_group_output(t->cell.tap))
+	ti = tb_tap_info_of(t->cell.id);
+	if (!ti || !ti->group_output)
 		return target;
-	g = tb_result_cell(r, t->cell.layer, tb_tap_parent(t->cell.tap));
+	g = tb_result_cell(r, t->cell.layer, ti->parent);
 	return g && g->status == TB_ST_DIVERGED ? g - r->cells : target;
 }
 
@@ -25,7 +27,7 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		       long target, double *features, tb_causes *out, tb_err *err)
 {
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
-	char cell[96] = "";
+	char cell[TB_CELL_NAME_MAX] = "";
 	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
 
 	out->v = NULL;

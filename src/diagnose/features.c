@@ -7,6 +7,7 @@
 
 #include "diagnose/features.h"
 #include "compare/pairstat.h"
+#include "diagnose/heads.h"
 
 const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 #define TB_FEATURE_INFO(id, name, unit, meaning) [TB_F_##id] = {name, unit, meaning},
@@ -41,7 +42,7 @@ static bool ok_status(const tb_cell_result *c)
 }
 
 /* 1/0 for a sibling's state, NaN when it was not dumped on both sides. */
-static double sibling_ok(const tb_result *r, int layer, const char *tap)
+static double sibling_ok(const tb_result *r, int layer, tb_tap_id tap)
 {
 	const tb_cell_result *c = tb_result_cell(r, layer, tap);
 
@@ -51,29 +52,29 @@ static double sibling_ok(const tb_result *r, int layer, const char *tap)
 /* c is a sub-tap of group cell g (L3.attn.o of L3.attn): part of g, not upstream of it. */
 static bool in_group(const tb_cell_result *c, const tb_cell_result *g)
 {
-	const char *parent = tb_tap_parent(c->cell.tap);
+	tb_tap_id parent = tb_cell_parent(&c->cell);
 
-	return parent && c->cell.layer == g->cell.layer && !strcmp(parent, g->cell.tap);
+	return parent && c->cell.layer == g->cell.layer && parent == g->cell.id;
 }
 
 static void where(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
-	const char *tap = t->cell.tap, *parent = tb_tap_parent(tap);
+	tb_tap_id tap = t->cell.id, parent = tb_cell_parent(&t->cell);
 	bool exact = true, ok = true;
 
 	v[TB_F_LAYER] = t->cell.layer;
-	v[TB_F_AT_EMBED] = !strcmp(tap, "embed");
-	v[TB_F_AT_ATTN_NORM] = !strcmp(tap, "attn_norm");
-	v[TB_F_AT_ATTN] = !strcmp(tap, "attn");
-	v[TB_F_AT_ATTN_SUB] = parent && !strcmp(parent, "attn");
-	v[TB_F_AT_QK_SUB] = !strcmp(tap, "attn.q") || !strcmp(tap, "attn.k");
-	v[TB_F_AT_MLP_NORM] = !strcmp(tap, "mlp_norm");
-	v[TB_F_AT_MLP] = !strcmp(tap, "mlp");
-	v[TB_F_AT_MLP_SUB] = parent && !strcmp(parent, "mlp");
-	v[TB_F_AT_BLOCK] = !strcmp(tap, "block");
-	v[TB_F_AT_FINAL_NORM] = !strcmp(tap, "final_norm");
-	v[TB_F_AT_LOGITS] = !strcmp(tap, "logits");
+	v[TB_F_AT_EMBED] = tap == TB_TAP_EMBED;
+	v[TB_F_AT_ATTN_NORM] = tap == TB_TAP_ATTN_NORM;
+	v[TB_F_AT_ATTN] = tap == TB_TAP_ATTN;
+	v[TB_F_AT_ATTN_SUB] = parent == TB_TAP_ATTN;
+	v[TB_F_AT_QK_SUB] = tap == TB_TAP_ATTN_Q || tap == TB_TAP_ATTN_K;
+	v[TB_F_AT_MLP_NORM] = tap == TB_TAP_MLP_NORM;
+	v[TB_F_AT_MLP] = tap == TB_TAP_MLP;
+	v[TB_F_AT_MLP_SUB] = parent == TB_TAP_MLP;
+	v[TB_F_AT_BLOCK] = tap == TB_TAP_BLOCK;
+	v[TB_F_AT_FINAL_NORM] = tap == TB_TAP_FINAL_NORM;
+	v[TB_F_AT_LOGITS] = tap == TB_TAP_LOGITS;
 	v[TB_F_AT_NORM] = v[TB_F_AT_ATTN_NORM] || v[TB_F_AT_MLP_NORM] || v[TB_F_AT_FINAL_NORM];
 	v[TB_F_FIRST_LAYER] = t->cell.layer == 0;
 	v[TB_F_DEEP] = t->cell.layer > 0;
@@ -87,16 +88,16 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_UPSTREAM_EXACT] = exact;
 	v[TB_F_UPSTREAM_OK] = ok;
 	if (t->cell.layer >= 0) {
-		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, "attn");
-		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, "mlp");
-		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, "attn_norm");
-		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, "mlp_norm");
+		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN);
+		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP);
+		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN_NORM);
+		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP_NORM);
 		v[TB_F_SIBLINGS_OK] = v[TB_F_ATTN_OK] == 1 && v[TB_F_MLP_OK] == 1;
 		v[TB_F_ATTN_SUB_BAD] = 0;
 		for (size_t i = 0; i < r->n_cells; i++) {
 			const tb_cell_result *c = &r->cells[i];
 			if (c->cell.layer == t->cell.layer &&
-			    (!strcmp(c->cell.tap, "attn.q") || !strcmp(c->cell.tap, "attn.k")) && c->status == TB_ST_DIVERGED)
+			    (c->cell.id == TB_TAP_ATTN_Q || c->cell.id == TB_TAP_ATTN_K) && c->status == TB_ST_DIVERGED)
 				v[TB_F_ATTN_SUB_BAD] = 1;
 		}
 	}
@@ -106,7 +107,7 @@ static void global_counts(const tb_result *r, double *v)
 {
 	size_t compared_n = 0, div = 0, close = 0;
 	bool only_logits = true, only_fl = true, fn_div = false, lg_div = false, nan_any = false;
-	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm");
+	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM);
 
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
@@ -118,7 +119,7 @@ static void global_counts(const tb_result *r, double *v)
 		if (c->status != TB_ST_DIVERGED)
 			continue;
 		div++;
-		bool is_lg = !strcmp(c->cell.tap, "logits"), is_fn = !strcmp(c->cell.tap, "final_norm");
+		bool is_lg = c->cell.id == TB_TAP_LOGITS, is_fn = c->cell.id == TB_TAP_FINAL_NORM;
 		lg_div = lg_div || is_lg;
 		fn_div = fn_div || is_fn;
 		only_logits = only_logits && is_lg;
@@ -272,19 +273,23 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 }
 
 /* Per-head agreement and the head x head similarity (sgemm). */
-static void head_features(const tb_cell_result *t, int heads, double *v)
+static void head_features(const tb_cell_result *t, const tb_heads *hs, double *v)
 {
-	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0, rows, hd, K;
+	int heads = hs->n;
+	int64_t K, sq[TB_MAX_DIMS];
+	uint64_t inner, numel = t->ref->numel;
 	float *r = NULL, *c = NULL, *A = NULL, *B = NULL, *G = NULL;
 	double *nr = NULL, *nc = NULL;
 	int ok = 0, perm = 0;
 	tb_err err;
 
-	if (heads <= 1 || H <= 0 || H % heads != 0 || t->ref->numel != t->cand->numel || t->shape_mismatch)
+	if (heads <= 1 || numel != t->cand->numel || t->shape_mismatch)
 		return;
-	hd = H / heads;
-	rows = (int64_t)(t->ref->numel / (uint64_t)H);
-	K = rows * hd;
+	/* Elements run in blocks of inner that belong to one head, heads in turn. */
+	inner = (uint64_t)hs->head_dim;
+	if (hs->layout == TB_HEADS_SPLIT)
+		inner *= (uint64_t)sq[tb_tensor_squeezed(t->ref, sq) - 2];
+	K = (int64_t)(numel / (uint64_t)heads);
 	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
 	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
 	A = malloc((size_t)(heads * K) * sizeof *A);
@@ -294,14 +299,13 @@ static void head_features(const tb_cell_result *t, int heads, double *v)
 	nc = calloc((size_t)heads, sizeof *nc);
 	if (!r || !c || !A || !B || !G || !nr || !nc)
 		goto out;
-	/* Gather each head's slice into a row: [heads, rows * hd]. */
-	for (int64_t h = 0; h < heads; h++)
-		for (int64_t i = 0; i < rows; i++)
-			for (int64_t k = 0; k < hd; k++) {
-				float a = r[i * H + h * hd + k], b = c[i * H + h * hd + k];
-				A[h * K + i * hd + k] = isfinite(a) ? a : 0;
-				B[h * K + i * hd + k] = isfinite(b) ? b : 0;
-			}
+	/* Gather each head's elements, in order, into a row: [heads, K]. */
+	for (uint64_t i = 0; i < numel; i++) {
+		uint64_t h = i / inner % (uint64_t)heads;
+		uint64_t at = h * (uint64_t)K + i / (inner * (uint64_t)heads) * inner + i % inner;
+		A[at] = isfinite(r[i]) ? r[i] : 0;
+		B[at] = isfinite(c[i]) ? c[i] : 0;
+	}
 	for (int64_t h = 0; h < heads; h++) {
 		double dd = 0, rr = 0;
 		for (int64_t k = 0; k < K; k++) {
@@ -514,8 +518,8 @@ out:
 static void tie_features(const tb_diag_input *in, double *v)
 {
 	const tb_result *r = in->result;
-	const tb_cell_result *fn = tb_result_cell(r, -1, "final_norm"), *em = tb_result_cell(r, -1, "embed");
-	const tb_cell_result *lg = tb_result_cell(r, -1, "logits");
+	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM), *em = tb_result_cell(r, -1, TB_TAP_EMBED);
+	const tb_cell_result *lg = tb_result_cell(r, -1, TB_TAP_LOGITS);
 	size_t n;
 	int64_t *tok;
 
@@ -529,29 +533,16 @@ static void tie_features(const tb_diag_input *in, double *v)
 	free(tok);
 }
 
-static int heads_for(const tb_diag_input *in, const tb_cell_result *t)
-{
-	int64_t H = t->ndim > 0 ? t->shape[t->ndim - 1] : 0;
-
-	if ((!strcmp(t->cell.tap, "attn.k") || !strcmp(t->cell.tap, "attn.v")) && in->kv_heads > 0 &&
-	    H % in->kv_heads == 0)
-		return in->kv_heads;
-	if (in->heads > 0 && H % in->heads == 0)
-		return in->heads;
-	return 0;
-}
-
 /* An attention sub-tap (q, k after RoPE) diverges first when the bug is in
  * attention, but the attention output shows the pattern the rules know:
  * profile that one when it diverged too. */
 static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_result *t)
 {
-	const char *parent = tb_tap_parent(t->cell.tap);
 	const tb_cell_result *a;
 
-	if (!parent || strcmp(parent, "attn") != 0)
+	if (tb_cell_parent(&t->cell) != TB_TAP_ATTN)
 		return t;
-	a = tb_result_cell(r, t->cell.layer, "attn");
+	a = tb_result_cell(r, t->cell.layer, TB_TAP_ATTN);
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 
@@ -605,8 +596,11 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	}
 	/* Heads are separate only before o_proj mixes them: in q, k, v (and
 	 * other attention sub-taps), not in the attention output. */
-	if (v[TB_F_AT_ATTN_SUB] == 1)
-		head_features(t, heads_for(in, t), v);
+	if (v[TB_F_AT_ATTN_SUB] == 1) {
+		tb_heads hs;
+		tb_heads_infer(r, target, in->heads, in->kv_heads, &hs);
+		head_features(t, &hs, v);
+	}
 	if (v[TB_F_AT_EMBED] == 1)
 		embed_shift(t, v);
 	if (t->m.n_pos > 0)

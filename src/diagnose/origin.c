@@ -27,13 +27,12 @@ long tb_result_find(const tb_result *r, const tb_cell *c)
 	return -1;
 }
 
-const tb_cell_result *tb_result_cell(const tb_result *r, int layer, const char *tap)
+const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap)
 {
 	tb_cell c;
 	long k;
 
-	c.layer = layer;
-	snprintf(c.tap, sizeof c.tap, "%s", tap);
+	tb_cell_make_id(&c, layer, tap);
 	k = tb_result_find(r, &c);
 	return k < 0 ? NULL : &r->cells[k];
 }
@@ -54,7 +53,7 @@ static double error_of(const tb_cell_result *c)
 static double input_error(const tb_result *r, const tb_cell *c, int hops, bool *found)
 {
 	tb_feed feeds[TB_MAX_FEEDS];
-	int n = tb_tap_feeders(c->tap, feeds);
+	int n = tb_cell_feeders(c, feeds);
 	double worst = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -94,7 +93,7 @@ static void drift_of(const tb_result *r, tb_origin *o)
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
 		double e = c->m.rel_l2;
-		if (!compared(c) || strcmp(c->cell.tap, "block") != 0 || !(e > 0) || !isfinite(e))
+		if (!compared(c) || c->cell.id != TB_TAP_BLOCK || !(e > 0) || !isfinite(e))
 			continue;
 		sx += c->cell.layer;
 		sy += log(e);
@@ -113,7 +112,7 @@ static bool drift_like(const tb_result *r, double drift)
 {
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
-		if (compared(c) && !strcmp(c->cell.tap, "block"))
+		if (compared(c) && c->cell.id == TB_TAP_BLOCK)
 			return isfinite(drift) && drift > 1 && error_of(c) <= c->tol.diverge;
 	}
 	return false;
@@ -128,7 +127,7 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 	o->amplification = malloc((r->n_cells ? r->n_cells : 1) * sizeof *o->amplification);
 	if (!o->input_rel_l2 || !o->amplification) {
 		tb_origin_done(o);
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
@@ -150,7 +149,7 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 	drift_of(r, o);
 	if (o->origin >= 0) {
 		const tb_cell_result *c = &r->cells[o->origin];
-		char name[96];
+		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&c->cell, name, sizeof name);
 		if (c->m.mismatch)
 			snprintf(o->text, sizeof o->text,

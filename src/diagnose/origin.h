@@ -28,7 +28,7 @@ void tb_origin_done(tb_origin *o);
 
 /* Index of a cell in a result (cells are in forward order), or -1. */
 long tb_result_find(const tb_result *r, const tb_cell *c);
-/* The result of cell (layer, tap), or NULL. */
-const tb_cell_result *tb_result_cell(const tb_result *r, int layer, const char *tap);
+/* The result of cell (layer, tap) for a table tap, or NULL. */
+const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap);
 
 #endif

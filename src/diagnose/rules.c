@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ typedef struct rule {
 struct tb_ruleset {
 	rule *v;
 	size_t n, cap;
-	char shipped[1024];
+	char shipped[PATH_MAX];
 };
 
 tb_ruleset *tb_ruleset_new(void)
@@ -251,11 +252,11 @@ static int parse_conds(const cJSON *arr, bool weighted, cond **out, size_t *n, c
 	if (!arr)
 		return 0;
 	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > COND_MAX)
-		return tb_err_set(err, path, "rule %zu: \"%s\" must be a list of at most %d conditions", idx, field,
-				  COND_MAX);
+		return tb_err_setc(err, TB_ERR_LIMIT, path, "rule %zu: \"%s\" must be a list of at most %d conditions",
+				   idx, field, COND_MAX);
 	*out = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof **out);
 	if (!*out)
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	cJSON_ArrayForEach(it, arr) {
 		const cJSON *text = it, *w = NULL;
 		if (weighted && cJSON_IsObject(it)) {
@@ -324,7 +325,7 @@ static int parse_rule(const cJSON *o, rule *r, const char *path, size_t idx, tb_
 	r->source = strdup(path);
 	r->weight = w->valuedouble;
 	if (!r->id || !r->why || !r->look_at || !r->source)
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	if (parse_conds(cJSON_GetObjectItemCaseSensitive(o, "require"), false, &r->require, &r->n_require, "require",
 			path, idx, err) < 0 ||
 	    parse_conds(cJSON_GetObjectItemCaseSensitive(o, "unless"), false, &r->unless, &r->n_unless, "unless", path,
@@ -353,14 +354,14 @@ int tb_ruleset_add_text(tb_ruleset *rs, const char *text, size_t len, const char
 	}
 	cJSON_ArrayForEach(it, list) {
 		if (rs->n >= RULES_MAX) {
-			tb_err_set(err, source, "more than %d rules", RULES_MAX);
+			tb_err_setc(err, TB_ERR_LIMIT, source, "more than %d rules", RULES_MAX);
 			goto out;
 		}
 		if (rs->n == rs->cap) {
 			size_t cap = rs->cap ? rs->cap * 2 : 64;
 			rule *v = realloc(rs->v, cap * sizeof *v);
 			if (!v) {
-				tb_err_set(err, source, "out of memory");
+				tb_err_setc(err, TB_ERR_NOMEM, source, "out of memory");
 				goto out;
 			}
 			rs->v = v;
@@ -392,7 +393,7 @@ int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err)
 		return -1;
 	if (f->size > RULES_MAX_BYTES) {
 		tb_file_free(f);
-		return tb_err_set(err, path, "rules file larger than %u bytes", RULES_MAX_BYTES);
+		return tb_err_setc(err, TB_ERR_LIMIT, path, "rules file larger than %u bytes", RULES_MAX_BYTES);
 	}
 	rc = tb_ruleset_add_text(rs, f->data ? (const char *)f->data : "", (size_t)f->size, path, err);
 	tb_file_free(f);
@@ -402,7 +403,7 @@ int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err)
 int tb_ruleset_add_standard(tb_ruleset *rs, const char *extra, tb_err *err)
 {
 	const char *dirs[2] = {getenv("TBISECT_DATADIR"), TB_PKGDATADIR};
-	char path[4096];
+	char path[PATH_MAX];
 	bool shipped = false;
 
 	for (int i = 0; i < 2 && !shipped; i++) {
@@ -531,7 +532,7 @@ int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const tb_rule_ctx *ct
 	out->v = NULL;
 	out->n = 0;
 	if (!v)
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < rs->n; i++) {
 		const rule *r = &rs->v[i];
 		double s = score_of(r, f);
@@ -556,7 +557,7 @@ int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const tb_rule_ctx *ct
 			out->v = v;
 			out->n = n;
 			tb_causes_free(out);
-			return tb_err_set(err, NULL, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		}
 	}
 	qsort(v, n, sizeof *v, cmp_cause);

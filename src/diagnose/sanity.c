@@ -41,7 +41,7 @@ static tb_tensor *side_of(const tb_cell_result *c, int side)
 /* A layer's block output; layer -1 is the embedding output. */
 static const tb_cell_result *block_of(const tb_result *r, int layer)
 {
-	return layer < 0 ? tb_result_cell(r, -1, "embed") : tb_result_cell(r, layer, "block");
+	return layer < 0 ? tb_result_cell(r, -1, TB_TAP_EMBED) : tb_result_cell(r, layer, TB_TAP_BLOCK);
 }
 
 /* Both sides compared element by element: the cell has statistics. */
@@ -145,7 +145,7 @@ static bool maybe_equal(const tb_cell_result *a, const tb_cell_result *b, int si
 /* Layers of one side whose tensor for some tap is value-for-value another
  * layer's: the most such layers over the layer taps.  Only tensors whose
  * statistics agree are read again. */
-static int duplicates_of_tap(const tb_result *r, int side, const char *tap)
+static int duplicates_of_tap(const tb_result *r, int side, tb_tap_id tap)
 {
 	int n = r->n_layers > 0 ? r->n_layers : 1, count = 0;
 	bool *dup = calloc((size_t)n, sizeof *dup);
@@ -171,13 +171,13 @@ static int duplicates_of_tap(const tb_result *r, int side, const char *tap)
 
 static void check_duplicates(const tb_result *r, tb_sanity *s, int side)
 {
-	static const char *const taps[] = {"attn_norm", "attn", "mlp_norm", "mlp", "block"};
+	static const tb_tap_id taps[] = {TB_TAP_ATTN_NORM, TB_TAP_ATTN, TB_TAP_MLP_NORM, TB_TAP_MLP, TB_TAP_BLOCK};
 
 	for (size_t i = 0; i < sizeof taps / sizeof *taps; i++) {
 		int n = duplicates_of_tap(r, side, taps[i]);
 		if (n > s->dup_layers[side]) {
 			s->dup_layers[side] = n;
-			s->dup_tap[side] = taps[i];
+			s->dup_tap[side] = tb_tap_info_of(taps[i])->name;
 		}
 	}
 }
@@ -265,7 +265,7 @@ static bool names_hidden_states(const tb_result *r)
 {
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
-		if (strcmp(c->cell.tap, "block") != 0)
+		if (c->cell.id != TB_TAP_BLOCK)
 			continue;
 		if ((c->ref && strstr(c->ref->name, "hidden_states")) || (c->cand && strstr(c->cand->name, "hidden_states")))
 			return true;

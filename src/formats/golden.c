@@ -334,7 +334,7 @@ static int jlazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *er
 
 	pthread_once(&c_locale_once, c_locale_init);
 	if (size != j->numel * sizeof(float) || !(out = malloc(size ? (size_t)size : 1)))
-		return tb_err_set(err, j->file->path, "out of memory reading golden logits");
+		return tb_err_setc(err, TB_ERR_NOMEM, j->file->path, "out of memory reading golden logits");
 	while (p < end) {
 		size_t n;
 		if (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '\t' || *p == '\r') {
@@ -379,7 +379,7 @@ static int add_json_tensor(tb_builder *b, const tb_file *f, const char *prefix, 
 		return -1;
 	j = malloc(sizeof *j);
 	if (!j)
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	*j = (jlazy){f, a->start, a->end, a->numel};
 	tb_blob_set_lazy(blob, &jlazy_ops, j, a->numel * sizeof(float));
 	t->blob = blob;
@@ -399,7 +399,7 @@ static int json_tokens(tb_builder *b, jcur *c, tb_err *err)
 		return jfail(c, err, "\"tokens\" is not a flat array of integers");
 	tok = malloc(a.numel ? (size_t)a.numel * sizeof *tok : 1);
 	if (!tok)
-		return tb_err_set(err, c->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, c->path, "out of memory");
 	p = c->start + a.start;
 	end = c->start + a.end;
 	while (p < end) {
@@ -584,8 +584,8 @@ static tb_pk_value *np_make_dtype(tb_pk *pk, tb_pk_value *args, tb_err *err)
 			return v;
 		}
 	}
-	tb_err_set(err, tb_pk_path(pk), "pickle: numpy dtype '%.*s' is not supported", (int)(code->u.s.n > 32 ? 32 : code->u.s.n),
-		   (const char *)code->u.s.p);
+	tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk), "pickle: numpy dtype '%.*s' is not supported",
+		    (int)(code->u.s.n > 32 ? 32 : code->u.s.n), (const char *)code->u.s.p);
 	return NULL;
 }
 
@@ -658,7 +658,8 @@ static int np_build(tb_pk *pk, tb_pk_value *obj, tb_pk_value *state, tb_err *err
 		if (n < 2 || s[1]->kind != TB_PK_STR || s[1]->u.s.n != 1 || !strchr("<>|=", s[1]->u.s.p[0]))
 			return tb_err_set(err, tb_pk_path(pk), "pickle: numpy dtype state is not understood");
 		if (n >= 4 && (s[2]->kind != TB_PK_NONE || s[3]->kind != TB_PK_NONE))
-			return tb_err_set(err, tb_pk_path(pk), "pickle: structured numpy dtypes are not supported");
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk),
+					   "pickle: structured numpy dtypes are not supported");
 		d->big = s[1]->u.s.p[0] == '>';
 		return 0;
 	}
@@ -670,7 +671,7 @@ static int np_build(tb_pk *pk, tb_pk_value *obj, tb_pk_value *state, tb_err *err
 			return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array state is not understood");
 		return np_set(pk, a, s[0], s[1], s[2]->u.b, s[3], err);
 	}
-	return tb_err_set(err, tb_pk_path(pk), "pickle: BUILD on this object is not supported");
+	return tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk), "pickle: BUILD on this object is not supported");
 }
 
 /* A tree tensor over an unpickled array (or over one index of its first axis). */
@@ -705,7 +706,7 @@ static int add_np_tensor(tb_builder *b, const tb_file *f, const char *prefix, co
 	} else {
 		unsigned char *copy = malloc(a->data->u.s.n ? a->data->u.s.n : 1);
 		if (!copy)
-			return tb_err_set(err, f->path, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 		memcpy(copy, a->data->u.s.p, a->data->u.s.n);
 		tb_blob_set_owned(blob, copy, a->data->u.s.n);
 	}
@@ -744,7 +745,7 @@ static int np_tokens(tb_builder *b, const tb_file *f, const np_array *a, tb_err 
 		return tb_err_set(err, f->path, "golden pickle: \"tokens\" is not a flat integer array");
 	tok = malloc(n ? (size_t)n * sizeof *tok : 1);
 	if (!tok)
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	for (uint64_t i = 0; i < n; i++) {
 		const unsigned char *p = a->data->u.s.p + i * es;
 		uint64_t u = 0;
@@ -773,7 +774,7 @@ static int golden_pickle(tb_builder *b, const tb_file *f, const char *prefix, tb
 	tb_pk *pk = tb_pk_new(f->path, &hooks);
 
 	if (!pk)
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	if (tb_pk_run(pk, f->data, (size_t)f->size, 0, &root, err) < 0)
 		goto out;
 	if (root->kind == TB_PK_LIST || root->kind == TB_PK_TUPLE) {

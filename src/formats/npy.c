@@ -119,7 +119,8 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 			seen_descr = true;
 			skip_ws(&c);
 			if (c.p < c.end && (*c.p == '[' || *c.p == '('))
-				return tb_err_set(err, path, "structured or subarray dtypes are not supported");
+				return tb_err_setc(err, TB_ERR_UNSUPPORTED, path,
+						   "structured or subarray dtypes are not supported");
 			if (parse_str(&c, h->descr, sizeof h->descr) < 0)
 				return tb_err_set(err, path, "npy header: 'descr' is not a dtype string");
 		} else if (!strcmp(key, "fortran_order")) {
@@ -145,7 +146,8 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 				int64_t v;
 				int rc;
 				if (h->ndim >= TB_MAX_DIMS)
-					return tb_err_set(err, path, "npy header: more than %d dimensions", TB_MAX_DIMS);
+					return tb_err_setc(err, TB_ERR_LIMIT, path, "npy header: more than %d dimensions",
+							   TB_MAX_DIMS);
 				rc = parse_int(&c, &v);
 				if (rc == -2)
 					return tb_err_set(err, path, "npy header: negative dimension in 'shape'");
@@ -284,26 +286,26 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 		else if (size == 4) *dt = TB_DT_F32;
 		else if (size == 2) *dt = TB_DT_F16;
 		else if (size == 1) *dt = TB_DT_F8_E5M2; /* ml_dtypes writes float8_e5m2 as '<f1' */
-		else return tb_err_set(err, path, "unsupported float size in npy dtype '%s'", descr);
+		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported float size in npy dtype '%s'", descr);
 		return 0;
 	case 'i':
 		if (size == 8) *dt = TB_DT_I64;
 		else if (size == 4) *dt = TB_DT_I32;
 		else if (size == 2) *dt = TB_DT_I16;
 		else if (size == 1) *dt = TB_DT_I8;
-		else return tb_err_set(err, path, "unsupported integer size in npy dtype '%s'", descr);
+		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported integer size in npy dtype '%s'", descr);
 		return 0;
 	case 'u':
 		if (size == 8) *dt = TB_DT_U64;
 		else if (size == 4) *dt = TB_DT_U32;
 		else if (size == 2) *dt = TB_DT_U16;
 		else if (size == 1) *dt = TB_DT_U8;
-		else return tb_err_set(err, path, "unsupported integer size in npy dtype '%s'", descr);
+		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported integer size in npy dtype '%s'", descr);
 		return 0;
 	case 'b':
 	case '?':
 		if (size != 1)
-			return tb_err_set(err, path, "unsupported bool size in npy dtype '%s'", descr);
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported bool size in npy dtype '%s'", descr);
 		*dt = TB_DT_BOOL;
 		return 0;
 	case 'V': {
@@ -327,7 +329,7 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 		return 0;
 	}
 	case 'c':
-		return tb_err_set(err, path, "complex dtype '%s' is not supported", descr);
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "complex dtype '%s' is not supported", descr);
 	case 'O':
 		return tb_err_set(err, path, "object array (pickled data) refused");
 	default:
@@ -355,11 +357,11 @@ int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const 
 		hlen = (uint64_t)d[8] | (uint64_t)d[9] << 8 | (uint64_t)d[10] << 16 | (uint64_t)d[11] << 24;
 		pre = 12;
 	} else {
-		return tb_err_set(err, path, "unsupported npy format version %u.%u", d[6], d[7]);
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported npy format version %u.%u", d[6], d[7]);
 	}
 	if (hlen > TB_NPY_MAX_HEADER)
-		return tb_err_set(err, path, "npy header of %llu bytes exceeds the %d-byte cap",
-				  (unsigned long long)hlen, TB_NPY_MAX_HEADER);
+		return tb_err_setc(err, TB_ERR_LIMIT, path, "npy header of %llu bytes exceeds the %d-byte cap",
+				   (unsigned long long)hlen, TB_NPY_MAX_HEADER);
 	if (hlen > size - pre)
 		return tb_err_set(err, path, "npy header length %llu runs past the end of the file",
 				  (unsigned long long)hlen);

@@ -74,7 +74,7 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	head = malloc(TB_NPY_MAX_PREAMBLE);
 	if (!head) {
 		tb_zip_free(z);
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	}
 	for (size_t i = 0; i < tb_zip_count(z) && rc == 0; i++) {
 		const tb_zip_entry *e = tb_zip_entry_at(z, i);

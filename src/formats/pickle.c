@@ -138,7 +138,7 @@ static tb_pk_value *new_value(tb_pk *pk, tb_pk_kind kind, tb_err *err)
 	if (!b || b->used == BLOCK_VALUES) {
 		b = calloc(1, sizeof *b);
 		if (!b) {
-			tb_err_set(err, pk->path, "out of memory");
+			tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 			return NULL;
 		}
 		b->next = pk->blocks;
@@ -157,7 +157,7 @@ void *tb_pk_alloc(tb_pk *pk, size_t size, tb_err *err)
 		size_t cap = pk->cap_allocs ? pk->cap_allocs * 2 : 64;
 		void **a = realloc(pk->allocs, cap * sizeof *a);
 		if (!a) {
-			tb_err_set(err, pk->path, "out of memory");
+			tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 			return NULL;
 		}
 		pk->allocs = a;
@@ -165,7 +165,7 @@ void *tb_pk_alloc(tb_pk *pk, size_t size, tb_err *err)
 	}
 	p = calloc(1, size ? size : 1);
 	if (!p) {
-		tb_err_set(err, pk->path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 		return NULL;
 	}
 	pk->allocs[pk->n_allocs++] = p;
@@ -189,7 +189,7 @@ static int seq_push(tb_pk *pk, tb_pk_value *seq, tb_pk_value *item, tb_err *err)
 		size_t cap = seq->u.seq.cap ? seq->u.seq.cap * 2 : 4;
 		tb_pk_value **v = realloc(seq->u.seq.v, cap * sizeof *v);
 		if (!v)
-			return tb_err_set(err, pk->path, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 		seq->u.seq.v = v;
 		seq->u.seq.cap = cap;
 	}
@@ -208,7 +208,7 @@ static int push(tb_pk *pk, tb_pk_value *v, tb_err *err)
 			return pk_fail(pk, err, "stack deeper than %d", TB_PK_MAX_STACK);
 		s = realloc(pk->stack, cap * sizeof *s);
 		if (!s)
-			return tb_err_set(err, pk->path, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 		pk->stack = s;
 		pk->stack_cap = cap;
 	}
@@ -533,7 +533,7 @@ static int memo_put(tb_pk *pk, uint32_t key, tb_pk_value *v, tb_err *err)
 			return pk_fail(pk, err, "memo larger than %d entries", TB_PK_MAX_MEMO);
 		m = calloc(cap, sizeof *m);
 		if (!m)
-			return tb_err_set(err, pk->path, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 		for (size_t i = 0; i < pk->memo_cap; i++) {
 			if (!pk->memo[i].used)
 				continue;
@@ -635,7 +635,7 @@ static int step(tb_pk *pk, tb_pk_value **result, tb_err *err)
 			size_t cap = pk->marks_cap ? pk->marks_cap * 2 : 16;
 			size_t *m = realloc(pk->marks, cap * sizeof *m);
 			if (!m)
-				return tb_err_set(err, pk->path, "out of memory");
+				return tb_err_setc(err, TB_ERR_NOMEM, pk->path, "out of memory");
 			pk->marks = m;
 			pk->marks_cap = cap;
 		}
@@ -842,7 +842,7 @@ int tb_pk_get_dims(const tb_pk *pk, const tb_pk_value *v, const char *what, int6
 	if (v->kind != TB_PK_TUPLE && v->kind != TB_PK_LIST)
 		return tb_err_set(err, pk->path, "pickle: %s is a %s, not a tuple", what, tb_pk_kind_name(v->kind));
 	if (v->u.seq.n > (size_t)max)
-		return tb_err_set(err, pk->path, "pickle: %s has more than %d entries", what, max);
+		return tb_err_setc(err, TB_ERR_LIMIT, pk->path, "pickle: %s has more than %d entries", what, max);
 	for (size_t i = 0; i < v->u.seq.n; i++) {
 		if (tb_pk_get_int(pk, v->u.seq.v[i], what, &out[i], err) < 0)
 			return -1;

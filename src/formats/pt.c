@@ -167,7 +167,8 @@ static tb_pk_value *pt_persistent_load(tb_pk *pk, tb_pk_value *pid, tb_err *err)
 	}
 	type = v[1]->u.g.id - F_STORAGE;
 	if (storage_types[type].dtype < 0) {
-		tb_err_set(err, path, "torch.%s tensors are not supported", storage_types[type].name);
+		tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "torch.%s tensors are not supported",
+			    storage_types[type].name);
 		return NULL;
 	}
 	if (v[2]->kind != TB_PK_STR || v[2]->u.s.n == 0 || v[2]->u.s.n >= sizeof key ||
@@ -258,7 +259,8 @@ static tb_pk_value *rebuild_tensor(tb_pk *pk, int id, tb_pk_value *args, tb_err 
 			return NULL;
 		}
 		if (torch_dtypes[d].dtype < 0) {
-			tb_err_set(err, path, "torch.%s tensors are not supported", torch_dtypes[d].name);
+			tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "torch.%s tensors are not supported",
+				    torch_dtypes[d].name);
 			return NULL;
 		}
 		t->dtype = (tb_dtype)torch_dtypes[d].dtype;
@@ -334,8 +336,9 @@ static int add_tensor(pt_ctx *c, const pt_tensor *pt, const char *name, bool big
 	if (__builtin_mul_overflow((uint64_t)pt->offset, (uint64_t)es, &t->offset))
 		return tb_err_set(err, c->f->path, "tensor '%s': storage offset overflows", name);
 	if (t->numel > PT_MAX_ALIASED && t->numel * es > t->blob->size)
-		return tb_err_set(err, c->f->path, "tensor '%s': a view of %llu elements over a %llu-byte storage is too large",
-				  name, (unsigned long long)t->numel, (unsigned long long)t->blob->size);
+		return tb_err_setc(err, TB_ERR_LIMIT, c->f->path,
+				   "tensor '%s': a view of %llu elements over a %llu-byte storage is too large", name,
+				   (unsigned long long)t->numel, (unsigned long long)t->blob->size);
 	return tb_tensor_check_bounds(t, c->f->path, err);
 }
 
@@ -354,7 +357,7 @@ static int walk_child(walk *w, const tb_pk_value *v, char *name, size_t len, con
 	size_t add = (len ? 1 : 0) + klen;
 
 	if (len + add > TB_MAX_NAME)
-		return tb_err_set(err, w->c->f->path, "tensor name longer than %d bytes", TB_MAX_NAME);
+		return tb_err_setc(err, TB_ERR_LIMIT, w->c->f->path, "tensor name longer than %d bytes", TB_MAX_NAME);
 	if (len)
 		name[len] = '.';
 	memcpy(name + len + (len ? 1 : 0), key, klen);
@@ -373,7 +376,8 @@ static int walk_value(walk *w, const tb_pk_value *v, char *name, size_t len, int
 	if (t)
 		return add_tensor(w->c, t, name, w->big, err);
 	if (depth > PT_MAX_DEPTH)
-		return tb_err_set(err, path, "containers nested deeper than %d (or a cycle)", PT_MAX_DEPTH);
+		return tb_err_setc(err, TB_ERR_LIMIT, path, "containers nested deeper than %d (or a cycle)",
+				   PT_MAX_DEPTH);
 	if (v->kind == TB_PK_DICT) {
 		for (size_t i = 0; i + 1 < v->u.seq.n; i += 2) {
 			const tb_pk_value *k = v->u.seq.v[i];
@@ -464,7 +468,8 @@ static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const cha
 	int rc = -1;
 
 	if (f->size >= 2 && f->data[0] == 0x80)
-		return tb_err_set(err, f->path, "legacy (pre-1.6) torch.save format is not supported: re-save it with a current torch");
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path,
+				   "legacy (pre-1.6) torch.save format is not supported: re-save it with a current torch");
 	if (tb_zip_open(f, &z, err) < 0)
 		return -1;
 	if (archive_prefix(z, f->path, aprefix, sizeof aprefix, err) < 0)
@@ -490,7 +495,7 @@ static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const cha
 	name = malloc(TB_MAX_NAME + 1);
 	pk = tb_pk_new(f->path, &hooks);
 	if (!c.blob_of || !c.storage_of || !name || !pk) {
-		tb_err_set(err, f->path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 		goto out;
 	}
 	if (tb_pk_run(pk, pkl, (size_t)e->usize, owned ? -1 : (int64_t)e->data_off, &root, err) < 0) {

@@ -88,8 +88,8 @@ static int parse_entry(const cJSON *item, st_entry *e, const char *path, tb_err 
 	if (k == sizeof st_dtypes / sizeof *st_dtypes)
 		return tb_err_set(err, path, "safetensors: tensor '%s' has unknown dtype '%s'", e->name, dt->valuestring);
 	if (st_dtypes[k].dtype < 0)
-		return tb_err_set(err, path, "safetensors: tensor '%s': dtype %s is not supported", e->name,
-				  dt->valuestring);
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "safetensors: tensor '%s': dtype %s is not supported",
+				   e->name, dt->valuestring);
 	e->dtype = (tb_dtype)st_dtypes[k].dtype;
 	if (!cJSON_IsArray(shape))
 		return tb_err_set(err, path, "safetensors: tensor '%s' has no shape array", e->name);
@@ -97,8 +97,8 @@ static int parse_entry(const cJSON *item, st_entry *e, const char *path, tb_err 
 	cJSON_ArrayForEach(dim, shape) {
 		uint64_t v;
 		if (e->ndim >= TB_MAX_DIMS)
-			return tb_err_set(err, path, "safetensors: tensor '%s' has more than %d dimensions", e->name,
-					  TB_MAX_DIMS);
+			return tb_err_setc(err, TB_ERR_LIMIT, path, "safetensors: tensor '%s' has more than %d dimensions",
+					   e->name, TB_MAX_DIMS);
 		if (!tb_json_uint(dim, &v))
 			return tb_err_set(err, path, "safetensors: tensor '%s': shape entries must be non-negative integers",
 					  e->name);
@@ -150,8 +150,8 @@ static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st
 	for (int i = 0; i < 8; i++)
 		hlen |= (uint64_t)d[i] << (8 * i);
 	if (hlen > ST_MAX_HEADER)
-		return tb_err_set(err, f->path, "safetensors: header length %llu exceeds the 100 MB cap",
-				  (unsigned long long)hlen);
+		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "safetensors: header length %llu exceeds the 100 MB cap",
+				   (unsigned long long)hlen);
 	if (hlen > f->size - 8)
 		return tb_err_set(err, f->path, "safetensors: header length %llu runs past the end of the file",
 				  (unsigned long long)hlen);
@@ -169,12 +169,12 @@ static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st
 	}
 	cap = (size_t)cJSON_GetArraySize(root);
 	if (cap > TB_MAX_TENSORS) {
-		tb_err_set(err, f->path, "safetensors: more than %d tensors", TB_MAX_TENSORS);
+		tb_err_setc(err, TB_ERR_LIMIT, f->path, "safetensors: more than %d tensors", TB_MAX_TENSORS);
 		goto out;
 	}
 	entries = calloc(cap ? cap : 1, sizeof *entries);
 	if (!entries) {
-		tb_err_set(err, f->path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 		goto out;
 	}
 	cJSON_ArrayForEach(item, root) {
@@ -280,7 +280,7 @@ static int st_index_index(tb_builder *b, const tb_file *f, const char *stem, con
 
 	(void)stem;
 	if (f->size > ST_INDEX_MAX)
-		return tb_err_set(err, f->path, "shard index larger than %u bytes", ST_INDEX_MAX);
+		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "shard index larger than %u bytes", ST_INDEX_MAX);
 	root = tb_json_parse(f->data ? (const char *)f->data : "", (size_t)f->size, f->path, "shard index", err);
 	if (!root)
 		return -1;
@@ -319,7 +319,7 @@ static int st_index_index(tb_builder *b, const tb_file *f, const char *stem, con
 			continue;
 		if ((size_t)snprintf(path, sizeof path, "%.*s%s", slash ? (int)(slash - f->path + 1) : 0, f->path,
 				     it->valuestring) >= sizeof path) {
-			tb_err_set(err, f->path, "shard path too long");
+			tb_err_setc(err, TB_ERR_LIMIT, f->path, "shard path too long");
 			goto out;
 		}
 		shard = tb_builder_open(b, path, err);

@@ -147,11 +147,11 @@ tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, c
 	int rc;
 
 	if (p->tensors.n >= TB_MAX_TENSORS) {
-		tb_err_set(err, path, "more than %d tensors", TB_MAX_TENSORS);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "more than %d tensors", TB_MAX_TENSORS);
 		return NULL;
 	}
 	if (lp + ln > TB_MAX_NAME) {
-		tb_err_set(err, path, "tensor name longer than %d bytes", TB_MAX_NAME);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "tensor name longer than %d bytes", TB_MAX_NAME);
 		return NULL;
 	}
 	t = calloc(1, sizeof *t);
@@ -161,7 +161,7 @@ tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, c
 		if (t)
 			free(t->name);
 		free(t);
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		return NULL;
 	}
 	memcpy(t->name, prefix, lp);
@@ -169,7 +169,8 @@ tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, c
 	t->path = path;
 	rc = strset_add(&p->names, t->name);
 	if (rc <= 0) {
-		tb_err_set(err, path, rc < 0 ? "out of memory" : "duplicate tensor name '%s'", t->name);
+		tb_err_setc(err, rc < 0 ? TB_ERR_NOMEM : TB_ERR_FORMAT, path,
+			    rc < 0 ? "out of memory" : "duplicate tensor name '%s'", t->name);
 		return NULL;
 	}
 	return t;
@@ -186,7 +187,7 @@ tb_blob *tb_builder_blob(tb_builder *b, tb_err *err)
 
 	if (!blob || ptrvec_push(&b->tree->priv->blobs, blob) < 0) {
 		tb_blob_free(blob);
-		tb_err_set(err, NULL, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		return NULL;
 	}
 	return blob;
@@ -200,7 +201,7 @@ static const tb_file *add_file(tb_tree_priv *p, const char *path, tb_err *err)
 		return NULL;
 	if (ptrvec_push(&p->files, f) < 0) {
 		tb_file_free(f);
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		return NULL;
 	}
 	return f;
@@ -212,12 +213,12 @@ const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
 	char real[PATH_MAX], *copy;
 
 	if (!realpath(path, real)) {
-		tb_err_set(err, path, "cannot open: %s", strerror(errno));
+		tb_err_setc(err, TB_ERR_IO, path, "cannot open: %s", strerror(errno));
 		return NULL;
 	}
 	copy = strdup(real);
 	if (!copy || ptrvec_push(&p->claimed, copy) < 0 || strset_add(&p->claimed_set, copy) < 0) {
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		return NULL;
 	}
 	return add_file(p, path, err);
@@ -286,23 +287,23 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
 	    (size_t)snprintf(relpath, sizeof relpath, "%s%s%s", rel, *rel ? "/" : "", name) >= sizeof relpath)
-		return tb_err_set(err, dir, "path too long under this directory");
+		return tb_err_setc(err, TB_ERR_LIMIT, dir, "path too long under this directory");
 	if (lstat(path, &st) < 0)
-		return tb_err_set(err, path, "cannot stat: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, path, "cannot stat: %s", strerror(errno));
 	if (S_ISLNK(st.st_mode)) {
 		if (!realpath(path, real))
 			return tb_err_set(err, path, "broken symbolic link");
 		if (!inside_root(w->root_real, real))
 			return tb_err_set(err, path, "symbolic link leaves the tree (points to %s)", real);
 		if (stat(path, &st) < 0)
-			return tb_err_set(err, path, "cannot stat: %s", strerror(errno));
+			return tb_err_setc(err, TB_ERR_IO, path, "cannot stat: %s", strerror(errno));
 	}
 	if (S_ISDIR(st.st_mode)) {
 		for (int i = 0; i <= w->depth; i++)
 			if (w->anc_dev[i] == st.st_dev && w->anc_ino[i] == st.st_ino)
 				return tb_err_set(err, path, "symbolic link loop (directory contains itself)");
 		if (w->depth >= MAX_DEPTH)
-			return tb_err_set(err, path, "directory nesting deeper than %d", MAX_DEPTH);
+			return tb_err_setc(err, TB_ERR_LIMIT, path, "directory nesting deeper than %d", MAX_DEPTH);
 		w->depth++;
 		w->anc_dev[w->depth] = st.st_dev;
 		w->anc_ino[w->depth] = st.st_ino;
@@ -315,7 +316,7 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 		return 0;
 	}
 	if (w->found.n >= MAX_FILES)
-		return tb_err_set(err, dir, "more than %d files in the tree", MAX_FILES);
+		return tb_err_setc(err, TB_ERR_LIMIT, dir, "more than %d files in the tree", MAX_FILES);
 	found *fo = calloc(1, sizeof *fo);
 	if (fo) {
 		fo->path = strdup(path);
@@ -327,7 +328,7 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 			free(fo->rel);
 		}
 		free(fo);
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
 	return 0;
 }
@@ -341,7 +342,7 @@ static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err)
 
 	d = opendir(dir);
 	if (!d)
-		return tb_err_set(err, dir, "cannot read directory: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, dir, "cannot read directory: %s", strerror(errno));
 	while ((de = readdir(d))) {
 		char *s;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -349,7 +350,7 @@ static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err)
 		s = strdup(de->d_name);
 		if (!s || ptrvec_push(&names, s) < 0) {
 			free(s);
-			rc = tb_err_set(err, dir, "out of memory");
+			rc = tb_err_setc(err, TB_ERR_NOMEM, dir, "out of memory");
 			break;
 		}
 	}
@@ -468,7 +469,7 @@ static int open_dir(tb_builder *b, const char *path, tb_err *err)
 	int rc;
 
 	if (!realpath(path, real) || stat(real, &st) < 0)
-		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, path, "cannot open: %s", strerror(errno));
 	w.root_real = real;
 	w.anc_dev[0] = st.st_dev;
 	w.anc_ino[0] = st.st_ino;
@@ -528,7 +529,7 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 		opts = &defaults;
 	}
 	if (stat(path, &st) < 0)
-		return tb_err_set(err, path, "cannot open: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, path, "cannot open: %s", strerror(errno));
 	tree = calloc(1, sizeof *tree);
 	if (tree) {
 		tree->priv = calloc(1, sizeof *tree->priv);
@@ -536,7 +537,7 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	}
 	if (!tree || !tree->priv || !tree->path) {
 		tb_tree_free(tree);
-		return tb_err_set(err, path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
 	b.tree = tree;
 	b.opts = opts;

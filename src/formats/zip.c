@@ -91,7 +91,7 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 	/* 0xFFFF: the value is in the zip64 record. */
 	if ((rd16(d + eocd + 4) != 0 && rd16(d + eocd + 4) != 0xFFFF) ||
 	    (rd16(d + eocd + 6) != 0 && rd16(d + eocd + 6) != 0xFFFF) || rd16(d + eocd + 8) != rd16(d + eocd + 10))
-		return tb_err_set(err, f->path, "zip: multi-disk archives are not supported");
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "zip: multi-disk archives are not supported");
 	end->n_entries = rd16(d + eocd + 10);
 	end->cd_size = rd32(d + eocd + 12);
 	end->cd_off = rd32(d + eocd + 16);
@@ -100,11 +100,11 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 		const unsigned char *loc = d + eocd - LOC64_LEN;
 		uint64_t off = rd64(loc + 8);
 		if (rd32(loc + 4) != 0 || rd32(loc + 16) > 1)
-			return tb_err_set(err, f->path, "zip: multi-disk archives are not supported");
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "zip: multi-disk archives are not supported");
 		if (off > eocd - LOC64_LEN || eocd - LOC64_LEN - off < EOCD64_LEN || rd32(d + off) != SIG_EOCD64)
 			return tb_err_set(err, f->path, "zip: zip64 end-of-central-directory locator points to no record");
 		if (rd32(d + off + 16) != 0 || rd32(d + off + 20) != 0 || rd64(d + off + 24) != rd64(d + off + 32))
-			return tb_err_set(err, f->path, "zip: multi-disk archives are not supported");
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "zip: multi-disk archives are not supported");
 		end->n_entries = rd64(d + off + 32);
 		end->cd_size = rd64(d + off + 40);
 		end->cd_off = rd64(d + off + 48);
@@ -118,7 +118,7 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 	if (end->cd_off + end->cd_size != end->limit)
 		return tb_err_set(err, f->path, "zip: central directory does not end where its end record starts");
 	if (end->n_entries > TB_ZIP_MAX_ENTRIES)
-		return tb_err_set(err, f->path, "zip: more than %d members", TB_ZIP_MAX_ENTRIES);
+		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "zip: more than %d members", TB_ZIP_MAX_ENTRIES);
 	if (end->n_entries > end->cd_size / CENTRAL_LEN)
 		return tb_err_set(err, f->path, "zip: %llu members cannot fit a %llu-byte central directory",
 				  (unsigned long long)end->n_entries, (unsigned long long)end->cd_size);
@@ -211,7 +211,7 @@ static int parse_central(const tb_file *f, const unsigned char *c, uint64_t avai
 				  (const char *)c + CENTRAL_LEN, why);
 	e->name = malloc((size_t)nlen + 1);
 	if (!e->name)
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	memcpy(e->name, c + CENTRAL_LEN, nlen);
 	e->name[nlen] = '\0';
 	e->is_dir = e->name[nlen - 1] == '/';
@@ -332,12 +332,12 @@ static int check_names_and_spans(tb_zip *z, span *spans, tb_err *err)
 		if (e->method != TB_ZIP_DEFLATE)
 			continue;
 		if (e->usize > TB_ZIP_MAX_INFLATE - inflate_total)
-			return tb_err_set(err, f->path, "zip: deflated members would inflate to more than the %llu-byte cap (member '%s')",
-					  (unsigned long long)TB_ZIP_MAX_INFLATE, e->name);
+			return tb_err_setc(err, TB_ERR_LIMIT, f->path, "zip: deflated members would inflate to more than the %llu-byte cap (member '%s')",
+					   (unsigned long long)TB_ZIP_MAX_INFLATE, e->name);
 		if (e->usize > TB_ZIP_RATIO_FLOOR && e->usize / TB_ZIP_MAX_RATIO > e->csize)
-			return tb_err_set(err, f->path, "zip: member '%s' would inflate %llu-fold (%llu bytes from %llu): a zip bomb?",
-					  e->name, (unsigned long long)(e->usize / (e->csize ? e->csize : 1)),
-					  (unsigned long long)e->usize, (unsigned long long)e->csize);
+			return tb_err_setc(err, TB_ERR_LIMIT, f->path, "zip: member '%s' would inflate %llu-fold (%llu bytes from %llu): a zip bomb?",
+					   e->name, (unsigned long long)(e->usize / (e->csize ? e->csize : 1)),
+					   (unsigned long long)e->usize, (unsigned long long)e->csize);
 		inflate_total += e->usize;
 	}
 	return 0;
@@ -356,13 +356,13 @@ int tb_zip_open(const tb_file *f, tb_zip **out, tb_err *err)
 		return -1;
 	z = calloc(1, sizeof *z);
 	if (!z)
-		return tb_err_set(err, f->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	z->file = f;
 	z->entries = calloc(end.n_entries ? end.n_entries : 1, sizeof *z->entries);
 	z->by_name = calloc(end.n_entries ? end.n_entries : 1, sizeof *z->by_name);
 	spans = calloc(end.n_entries ? end.n_entries : 1, sizeof *spans);
 	if (!z->entries || !z->by_name || !spans) {
-		tb_err_set(err, f->path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 		goto out;
 	}
 	pos = end.cd_off;
@@ -521,8 +521,9 @@ static int lazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *err
 	unsigned char *buf;
 
 	if (size > SIZE_MAX - 1 || !(buf = malloc((size_t)size + 1)))
-		return tb_err_set(err, c->file->path, "zip: out of memory inflating member '%s' (%llu bytes)", c->name,
-				  (unsigned long long)size);
+		return tb_err_setc(err, TB_ERR_NOMEM, c->file->path,
+				   "zip: out of memory inflating member '%s' (%llu bytes)", c->name,
+				   (unsigned long long)size);
 	if (inflate_member(c->file->path, c->name, c->file->data + c->data_off, c->csize, c->crc, buf, size,
 				   true, err) < 0) {
 		free(buf);
@@ -582,7 +583,7 @@ int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *e
 		c->name = strdup(e->name);
 	if (!c || !c->name) {
 		lazy_free(c);
-		return tb_err_set(err, z->file->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, z->file->path, "out of memory");
 	}
 	c->file = z->file;
 	c->data_off = e->data_off;
@@ -613,8 +614,9 @@ int tb_zip_read(const tb_zip *z, const tb_zip_entry *e, uint64_t max, const unsi
 {
 	*owned = NULL;
 	if (e->usize > max)
-		return tb_err_set(err, z->file->path, "zip: member '%s' is %llu bytes, more than the %llu allowed",
-				  e->name, (unsigned long long)e->usize, (unsigned long long)max);
+		return tb_err_setc(err, TB_ERR_LIMIT, z->file->path,
+				   "zip: member '%s' is %llu bytes, more than the %llu allowed", e->name,
+				   (unsigned long long)e->usize, (unsigned long long)max);
 	if (e->method == TB_ZIP_STORED) {
 		*data = z->file->data + e->data_off;
 		return check_stored(z, e, err);

@@ -209,8 +209,7 @@ static bool match_convention(const tb_convention *cv, const char *name, tb_cell 
 			/* {T} is always last: the rest of the name is the tap. */
 			if (!tb_tap_valid(s) || tb_tap_is_model_level(s))
 				return false;
-			cell->layer = layer;
-			snprintf(cell->tap, sizeof cell->tap, "%s", s);
+			tb_cell_make(cell, layer, s);
 			return layer >= 0;
 		} else if (*p++ != *s++) {
 			return false;
@@ -220,8 +219,7 @@ static bool match_convention(const tb_convention *cv, const char *name, tb_cell 
 		return false;
 	if (tb_tap_is_model_level(fixed_tap) != (layer == -1))
 		return false;
-	cell->layer = layer;
-	snprintf(cell->tap, sizeof cell->tap, "%s", fixed_tap);
+	tb_cell_make(cell, layer, fixed_tap);
 	return true;
 }
 
@@ -257,7 +255,7 @@ static bool apply_rule(const map_rule *r, const char *name, tb_cell *cell)
 	regmatch_t m[10];
 	char layer[32], tap[TB_TAP_LEN];
 	char *end;
-	long v;
+	long v = -1;
 
 	if (regexec(&r->re, name, 10, m, 0) != 0)
 		return false;
@@ -266,16 +264,14 @@ static bool apply_rule(const map_rule *r, const char *name, tb_cell *cell)
 	if (!r->layer) {
 		if (!tb_tap_is_model_level(tap))
 			return false;
-		cell->layer = -1;
 	} else {
 		if (!expand(r->layer, name, m, r->ngroups, layer, sizeof layer) || tb_tap_is_model_level(tap))
 			return false;
 		v = strtol(layer, &end, 10);
 		if (end == layer || *end || v < 0 || v > MAX_LAYER)
 			return false;
-		cell->layer = (int)v;
 	}
-	snprintf(cell->tap, sizeof cell->tap, "%s", tap);
+	tb_cell_make(cell, (int)v, tap);
 	return true;
 }
 
@@ -457,12 +453,12 @@ static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 		goto out;
 	}
 	if (cJSON_GetArraySize(rules) > MAP_MAX_RULES) {
-		tb_err_set(err, path, "map file has more than %d rules", MAP_MAX_RULES);
+		tb_err_setc(err, TB_ERR_LIMIT, path, "map file has more than %d rules", MAP_MAX_RULES);
 		goto out;
 	}
 	namer->rules = calloc((size_t)cJSON_GetArraySize(rules) + 1, sizeof *namer->rules);
 	if (!namer->rules) {
-		tb_err_set(err, path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		goto out;
 	}
 	cJSON_ArrayForEach(r, rules) {
@@ -489,12 +485,12 @@ static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 		namer->n_rules = ++i;
 		mr->pattern = strdup(match->valuestring);
 		if (!mr->pattern) {
-			tb_err_set(err, path, "out of memory");
+			tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 			goto out;
 		}
 		mr->ngroups = (int)mr->re.re_nsub;
 		if (mr->ngroups > 9) {
-			tb_err_set(err, path, "map rule %zu: \"match\" has more than 9 groups", i - 1);
+			tb_err_setc(err, TB_ERR_LIMIT, path, "map rule %zu: \"match\" has more than 9 groups", i - 1);
 			goto out;
 		}
 		mr->tap = template_string(tap, false);
@@ -533,7 +529,7 @@ static int namer_open(const char *map_path, const char *text, size_t len, tb_nam
 	*out = NULL;
 	if (!namer || (map_path && !(namer->path = strdup(map_path)))) {
 		tb_namer_free(namer);
-		return tb_err_set(err, map_path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, map_path, "out of memory");
 	}
 	if (map_path) {
 		root = text ? tb_json_parse(text, len, map_path, "map file", err)

@@ -128,8 +128,7 @@ static void last_hidden_state(side_vec *sd)
 		}
 	}
 	if (at < sd->n) {
-		sd->v[at].cell.layer = -1;
-		snprintf(sd->v[at].cell.tap, sizeof sd->v[at].cell.tap, "final_norm");
+		tb_cell_make_id(&sd->v[at].cell, -1, TB_TAP_FINAL_NORM);
 	}
 }
 
@@ -145,7 +144,7 @@ static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
 			return -1;
 		e = side_add(sd);
 		if (!e)
-			return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 		e->cell = m->cell;
 		e->cell.layer = (int)l;
 		e->t = v;
@@ -169,7 +168,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 			if (tb_name_is_token_ids(t->name))
 				continue; /* input ids are no cell; the sanity checks compare them */
 			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
-				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			continue;
 		}
 		if (m.user_rule >= 0)
@@ -177,7 +176,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		if (m.cell.layer == TB_LAYER_STACKED) {
 			if (t->ndim < 2) {
 				if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
-					return tb_err_set(err, NULL, "out of memory while pairing tensors");
+					return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			} else if (unstack(p, sd, &m, err) < 0) {
 				return -1;
 			}
@@ -185,7 +184,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		}
 		mapped *e = side_add(sd);
 		if (!e)
-			return tb_err_set(err, NULL, "out of memory while pairing tensors");
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 		*e = m;
 	}
 	last_hidden_state(sd);
@@ -270,11 +269,10 @@ static int split_fused(tb_pairing *p, side_vec *sd, const side_vec *other, const
 			at += w[k];
 			e = k == 0 ? &sd->v[i] : side_add(sd);
 			if (!e)
-				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			e->t = v;
 			e->user_rule = m.user_rule;
-			e->cell = m.cell;
-			snprintf(e->cell.tap, sizeof e->cell.tap, "%s", parts[k]);
+			tb_cell_make(&e->cell, m.cell.layer, parts[k]);
 		}
 	}
 	return 0;
@@ -308,7 +306,7 @@ static int settle(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *na
 			if (sd->v[w - 1].user_rule >= 0 && sd->v[i].user_rule >= 0)
 				return ambiguous(namer, tree, &sd->v[w - 1], &sd->v[i], err);
 			if (add_unpaired(p, si, sd->v[i].t, TB_UNP_DUPLICATE) < 0)
-				return tb_err_set(err, NULL, "out of memory while pairing tensors");
+				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			continue;
 		}
 		sd->v[w++] = sd->v[i];
@@ -342,7 +340,7 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 
 	*out = NULL;
 	if (!p || !hits) {
-		tb_err_set(err, NULL, "out of memory while pairing tensors");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 		goto fail;
 	}
 	for (int s = 0; s < 2; s++)
@@ -385,7 +383,7 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 	*out = p;
 	return 0;
 oom:
-	tb_err_set(err, NULL, "out of memory while pairing tensors");
+	tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 fail:
 	free(sd[0].v);
 	free(sd[1].v);

@@ -191,7 +191,7 @@ cJSON *tb_pass_json(const tb_pass *p)
 /* Set a corrupt history file aside and start afresh. */
 static void set_aside(tb_history *h, const char *why)
 {
-	char aside[4200];
+	char aside[sizeof h->path + 32]; /* the path, ".corrupt-" and a time */
 
 	snprintf(aside, sizeof aside, "%s.corrupt-%lld", h->path, (long long)time(NULL));
 	if (rename(h->path, aside) == 0)
@@ -320,7 +320,7 @@ static int save(const tb_history *h, const tb_session *s, tb_err *err)
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!text)
-		return tb_err_set(err, h->path, "out of memory writing the history");
+		return tb_err_setc(err, TB_ERR_NOMEM, h->path, "out of memory writing the history");
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h->path, (long)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -332,13 +332,13 @@ static int save(const tb_history *h, const tb_session *s, tb_err *err)
 			close(fd);
 		unlink(tmp);
 		free(text);
-		return tb_err_set(err, h->path, "cannot write the history: %s", strerror(e));
+		return tb_err_setc(err, TB_ERR_IO, h->path, "cannot write the history: %s", strerror(e));
 	}
 	free(text);
 	if (fclose(f) != 0 || rename(tmp, h->path) != 0) {
 		int e = errno;
 		unlink(tmp);
-		return tb_err_set(err, h->path, "cannot write the history: %s", strerror(e));
+		return tb_err_setc(err, TB_ERR_IO, h->path, "cannot write the history: %s", strerror(e));
 	}
 	return 0;
 }
@@ -391,7 +391,7 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 	}
 	grown = realloc(h->passes, (h->n + 1) * sizeof *h->passes);
 	if (!grown)
-		return tb_err_set(err, h->path, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, h->path, "out of memory");
 	h->passes = grown;
 	h->passes[h->n++] = p;
 	return h->path[0] ? save(h, s, err) : 0;

@@ -15,6 +15,7 @@
 #define TB_HISTORY_H
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
@@ -25,6 +26,8 @@
 #include "model/session.h"
 
 #define TB_HISTORY_MAX 200
+/* A warning quotes the history file, where it was set aside and why. */
+#define TB_HISTORY_WARNING_MAX (2 * PATH_MAX + TB_ERR_MSG_MAX + 64)
 
 typedef enum tb_move {
 	TB_MOVE_FIRST,     /* no earlier pass */
@@ -40,7 +43,7 @@ typedef struct tb_pass {
 	int number;                 /* 1-based */
 	time_t when;
 	char cand_digest[17];       /* hex */
-	char first_div[96];         /* "L0.attn", "" when nothing diverged */
+	char first_div[TB_CELL_NAME_MAX]; /* "L0.attn", "" when nothing diverged */
 	long first_div_index;       /* its place in forward order, -1 when none */
 	char top_cause[64];         /* "" when none */
 	char verdict[16];
@@ -52,10 +55,10 @@ typedef struct tb_pass {
 } tb_pass;
 
 typedef struct tb_history {
-	char path[4096];            /* the pair's history file */
+	char path[PATH_MAX];        /* the pair's history file */
 	tb_pass *passes;            /* oldest first */
 	size_t n;
-	char warning[512];          /* non-fatal trouble (corrupt file set aside), "" if none */
+	char warning[TB_HISTORY_WARNING_MAX]; /* non-fatal trouble (corrupt file set aside), "" if none */
 	bool in_memory;             /* passes are recorded but never saved */
 } tb_history;
 

@@ -316,44 +316,43 @@ char *tb_report_json(const tb_report *r)
 	return text;
 }
 
-/* The per-layer taps present anywhere in the result, in forward order. */
-static size_t layer_columns(const tb_result *res, const char **cols, size_t max)
+/* The per-layer taps present anywhere in the result, in forward order, as
+ * cells of layer 0. */
+static size_t layer_columns(const tb_result *res, tb_cell *cols, size_t max)
 {
 	size_t n = 0;
-	tb_cell cells[64];
 
 	for (size_t i = 0; i < res->n_cells; i++) {
-		const tb_cell *c = &res->cells[i].cell;
+		tb_cell col = res->cells[i].cell;
 		bool seen = false;
-		if (c->layer < 0)
+		if (col.layer < 0)
 			continue;
+		col.layer = 0;
 		for (size_t k = 0; k < n && !seen; k++)
-			seen = !strcmp(cols[k], c->tap);
+			seen = tb_cell_eq(&cols[k], &col);
 		if (seen || n == max)
 			continue;
-		cols[n] = c->tap;
-		cells[n].layer = 0;
-		snprintf(cells[n].tap, sizeof cells[n].tap, "%s", c->tap);
-		n++;
+		cols[n++] = col;
 	}
 	/* Insertion sort by forward order (n is small). */
 	for (size_t i = 1; i < n; i++) {
-		for (size_t j = i; j > 0 && tb_cell_cmp(&cells[j], &cells[j - 1]) < 0; j--) {
-			tb_cell tc = cells[j];
-			const char *ts = cols[j];
-			cells[j] = cells[j - 1];
+		for (size_t j = i; j > 0 && tb_cell_cmp(&cols[j], &cols[j - 1]) < 0; j--) {
+			tb_cell tc = cols[j];
 			cols[j] = cols[j - 1];
-			cells[j - 1] = tc;
-			cols[j - 1] = ts;
+			cols[j - 1] = tc;
 		}
 	}
 	return n;
 }
 
-static const tb_cell_result *cell_at(const tb_result *res, int layer, const char *tap)
+/* The result of column col's tap in a layer (-1: model level). */
+static const tb_cell_result *cell_at(const tb_result *res, int layer, const tb_cell *col)
 {
+	tb_cell want = *col;
+
+	want.layer = layer;
 	for (size_t i = 0; i < res->n_cells; i++)
-		if (res->cells[i].cell.layer == layer && !strcmp(res->cells[i].cell.tap, tap))
+		if (tb_cell_eq(&res->cells[i].cell, &want))
 			return &res->cells[i];
 	return NULL;
 }
@@ -370,14 +369,14 @@ static void put_line(FILE *out, char *line)
 
 static void text_grid(FILE *out, const tb_result *res)
 {
-	static const char *const model_taps[] = {"embed", "final_norm", "logits"};
-	const char *cols[64];
+	static const tb_tap_id model_taps[] = {TB_TAP_EMBED, TB_TAP_FINAL_NORM, TB_TAP_LOGITS};
+	tb_cell cols[64];
 	size_t nc = layer_columns(res, cols, 64), len;
 	char line[4096];
 
 	len = (size_t)snprintf(line, sizeof line, "%-11s", "");
 	for (size_t k = 0; k < nc && len < sizeof line; k++)
-		len += (size_t)snprintf(line + len, sizeof line - len, " %s", cols[k]);
+		len += (size_t)snprintf(line + len, sizeof line - len, " %s", cols[k].tap);
 	put_line(out, line);
 	for (int m = 0; m < 3; m++) {
 		if (m == 1) {
@@ -386,17 +385,19 @@ static void text_grid(FILE *out, const tb_result *res)
 				snprintf(label, sizeof label, "L%d", layer);
 				len = (size_t)snprintf(line, sizeof line, "%-11s", label);
 				for (size_t k = 0; k < nc && len < sizeof line; k++) {
-					const tb_cell_result *c = cell_at(res, layer, cols[k]);
+					const tb_cell_result *c = cell_at(res, layer, &cols[k]);
 					len += (size_t)snprintf(line + len, sizeof line - len, " %c%*s",
 								c ? tb_status_glyph(c->status) : ' ',
-								(int)strlen(cols[k]) - 1, "");
+								(int)strlen(cols[k].tap) - 1, "");
 				}
 				put_line(out, line);
 			}
 		}
-		const tb_cell_result *c = cell_at(res, -1, model_taps[m]);
+		tb_cell model;
+		tb_cell_make_id(&model, -1, model_taps[m]);
+		const tb_cell_result *c = cell_at(res, -1, &model);
 		if (c)
-			fprintf(out, "%-11s %c\n", model_taps[m], tb_status_glyph(c->status));
+			fprintf(out, "%-11s %c\n", model.tap, tb_status_glyph(c->status));
 	}
 	fprintf(out, "legend: . match  ~ close  X diverged  - missing  (blank: not dumped)\n");
 }
@@ -404,7 +405,7 @@ static void text_grid(FILE *out, const tb_result *res)
 static void text_cell(FILE *out, const tb_cell_result *c)
 {
 	const tb_metrics *m = &c->m;
-	char name[96], shape[128], idx[128];
+	char name[TB_CELL_NAME_MAX], shape[128], idx[128];
 
 	tb_cell_name(&c->cell, name, sizeof name);
 	fprintf(out, "  cell %s: %s (%s)\n", name, tb_status_name(c->status), c->reason);
@@ -505,7 +506,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 			fprintf(out, "  ... and %zu more\n", n - MAX_UNPAIRED_SHOWN);
 	}
 	if (res->first_div >= 0) {
-		char name[96];
+		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
 		fprintf(out, "\nfirst divergence: %s\n", name);
 		text_cell(out, &res->cells[res->first_div]);

@@ -24,7 +24,7 @@ int tb_run_config_load(tb_run_config *cfg, const tb_run_opts *o, tb_err *err)
 	cfg->opts = *o;
 	cfg->rules = tb_ruleset_new();
 	if (!cfg->rules)
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	if (tb_ruleset_add_standard(cfg->rules, o->rules_file, err) < 0 ||
 	    (o->tol_file && tb_tolfile_load(o->tol_file, &cfg->tolfile, err) < 0) ||
 	    (o->map_file && !strcmp(o->map_file, "-") &&

@@ -74,7 +74,7 @@ static float *prefix(tb_tensor *t, size_t len, tb_err *err)
 	float *x = malloc(len * sizeof *x);
 
 	if (!x) {
-		tb_err_set(err, t->path, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory");
 		return NULL;
 	}
 	if (tb_tensor_acquire(t, err) < 0) {
@@ -94,7 +94,7 @@ static int load(const tb_series *s, size_t ns, loaded *ld, tb_err *err)
 	ld->numel = numel;
 	ld->x = calloc(ns + 1, sizeof *ld->x);
 	if (!ld->x)
-		return tb_err_set(err, NULL, "out of memory");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	if (ld->hidden <= 0)
 		return 0;
 	ld->len = numel < PREFIX_ELEMS ? numel : PREFIX_ELEMS;
@@ -104,7 +104,7 @@ static int load(const tb_series *s, size_t ns, loaded *ld, tb_err *err)
 	for (size_t i = 0; i < ns; i++) {
 		ld->x[i] = calloc(s[i].n + 1, sizeof *ld->x[i]);
 		if (!ld->x[i])
-			return tb_err_set(err, NULL, "out of memory");
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		for (size_t k = 0; k < s[i].n; k++) {
 			if (s[i].t[k]->numel != numel || last_dim(s[i].t[k]) != ld->hidden)
 				continue;
@@ -220,7 +220,7 @@ int tb_structure_infer(const tb_series *s, size_t ns, tb_tensor *const *singles,
 	out->single_tap = calloc(n1 + 1, sizeof *out->single_tap);
 	out->single_conf = calloc(n1 + 1, sizeof *out->single_conf);
 	if (!out->series_tap || !out->series_conf || !out->single_tap || !out->single_conf) {
-		tb_err_set(err, NULL, "out of memory");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		goto done;
 	}
 	if (load(s, ns, &ld, err) < 0)

@@ -346,8 +346,7 @@ static int add_cell(tb_suggestion *sg, int side, int layer, const char *tap)
 	if (!v)
 		return -1;
 	sg->cells[side] = v;
-	v[sg->n_cells[side]].layer = layer;
-	snprintf(v[sg->n_cells[side]].tap, sizeof v->tap, "%s", tap);
+	tb_cell_make(&v[sg->n_cells[side]], layer, tap);
 	sg->n_cells[side]++;
 	return 0;
 }
@@ -423,7 +422,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 	int rc = -1;
 
 	if (!series || !singles || !of_series || !of_single) {
-		tb_err_set(err, NULL, "out of memory suggesting a map");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
 		goto out;
 	}
 	for (size_t g = 0; g < ng; g++) {
@@ -445,7 +444,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 		if (!t || !num) {
 			free(t);
 			free(num);
-			tb_err_set(err, NULL, "out of memory suggesting a map");
+			tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
 			goto out;
 		}
 		for (size_t i = 0; i < gs[g].n; i++) {
@@ -472,7 +471,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 		rc = emit_rules(sg, side, g, st.series_tap[i], offset, st.series_conf[i], evidence);
 	}
 	if (rc < 0)
-		tb_err_set(err, NULL, "out of memory suggesting a map");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
 	for (size_t i = 0; i < nsi && rc == 0; i++) {
 		const group *g = &gs[of_single[i]];
 		char evidence[EVIDENCE_MAX];
@@ -486,7 +485,7 @@ static int structural(tb_suggestion *sg, int side, group *gs, size_t ng, tb_err 
 		rc = emit_rules(sg, side, g, st.single_tap[i], 0, st.single_conf[i], evidence);
 	}
 	if (rc < 0)
-		tb_err_set(err, NULL, "out of memory suggesting a map");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
 	tb_structure_done(&st);
 out:
 	for (size_t i = 0; series && i < nse; i++) {
@@ -512,8 +511,8 @@ static int suggest_side(const tb_session *s, int side, tb_suggestion *sg, tb_err
 	int rc = -1;
 
 	if (!ps)
-		return tb_err_set(err, NULL, "out of memory suggesting a map");
-	tb_err_set(err, NULL, "out of memory suggesting a map");
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
+	tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory suggesting a map");
 	for (size_t i = 0; i < p->n_unp[side]; i++)
 		if (p->unp[side][i].kind == TB_UNP_UNMAPPED)
 			parse(p->unp[side][i].tensor, &ps[n++]);
@@ -657,7 +656,7 @@ char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const 
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!text)
-		tb_err_set(err, NULL, "out of memory writing the map");
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory writing the map");
 	return text;
 }
 

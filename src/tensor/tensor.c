@@ -92,8 +92,8 @@ int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char
 	uint64_t n = 1, bytes;
 
 	if (ndim < 0 || ndim > TB_MAX_DIMS)
-		return tb_err_set(err, file, "tensor '%s': rank %d is not supported (max %d)", t->name, ndim,
-				  TB_MAX_DIMS);
+		return tb_err_setc(err, TB_ERR_LIMIT, file, "tensor '%s': rank %d is not supported (max %d)", t->name,
+				   ndim, TB_MAX_DIMS);
 	for (int i = 0; i < ndim; i++) {
 		if (shape[i] < 0)
 			return tb_err_set(err, file, "tensor '%s': negative dimension %lld", t->name,

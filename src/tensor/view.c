@@ -19,7 +19,7 @@ static tb_tensor *entry(const tb_tensor *t, const char *suffix, tb_err *err)
 		return v;
 	}
 	free(v);
-	tb_err_set(err, t->path, "out of memory");
+	tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory");
 	return NULL;
 }
 

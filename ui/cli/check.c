@@ -45,7 +45,7 @@ static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
 	if (o->json) {
 		char *text = tb_report_json(rep);
 		if (!text)
-			return tb_err_set(err, NULL, "out of memory writing the report");
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory writing the report");
 		puts(text);
 		free(text);
 	} else {

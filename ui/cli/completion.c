@@ -35,7 +35,9 @@ static void add_word(char *buf, size_t size, const char *word)
 {
 	size_t len = strlen(buf);
 
-	snprintf(buf + len, size - len, "%s%s", len ? " " : "", word);
+	/* A word that does not fit is left out whole, not cut. */
+	if ((size_t)snprintf(buf + len, size - len, "%s%s", len ? " " : "", word) >= size - len)
+		buf[len] = '\0';
 }
 
 /* The words an option's argument completes from ("" when it takes none or

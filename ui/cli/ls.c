@@ -129,7 +129,7 @@ int tb_cmd_ls(const tb_options *o)
 	}
 	if (o->json) {
 		if (ls_json(l.tree, l.namer, &l.names, cfg.tolfile, &o->tol) < 0) {
-			tb_err_set(&err, NULL, "out of memory");
+			tb_err_setc(&err, TB_ERR_NOMEM, NULL, "out of memory");
 			rc = tb_die(&err);
 		}
 	} else {

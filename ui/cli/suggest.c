@@ -28,7 +28,7 @@ int tb_cmd_suggest(const tb_options *o)
 	}
 	text = tb_suggestion_json(&sg);
 	if (!text) {
-		tb_err_set(&err, NULL, "out of memory writing the map");
+		tb_err_setc(&err, TB_ERR_NOMEM, NULL, "out of memory writing the map");
 		rc = tb_die(&err);
 	} else {
 		puts(text);

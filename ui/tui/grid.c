@@ -20,10 +20,10 @@ static int col_index(const grid *g, const char *tap)
 
 static int tap_cmp(const void *a, const void *b)
 {
-	tb_cell x = {0, ""}, y = {0, ""};
+	tb_cell x, y;
 
-	snprintf(x.tap, sizeof x.tap, "%s", (const char *)a);
-	snprintf(y.tap, sizeof y.tap, "%s", (const char *)b);
+	tb_cell_make(&x, 0, a);
+	tb_cell_make(&y, 0, b);
 	return tb_cell_cmp(&x, &y);
 }
 
@@ -31,9 +31,9 @@ static int row_of_cell(const grid *g, const tb_cell *c)
 {
 	if (c->layer >= 0)
 		return c->layer + 1;
-	if (!strcmp(c->tap, "embed"))
+	if (c->id == TB_TAP_EMBED)
 		return 0;
-	return !strcmp(c->tap, "final_norm") ? g->n_layers + 1 : g->n_layers + 2;
+	return c->id == TB_TAP_FINAL_NORM ? g->n_layers + 1 : g->n_layers + 2;
 }
 
 int grid_init(grid *g, const tb_pairing *p)

@@ -137,7 +137,7 @@ unsigned reload_recompare(view *v)
 static unsigned install(view *v, tb_run *r)
 {
 	long sel = grid_selected(&v->g);
-	tb_cell keep = {-1, ""};
+	tb_cell keep = {-1, "", TB_TAP_NONE};
 	bool folded = v->g.folded;
 	char filter[sizeof v->g.filter_text], msg[256];
 

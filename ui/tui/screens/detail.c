@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "compare/inspect.h"
+#include "diagnose/heads.h"
 #include "run/report.h"
 #include "tui/doc.h"
 #include "tui/draw.h"
@@ -60,88 +61,18 @@ static const tb_cell_result *cur_cell(const view *v)
 	return &view_result(v)->cells[d_state.pair];
 }
 
-static int64_t last_dim(const tb_tensor *x)
-{
-	int64_t sq[TB_MAX_DIMS];
-	int n = x ? tb_tensor_squeezed(x, sq) : 0;
-
-	return n > 0 ? sq[n - 1] : 0;
-}
-
-/* Heads of a [.., S, H, D] or [.., H, S, D] tensor, given S. */
-static int heads_of_shape(const tb_tensor *x, int64_t seq)
-{
-	int64_t sq[TB_MAX_DIMS];
-	int n = x ? tb_tensor_squeezed(x, sq) : 0;
-
-	if (n < 3 || seq <= 0)
-		return 0;
-	if (sq[n - 3] == seq)
-		return (int)sq[n - 2];
-	if (sq[n - 2] == seq)
-		return (int)sq[n - 3];
-	return 0;
-}
-
-static const tb_tensor *layer_tensor(const view *v, int layer, const char *tap)
-{
-	tb_cell c = {layer, ""};
-	long i;
-
-	snprintf(c.tap, sizeof c.tap, "%s", tap);
-	i = tb_pairing_find(view_pairing(v), &c);
-	return i < 0 ? NULL : view_pairing(v)->pairs[i].ref;
-}
-
-/* Head count and dimension of an attention cell: from --heads/--kv-heads,
- * or from 4-D attn.q/attn.k shapes; 0 heads when unknown. */
-static void find_heads(view *v, const tb_cell_result *c)
+/* Head count and dimension of an attention cell: the library's one
+ * inference (diagnose/heads), as the diagnosis sees them. */
+static void find_heads(view *v)
 {
 	detail *d = &d_state;
-	const char *tap = c->cell.tap, *parent = tb_tap_parent(tap);
-	bool kv = !strcmp(tap, "attn.k") || !strcmp(tap, "attn.v");
-	const tb_tensor *q = layer_tensor(v, c->cell.layer, "attn.q"), *k = layer_tensor(v, c->cell.layer, "attn.k");
-	const tb_tensor *attn = layer_tensor(v, c->cell.layer, "attn");
-	int64_t qw = last_dim(q), kw = last_dim(k), w = last_dim(c->ref);
-	int hq = v->cfg->opts.heads, hkv = v->cfg->opts.kv_heads, n;
+	tb_heads h;
 
-	d->heads = 0;
-	d->head_dim = 0;
-	d->heads_from = NULL;
-	d->note[0] = '\0';
-	if (strcmp(tap, "attn") != 0 && !(parent && !strcmp(parent, "attn")))
-		return;
-	if (hq || hkv) {
-		d->heads_from = hq ? "--heads" : "--kv-heads";
-		if (hq && !hkv && qw > 0 && kw > 0 && (hq * kw) % qw == 0)
-			hkv = (int)(hq * kw / qw);
-		if (hkv && !hq && qw > 0 && kw > 0 && (hkv * qw) % kw == 0)
-			hq = (int)(hkv * qw / kw);
-		if (!hkv)
-			hkv = hq;
-	} else {
-		int64_t seq = 0, sq[TB_MAX_DIMS];
-		int na = attn ? tb_tensor_squeezed(attn, sq) : 0;
-		if (na >= 2)
-			seq = sq[na - 2];
-		hq = heads_of_shape(q, seq);
-		hkv = heads_of_shape(k, seq);
-		d->heads_from = "inferred from attn.q/attn.k shapes";
-	}
-	n = kv ? hkv : hq;
-	if (n <= 0) {
-		snprintf(d->note, sizeof d->note, "head count unknown: give --heads N (and --kv-heads N for GQA)");
-		return;
-	}
-	if (w % n == 0 && tb_head_layout_of(c, n, w / n) == TB_HEADS_LAST)
-		d->head_dim = w / n;
-	else if (tb_head_layout_of(c, n, w) != TB_HEADS_NONE)
-		d->head_dim = w;
-	if (!d->head_dim) {
-		snprintf(d->note, sizeof d->note, "the shape does not split into %d heads", n);
-		return;
-	}
-	d->heads = n;
+	tb_heads_infer(view_result(v), d->pair, v->cfg->opts.heads, v->cfg->opts.kv_heads, &h);
+	d->heads = h.n;
+	d->head_dim = h.head_dim;
+	d->heads_from = h.n ? h.source : NULL;
+	snprintf(d->note, sizeof d->note, "%s", h.note);
 }
 
 static void load_channels(view *v)
@@ -190,7 +121,7 @@ static void load(view *v, long pair)
 	else
 		d->have_diff = true;
 	load_channels(v);
-	find_heads(v, c);
+	find_heads(v);
 	if (d->heads > 0) {
 		d->head = calloc((size_t)d->heads, sizeof *d->head);
 		if (!d->head || tb_inspect_heads(c, d->heads, d->head_dim, d->head, &err) < 0) {
