@@ -300,7 +300,8 @@ static int settle(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *na
 {
 	size_t w = 0;
 
-	qsort(sd->v, sd->n, sizeof *sd->v, cmp_mapped);
+	if (sd->n > 1)
+		qsort(sd->v, sd->n, sizeof *sd->v, cmp_mapped);
 	for (size_t i = 0; i < sd->n; i++) {
 		if (w > 0 && tb_cell_eq(&sd->v[w - 1].cell, &sd->v[i].cell)) {
 			if (sd->v[w - 1].user_rule >= 0 && sd->v[i].user_rule >= 0)

@@ -527,7 +527,8 @@ static int suggest_side(const tb_session *s, int side, tb_suggestion *sg, tb_err
 	}
 	if (candidates(p, side, gs, ng, &cs, &nc) < 0)
 		goto out;
-	qsort(cs, nc, sizeof *cs, by_score);
+	if (nc > 1)
+		qsort(cs, nc, sizeof *cs, by_score);
 	group_used = calloc(ng + 1, sizeof *group_used);
 	chosen = calloc(nc + 1, sizeof *chosen);
 	if (!group_used || !chosen)

@@ -211,6 +211,7 @@ expect_clean_exit() {
 	elif ! has_line "^TBISECT_EXIT=$3\$"; then
 		not_ok "$2" "exit status is not $3"
 		diag_screen
+		diag_file "$TAP_TMP/stderr-$1"
 	elif grep -q -e "Sanitizer" -e "runtime error:" "$TAP_TMP/stderr-$1" 2>/dev/null; then
 		not_ok "$2" "sanitizer report on stderr"
 		diag_file "$TAP_TMP/stderr-$1"

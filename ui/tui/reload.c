@@ -235,6 +235,7 @@ static unsigned swap_in(view *v)
 		free(changed);
 		return flags;
 	}
+	drop_changed(v);
 	v->changed = changed;
 	v->n_changed = changed ? n_changed : 0;
 	v->exit_code = tb_run_exit_code(&v->run);
