@@ -563,7 +563,7 @@ static void test_error_codes(void **state)
 	};
 	const size_t n_codes = sizeof codes / sizeof *codes;
 	const int64_t shape[1] = {1}, deep[TB_MAX_DIMS + 1] = {1};
-	const float x[1] = {1};
+	const float x[2] = {1, 0}; /* one complex64 element, or one float */
 	tb_err err;
 	(void)state;
 

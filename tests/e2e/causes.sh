@@ -5,7 +5,6 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
 
 # rank_of ID: 1-based rank of cause ID in $TAP_OUT, 0 when absent.

@@ -7,10 +7,7 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
-XDG_STATE_HOME=$T/state
-export XDG_STATE_HOME
 PY=$(find_python numpy) || {
 	echo "1..0 # SKIP no python3 with numpy (Debian: python3-numpy)"
 	exit 0

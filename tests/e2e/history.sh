@@ -5,8 +5,6 @@ set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 T=$TAP_TMP
-XDG_STATE_HOME=$T/state
-export XDG_STATE_HOME
 
 # pass BUG...: rewrite the candidate with tbgen, then run check --history.
 pass() {

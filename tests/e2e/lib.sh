@@ -36,13 +36,17 @@ TAP_AT_EXIT=
 # for ever: no check passes or fails by how fast something happens.
 TAP_WAIT=${TAP_WAIT:-60}
 
-# tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN/JSONQ, make $TAP_TMP.
+# tap_setup: default top_srcdir/top_builddir to ., set TBISECT/TBGEN/JSONQ/MKDEMO,
+# make $TAP_TMP, and keep pass history in it (XDG_STATE_HOME).
 tap_setup() {
 	: "${top_srcdir:=.}" "${top_builddir:=.}"
 	TBISECT=$top_builddir/tbisect
 	TBGEN=$top_builddir/tests/tbgen
 	JSONQ=$top_builddir/tests/jsonq
-	TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
+		TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
+	# Pass history goes to the test's own folder, never the user's.
+	XDG_STATE_HOME=$TAP_TMP/state
+	export XDG_STATE_HOME
 	trap tap_exit EXIT
 	trap 'exit 130' INT TERM HUP
 	TAP_OUT=$TAP_TMP/.stdout

@@ -6,10 +6,7 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
-XDG_STATE_HOME=$T/state
-export XDG_STATE_HOME
 
 "$MKDEMO" "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
 mv "$T/cand/model.layers.0.npy" "$T/cand/blk_0.npy"

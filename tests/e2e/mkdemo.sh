@@ -7,7 +7,6 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
 
 

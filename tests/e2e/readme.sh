@@ -5,7 +5,6 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
 
 sed -n '/^Samples$/,/^Dumping your own models$/p' "$top_srcdir/README" >"$T/samples"

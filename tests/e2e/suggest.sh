@@ -5,10 +5,7 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
-MKDEMO=$top_builddir/samples/mkdemo
 T=$TAP_TMP
-XDG_STATE_HOME=$T/state
-export XDG_STATE_HOME
 
 "$MKDEMO" --bug rope-style "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
 
