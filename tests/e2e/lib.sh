@@ -43,7 +43,8 @@ tap_setup() {
 	TBISECT=$top_builddir/tbisect
 	TBGEN=$top_builddir/tests/tbgen
 	JSONQ=$top_builddir/tests/jsonq
-		TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
+	MKDEMO=$top_builddir/samples/mkdemo
+	TAP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tbe2e.XXXXXX") || bail_out "mktemp -d failed"
 	# Pass history goes to the test's own folder, never the user's.
 	XDG_STATE_HOME=$TAP_TMP/state
 	export XDG_STATE_HOME
