@@ -59,7 +59,7 @@ pass 1: first divergence L2.mlp
 causes of L2.mlp: weight-mapping 0.90 ...  (c: causes pane)
 L2.mlp diverged: rel_l2 0.298 > diverge 0.01
 rel_l2 3.0e-01 cosine 0.9586 max_abs 1.5e+00 norm_ratio 1.0446 allclose 0.3750
-? help  Enter open  f first-divergence  : prompt  q quit
+? help  Enter open  f first divergence  c causes  : command  q quit
 SCREEN
 same_screen detail.txt "detail of the first divergence, 80x24" <<'SCREEN'
 L2.mlp  diverged: rel_l2 0.298 > diverge 0.01
@@ -85,7 +85,7 @@ cosine  ...XXXXX
 pos 3: rel_l2 0.45363  cosine 0.916439  norm_ratio 1.1301
 worst channels at pos 3:  index                    ref        cand      |diff|
                             [0, 3, 61]           0.57918      1.5995      1.0204
-? help  Enter open  f first-divergence  : prompt  q quit
+Left/Right position  f first bad position  n next bad  Up/Down scroll  Esc back
 SCREEN
 same_screen wide.txt "heatmap by cosine after a resize to 100x30" <<'SCREEN'
 tbisect  DIVERGED  first divergence L2.mlp pos 3  paired 23  unpaired 0/0

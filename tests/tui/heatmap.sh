@@ -55,8 +55,34 @@ expect_screen main "m cycles back to rel_l2" "rel_l2 1e-08"
 tm send-keys -t tb:main -l "$(printf '\033[<0;25;8M')"
 tm send-keys -t tb:main -l "$(printf '\033[<0;25;8m')"
 expect_screen main "a mouse click selects the cell under it" "L2.attn diverged: rel_l2"
+# The wheel (SGR buttons 64 and 65) moves as Up and Down do, a few rows a notch.
+tm send-keys -t tb:main -l "$(printf '\033[<65;25;8M')"
+expect_gone main "the wheel down moves the cursor down" "L2.attn diverged: rel_l2"
+tm send-keys -t tb:main -l "$(printf '\033[<64;25;8M')"
+expect_screen main "the wheel up moves it back" "L2.attn diverged: rel_l2"
+tm resize-window -t tb:main -x 80 -y 16
+keys main Enter
+expect_screen main "the detail of L2.attn, on a screen too short for it" "statistic          ref"
+tm send-keys -t tb:main -l "$(printf '\033[<65;25;8M')"
+expect_gone main "the wheel scrolls the detail screen too" "(Esc/q back, Up/Down scroll)"
+keys main Escape
+tm resize-window -t tb:main -x 80 -y 24
 keys main q
 expect_clean_exit main "q quits with exit 1 (diverged), terminal restored" 1
+
+# --no-mouse: the terminal keeps the mouse; a click selects nothing.
+tui_start nomouse 80 24 -- --no-mouse ref cand
+wait_for nomouse "DIVERGED" || bail_out "the heatmap did not come up"
+# mouse_any NAME: the pane of window NAME has asked tmux for mouse reports.
+mouse_any() {
+	test "$(tm display -p -t "tb:$1" '#{mouse_any_flag}')" = 1
+}
+check_that "--no-mouse: the view asks the terminal for no mouse reports" \
+	test "$(tm display -p -t tb:nomouse '#{mouse_any_flag}')" = 0
+keys nomouse : "set mouse" Enter
+if wait_until mouse_any nomouse; then ok ":set mouse turns the reports on"; else not_ok ":set mouse turns the reports on" "no mouse reports"; fi
+keys nomouse q
+expect_clean_exit nomouse "--no-mouse: q quits" 1
 
 tui_start sub 80 24 -- sref scand
 wait_for sub "DIVERGED" || bail_out "the heatmap did not come up"

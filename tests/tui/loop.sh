@@ -87,6 +87,8 @@ expect_screen w "broken file: the error is shown" "reload failed, showing the la
 expect_screen w "broken file: the status line points to it, not repeats it" "reload failed: the last good view stays (the error is under the grid)"
 expect_screen w "broken file: and what is wrong with it" "safetensors: header length 1936 runs past the end of the file"
 expect_screen w "broken file: the last good view stays" "first divergence L0.mlp pos 0"
+expect_at w "broken file: the header says the verdict is the last good one, and the reload failed" 1 \
+	'^tbisect  DIVERGED  \(last good\) RELOAD FAILED  first divergence L0\.mlp'
 expect_screen w "broken file: the last pass stays in the banner" "pass 5: first divergence still L0.mlp"
 keys w f Enter
 expect_screen w "broken file: the detail is not re-read from the changed file" "the dump files changed since this view read them"

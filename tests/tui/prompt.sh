@@ -93,6 +93,38 @@ expect_screen p "/ says when nothing matches" "search: nothing matches 'nosuchte
 keys p / "[" Enter
 expect_screen p "/ says when the pattern is no regex, as :filter does" "search: bad regular expression '['"
 
+# n and N follow the last / search, as in vi and less; Esc on the heatmap ends it.
+keys p : "goto L0.attn" Enter
+keys p / "mlp_norm" Enter
+expect_screen p "/ mlp_norm from L0.attn: L0.mlp_norm" "L0.mlp_norm match"
+keys p n
+expect_screen p "n after a search: the next match" "/mlp_norm: L1.mlp_norm (n next, N previous, Esc ends the search)"
+keys p n N
+expect_screen p "N after a search: the previous match" "/mlp_norm: L1.mlp_norm"
+keys p Escape
+expect_screen p "Esc on the heatmap ends the search" "search 'mlp_norm' cleared: n/N go to diverged cells again"
+keys p : "goto L0.attn" Enter n
+expect_screen p "after Esc, n goes to the next diverged cell again" "L2.mlp diverged: rel_l2"
+
+# Commands by a unique prefix; an ambiguous one names the candidates.
+keys p : "go L2.mlp" Enter
+expect_screen p ":go is :goto" "L2.mlp diverged: rel_l2"
+keys p : "h" Enter
+expect_screen p ":h is ambiguous, and says between what" "'h' is ambiguous: history, help"
+keys p : "exp ~/report.json" Enter
+expect_screen p ":exp is :export, and ~ is the home directory" "wrote $HOME/report.json"
+check_that ":exp ~/report.json wrote the report under HOME" test -s "$HOME/report.json"
+keys p : "exp ~nosuchuser_tb/r.json" Enter
+expect_screen p "~user of no user says so" "export: cannot expand '~nosuchuser_tb/r.json'"
+keys p : "set nomouse" Enter
+expect_screen p ":set nomouse leaves the mouse to the terminal" "nomouse: the terminal selects text (:set mouse)"
+tm send-keys -t tb:p -l "$(printf '\033[<0;25;8M')"
+tm send-keys -t tb:p -l "$(printf '\033[<0;25;8m')"
+keys p : "set mouse" Enter
+expect_screen p ":set mouse takes it back" "mouse: on (clicks select, the wheel scrolls; :set nomouse)"
+keys p : "set colour" Enter
+expect_screen p ":set with an unknown setting says so" "set: unknown setting 'colour' (mouse, nomouse)"
+
 keys p : "help" Enter
 expect_screen p "help opens the help screen" "tbisect help"
 expect_line p "help lists keys from the keymap" '^  f +first-divergence +jump to the first divergence'
@@ -108,5 +140,14 @@ expect_screen p "Esc leaves the help for the heatmap" ".match<=1e-04"
 
 keys p : "quit" Enter
 expect_clean_exit p "quit quits" 1
+
+tui_start q 80 24 -- ref cand
+wait_for q "DIVERGED" || bail_out "the second view did not come up"
+keys q : "q!" Enter
+expect_clean_exit q ":q! quits, as in vi" 1
+tui_start q2 80 24 -- ref cand
+wait_for q2 "DIVERGED" || bail_out "the third view did not come up"
+keys q2 : q Enter
+expect_clean_exit q2 ":q quits" 1
 
 tap_done

@@ -15,6 +15,30 @@ expect_error_msg 2 "tbisect check" "the interactive view needs a terminal on std
 	"no terminal: one line pointing to 'tbisect check', exit 2" "$TBISECT" "$TAP_TMP/ref" "$TAP_TMP/cand"
 expect_error_msg 2 "nosuch" "" "a bad tree fails before the screen opens" "$TBISECT" "$TAP_TMP/nosuch" "$TAP_TMP/cand"
 
+# A terminal without cursor addressing, or one curses does not know, is
+# refused as no terminal is (not a blank screen that takes keys).
+tui_start dumb 80 24 TERM=dumb -- ref cand
+expect_clean_exit dumb "TERM=dumb: exit 2" 2
+check_that "TERM=dumb: one line pointing to 'tbisect check'" \
+	grep -q "the terminal 'dumb' cannot move the cursor.*use 'tbisect check REF CAND'" "$TAP_TMP/stderr-dumb"
+tui_start unknown 80 24 TERM=no-such-terminal -- ref cand
+expect_clean_exit unknown "an unknown TERM: exit 2" 2
+check_that "an unknown TERM: named, with the pointer to check" \
+	grep -q "the terminal 'no-such-terminal' is unknown to curses; .*tbisect check" "$TAP_TMP/stderr-unknown"
+
+# Ctrl-Z in a shell with job control: the job stops, the shell's prompt is
+# back, and fg redraws the view.
+tm new-window -d -n job "env PS1='job\$ ' bash --norc --noprofile -i"
+wait_for job 'job\$' || bail_out "no interactive shell for the Ctrl-Z test"
+keys job "'$TBISECT' ref cand; echo TBISECT_EXIT=\$?" Enter
+wait_for job "DIVERGED" || bail_out "the heatmap did not come up in the shell"
+keys job C-z
+expect_screen job "Ctrl-Z: the job stops and the shell says so" "Stopped"
+keys job fg Enter
+expect_screen job "fg: the heatmap is drawn again" "DIVERGED  first divergence L1.attn"
+keys job q
+expect_line job "after Ctrl-Z and fg, q quits with the batch status" '^TBISECT_EXIT=1$'
+
 tui_start r 80 24 -- sref scand
 wait_for r "DIVERGED" || bail_out "the heatmap did not come up"
 expect_at r "80x24: the key hints on line 24" 24 '^\? help  Enter open'
@@ -34,7 +58,7 @@ expect_at r "80x24 again: the heatmap is back" 4 '^ +attn_norm +attn\.q'
 keys r f Enter
 expect_screen r "the detail screen at 80x24" "per position"
 tm resize-window -t tb:r -x 100 -y 30
-expect_at r "the detail screen relayouts at 100x30" 30 '^\? help'
+expect_at r "the detail screen relayouts at 100x30, its own key hints" 30 "^Left/Right position  f first bad position"
 tm resize-window -t tb:r -x 80 -y 24
 keys r q q
 expect_clean_exit r "q after resizing: terminal restored" 1

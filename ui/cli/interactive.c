@@ -26,6 +26,7 @@ int tb_cmd_tui(const tb_options *o)
 	to.cfg = &cfg;
 	to.watch = o->watch;
 	to.no_history = o->no_history;
+	to.no_mouse = o->no_mouse;
 	to.script = script && *script ? script : NULL;
 	rc = tui_main(&to, &run);
 	tb_run_config_done(&cfg);

@@ -32,6 +32,7 @@ enum {
 	OPT_RECORD,
 	OPT_THREADS,
 	OPT_WATCH,
+	OPT_NO_MOUSE,
 	OPT_VERSION,
 	OPT_HELP,
 	OPT_KEYS,
@@ -97,6 +98,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			 .help = "worker threads (default: one per CPU)"},
 	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
 		       .help = "reload when either tree changes, once quiet"},
+	[OPT_NO_MOUSE] = {.name = "no-mouse", .modes = TB_IN(TB_MODE_TUI),
+			  .help = "leave the mouse to the terminal (its own selection); :set mouse turns it on"},
 	[OPT_VERSION] = {.name = "version", .modes = TB_IN_ANY, .action = TB_MODE_VERSION,
 			 .help = "print the version"},
 	[OPT_HELP] = {.name = "help", .modes = TB_IN_ANY, .action = TB_MODE_HELP, .help = "print this text"},
@@ -243,6 +246,7 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_FEATURES: o->features = true; break;
 	case OPT_HISTORY: o->history = true; break;
 	case OPT_NO_HISTORY: o->no_history = true; break;
+	case OPT_NO_MOUSE: o->no_mouse = true; break;
 	case OPT_HEADS: return int_arg(opt, arg, 1, 65536, &o->heads, msg, size);
 	case OPT_KV_HEADS: return int_arg(opt, arg, 1, 65536, &o->kv_heads, msg, size);
 	case OPT_JSON: o->json = true; break;

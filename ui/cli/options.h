@@ -74,7 +74,7 @@ typedef struct tb_options {
 	bool no_builtin_names; /* only the --map file names tensors */
 	int heads, kv_heads;  /* 0: infer */
 	bool json;
-	bool history, no_history, watch;
+	bool history, no_history, watch, no_mouse;
 	int threads;
 	tb_open_opts open;
 } tb_options;

@@ -2,7 +2,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,20 @@ static ui_ret cmd_export(view *v, char *args)
 	return ui_flags(0);
 }
 
+static ui_ret cmd_set(view *v, char *args)
+{
+	if (!strcmp(args, "mouse") || !strcmp(args, "nomouse")) {
+		v->mouse = args[0] == 'm';
+	} else if (*args) {
+		view_message(v, true, "set: unknown setting '%s' (mouse, nomouse)", args);
+		return ui_flags(0);
+	}
+	view_message(v, false, "%s",
+		     v->mouse ? "mouse: on (clicks select, the wheel scrolls; :set nomouse)"
+			      : "nomouse: the terminal selects text (:set mouse)");
+	return ui_flags(0);
+}
+
 /* The screen's text, as the terminal shows it, into a file. */
 static int save_display(const char *path)
 {
@@ -198,15 +214,75 @@ const ui_cmd ui_cmds[] = {
 	{.name = "help", .usage = "help", .action = TB_ACT_HELP, .complete = CMP_NONE, .help = "show the help screen"},
 	{.name = "suggest-map", .usage = "suggest-map", .action = TB_ACT_SUGGEST, .complete = CMP_NONE,
 	 .help = "suggest map rules for the unpaired names and show them; y applies them (as M)"},
+	{.name = "set", .usage = "set mouse | set nomouse", .exec = cmd_set, .complete = CMP_SET,
+	 .help = "mouse: clicks select and the wheel scrolls; nomouse: the terminal's own selection"},
 	{.name = "quit", .usage = "quit", .action = TB_ACT_INTERRUPT, .complete = CMP_NONE, .help = "quit tbisect"},
 	{.name = "save-display", .usage = "save-display FILE", .exec = cmd_save_display, .complete = CMP_FILE,
 	 .help = "write the screen's text to FILE (for tests and bug reports)"},
 };
 const size_t ui_n_cmds = sizeof ui_cmds / sizeof ui_cmds[0];
 
+/* The command a word names: its whole name, or a prefix of one name only
+ * (":exp", ":q"); a trailing '!' (":q!") is accepted as vi has it.  NULL
+ * with the message set. */
+static const ui_cmd *find_cmd(view *v, char *word)
+{
+	const ui_cmd *found = NULL;
+	size_t len, n = 0;
+	char names[256] = "";
+
+	len = strlen(word);
+	if (len > 1 && word[len - 1] == '!')
+		word[--len] = '\0';
+	for (size_t i = 0; i < ui_n_cmds; i++)
+		if (!strcmp(ui_cmds[i].name, word))
+			return &ui_cmds[i];
+	for (size_t i = 0; i < ui_n_cmds; i++) {
+		if (strncmp(ui_cmds[i].name, word, len) != 0)
+			continue;
+		found = &ui_cmds[i];
+		n++;
+		snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n > 1 ? ", " : "", found->name);
+	}
+	if (n == 1)
+		return found;
+	if (n == 0)
+		view_message(v, true, "unknown command '%s' (try :help)", word);
+	else
+		view_message(v, true, "'%s' is ambiguous: %s", word, names);
+	return NULL;
+}
+
+/* A path as the shell would read its leading ~ or ~user; -1 when the user
+ * or HOME is unknown. */
+static int expand_home(const char *in, char *out, size_t size)
+{
+	const char *rest, *home;
+	char user[256];
+
+	if (in[0] != '~') {
+		snprintf(out, size, "%s", in);
+		return 0;
+	}
+	rest = in + 1 + strcspn(in + 1, "/");
+	if (rest == in + 1) {
+		home = getenv("HOME");
+	} else {
+		struct passwd *pw;
+		snprintf(user, sizeof user, "%.*s", (int)(rest - in - 1), in + 1);
+		pw = getpwnam(user);
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home || !*home)
+		return -1;
+	snprintf(out, size, "%s%s", home, rest);
+	return 0;
+}
+
 ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 {
-	char buf[1024], *cmd, *args, *end;
+	char buf[1024], path[PATH_MAX], *cmd, *args, *end;
+	const ui_cmd *c;
 
 	call->action = TB_ACT_NONE;
 	call->arg[0] = '\0';
@@ -224,16 +300,19 @@ ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 		*args++ = '\0';
 	while (isspace((unsigned char)*args))
 		args++;
-	for (size_t i = 0; i < ui_n_cmds; i++) {
-		const ui_cmd *c = &ui_cmds[i];
-		if (strcmp(c->name, cmd) != 0)
-			continue;
-		if (c->exec)
-			return c->exec(v, args);
-		call->action = c->action;
-		snprintf(call->arg, sizeof call->arg, "%s", args);
+	c = find_cmd(v, cmd);
+	if (!c)
 		return ui_flags(0);
+	if (c->exec && c->complete == CMP_FILE) {
+		if (expand_home(args, path, sizeof path) < 0) {
+			view_message(v, true, "%s: cannot expand '%s' (no such user, or HOME unset)", c->name, args);
+			return ui_flags(0);
+		}
+		return c->exec(v, path);
 	}
-	view_message(v, true, "unknown command '%s' (try :help)", cmd);
+	if (c->exec)
+		return c->exec(v, args);
+	call->action = c->action;
+	snprintf(call->arg, sizeof call->arg, "%s", args);
 	return ui_flags(0);
 }

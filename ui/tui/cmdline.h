@@ -15,7 +15,7 @@
 #include "tui/screen.h"
 #include "tui/view.h"
 
-typedef enum cmd_completion { CMP_NONE, CMP_CELL, CMP_METRIC, CMP_TOL, CMP_FILE } cmd_completion;
+typedef enum cmd_completion { CMP_NONE, CMP_CELL, CMP_METRIC, CMP_TOL, CMP_FILE, CMP_SET } cmd_completion;
 
 typedef struct ui_cmd {
 	const char *name;

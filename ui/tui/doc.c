@@ -94,3 +94,8 @@ ui_ret doc_screen_action(const view *v, WINDOW *w, tb_action a, doc_fill fill, i
 	*scroll = doc_clamp(*scroll, dc.y, h);
 	return ui_flags(0);
 }
+
+const screen_hint doc_screen_hints[] = {{.action = TB_ACT_DOWN, .label = "scroll", .keys = "Up/Down"},
+					{.action = TB_ACT_PAGE_DOWN, .label = "page", .keys = "PgDn"},
+					{.action = TB_ACT_BACK, .label = "back"},
+					{.action = TB_ACT_NONE}};

@@ -33,6 +33,8 @@ int doc_clamp(int scroll, int lines, int h);
 /* Fill a document of a screen that is one. */
 typedef void (*doc_fill)(const view *v, doc *dc);
 void doc_screen_draw(const view *v, WINDOW *w, const char *title, doc_fill fill, int scroll);
+/* The footer of such a screen. */
+extern const screen_hint doc_screen_hints[];
 /* Up/Down/PgUp/PgDn/g/G scroll it; Esc/q go back. */
 ui_ret doc_screen_action(const view *v, WINDOW *w, tb_action a, doc_fill fill, int *scroll);
 

@@ -54,6 +54,7 @@ const tb_binding tb_bindings[] = {
 	{':', TB_ACT_PROMPT},
 	{'/', TB_ACT_SEARCH},
 	{CTRL('l'), TB_ACT_REDRAW},
+	{CTRL('z'), TB_ACT_SUSPEND},
 	{KEY_ESC, TB_ACT_BACK},
 	{KEY_BACKSPACE, TB_ACT_BACK},
 	{'q', TB_ACT_QUIT},

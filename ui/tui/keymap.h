@@ -20,8 +20,8 @@
 	X(TOP, "top", "first row (embed); detail: top")                                       \
 	X(BOTTOM, "bottom", "last row (logits); detail: bottom")                              \
 	X(FIRST_DIV, "first-divergence", "jump to the first divergence; detail: first bad position") \
-	X(NEXT_DIV, "next-diverged", "next diverged cell in forward order; detail: next bad position") \
-	X(PREV_DIV, "prev-diverged", "previous diverged cell; detail: previous bad position") \
+	X(NEXT_DIV, "next-diverged", "next diverged cell in forward order; after a / search: next match; detail: next bad position") \
+	X(PREV_DIV, "prev-diverged", "previous diverged cell; after a / search: previous match; detail: previous bad position") \
 	X(METRIC, "cycle-metric", "cycle the metric: rel_l2, cosine, max_abs, norm_ratio, allclose_frac, added") \
 	X(FOLD, "fold", "fold or unfold the sub-tap columns (attn.q, mlp.gate, ...)")         \
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
@@ -35,10 +35,11 @@
 	X(PROMPT, "prompt", "open the command prompt (Tab completes, Up/Down history)")      \
 	X(SEARCH, "search", "search cell and tensor names; empty: next match")                \
 	X(REDRAW, "redraw", "redraw the screen")                                              \
-	X(BACK, "back", "back to the previous screen")                                        \
+	X(SUSPEND, "suspend", "suspend to the shell (fg resumes, the screen restored)")         \
+	X(BACK, "back", "back to the previous screen; heatmap: end the / search")                                        \
 	X(QUIT, "quit", "quit; in a sub-screen: back")                                        \
 	X(INTERRUPT, "interrupt", "quit from any screen; in the prompt: cancel the line") \
-	X(CLICK, "select", "select the cell or position under the mouse")
+	X(CLICK, "select", "select the cell or position under the mouse; the wheel scrolls")
 
 typedef enum tb_action {
 	TB_ACT_NONE,

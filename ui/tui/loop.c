@@ -35,6 +35,7 @@
  * file still being written is not read half-way. */
 #define WATCH_SETTLE 0.3
 #define MAX_DEPTH 8
+#define WHEEL_LINES 3
 
 static const screen_ops *const screens[SCREEN_COUNT] = {
 	[SCREEN_HEATMAP] = &heatmap_screen,
@@ -54,6 +55,8 @@ typedef struct loop {
 	int lines, cols;
 	bool too_small;
 	bool quit;
+	bool mouse_on; /* mouse reports are on */
+	bool script;   /* keys come from a script, not a terminal */
 } loop;
 
 /* curses is initialised and the terminal not yet given back. */
@@ -129,6 +132,8 @@ static void fatal(const char *fmt, ...)
 	exit(TB_EXIT_BAD_INPUT);
 }
 
+static void layout(loop *l);
+
 static const screen_ops *top(const loop *l)
 {
 	return l->stack[l->depth - 1];
@@ -159,6 +164,16 @@ static void follow(loop *l)
 	}
 }
 
+/* Mouse reports on or off as the view asks (--no-mouse, :set mouse): off,
+ * the terminal's own selection works. */
+static void apply_mouse(loop *l)
+{
+	if (!curses_on || l->mouse_on == l->v.mouse)
+		return;
+	l->mouse_on = l->v.mouse;
+	mousemask(l->mouse_on ? BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED : 0, NULL);
+}
+
 /* Do what a handler asked: the only place the screen stack changes. */
 static void act(loop *l, ui_ret r)
 {
@@ -175,6 +190,7 @@ static void act(loop *l, ui_ret r)
 	if (r.open != SCREEN_NONE)
 		push(l, r.open, r.cell);
 	l->v.on_grid = l->depth == 1;
+	apply_mouse(l);
 }
 
 /* The metric named (or the next one, for m): every screen colors by it. */
@@ -198,6 +214,39 @@ static ui_ret open_screen(screen_id id)
 {
 	ui_ret r = {.open = id, .cell = -1};
 
+	return r;
+}
+
+/* Ctrl-Z: the terminal is in raw mode, so the key reaches us instead of
+ * stopping the job.  Give the terminal back, stop as the shell expects
+ * (SIGTSTP at its default action), and on fg take the screen again at the
+ * terminal's size then. */
+static void suspend(loop *l)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+
+	if (l->script) {
+		view_message(&l->v, false, "suspend: not in script mode");
+		return;
+	}
+	def_prog_mode();
+	endwin();
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGTSTP, &dfl, &old);
+	raise(SIGTSTP);
+	sigaction(SIGTSTP, &old, NULL);
+	reset_prog_mode();
+	layout(l);
+}
+
+/* The wheel scrolls whatever screen is on top as its Up and Down keys do,
+ * a few lines a notch. */
+static ui_ret wheel(loop *l, tb_action a)
+{
+	ui_ret r = ui_flags(0);
+
+	for (int k = 0; k < WHEEL_LINES && !r.flags && r.open == SCREEN_NONE; k++)
+		r = top(l)->action(&l->v, l->wmain, a);
 	return r;
 }
 
@@ -226,8 +275,13 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_REDRAW:
 		clearok(curscr, TRUE);
 		return ui_flags(0);
+	case TB_ACT_SUSPEND: suspend(l); return ui_flags(0);
 	case TB_ACT_CLICK:
-		if (getmouse(&ev) != OK || !(ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_RELEASED)))
+		if (getmouse(&ev) != OK)
+			return ui_flags(0);
+		if (ev.bstate & (BUTTON4_PRESSED | BUTTON5_PRESSED))
+			return wheel(l, ev.bstate & BUTTON4_PRESSED ? TB_ACT_UP : TB_ACT_DOWN);
+		if (!(ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_RELEASED)))
 			return ui_flags(0);
 		return top(l)->click ? top(l)->click(&l->v, l->wmain, ev.y, ev.x) : ui_flags(0);
 	default: return top(l)->action(&l->v, l->wmain, a);
@@ -260,9 +314,10 @@ static void layout(loop *l)
 	clearok(curscr, TRUE);
 }
 
+/* The message, or the key hints of the screen on top. */
 static void draw_hints(loop *l)
 {
-	static const tb_action hints[] = {TB_ACT_HELP, TB_ACT_OPEN, TB_ACT_FIRST_DIV, TB_ACT_PROMPT, TB_ACT_QUIT};
+	const screen_hint *h = top(l)->hints;
 	WINDOW *w = l->wstatus;
 	int x = 0;
 
@@ -270,14 +325,16 @@ static void draw_hints(loop *l)
 		ui_put(w, 0, 0, ui_attr(l->v.msg_err ? UI_ERROR : UI_HEADER), "%s", l->v.msg);
 		return;
 	}
-	for (size_t i = 0; i < sizeof hints / sizeof *hints && x < l->cols; i++) {
+	for (; h && h->action != TB_ACT_NONE && x < l->cols; h++) {
 		char keys[64];
-		tb_action_keys(hints[i], keys, sizeof keys);
+		tb_action_keys(h->action, keys, sizeof keys);
 		*strchrnul(keys, ' ') = '\0';
+		if (h->keys)
+			snprintf(keys, sizeof keys, "%s", h->keys);
 		ui_put(w, 0, x, ui_attr(UI_TITLE), "%s", keys);
 		x += (int)strlen(keys);
-		ui_put(w, 0, x, ui_attr(UI_DIM), " %s  ", tb_action_infos[hints[i]].name);
-		x += (int)strlen(tb_action_infos[hints[i]].name) + 3;
+		ui_put(w, 0, x, ui_attr(UI_DIM), " %s  ", h->label);
+		x += (int)strlen(h->label) + 3;
 	}
 }
 
@@ -401,8 +458,20 @@ static void start_curses(loop *l, FILE *script)
 		FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
 		if (!out || !in || !newterm(term && *term ? term : "xterm", out, in))
 			fatal("script mode: cannot set up terminal '%s'", term ? term : "");
-	} else if (!initscr()) {
-		fatal("cannot initialise the terminal");
+	} else {
+		const char *term = getenv("TERM");
+		char *cup;
+		/* newterm, not initscr: an unknown TERM is an error here, not an exit inside curses. */
+		if (!newterm(NULL, stdout, stdin))
+			fatal("the terminal '%s' is unknown to curses; for a batch report use 'tbisect check REF CAND'",
+			      term && *term ? term : "(TERM unset)");
+		curses_on = true;
+		/* Without cursor addressing (dumb) curses draws nothing: a blank view taking keys. */
+		cup = tigetstr("cup");
+		if (!cup || cup == (char *)-1)
+			fatal("the terminal '%s' cannot move the cursor, so the interactive view cannot draw; "
+			      "for a batch report use 'tbisect check REF CAND'",
+			      term && *term ? term : "(TERM unset)");
 	}
 	curses_on = true;
 	raw();
@@ -417,8 +486,8 @@ static void start_curses(loop *l, FILE *script)
 	define_key("\033[7~", KEY_HOME);
 	define_key("\033[8~", KEY_END);
 	ui_theme_init();
-	mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED, NULL);
 	mouseinterval(0);
+	apply_mouse(l);
 	layout(l);
 }
 
@@ -462,6 +531,7 @@ int tui_main(const tui_opts *o, tb_run *run)
 	v = &l->v;
 	v->cfg = o->cfg;
 	v->no_history = o->no_history;
+	v->mouse = !o->no_mouse;
 	v->tol = o->cfg->opts.tol;
 	tb_run_move(&v->run, run);
 	ui_metric_set_origin_factor(o->cfg->opts.origin_factor);
@@ -485,6 +555,7 @@ int tui_main(const tui_opts *o, tb_run *run)
 	prompt_init();
 	install_signals();
 	atexit(ui_shutdown);
+	l->script = script != NULL;
 	start_curses(l, script);
 	if (grid_select(&v->g, 0))
 		v->g.cur_c = 0;

@@ -90,10 +90,12 @@ static const char *candidate(cmd_completion kind, size_t k, char *buf, size_t si
 {
 	const tb_pairing *p = view_pairing(rl_view);
 	static const char *const tol_keys[] = {"atol=", "rtol=", "diverge=", "max_kl="};
+	static const char *const set_keys[] = {"mouse", "nomouse"};
 
 	switch (kind) {
 	case CMP_METRIC: return k < ui_n_metrics ? ui_metrics[k].name : NULL;
 	case CMP_TOL: return k < 4 ? tol_keys[k] : NULL;
+	case CMP_SET: return k < 2 ? set_keys[k] : NULL;
 	case CMP_CELL:
 		if (k < p->n_pairs) {
 			tb_cell_name(&p->pairs[k].cell, buf, size);

@@ -43,8 +43,17 @@ typedef struct ui_ret {
 	long cell;      /* the cell it opens on (detail) */
 } ui_ret;
 
+/* A key hint of the footer: what the action does on this screen, after
+ * keys, or the action's first key when keys is NULL. */
+typedef struct screen_hint {
+	tb_action action;
+	const char *label;
+	const char *keys;
+} screen_hint;
+
 typedef struct screen_ops {
 	const char *name;
+	const screen_hint *hints; /* the footer's, ended by {TB_ACT_NONE} */
 	/* Before the screen is shown, on a cell (detail) or -1. */
 	void (*open)(view *v, long cell);
 	void (*draw)(view *v, WINDOW *w);

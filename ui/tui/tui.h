@@ -16,6 +16,7 @@ typedef struct tui_opts {
 	const tb_run_config *cfg; /* borrowed */
 	bool watch;               /* --watch */
 	bool no_history;          /* --no-history */
+	bool no_mouse;            /* --no-mouse: leave the mouse to the terminal */
 	const char *script;       /* keys and commands from this file, for exact screens; NULL: a terminal */
 } tui_opts;
 

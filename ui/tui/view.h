@@ -44,6 +44,7 @@ typedef struct view {
 	char search[256];         /* last `/` pattern */
 	ui_watch *watch;          /* --watch on both trees, or NULL */
 	ui_watch_state watch_state; /* at the last poll */
+	bool mouse;               /* mouse reports wanted (--no-mouse, :set) */
 	bool on_grid;             /* the heatmap is the screen on top (set by the loop) */
 	tb_run_config applied;    /* the configuration with a suggested map applied (cfg points here then) */
 	char *applied_map;        /* that map's text, owned */

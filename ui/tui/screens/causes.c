@@ -36,6 +36,7 @@ static ui_ret causes_action(view *v, WINDOW *w, tb_action a)
 
 const screen_ops causes_screen = {
 	.name = "causes",
+	.hints = doc_screen_hints,
 	.open = causes_open,
 	.draw = causes_draw,
 	.action = causes_action,

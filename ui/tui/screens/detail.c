@@ -500,8 +500,18 @@ static ui_ret detail_click(view *v, WINDOW *w, int y, int x)
 	return ui_flags(0);
 }
 
+static const screen_hint hints[] = {
+	{.action = TB_ACT_RIGHT, .label = "position", .keys = "Left/Right"},
+	{.action = TB_ACT_FIRST_DIV, .label = "first bad position"},
+	{.action = TB_ACT_NEXT_DIV, .label = "next bad"},
+	{.action = TB_ACT_DOWN, .label = "scroll", .keys = "Up/Down"},
+	{.action = TB_ACT_BACK, .label = "back"},
+	{.action = TB_ACT_NONE},
+};
+
 const screen_ops detail_screen = {
 	.name = "detail",
+	.hints = hints,
 	.open = detail_open,
 	.draw = detail_draw,
 	.action = detail_action,

@@ -150,6 +150,11 @@ static void draw_header(view *v, WINDOW *w)
 		ui_put(w, 0, x, ui_attr(vd == TB_ST_DIVERGED ? UI_BAD : vd == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
 		       vd == TB_ST_DIVERGED ? "DIVERGED" : vd == TB_ST_CLOSE ? "CLOSE" : "MATCH");
 		x += vd == TB_ST_DIVERGED ? 10 : 7;
+		/* The verdict is the last good view's: say so beside it, not only in the banner. */
+		if (v->reload_err[0]) {
+			ui_put(w, 0, x, ui_attr(UI_ERROR), "(last good) RELOAD FAILED");
+			x += 27;
+		}
 	} else {
 		/* Without a result: comparing, waiting for changed files to settle, or failed. */
 		bool waiting = !v->run.job && v->watch_state != UI_WATCH_QUIET;
@@ -387,6 +392,21 @@ static long next_diverged(const view *v, long from, int dir)
 	return -1;
 }
 
+/* After a `/` search, n and N go to its next or previous match, as in vi
+ * and less. */
+static ui_ret next_match(view *v, int dir)
+{
+	char why[128], name[TB_CELL_NAME_MAX];
+	int found = view_search(v, v->search, dir, why, sizeof why);
+
+	if (found > 0)
+		view_message(v, false, "/%s: %s (n next, N previous, Esc ends the search)", v->search,
+			     view_cell_label(v, grid_selected(&v->g), name, sizeof name));
+	else
+		view_message(v, true, "/%s: no %s match", v->search, found < 0 ? "valid" : "other");
+	return ui_flags(0);
+}
+
 static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 {
 	grid *g = &v->g;
@@ -412,6 +432,8 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 		break;
 	case TB_ACT_NEXT_DIV:
 	case TB_ACT_PREV_DIV:
+		if (v->search[0])
+			return next_match(v, a == TB_ACT_NEXT_DIV ? 1 : -1);
 		i = next_diverged(v, sel < 0 ? (a == TB_ACT_NEXT_DIV ? -1 : (long)view_pairing(v)->n_pairs) : sel,
 				  a == TB_ACT_NEXT_DIV ? 1 : -1);
 		if (i < 0)
@@ -433,6 +455,12 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 		else
 			return open;
 		break;
+	case TB_ACT_BACK:
+		if (v->search[0]) {
+			view_message(v, false, "search '%s' cleared: n/N go to diverged cells again", v->search);
+			v->search[0] = '\0';
+		}
+		break;
 	case TB_ACT_QUIT: return ui_flags(UI_QUIT);
 	default: return ui_flags(0);
 	}
@@ -452,8 +480,17 @@ static ui_ret heatmap_click(view *v, WINDOW *w, int y, int x)
 	return ui_flags(0);
 }
 
+static const screen_hint hints[] = {{.action = TB_ACT_HELP, .label = "help"},
+				    {.action = TB_ACT_OPEN, .label = "open"},
+				    {.action = TB_ACT_FIRST_DIV, .label = "first divergence"},
+				    {.action = TB_ACT_CAUSES, .label = "causes"},
+				    {.action = TB_ACT_PROMPT, .label = "command"},
+				    {.action = TB_ACT_QUIT, .label = "quit"},
+				    {.action = TB_ACT_NONE}};
+
 const screen_ops heatmap_screen = {
 	.name = "heatmap",
+	.hints = hints,
 	.draw = heatmap_draw,
 	.action = heatmap_action,
 	.click = heatmap_click,

@@ -59,6 +59,7 @@ static ui_ret help_action(view *v, WINDOW *w, tb_action a)
 
 const screen_ops help_screen = {
 	.name = "help",
+	.hints = doc_screen_hints,
 	.open = help_open,
 	.draw = help_draw,
 	.action = help_action,

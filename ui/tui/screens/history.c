@@ -75,6 +75,7 @@ static ui_ret history_action(view *v, WINDOW *w, tb_action a)
 
 const screen_ops history_screen = {
 	.name = "history",
+	.hints = doc_screen_hints,
 	.open = history_open,
 	.draw = history_draw,
 	.action = history_action,

@@ -106,8 +106,14 @@ static ui_ret suggest_action(view *v, WINDOW *w, tb_action a)
 	return doc_screen_action(v, w, a, fill, &first_line);
 }
 
+static const screen_hint hints[] = {{.action = TB_ACT_CONFIRM, .label = "apply the map"},
+				    {.action = TB_ACT_DOWN, .label = "scroll", .keys = "Up/Down"},
+				    {.action = TB_ACT_BACK, .label = "back"},
+				    {.action = TB_ACT_NONE}};
+
 const screen_ops suggest_screen = {
 	.name = "suggest-map",
+	.hints = hints,
 	.open = suggest_open,
 	.draw = suggest_draw,
 	.action = suggest_action,

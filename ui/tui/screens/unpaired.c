@@ -78,6 +78,7 @@ static ui_ret unpaired_action(view *v, WINDOW *w, tb_action a)
 
 const screen_ops unpaired_screen = {
 	.name = "unpaired",
+	.hints = doc_screen_hints,
 	.open = unpaired_open,
 	.draw = unpaired_draw,
 	.action = unpaired_action,
