@@ -6,7 +6,7 @@
 # pointers, float shapes, TorchScript and legacy torch files get one line
 # naming the file and what it is; FIFOs and sockets are noted, never
 # opened; a directory of a lone GGUF says so; a tree holding NaN compared
-# with itself matches; [] pairs with [1].  Fixtures: printf, tests/fmtgen,
+# with itself matches (logits too); [] pairs with [1].  Fixtures: printf, tests/fmtgen,
 # and python3 with numpy where it is installed.
 
 set -eu
@@ -96,6 +96,9 @@ x[1, 3, 0] = np.inf
 for l in range(2):
     np.save(t + "/nan/layers.%d.attn.npy" % l, x * (l + 1))
     np.save(t + "/nan/layers.%d.mlp.npy" % l, (x * (l + 1)).astype(np.float16))
+lg = np.random.RandomState(1).randn(4, 16).astype(np.float32)
+lg[1, 3] = np.nan
+np.save(t + "/nan/logits.npy", lg)
 np.save(t + "/s0/logits.npy", np.array(3.0, dtype=np.float32))
 np.save(t + "/s1/logits.npy", np.array([3.0], dtype=np.float32))
 np.save(t + "/s0/embed.npy", np.array(2.0, dtype=np.float32))
