@@ -150,6 +150,70 @@ static void test_nan_one_side(void **state)
 	free(y);
 }
 
+/* NaN in the same places on both sides is no mismatch: a tensor compared
+ * with itself matches (it used to be close, blamed on dtype-precision). */
+static void test_nan_both_sides(void **state)
+{
+	const char *dir = tu_tmpdir();
+	char ref[4096], cand[4096];
+	int64_t sh[2] = {4, 8};
+	float *x = tu_ramp(32, 1), *y = tu_ramp(32, 1);
+	tu_compared f;
+	(void)state;
+
+	x[13] = y[13] = NAN;
+	x[20] = y[20] = INFINITY;
+	snprintf(ref, sizeof ref, "%s/ref", dir);
+	snprintf(cand, sizeof cand, "%s/cand", dir);
+	tu_put(ref, "L0.attn", TB_DT_F32, 2, sh, x);
+	tu_put(cand, "L0.attn", TB_DT_F32, 2, sh, y);
+	tu_put(ref, "L0.mlp", TB_DT_BF16, 2, sh, x);
+	tu_put(cand, "L0.mlp", TB_DT_BF16, 2, sh, y);
+	tu_compare(&f, ref, cand, NULL);
+	for (int i = 0; i < 2; i++) {
+		const tb_cell_result *c = tu_cell(f.res, i ? "L0.mlp" : "L0.attn");
+		assert_int_equal(c->status, TB_ST_MATCH);
+		assert_int_equal(c->m.nan[0], 1);
+		assert_int_equal(c->m.nan[1], 1);
+		assert_int_equal(c->m.mismatch, 0);
+		assert_near(c->m.allclose_frac, 1, 0);
+	}
+	assert_int_equal(f.res->verdict, TB_ST_MATCH);
+	tu_compared_done(&f);
+	/* and the whole tree against itself */
+	tu_compare(&f, ref, ref, NULL);
+	assert_int_equal(f.res->verdict, TB_ST_MATCH);
+	tu_compared_done(&f);
+	free(x);
+	free(y);
+}
+
+/* Leading size-1 axes are all dropped: [] pairs with [1] and [1, 1]. */
+static void test_scalar_shapes(void **state)
+{
+	const char *dir = tu_tmpdir();
+	char ref[4096], cand[4096];
+	int64_t one[2] = {1, 1}, two[1] = {2};
+	float x[2] = {3, 4};
+	tu_compared f;
+	(void)state;
+
+	snprintf(ref, sizeof ref, "%s/ref", dir);
+	snprintf(cand, sizeof cand, "%s/cand", dir);
+	tu_put(ref, "L0.attn", TB_DT_F32, 0, one, x);
+	tu_put(cand, "L0.attn", TB_DT_F32, 1, one, x);
+	tu_put(ref, "L0.mlp", TB_DT_F32, 0, one, x);
+	tu_put(cand, "L0.mlp", TB_DT_F32, 2, one, x);
+	tu_put(ref, "L0.block", TB_DT_F32, 0, one, x); /* still not [2] */
+	tu_put(cand, "L0.block", TB_DT_F32, 1, two, x);
+	tu_compare(&f, ref, cand, NULL);
+	assert_int_equal(tu_cell(f.res, "L0.attn")->status, TB_ST_MATCH);
+	assert_false(tu_cell(f.res, "L0.attn")->shape_mismatch);
+	assert_int_equal(tu_cell(f.res, "L0.mlp")->status, TB_ST_MATCH);
+	assert_true(tu_cell(f.res, "L0.block")->shape_mismatch);
+	tu_compared_done(&f);
+}
+
 static void test_logits_kl(void **state)
 {
 	const char *dir = tu_tmpdir();
@@ -338,6 +402,8 @@ int main(void)
 		cmocka_unit_test(test_verdicts),
 		cmocka_unit_test(test_shapes),
 		cmocka_unit_test(test_nan_one_side),
+		cmocka_unit_test(test_nan_both_sides),
+		cmocka_unit_test(test_scalar_shapes),
 		cmocka_unit_test(test_logits_kl),
 		cmocka_unit_test(test_threads_and_units_agree),
 		cmocka_unit_test(test_bf16_exact),

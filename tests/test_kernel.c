@@ -111,9 +111,9 @@ static void naive(tb_acc *a, const float *r, const float *c, size_t n, double at
 		a->inf[0] += isinf(rv) != 0;
 		a->inf[1] += isinf(cv) != 0;
 		if (!isfinite(rv) || !isfinite(cv)) {
-			if (isinf(rv) && rv == cv)
+			if ((isinf(rv) && rv == cv) || (isnan(rv) && isnan(cv)))
 				a->close++;
-			else if (!(isnan(rv) && isnan(cv)))
+			else
 				a->mismatch++;
 			continue;
 		}

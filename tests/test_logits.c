@@ -85,6 +85,17 @@ static void test_top5_overlap_and_summary(void **state)
 	assert_near(lm->kl_mean, lm->rows[0].kl / 2, 1e-15);
 	assert_true(lm->kl_max == lm->rows[0].kl);
 	tb_logits_free(lm);
+
+	/* a row holding NaN has no KL: the mean is over the others */
+	lm = tb_logits_new(2, 10);
+	tb_logits_row(a, b, 10, &lm->rows[0]);
+	a[3] = NAN;
+	tb_logits_row(a, a, 10, &lm->rows[1]);
+	tb_logits_finish(lm);
+	assert_true(isnan(lm->rows[1].kl));
+	assert_near(lm->kl_mean, lm->rows[0].kl, 1e-15);
+	assert_true(isnan(lm->kl_max));
+	tb_logits_free(lm);
 }
 
 int main(void)

@@ -83,6 +83,68 @@ static void test_in_tree(void **state)
 	tb_tree_free(tree);
 }
 
+/* Valid arrays of no tensor type (scipy's test archives: strings, objects,
+ * long double beside the numbers) are noted and skipped, not fatal; an
+ * archive of nothing else is refused, naming it. */
+static void test_non_numeric_members(void **state)
+{
+	static const struct {
+		const char *name, *descr, *why;
+	} others[] = {
+		{"s.npy", "<U2", "skipped member 's.npy': npy dtype '<U2' is not a numeric tensor type"},
+		{"b.npy", "|S4", "skipped member 'b.npy': npy dtype '|S4' is not a numeric tensor type"},
+		{"o.npy", "|O", "skipped member 'o.npy': object array (pickled data) refused"},
+		{"ld.npy", "<f16", "skipped member 'ld.npy': long double npy dtype '<f16' is not supported"},
+		{"g.npy", "g", "skipped member 'g.npy': long double npy dtype 'g' is not supported"},
+		{"t.npy", "<M8[ns]", "skipped member 't.npy': npy dtype '<M8[ns]' is not a numeric tensor type"},
+	};
+	const size_t n_others = sizeof others / sizeof *others;
+	const char *dir = tu_tmpdir();
+	const int64_t shape[1] = {4};
+	const unsigned char junk[64] = {0};
+	dw_buf npy = {0};
+	dw_zip *z;
+	tb_tree *tree;
+	(void)state;
+
+	z = dw_zip_new();
+	for (size_t i = 0; i < n_others; i++) {
+		dw_npy_bytes(&npy, 1, others[i].descr, false, 1, shape, junk, sizeof junk);
+		dw_zip_add(z, others[i].name, npy.p, npy.n, NULL);
+		npy.n = 0;
+	}
+	dw_npy_bytes(&npy, 1, "<f4", false, 1, shape, xb, sizeof xb);
+	dw_zip_add(z, "x.npy", npy.p, npy.n, NULL);
+	dw_zip_write(z, tu_path(dir, "mixed.npz"), false);
+	dw_zip_free(z);
+	tree = tu_open(tu_path(dir, "mixed.npz"), NULL);
+	assert_int_equal(tree->n_tensors, 1);
+	tu_expect_values(tu_tensor(tree, "x"), xb, 4);
+	assert_int_equal(tree->n_notes, n_others);
+	for (size_t i = 0; i < n_others; i++)
+		if (!strstr(tree->notes[i], others[i].why))
+			fail_msg("note \"%s\" does not say \"%s\"", tree->notes[i], others[i].why);
+	tb_tree_free(tree);
+
+	z = dw_zip_new();
+	for (size_t i = 0; i < 2; i++) {
+		npy.n = 0;
+		dw_npy_bytes(&npy, 1, others[i].descr, false, 1, shape, junk, sizeof junk);
+		dw_zip_add(z, others[i].name, npy.p, npy.n, NULL);
+	}
+	dw_zip_write(z, tu_path(dir, "strings.npz"), false);
+	dw_zip_free(z);
+	tu_expect_refused(tu_path(dir, "strings.npz"), NULL, NULL,
+			  "npz holds no numeric array (2 members skipped; first: npy dtype '<U2' is not a numeric tensor type)");
+	/* and in a tree, the archive is named */
+	z = dw_zip_new();
+	dw_zip_add(z, "s.npy", npy.p, npy.n, NULL);
+	dw_zip_write(z, tu_path(dir, "tree/strings.npz"), false);
+	dw_zip_free(z);
+	tu_expect_refused(tu_path(dir, "tree"), NULL, tu_path(dir, "tree/strings.npz"), "npz holds no numeric array");
+	dw_buf_free(&npy);
+}
+
 static void test_skips_and_refusals(void **state)
 {
 	const char *dir = tu_tmpdir();
@@ -163,6 +225,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_savez_variants),
 		cmocka_unit_test(test_in_tree),
+		cmocka_unit_test(test_non_numeric_members),
 		cmocka_unit_test(test_skips_and_refusals),
 	};
 

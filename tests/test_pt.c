@@ -270,8 +270,31 @@ static void test_refusals(void **state)
 	/* Legacy stream, an archive without data.pkl, members outside a folder. */
 	path = tu_path(dir, "legacy.pt");
 	tu_write(path, "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
-	tu_expect_refused(path, NULL, NULL, "legacy (pre-1.6) torch.save format is not supported");
+	tu_expect_refused(path, NULL, NULL, "a legacy (pre-1.6) torch.save file: re-save with torch>=1.6");
+	/* protocol 4 frames it; named .bin in a tree it is claimed, not skipped */
+	tu_write(tu_path(dir, "legacy/pytorch_model.bin"),
+		 "\x80\x04\x95\x0f\0\0\0\0\0\0\0\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 24);
+	tu_expect_refused(tu_path(dir, "legacy"), NULL, tu_path(dir, "legacy/pytorch_model.bin"),
+			  "a legacy (pre-1.6) torch.save file");
+	/* any other pickle named .pt */
+	tu_write(tu_path(dir, "bare.pt"), "\x80\x02}.", 4);
+	tu_expect_refused(tu_path(dir, "bare.pt"), NULL, NULL, "a bare pickle, not a torch.save archive");
 	dw_zip *z = dw_zip_new();
+	/* torch.jit.save: code/ and constants.pkl beside data.pkl */
+	dw_zip_add(z, "model/data.pkl", "\x80\x02}.", 4, NULL);
+	dw_zip_add(z, "model/code/__torch__.py", "class M: pass\n", 14, NULL);
+	dw_zip_add(z, "model/constants.pkl", "\x80\x02).", 4, NULL);
+	dw_zip_write(z, tu_path(dir, "model.pt"), false);
+	dw_zip_free(z);
+	tu_expect_refused(tu_path(dir, "model.pt"), NULL, NULL,
+			  "a TorchScript archive (torch.jit.save), not torch.save");
+	z = dw_zip_new();
+	dw_zip_add(z, "model/data.pkl", "\x80\x02}.", 4, NULL);
+	dw_zip_add(z, "model/code/__torch__.py", "class M: pass\n", 14, NULL);
+	dw_zip_write(z, tu_path(dir, "codeonly.pt"), false);
+	dw_zip_free(z);
+	tu_expect_refused(tu_path(dir, "codeonly.pt"), NULL, NULL, "a TorchScript archive");
+	z = dw_zip_new();
 	dw_zip_add(z, "archive/version", "3\n", 2, NULL);
 	dw_zip_write(z, tu_path(dir, "nopkl.pt"), false);
 	dw_zip_free(z);

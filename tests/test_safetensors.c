@@ -225,6 +225,15 @@ static void test_whitespace_and_metadata(void **state)
 	tu_expect_values(find(tree, "w.0"), x, 2);
 	tb_tree_free(tree);
 
+	/* "__metadata__": null is no metadata (the reference reader's Option;
+	 * mlx-examples' adapters.safetensors). */
+	st_text(tu_path(dir, "metanull.safetensors"),
+		"{\"__metadata__\":null,\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", x, sizeof x);
+	tree = open_tree(tu_path(dir, "metanull.safetensors"));
+	assert_int_equal(tree->n_tensors, 1);
+	tu_expect_values(find(tree, "x"), x, 2);
+	tb_tree_free(tree);
+
 	/* Metadata only: a valid file that holds nothing. */
 	st_text(tu_path(dir, "meta.safetensors"), "{\"__metadata__\":{}}", NULL, 0);
 	tu_expect_refused(tu_path(dir, "meta.safetensors"), NULL, tu_path(dir, "meta.safetensors"), "no tensors found");
@@ -258,7 +267,17 @@ static const bad_case bad_cases[] = {
 	{"shapeneg", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
 	 "shape entries must be non-negative integers"},
 	{"shapefrac", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4,
-	 "shape entries must be non-negative integers"},
+	 "number 1.5 at header byte 29 is not an integer"},
+	/* integral values written as floats: the reference reader refuses them too */
+	{"shapefloat", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4,
+	 "number 1.0 at header byte 29 is not an integer"},
+	{"shapeexp", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[0,4]}}", 4,
+	 "number 1e0 at header byte 29 is not an integer"},
+	{"offsfloat", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4.0]}}", 4,
+	 "number 4.0 at header byte 50 is not an integer"},
+	/* digits inside strings are no numbers */
+	{"strdigits", "{\"__metadata__\":{\"v\":\"1.5 \\\" 2.0\"},\"a\":{" E4 "},\"b\":{\"dtype\":\"F32\",\"shape\":[0.5],\"data_offsets\":[4,4]}}", 4,
+	 "number 0.5 at header byte"},
 	{"shapestr", "{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", 4,
 	 "shape entries must be non-negative integers"},
 	{"shape2e53", "{\"a\":{\"dtype\":\"F32\",\"shape\":[18014398509481984],\"data_offsets\":[0,4]}}", 4,

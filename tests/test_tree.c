@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -211,12 +213,64 @@ static void test_fifo(void **state)
 	tree = open_tree(dir);
 	alarm(0);
 	assert_int_equal(tree->n_tensors, 1);
-	assert_true(has_note(tree, "pipe.npy", "not a regular file"));
+	assert_true(has_note(tree, "pipe.npy", "not a regular file (a FIFO)"));
 	tb_tree_free(tree);
 
 	alarm(20);
 	tu_expect_refused(tu_path(dir, "pipe.npy"), NULL, tu_path(dir, "pipe.npy"), "not a directory or regular file");
 	alarm(0);
+}
+
+/* A socket is skipped with a note too, saying what it is. */
+static void test_socket(void **state)
+{
+	const char *dir = tu_tmpdir();
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	tb_tree *tree;
+	int fd;
+	(void)state;
+
+	npy_at(tu_path(dir, "a.npy"), 1, 1);
+	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tu_path(dir, "sock.npy")) >= sizeof sa.sun_path)
+		skip(); /* $TMPDIR too deep for a socket path */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (const struct sockaddr *)&sa, sizeof sa), 0);
+	tree = open_tree(dir);
+	assert_int_equal(tree->n_tensors, 1);
+	assert_true(has_note(tree, "sock.npy", "not a regular file (a socket)"));
+	tb_tree_free(tree);
+	close(fd);
+}
+
+/* Git LFS pointers in place of the data: an error naming the file when the
+ * tree would read it, a note otherwise. */
+static void test_lfs_pointer(void **state)
+{
+	static const char ptr[] = "version https://git-lfs.github.com/spec/v1\n"
+				  "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+				  "size 12345\n";
+	static const char *const names[] = {"x.npy", "x.safetensors", "x.pt", "x.npz", "pytorch_model.bin"};
+	const char *dir = tu_tmpdir();
+	char sub[64], tree_dir[4200], file[sizeof tree_dir + 32];
+	tb_tree *tree;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		snprintf(sub, sizeof sub, "t%zu", i);
+		snprintf(tree_dir, sizeof tree_dir, "%s", tu_path(dir, sub));
+		snprintf(file, sizeof file, "%s/%s", tree_dir, names[i]);
+		tu_write_str(file, ptr);
+		tu_expect_refused(file, NULL, NULL, "is a Git LFS pointer, not the data (run git lfs pull)");
+		tu_expect_refused(tree_dir, NULL, file, "is a Git LFS pointer, not the data (run git lfs pull)");
+	}
+	/* a pointer for a file tbisect would not read anyway */
+	npy_at(tu_path(dir, "mixed/a.npy"), 1, 1);
+	tu_write_str(tu_path(dir, "mixed/logo.png"), ptr);
+	tree = open_tree(tu_path(dir, "mixed"));
+	assert_int_equal(tree->n_tensors, 1);
+	assert_true(has_note(tree, "logo.png", "a Git LFS pointer"));
+	tb_tree_free(tree);
 }
 
 static void test_symlink_inside(void **state)
@@ -313,6 +367,25 @@ static void test_empty(void **state)
 	assert_int_equal(mkdir(tu_path(nested, "a"), 0700), 0);
 	assert_int_equal(mkdir(tu_path(nested, "a/b"), 0700), 0);
 	tu_expect_refused(nested, NULL, nested, "no tensors found");
+}
+
+/* A directory of unsupported files says what it skipped in the one error
+ * line: the notes never reach the user when the tree fails. */
+static void test_only_unsupported(void **state)
+{
+	const char *gguf = tu_tmpdir(), *two = tu_tmpdir();
+	char want[4200];
+	(void)state;
+
+	tu_write_str(tu_path(gguf, "model.gguf"), "GGUF\3\0\0\0 and the rest");
+	snprintf(want, sizeof want, "no tensors found; skipped %s: a GGUF file (llama.cpp), which tbisect does not read",
+		 tu_path(gguf, "model.gguf"));
+	tu_expect_refused(gguf, NULL, gguf, want);
+	tu_expect_refused(tu_path(gguf, "model.gguf"), NULL, NULL, "a GGUF file (llama.cpp), which tbisect does not read");
+	tu_write_str(tu_path(two, "a.onnx"), "onnx");
+	tu_write_str(tu_path(two, "b.txt"), "text");
+	snprintf(want, sizeof want, "no tensors found; skipped %s: not a tensor file (and 1 more notes)", tu_path(two, "a.onnx"));
+	tu_expect_refused(two, NULL, two, want);
 }
 
 static void test_duplicates(void **state)
@@ -608,10 +681,13 @@ int main(void)
 		cmocka_unit_test(test_single_file),
 		cmocka_unit_test(test_skipped_files),
 		cmocka_unit_test(test_fifo),
+		cmocka_unit_test(test_socket),
+		cmocka_unit_test(test_lfs_pointer),
 		cmocka_unit_test(test_symlink_inside),
 		cmocka_unit_test(test_symlink_outside),
 		cmocka_unit_test(test_symlink_loop_broken),
 		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_only_unsupported),
 		cmocka_unit_test(test_duplicates),
 		cmocka_unit_test(test_error_codes),
 		cmocka_unit_test(test_find),

@@ -54,17 +54,24 @@ tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab)
 void tb_logits_finish(tb_logit_metrics *lm)
 {
 	double kl = 0, agree = 0, overlap = 0, mx = 0;
+	int64_t n_kl = 0;
 	int k = lm->vocab < TOPK ? (int)(lm->vocab > 0 ? lm->vocab : 1) : TOPK;
 
 	for (int64_t i = 0; i < lm->n_pos; i++) {
 		const tb_logit_row *r = &lm->rows[i];
-		kl += r->kl;
+		/* A row with NaN or Inf has no softmax: the element test judges it
+		 * (one side only is a mismatch, NaN beside NaN is not), and the
+		 * mean KL is over the rows that have one. */
+		if (!isnan(r->kl)) {
+			kl += r->kl;
+			n_kl++;
+		}
 		mx = isnan(r->kl) || r->kl > mx ? r->kl : mx;
 		agree += r->top1[0] == r->top1[1] && r->top1[0] >= 0;
 		overlap += r->top5_common / (double)k;
 	}
 	if (lm->n_pos > 0) {
-		lm->kl_mean = kl / (double)lm->n_pos;
+		lm->kl_mean = n_kl ? kl / (double)n_kl : NAN;
 		lm->kl_last = lm->rows[lm->n_pos - 1].kl;
 		lm->kl_max = mx;
 		lm->top1_agree = agree / (double)lm->n_pos;

@@ -21,7 +21,7 @@ typedef struct tb_logit_row {
 typedef struct tb_logit_metrics {
 	int64_t n_pos, vocab;
 	tb_logit_row *rows;    /* n_pos */
-	double kl_mean, kl_last, kl_max;
+	double kl_mean, kl_last, kl_max; /* mean over rows with a KL (NaN if none); max is NaN if any row's is */
 	double top1_agree;     /* fraction of positions with equal argmax */
 	double top5_overlap;   /* mean |top5 ∩ top5| / 5 */
 } tb_logit_metrics;

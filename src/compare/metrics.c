@@ -119,7 +119,10 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 				a->mismatch++;
 				s.mismatch++;
 			}
-			a->close += same_inf; /* numpy's isclose: equal infinities are close */
+			/* Equal infinities are close (numpy's isclose), and so are NaNs
+			 * in the same place (isclose's equal_nan): a tensor compared
+			 * with itself must match even when it holds NaN. */
+			a->close += same_inf || both_nan;
 			if (rf)
 				add_lone(a, 0, rv);
 			if (cf)

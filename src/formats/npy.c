@@ -267,6 +267,10 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	if (*p == '<' || *p == '>' || *p == '|' || *p == '=')
 		order = *p++;
 	kind = *p;
+	/* Long double by its type character, as hand-written headers name it
+	 * (np.save itself writes '<f16' or '<f12'). */
+	if (kind == 'g' && !p[1])
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "long double npy dtype '%s' is not supported", descr);
 	/* '?' and 'O' may come without a size: np.save writes objects as '|O'. */
 	if (!kind || !strchr("fiubcVOSUMm?", kind) || (kind != '?' && kind != 'O' && (p[1] < '0' || p[1] > '9'))) {
 		/* Hand-written files sometimes name the type ('bfloat16'). */
@@ -277,7 +281,8 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	if (kind == '?' && p[1])
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	size = kind == '?' ? 1 : strtol(p + 1, &end, 10);
-	if (kind != '?' && *end)
+	/* Dates carry their unit: '<M8[ns]'. */
+	if (kind != '?' && *end && !((kind == 'M' || kind == 'm') && *end == '['))
 		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
 	*big = order == '>';
 	switch (kind) {
@@ -286,6 +291,8 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 		else if (size == 4) *dt = TB_DT_F32;
 		else if (size == 2) *dt = TB_DT_F16;
 		else if (size == 1) *dt = TB_DT_F8_E5M2; /* ml_dtypes writes float8_e5m2 as '<f1' */
+		else if (size == 12 || size == 16)
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "long double npy dtype '%s' is not supported", descr);
 		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported float size in npy dtype '%s'", descr);
 		return 0;
 	case 'i':
@@ -331,9 +338,9 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	case 'c':
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "complex dtype '%s' is not supported", descr);
 	case 'O':
-		return tb_err_set(err, path, "object array (pickled data) refused");
-	default:
-		return tb_err_set(err, path, "npy dtype '%s' is not a numeric tensor type", descr);
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "object array (pickled data) refused");
+	default: /* strings, dates: valid arrays, not tensors */
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "npy dtype '%s' is not a numeric tensor type", descr);
 	}
 }
 

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,10 @@ static bool npz_sniff(const unsigned char *head, size_t n)
 }
 
 /* One member: parse its npy header (inflating only that much), then hand
- * the member to a blob and point the tensor past the header. */
+ * the member to a blob and point the tensor past the header.  A member
+ * that is a valid array of no tensor type (strings, objects, long double:
+ * scipy's test archives hold them beside their numbers) is noted and
+ * skipped: returns 1 then, leaving the reason in err. */
 static int npz_member(tb_builder *b, const tb_zip *z, const tb_zip_entry *e, const char *prefix, unsigned char *head,
 		      tb_err *err)
 {
@@ -37,6 +41,10 @@ static int npz_member(tb_builder *b, const tb_zip *z, const tb_zip_entry *e, con
 	if (tb_zip_read_head(z, e, head, TB_NPY_MAX_PREAMBLE, &got, err) < 0)
 		return -1;
 	if (tb_npy_parse(head, got, path, tb_builder_opts(b), &info, err) < 0) {
+		if (err->code == TB_ERR_UNSUPPORTED) {
+			tb_builder_note(b, "%s: skipped member '%s': %s", path, e->name, err->msg);
+			return 1;
+		}
 		tb_err_prefix(err, "npz member '%s'", e->name);
 		return -1;
 	}
@@ -66,6 +74,8 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 {
 	unsigned char *head;
 	tb_zip *z;
+	size_t loaded = 0, skipped = 0;
+	char why[TB_ERR_MSG_MAX] = ""; /* the first skipped member's reason */
 	int rc = 0;
 
 	(void)stem;
@@ -85,9 +95,20 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 			continue;
 		}
 		rc = npz_member(b, z, e, prefix, head, err);
+		if (rc == 1) {
+			if (!skipped++)
+				snprintf(why, sizeof why, "%s", err->msg);
+			tb_err_clear(err);
+		}
+		loaded += rc == 0;
+		rc = rc < 0 ? -1 : 0;
 	}
 	free(head);
 	tb_zip_free(z);
+	/* Notes alone would leave an archive of strings looking empty. */
+	if (rc == 0 && skipped && !loaded)
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "npz holds no numeric array (%zu member%s skipped; first: %s)",
+				   skipped, skipped > 1 ? "s" : "", why);
 	return rc;
 }
 

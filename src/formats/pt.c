@@ -25,13 +25,33 @@ static const char *const pt_suffixes[] = {".pt", ".pth", NULL};
 static const char *const pt_first_records[] = {"data.pkl", "version", ".data/version", ".format_version", "byteorder",
 					       ".storage_alignment", NULL};
 
+/* The legacy (pre-1.6) torch.save format opens with a pickle of this
+ * number (torch/serialization.py MAGIC_NUMBER = 0x1950a86a20f9469cfc6c,
+ * written by legacy_save), so as pickle opcodes: PROTO p, an optional
+ * FRAME (protocol 4 and later), then LONG1 of these 10 little-endian bytes. */
+static const unsigned char legacy_magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+static bool legacy_torch(const unsigned char *head, size_t n)
+{
+	size_t at = 2;
+
+	if (n < 2 || head[0] != 0x80)
+		return false;
+	if (n > at && head[at] == 0x95) /* FRAME and its 8-byte length */
+		at += 9;
+	return n >= at + sizeof legacy_magic && !memcmp(head + at, legacy_magic, sizeof legacy_magic);
+}
+
 /* A torch.save zip: its first member is one of torch's own records inside
- * the archive folder (any other zip is left alone unless named .pt). */
+ * the archive folder (any other zip is left alone unless named .pt); or a
+ * legacy torch.save file, claimed so it is refused by name. */
 static bool pt_sniff(const unsigned char *head, size_t n)
 {
 	const unsigned char *name, *slash;
 	size_t len, rest;
 
+	if (legacy_torch(head, n))
+		return true;
 	name = tb_zip_head_name(head, n, &len);
 	if (!name || !(slash = memchr(name, '/', len)))
 		return false;
@@ -425,6 +445,25 @@ static int archive_prefix(const tb_zip *z, const char *path, char *prefix, size_
 	return 0;
 }
 
+/* torch.jit.save writes the module's code under code/ and its tensor
+ * constants to constants.pkl beside data.pkl (torch/csrc/jit/docs/
+ * serialization.md); torch.save writes neither. */
+static bool torchscript(const tb_zip *z, const char *prefix)
+{
+	char rec[TB_MAX_NAME + 32];
+	size_t n = strlen(prefix);
+
+	snprintf(rec, sizeof rec, "%sconstants.pkl", prefix);
+	if (tb_zip_find(z, rec))
+		return true;
+	for (size_t i = 0; i < tb_zip_count(z); i++) {
+		const char *name = tb_zip_entry_at(z, i)->name;
+		if (!strncmp(name, prefix, n) && !strncmp(name + n, "code/", 5))
+			return true;
+	}
+	return false;
+}
+
 static int read_byteorder(const tb_zip *z, const char *prefix, const char *path, bool *big, tb_err *err)
 {
 	char rec[TB_MAX_NAME + 32];
@@ -467,13 +506,21 @@ static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const cha
 	walk w = {0};
 	int rc = -1;
 
+	if (legacy_torch(f->data, f->size < TB_SNIFF_BYTES ? (size_t)f->size : TB_SNIFF_BYTES))
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path,
+				   "a legacy (pre-1.6) torch.save file: re-save with torch>=1.6");
 	if (f->size >= 2 && f->data[0] == 0x80)
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path,
-				   "legacy (pre-1.6) torch.save format is not supported: re-save it with a current torch");
+				   "a bare pickle, not a torch.save archive (nor a legacy one)");
 	if (tb_zip_open(f, &z, err) < 0)
 		return -1;
 	if (archive_prefix(z, f->path, aprefix, sizeof aprefix, err) < 0)
 		goto out;
+	if (torchscript(z, aprefix)) {
+		tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path,
+			    "a TorchScript archive (torch.jit.save), not torch.save: save its state_dict() with torch.save");
+		goto out;
+	}
 	snprintf(rec, sizeof rec, "%sdata.pkl", aprefix);
 	e = tb_zip_find(z, rec);
 	if (!e) {

@@ -118,11 +118,43 @@ static int check_metadata(const cJSON *meta, const char *path, tb_err *err)
 {
 	const cJSON *it;
 
+	/* The reference reader's metadata is an Option: null means none
+	 * (mlx-examples writes it so). */
+	if (cJSON_IsNull(meta))
+		return 0;
 	if (!cJSON_IsObject(meta))
 		return tb_err_set(err, path, "safetensors: __metadata__ is not an object");
 	cJSON_ArrayForEach(it, meta)
 		if (!cJSON_IsString(it))
 			return tb_err_set(err, path, "safetensors: __metadata__ value '%s' is not a string", it->string);
+	return 0;
+}
+
+/* Every number in a header is a shape entry or an offset, which the
+ * reference reader parses as an integer: 5.0 or 5e0 is refused there.
+ * cJSON keeps only the double, so look at the text (valid JSON by now). */
+static int check_integers(const char *text, size_t len, const char *path, tb_err *err)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '"') {
+			for (i++; i < len && text[i] != '"'; i++)
+				if (text[i] == '\\')
+					i++;
+			continue;
+		}
+		if (text[i] != '-' && (text[i] < '0' || text[i] > '9'))
+			continue;
+		size_t start = i;
+		bool integer = true;
+		while (i < len && strchr("0123456789+-.eE", text[i])) {
+			integer &= text[i] != '.' && text[i] != 'e' && text[i] != 'E';
+			i++;
+		}
+		if (!integer)
+			return tb_err_set(err, path,
+					  "safetensors: number %.*s at header byte %zu is not an integer (shapes and data_offsets hold integers)",
+					  (int)(i - start < 32 ? i - start : 32), text + start, start);
+	}
 	return 0;
 }
 
@@ -162,6 +194,8 @@ static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st
 		tb_err_set(err, f->path, "safetensors: header is not a JSON object");
 		goto out;
 	}
+	if (check_integers((const char *)d + 8, (size_t)hlen, f->path, err) < 0)
+		goto out;
 	dup = tb_json_duplicate_key(root);
 	if (dup) {
 		tb_err_set(err, f->path, "safetensors: duplicate tensor name '%s'", dup);

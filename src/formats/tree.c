@@ -280,6 +280,18 @@ static bool inside_root(const char *root, const char *real)
 
 static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err);
 
+/* What a file that is not regular is, for the note that skips it. */
+static const char *special_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	return "not a file or directory";
+}
+
 static int walk_entry(walk *w, const char *dir, const char *rel, const char *name, tb_err *err)
 {
 	char path[PATH_MAX], relpath[PATH_MAX], real[PATH_MAX];
@@ -312,7 +324,8 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		tb_builder_note(w->b, "skipped %s: not a regular file", path);
+		/* Never opened: a FIFO would block, a device could be anything. */
+		tb_builder_note(w->b, "skipped %s: not a regular file (%s)", path, special_kind(st.st_mode));
 		return 0;
 	}
 	if (w->found.n >= MAX_FILES)
@@ -404,6 +417,38 @@ static const tb_format *pick_format(const tb_file *f, const char *name)
 	return NULL;
 }
 
+/* A Git LFS pointer: the small text file a clone holds in place of the
+ * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
+static bool is_lfs_pointer(const tb_file *f)
+{
+	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
+
+	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
+}
+
+static int lfs_error(const char *path, tb_err *err)
+{
+	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
+}
+
+/* Does a reader claim files of this name by their suffix? */
+static bool reader_suffix(const char *name)
+{
+	for (int i = 0; tb_formats[i]; i++)
+		for (int k = 0; tb_formats[i]->suffixes[k]; k++)
+			if (tb_has_suffix(name, tb_formats[i]->suffixes[k]))
+				return true;
+	return false;
+}
+
+/* Why no reader claims a file: a format we know of but do not read, or none. */
+static const char *unclaimed_reason(const tb_file *f)
+{
+	if (f->size >= 4 && !memcmp(f->data, "GGUF", 4))
+		return "a GGUF file (llama.cpp), which tbisect does not read";
+	return "not a tensor file";
+}
+
 /* Run a reader's index step, then unmap what it touched.  Header reads can
  * map whole large folios of the page cache (megabytes per file with
  * transparent huge pages), which would otherwise stay resident for every
@@ -428,12 +473,8 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 	char stem[PATH_MAX], prefix[PATH_MAX];
 	const tb_format *fmt = NULL;
 	const tb_file *f;
-	bool known_suffix = false;
+	bool known_suffix = reader_suffix(rel);
 
-	for (int i = 0; tb_formats[i] && !known_suffix; i++)
-		for (int k = 0; tb_formats[i]->suffixes[k]; k++)
-			if (tb_has_suffix(rel, tb_formats[i]->suffixes[k]))
-				known_suffix = true;
 	f = add_file(b->tree->priv, path, err);
 	if (!f) {
 		/* A file we would not have read anyway (a README we lack rights to)
@@ -445,9 +486,18 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 		}
 		return -1;
 	}
+	/* A pointer for a file we would read (or a .bin: pytorch_model.bin is a
+	 * torch.save file) means the tree is incomplete; one for an image or a
+	 * GGUF beside the tensors does not. */
+	if (is_lfs_pointer(f)) {
+		if (known_suffix || tb_has_suffix(rel, ".bin"))
+			return lfs_error(path, err);
+		tb_builder_note(b, "skipped %s: a Git LFS pointer", path);
+		return 0;
+	}
 	fmt = pick_format(f, rel);
 	if (!fmt) {
-		tb_builder_note(b, "skipped %s: not a tensor file", path);
+		tb_builder_note(b, "skipped %s: %s", path, unclaimed_reason(f));
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);
@@ -508,11 +558,29 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	f = add_file(b->tree->priv, path, err);
 	if (!f)
 		return -1;
+	if (is_lfs_pointer(f))
+		return lfs_error(path, err);
 	fmt = pick_format(f, base);
+	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
 		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return index_with(b, fmt, f, stem, "", err);
+}
+
+/* "no tensors found", with what was skipped: the error is all a user sees
+ * of a directory holding only a GGUF, the notes go with the tree. */
+static int no_tensors(const tb_tree *tree, const char *path, tb_err *err)
+{
+	const ptrvec *notes = &tree->priv->notes;
+
+	if (!notes->n)
+		return tb_err_set(err, path, "no tensors found");
+	if (notes->n == 1)
+		return tb_err_set(err, path, "no tensors found; %s", (const char *)notes->v[0]);
+	return tb_err_set(err, path, "no tensors found; %s (and %zu more notes)",
+			  (const char *)notes->v[0], notes->n - 1);
 }
 
 int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_err *err)
@@ -548,7 +616,7 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	else
 		rc = tb_err_set(err, path, "not a directory or regular file");
 	if (rc == 0 && tree->priv->tensors.n == 0)
-		rc = tb_err_set(err, path, "no tensors found");
+		rc = no_tensors(tree, path, err);
 	if (rc < 0) {
 		tb_tree_free(tree);
 		return -1;

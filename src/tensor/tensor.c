@@ -150,7 +150,7 @@ int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape)
 {
 	int k = 0, n = 0;
 
-	while (k < t->ndim - 1 && t->shape[k] == 1)
+	while (k < t->ndim && t->shape[k] == 1)
 		k++;
 	for (; k < t->ndim; k++)
 		shape[n++] = t->shape[k];

@@ -75,8 +75,9 @@ int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char
  * the blob (after shape, strides, offset and blob are set). */
 int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err);
 
-/* Shape with leading size-1 axes removed (at least one axis kept unless the
- * tensor is a scalar).  Returns the new rank. */
+/* Shape with leading size-1 axes removed, all of them: [1] and [1, 1]
+ * become [], so a scalar pairs with a one-element tensor.  Returns the new
+ * rank. */
 int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape);
 /* "[2, 16, 64]" */
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);

@@ -165,7 +165,7 @@ for k in "size:storage record 'archive/data/0' holds 24 bytes, the pickle declar
 done
 "$FMTGEN" pt-case deflate "$W/pt_ok.pt" || bail_out "fmtgen pt-case deflate failed"
 printf '\200\002\212\012\154\374\234\106\371\040\152\250\120\031.' >"$B/legacy.pt"
-bad "$B/legacy.pt" "legacy (pre-1.6) torch.save format is not supported" "torch: legacy stream"
+bad "$B/legacy.pt" "a legacy (pre-1.6) torch.save file: re-save with torch>=1.6" "torch: legacy stream"
 printf '3\n' >"$W/version"
 zip1 "$B/nopkl.pt" archive/version="$W/version"
 bad "$B/nopkl.pt" "not a torch.save archive: no 'archive/data.pkl'" "torch: no data.pkl"

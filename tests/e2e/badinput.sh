@@ -164,7 +164,9 @@ bad "$B/shape.safetensors" "has no shape array" "safetensors: shape not an array
 st "$B/shapeneg.safetensors" '{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}' 8
 bad "$B/shapeneg.safetensors" "shape entries must be non-negative integers" "safetensors: negative dim"
 st "$B/shapefrac.safetensors" '{"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}}' 8
-bad "$B/shapefrac.safetensors" "shape entries must be non-negative integers" "safetensors: non-integer dim"
+bad "$B/shapefrac.safetensors" "number 2.5 at header byte 29 is not an integer" "safetensors: non-integer dim"
+st "$B/shapefloat.safetensors" '{"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}}' 8
+bad "$B/shapefloat.safetensors" "number 2.0 at header byte 29 is not an integer" "safetensors: integral dim written as a float"
 st "$B/numel.safetensors" '{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}' 8
 bad "$B/numel.safetensors" "element count overflows" "safetensors: element count overflow"
 st "$B/offs1.safetensors" '{"a":{"dtype":"F32","shape":[2],"data_offsets":[8]}}' 8

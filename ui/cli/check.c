@@ -40,6 +40,20 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->no_builtin_names = o->no_builtin_names;
 }
 
+/* Notes shown per tree; `tbisect ls` lists them all. */
+#define MAX_NOTES 20
+
+/* What a tree skipped (special files, npz members of no tensor type, ...),
+ * so nothing is left out silently. */
+static void print_notes(const tb_tree *tree)
+{
+	for (size_t i = 0; i < tree->n_notes && i < MAX_NOTES; i++)
+		fprintf(stderr, "tbisect: note: %s\n", tree->notes[i]);
+	if (tree->n_notes > MAX_NOTES)
+		fprintf(stderr, "tbisect: note: %zu more notes; tbisect ls %s lists them\n", tree->n_notes - MAX_NOTES,
+			tree->path);
+}
+
 static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
 {
 	if (o->json) {
@@ -73,6 +87,8 @@ int tb_cmd_check(const tb_options *o)
 		rc = tb_die(&err);
 		goto out;
 	}
+	print_notes(run.sess.ref);
+	print_notes(run.sess.cand);
 	if (!o->no_history) {
 		int recorded = tb_run_record(&run, &hist, false, &err);
 		if (hist.warning[0])
