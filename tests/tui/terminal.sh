@@ -28,13 +28,13 @@ check_that "an unknown TERM: named, with the pointer to check" \
 
 # Ctrl-Z in a shell with job control: the job stops, the shell's prompt is
 # back, and fg redraws the view.
-tm new-window -d -n job "env PS1='job\$ ' bash --norc --noprofile -i"
-wait_for job 'job\$' || bail_out "no interactive shell for the Ctrl-Z test"
-keys job "'$TBISECT' ref cand; echo TBISECT_EXIT=\$?" Enter
+tm new-window -d -n job -c "$TAP_TMP" "env PS1='job\$ ' bash --norc --noprofile -i"
+wait_for job 'job$' || bail_out "no interactive shell for the Ctrl-Z test"
+keys job "'$TBISECT' ref cand" Enter
 wait_for job "DIVERGED" || bail_out "the heatmap did not come up in the shell"
 keys job C-z
 expect_screen job "Ctrl-Z: the job stops and the shell says so" "Stopped"
-keys job fg Enter
+keys job "fg; echo TBISECT_EXIT=\$?" Enter
 expect_screen job "fg: the heatmap is drawn again" "DIVERGED  first divergence L1.attn"
 keys job q
 expect_line job "after Ctrl-Z and fg, q quits with the batch status" '^TBISECT_EXIT=1$'
