@@ -2,9 +2,11 @@
  * The pass history (src/run/history.c) of a port whose candidate is
  * re-dumped here between passes, with XDG_STATE_HOME in a temp dir: each
  * movement (first, later, earlier, stuck, unchanged, matched, broke) and
- * its note, the file read back pass for pass, the bound on its size, a
- * corrupt file set aside with a warning, a state directory inside a dump
- * tree refused, and the write made atomically (temp file, rename).
+ * its note, no pass for a run whose inputs are the last pass's (even with
+ * the bytes rewritten), the digests, a reset, the file read back pass for
+ * pass, the bound on its size, a corrupt file set aside with a warning, a
+ * state directory inside a dump tree refused, and the write made
+ * atomically (temp file, rename).
  */
 #include "config.h"
 
@@ -78,8 +80,10 @@ static void port_diverged(pair_dirs *p)
 }
 
 /* One check of the port, as `tbisect check` runs it: open the history,
- * record the pass (with this top cause, or none), return it. */
-static tb_pass check(const pair_dirs *p, const char *top_cause)
+ * record the pass (with this top cause, or none); recorded says whether
+ * the record must add a pass (1) or find the inputs unchanged (0).
+ * Returns the last pass. */
+static tb_pass check_recording(const pair_dirs *p, const char *top_cause, int recorded)
 {
 	tb_cause cause = {.id = (char *)top_cause};
 	tb_diagnosis d = {.causes = {.v = &cause, .n = top_cause != NULL}};
@@ -87,15 +91,23 @@ static tb_pass check(const pair_dirs *p, const char *top_cause)
 	tb_history h;
 	tb_pass pass;
 	tb_err err;
+	size_t n;
 
 	tu_compare(&f, p->ref, p->cand, NULL);
 	tb_history_open(&f.s, &h);
 	assert_string_equal(h.warning, "");
-	assert_int_equal(tb_history_record(&h, &f.s, f.res, &d, &err), 0);
+	n = h.n;
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, &d, &err), recorded);
+	assert_int_equal(h.n, n + (size_t)recorded);
 	pass = h.passes[h.n - 1];
 	tb_history_free(&h);
 	tu_compared_done(&f);
 	return pass;
+}
+
+static tb_pass check(const pair_dirs *p, const char *top_cause)
+{
+	return check_recording(p, top_cause, 1);
 }
 
 /* The history of the port as it is on disk. */
@@ -154,10 +166,23 @@ static void test_movements(void **state)
 		    "op, or the dump is stale (re-dump; restart the server, stale compiled graphs hide fixes); revert "
 		    "and re-read the reference forward");
 
+	/* The same inputs again, the candidate's bytes rewritten as they were: no pass. */
+	check_recording(&port, NULL, 0);
+	dump(port.cand, "L0.attn", 0.7);
+	check_recording(&port, NULL, 0);
+
+	/* The reference gains a tensor, the candidate stays: a pass, no movement of the port. */
+	{
+		int64_t sh[1] = {4};
+		float x[4] = {1, 2, 3, 4};
+		tu_put(port.ref, "extra_notes", TB_DT_F32, 1, sh, x);
+	}
 	p[4] = check(&port, NULL);
 	expect_pass(&p[4], 5, TB_MOVE_UNCHANGED, 0, "L0.attn",
-		    "pass 5: candidate files unchanged since pass 4; first divergence L0.attn");
+		    "pass 5: candidate unchanged since pass 4 (the reference, the map or the tolerance changed); first "
+		    "divergence L0.attn");
 	assert_string_equal(p[4].cand_digest, p[3].cand_digest);
+	assert_string_not_equal(p[4].input_digest, p[3].input_digest);
 	assert_string_not_equal(p[3].cand_digest, p[2].cand_digest);
 
 	dump(port.cand, NULL, 0);
@@ -166,8 +191,13 @@ static void test_movements(void **state)
 		    "pass 6: first divergence L0.attn -> none: nothing diverges (verdict match)");
 	assert_int_equal(p[5].first_div_index, -1);
 
+	p[6] = check_recording(&port, NULL, 0);
+	assert_int_equal(p[6].number, 6);
+	tu_put(port.ref, "extra_notes", TB_DT_F32, 1, (const int64_t[]){2}, (const float[]){5, 6});
 	p[6] = check(&port, NULL);
-	expect_pass(&p[6], 7, TB_MOVE_UNCHANGED, 0, "", "pass 7: candidate files unchanged since pass 6; first divergence none");
+	expect_pass(&p[6], 7, TB_MOVE_UNCHANGED, 0, "",
+		    "pass 7: candidate unchanged since pass 6 (the reference, the map or the tolerance changed); first "
+		    "divergence none");
 
 	dump(port.cand, "L0.mlp", 0.5);
 	p[7] = check(&port, NULL);
@@ -184,6 +214,7 @@ static void test_movements(void **state)
 		expect_pass(&h.passes[i], p[i].number, p[i].move, p[i].delta, p[i].first_div, p[i].note);
 		assert_int_equal(h.passes[i].first_div_index, p[i].first_div_index);
 		assert_string_equal(h.passes[i].cand_digest, p[i].cand_digest);
+		assert_string_equal(h.passes[i].input_digest, p[i].input_digest);
 		assert_string_equal(h.passes[i].top_cause, p[i].top_cause);
 		assert_string_equal(h.passes[i].verdict, p[i].verdict);
 		assert_memory_equal(h.passes[i].count, p[i].count, sizeof p[i].count);
@@ -216,11 +247,18 @@ static void test_bounded(void **state)
 	pair_dirs port;
 	(void)state;
 
+	tu_compared g;
+	tb_compare_opts loose;
+
 	port_diverged(&port);
 	tu_compare(&f, port.ref, port.cand, NULL);
+	/* Passes alternate between two tolerances, so that each has new inputs. */
+	tb_compare_opts_init(&loose);
+	loose.tol.atol = 1e-3;
+	tu_compare(&g, port.ref, port.cand, &loose);
 	tb_history_open(&f.s, &h);
 	for (int i = 0; i < TB_HISTORY_MAX + 5; i++)
-		assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+		assert_int_equal(tb_history_record(&h, &f.s, (i % 2 ? g : f).res, NULL, &err), 1);
 	assert_int_equal(h.n, TB_HISTORY_MAX);
 	tb_history_free(&h);
 	tb_history_open(&f.s, &h);
@@ -228,6 +266,7 @@ static void test_bounded(void **state)
 	assert_int_equal(h.passes[0].number, 6);
 	assert_int_equal(h.passes[h.n - 1].number, TB_HISTORY_MAX + 5);
 	tb_history_free(&h);
+	tu_compared_done(&g);
 	tu_compared_done(&f);
 }
 
@@ -244,21 +283,77 @@ static void test_in_memory(void **state)
 	port_diverged(&port);
 	tu_compare(&f, port.ref, port.cand, NULL);
 	tb_history_init_memory(&h);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
+	/* A reload of the same dump is no pass, in memory too. */
 	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
-	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	assert_int_equal(h.n, 1);
+	dump(port.cand, "L0.attn", 0.5);
+	tu_compared_done(&f);
+	tu_compare(&f, port.ref, port.cand, NULL);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
 	assert_int_equal(h.n, 2);
-	assert_int_equal(h.passes[1].move, TB_MOVE_UNCHANGED);
+	assert_int_equal(h.passes[1].move, TB_MOVE_EARLIER);
 	assert_string_equal(h.path, "");
+	/* A reset empties it; the next pass is pass 1 again. */
+	assert_int_equal(tb_history_reset(&h, &f.s, &err), 0);
+	assert_int_equal(h.n, 0);
+	assert_true(h.in_memory);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
+	assert_int_equal(h.passes[0].number, 1);
+	assert_int_equal(h.passes[0].move, TB_MOVE_FIRST);
 	assert_int_equal(stat(port.state, &st), -1);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
+/* A reset forgets the pair's passes on disk, only that pair's; the next
+ * check is pass 1. */
+static void test_reset(void **state)
+{
+	char other[4200];
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	pair_dirs port;
+	tb_pass p;
+	(void)state;
+
+	port_diverged(&port);
+	check(&port, NULL);
+	dump(port.cand, "L1.mlp", 0.5);
+	check(&port, NULL);
+	snprintf(other, sizeof other, "%s2", port.cand);
+	dump(other, NULL, 0);
+	tu_compare(&f, port.ref, other, NULL);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+
+	tu_compare(&f, port.ref, port.cand, NULL);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 2);
+	assert_int_equal(tb_history_reset(&h, &f.s, &err), 0);
+	assert_int_equal(h.n, 0);
+	assert_int_equal(access(h.path, F_OK), -1);
+	/* Twice is fine: nothing to remove. */
+	assert_int_equal(tb_history_reset(&h, &f.s, &err), 0);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+	p = check(&port, NULL);
+	expect_pass(&p, 1, TB_MOVE_FIRST, 0, "L1.mlp", "pass 1: first divergence L1.mlp");
+	/* The other pair kept its pass. */
+	tu_compare(&f, port.ref, other, NULL);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(h.n, 1);
 	tb_history_free(&h);
 	tu_compared_done(&f);
 }
 
 static void expect_set_aside(const pair_dirs *port, const char *content, const char *why)
 {
+	char aside[8192], want[TB_HISTORY_WARNING_MAX], *text; /* want quotes the path twice, and why */
 	tb_history h;
-	/* Room for the path twice and the words around it (-Wformat-truncation). */
-	char aside[8192], want[2 * sizeof h.path + 128], *text;
 	size_t n;
 	FILE *fp;
 	tb_pass p;
@@ -295,6 +390,7 @@ static void test_corrupt_set_aside(void **state)
 
 	port_diverged(&port);
 	check(&port, NULL);
+	dump(port.cand, "L1.mlp", 0.5);
 	check(&port, NULL);
 	expect_set_aside(&port, "{\"passes\": [{\"pass\": ", "history file is not valid JSON (near byte 21)");
 	expect_set_aside(&port, "{\"passes\": [{\"pass\": \"x\"}]}", "a pass is malformed");
@@ -388,7 +484,8 @@ static int temp_files(const char *dir)
 static void test_atomic_write(void **state)
 {
 	char old[4200], dir[4200], tmp[4200];
-	tu_compared f;
+	tb_compare_opts loose;
+	tu_compared f, g;
 	tb_history h;
 	tb_err err;
 	pair_dirs port;
@@ -401,7 +498,11 @@ static void test_atomic_write(void **state)
 	assert_int_equal(h.n, 1);
 	snprintf(old, sizeof old, "%s.old", h.path);
 	assert_int_equal(link(h.path, old), 0);
-	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 0);
+	/* New inputs, so that the record writes: the candidate at a looser tolerance. */
+	tb_compare_opts_init(&loose);
+	loose.tol.atol = 1e-3;
+	tu_compare(&g, port.ref, port.cand, &loose);
+	assert_int_equal(tb_history_record(&h, &f.s, g.res, NULL, &err), 1);
 	snprintf(dir, sizeof dir, "%s/tbisect", port.state);
 	assert_int_equal(temp_files(dir), 0);
 	tb_history_free(&h);
@@ -416,7 +517,7 @@ static void test_atomic_write(void **state)
 	/* A temp file that cannot be created: the write fails, the file stays. */
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h.path, (long)getpid());
 	assert_int_equal(mkdir(tmp, 0700), 0);
-	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), -1);
+	assert_int_equal(tb_history_record(&h, &f.s, g.res, NULL, &err), -1);
 	if (!strstr(err.msg, "cannot write the history"))
 		fail_msg("error: %s", err.msg);
 	assert_int_equal(rmdir(tmp), 0);
@@ -424,6 +525,7 @@ static void test_atomic_write(void **state)
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 1);
 	tb_history_free(&h);
+	tu_compared_done(&g);
 	tu_compared_done(&f);
 }
 
@@ -467,17 +569,20 @@ static void set_mtime(const char *path, time_t t)
 static void digest_of(const char *dir, char out[17])
 {
 	tb_tree *t = tu_open(dir, NULL);
+	tb_err err;
 
-	tb_tree_digest(t, out);
+	assert_int_equal(tb_tree_digest(t, out, &err), 0);
 	tb_tree_free(t);
 }
 
-/* The digest changes with a file's bytes and with its mtime, and only then. */
+/* The digest follows the values, names, dtypes and shapes, not the files:
+ * the same bytes written again (a new mtime) or under another file of the
+ * same tensor name give the same digest. */
 static void test_digest(void **state)
 {
 	const char *dir = tu_tmpdir();
 	const char *f = tu_path(dir, "layers.0.attn.npy");
-	int64_t sh[1] = {4};
+	int64_t sh[1] = {4}, sh2[2] = {2, 2};
 	float a[4] = {1, 2, 3, 4}, b[4] = {1, 2, 3, 9};
 	char d0[17], d1[17];
 	(void)state;
@@ -487,15 +592,21 @@ static void test_digest(void **state)
 	digest_of(dir, d0);
 	digest_of(dir, d1);
 	assert_string_equal(d0, d1);
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, a);
+	set_mtime(f, 1700000001);
+	digest_of(dir, d1);
+	assert_string_equal(d0, d1);
 	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, b);
 	set_mtime(f, 1700000000);
 	digest_of(dir, d1);
 	assert_string_not_equal(d0, d1);
-	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, a);
-	set_mtime(f, 1700000001);
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 2, sh2, a);
 	digest_of(dir, d1);
 	assert_string_not_equal(d0, d1);
-	set_mtime(f, 1700000000);
+	tu_put(dir, "layers.0.attn", TB_DT_F16, 1, sh, a);
+	digest_of(dir, d1);
+	assert_string_not_equal(d0, d1);
+	tu_put(dir, "layers.0.attn", TB_DT_F32, 1, sh, a);
 	digest_of(dir, d1);
 	assert_string_equal(d0, d1);
 }
@@ -504,7 +615,7 @@ static void test_pass_json(void **state)
 {
 	tb_pass p = {.number = 3, .when = 1700000000, .first_div = "L2.mlp", .first_div_index = 14,
 		     .top_cause = "rope-style", .verdict = "diverged", .move = TB_MOVE_LATER, .delta = 7,
-		     .cand_digest = "0123456789abcdef", .note = "pass 3: ..."};
+		     .cand_digest = "0123456789abcdef", .input_digest = "fedcba9876543210", .note = "pass 3: ..."};
 	cJSON *o;
 	(void)state;
 
@@ -517,6 +628,7 @@ static void test_pass_json(void **state)
 	assert_string_equal(cJSON_GetObjectItem(o, "first_divergence")->valuestring, "L2.mlp");
 	assert_string_equal(cJSON_GetObjectItem(o, "top_cause")->valuestring, "rope-style");
 	assert_string_equal(cJSON_GetObjectItem(o, "cand_digest")->valuestring, "0123456789abcdef");
+	assert_string_equal(cJSON_GetObjectItem(o, "input_digest")->valuestring, "fedcba9876543210");
 	assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "counts"), "diverged")->valueint, 4);
 	assert_near(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "tolerance"), "diverge")->valuedouble, p.tol.diverge, 0);
 	cJSON_Delete(o);
@@ -529,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_bad_moves),
 		cmocka_unit_test(test_bounded),
 		cmocka_unit_test(test_in_memory),
+		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_corrupt_set_aside),
 		cmocka_unit_test(test_state_dir_inside_a_tree),
 		cmocka_unit_test(test_no_state_home),

@@ -135,6 +135,7 @@ static void global_counts(const tb_result *r, double *v)
 	v[TB_F_ONLY_LOGITS] = div > 0 && only_logits;
 	v[TB_F_ONLY_FINAL_AND_LOGITS] = div > 0 && only_fl && fn_div && lg_div;
 	v[TB_F_FINAL_NORM_OK] = compared(fn) ? ok_status(fn) : NAN;
+	v[TB_F_FINAL_NORM_REL_L2] = compared(fn) ? fn->m.rel_l2 : NAN;
 	v[TB_F_NAN_ANY] = nan_any;
 }
 
@@ -567,8 +568,11 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		v[i] = NAN;
 	global_counts(r, v);
 	if (in->origin) {
+		long k = in->origin->strongest;
 		v[TB_F_HAS_ORIGIN] = in->origin->origin >= 0;
+		v[TB_F_MAX_AMPLIFICATION] = k >= 0 ? in->origin->amplification[k] : NAN;
 		v[TB_F_DRIFT] = in->origin->drift;
+		v[TB_F_DRIFT_LIKE] = in->origin->drift_like;
 	}
 	if (in->sanity) {
 		v[TB_F_DUMP_OFFSET] = in->sanity->offset != 0;

@@ -50,6 +50,7 @@
 	X(ONLY_LOGITS, "only_logits", "bool", "logits is the only diverged cell")                             \
 	X(ONLY_FINAL_AND_LOGITS, "only_final_and_logits", "bool", "final_norm and logits are the only diverged cells") \
 	X(FINAL_NORM_OK, "final_norm_ok", "bool", "final_norm matches or is close")                           \
+	X(FINAL_NORM_REL_L2, "final_norm_rel_l2", "ratio", "rel_l2 of final_norm, whatever its status")         \
 	X(ATTN_OK, "attn_ok", "bool", "the target layer's attn output matches or is close")                   \
 	X(MLP_OK, "mlp_ok", "bool", "the target layer's mlp output matches or is close")                      \
 	X(ATTN_NORM_OK, "attn_norm_ok", "bool", "the target layer's attn_norm matches or is close")            \
@@ -98,8 +99,10 @@
 	X(TOP1_AGREE, "top1_agree", "fraction", "positions whose logits agree on the top token")              \
 	X(ORIGIN_HERE, "origin_here", "bool", "the target is where the error is born (amplification above the factor)") \
 	X(AMPLIFICATION, "amplification", "ratio", "target rel_l2 over its inputs' rel_l2")                  \
-	X(HAS_ORIGIN, "has_origin", "bool", "some cell amplifies its input error beyond the factor")          \
+	X(HAS_ORIGIN, "has_origin", "bool", "some diverged cell amplifies its input error beyond the factor")  \
+	X(MAX_AMPLIFICATION, "max_amplification", "ratio", "the largest amplification of any compared cell, diverged or not") \
 	X(DRIFT, "drift", "ratio", "growth of the block error per layer (geometric)")                        \
+	X(DRIFT_LIKE, "drift_like", "bool", "the block error starts within rounding (below the default --diverge and the cell's own) in the first layer and grows: precision drift") \
 	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
 	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")
 

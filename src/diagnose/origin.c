@@ -106,14 +106,20 @@ static void drift_of(const tb_result *r, tb_origin *o)
 		o->drift = exp((n * sxy - sx * sy) / (n * sxx - sx * sx));
 }
 
-/* Precision drift starts within tolerance in the first layer and grows;
- * large error from the first layer on (differing inputs) is no drift. */
+/* Precision drift starts at rounding size in the first layer and grows;
+ * large error from the first layer on (a broken op there, or differing
+ * inputs) is no drift.  Rounding size is judged by the default --diverge as
+ * well as the cell's own: a tolerance loosened to 1 must not make an op
+ * that adds rel_l2 0.5 read as rounding. */
 static bool drift_like(const tb_result *r, double drift)
 {
+	tb_tolerance dflt;
+
+	tb_tolerance_default(&dflt);
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
 		if (compared(c) && c->cell.id == TB_TAP_BLOCK)
-			return isfinite(drift) && drift > 1 && error_of(c) <= c->tol.diverge;
+			return isfinite(drift) && drift > 1 && error_of(c) <= fmin(c->tol.diverge, dflt.diverge);
 	}
 	return false;
 }
@@ -123,6 +129,7 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 	memset(o, 0, sizeof *o);
 	o->factor = factor;
 	o->origin = -1;
+	o->strongest = -1;
 	o->input_rel_l2 = malloc((r->n_cells ? r->n_cells : 1) * sizeof *o->input_rel_l2);
 	o->amplification = malloc((r->n_cells ? r->n_cells : 1) * sizeof *o->amplification);
 	if (!o->input_rel_l2 || !o->amplification) {
@@ -145,8 +152,12 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 		o->amplification[i] = isnan(amp) ? INFINITY : amp;
 		if (o->origin < 0 && c->status == TB_ST_DIVERGED && o->amplification[i] > factor)
 			o->origin = (long)i;
+		if (isfinite(o->amplification[i]) &&
+		    (o->strongest < 0 || o->amplification[i] > o->amplification[o->strongest]))
+			o->strongest = (long)i;
 	}
 	drift_of(r, o);
+	o->drift_like = drift_like(r, o->drift);
 	if (o->origin >= 0) {
 		const tb_cell_result *c = &r->cells[o->origin];
 		char name[TB_CELL_NAME_MAX];
@@ -159,8 +170,21 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 			snprintf(o->text, sizeof o->text, "error is born at %s: rel_l2 %.3g from inputs at %.3g (x%.3g)",
 				 name, c->m.rel_l2, o->input_rel_l2[o->origin], o->amplification[o->origin]);
 	} else if (r->verdict != TB_ST_MATCH) {
-		int n = snprintf(o->text, sizeof o->text, "no cell adds more than x%g to its input error", factor);
-		if (drift_like(r, o->drift) && (size_t)n < sizeof o->text)
+		long k = o->strongest;
+		int n;
+		/* Say what the cells measured: a cell within a loose --diverge may
+		 * still multiply its input error far beyond the factor. */
+		if (k >= 0 && o->amplification[k] > factor) {
+			const tb_cell_result *c = &r->cells[k];
+			char name[TB_CELL_NAME_MAX];
+			tb_cell_name(&c->cell, name, sizeof name);
+			n = snprintf(o->text, sizeof o->text,
+				     "no diverged cell adds more than x%g to its input error; %s does (x%.3g: rel_l2 %.3g from inputs at %.3g), within --diverge %g",
+				     factor, name, o->amplification[k], c->m.rel_l2, o->input_rel_l2[k], c->tol.diverge);
+		} else {
+			n = snprintf(o->text, sizeof o->text, "no cell adds more than x%g to its input error", factor);
+		}
+		if (o->drift_like && n >= 0 && (size_t)n < sizeof o->text)
 			snprintf(o->text + n, sizeof o->text - (size_t)n,
 				 "; error grows smoothly from L0 by about x%.2g per layer: precision drift, not a broken op",
 				 o->drift);

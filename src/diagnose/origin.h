@@ -19,7 +19,9 @@ typedef struct tb_origin {
 	double *input_rel_l2;  /* per cell; 0 for cells with no input (embed); NaN for missing cells */
 	double *amplification; /* per cell; NaN for missing cells */
 	long origin;           /* index into result cells, -1 when none */
+	long strongest;        /* the compared cell of largest amplification, diverged or not; -1 when none */
 	double drift;          /* block rel_l2 growth per layer (geometric), NaN when unknown */
+	bool drift_like;       /* the error starts at rounding size in layer 0 and grows */
 	char text[320];        /* the finding in words */
 } tb_origin;
 

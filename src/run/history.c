@@ -3,19 +3,22 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "run/history.h"
 #include "base/jsonutil.h"
 #include "diagnose/origin.h"
 
 #define HISTORY_MAX_BYTES (16u * 1024 * 1024)
-/* Bytes of each candidate file that go into the digest (headers live there). */
-#define DIGEST_HEAD 4096
+/* Elements decoded at a time when a tensor's bytes are not in place. */
+#define DIGEST_CHUNK 65536
+#define FNV_OFFSET 1469598103934665603ull
 
 static const char *const move_names[] = {
 	[TB_MOVE_FIRST] = "first",     [TB_MOVE_LATER] = "later",     [TB_MOVE_EARLIER] = "earlier",
@@ -42,44 +45,103 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
-static int cmp_cstr(const void *a, const void *b)
+/* CRC-32 of a tensor's values: of its bytes where they lie in place, else
+ * of the float32 values the comparison reads (strided, byte-swapped or
+ * lazily loaded tensors).  zlib's CRC runs at memory speed, so a digest
+ * costs a fraction of the comparison it guards. */
+static int tensor_crc(tb_tensor *t, uLong *crc, tb_err *err)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	const void *in_place;
+	float *buf;
+
+	if (tb_tensor_acquire(t, err) < 0)
+		return -1;
+	*crc = crc32_z(0L, Z_NULL, 0);
+	in_place = tb_tensor_data(t);
+	if (in_place) {
+		*crc = crc32_z(*crc, in_place, (z_size_t)(t->numel * tb_dtype_size(t->dtype)));
+		tb_tensor_release(t);
+		return 0;
+	}
+	buf = malloc(DIGEST_CHUNK * sizeof *buf);
+	if (!buf) {
+		tb_tensor_release(t);
+		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory for the digest of '%s'", t->name);
+	}
+	for (uint64_t at = 0; at < t->numel; at += DIGEST_CHUNK) {
+		uint64_t n = t->numel - at < DIGEST_CHUNK ? t->numel - at : DIGEST_CHUNK;
+		tb_tensor_read_f32(t, at, n, buf);
+		*crc = crc32_z(*crc, (const unsigned char *)buf, (z_size_t)(n * sizeof *buf));
+	}
+	free(buf);
+	tb_tensor_release(t);
+	return 0;
 }
 
-void tb_tree_digest(const tb_tree *tree, char out[17])
+/* Fold one tree into h: per tensor its name, dtype, shape and values.
+ * Where the bytes live (which file, its mtime) is left out, so a dump
+ * rewritten with the same values is the same dump. */
+static int tree_fold(const tb_tree *tree, uint64_t *h, tb_err *err)
 {
-	const char **paths = malloc((tree->n_tensors ? tree->n_tensors : 1) * sizeof *paths);
-	uint64_t h = 1469598103934665603ull;
-	size_t n = 0;
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		tb_tensor *t = tree->tensors[i];
+		int64_t head[2] = {(int64_t)t->dtype, t->ndim};
+		uLong crc;
 
-	for (size_t i = 0; paths && i < tree->n_tensors; i++)
-		paths[n++] = tree->tensors[i]->path;
-	if (paths)
-		qsort(paths, n, sizeof *paths, cmp_cstr);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char head[DIGEST_HEAD];
-		struct stat st;
-		ssize_t got = 0;
-		int fd;
-
-		if (i > 0 && !strcmp(paths[i], paths[i - 1]))
-			continue;
-		h = fnv(h, paths[i], strlen(paths[i]) + 1);
-		if (stat(paths[i], &st) == 0) {
-			int64_t meta[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
-			h = fnv(h, meta, sizeof meta);
-		}
-		fd = open(paths[i], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		if (fd >= 0) {
-			got = pread(fd, head, sizeof head, 0);
-			close(fd);
-		}
-		if (got > 0)
-			h = fnv(h, head, (size_t)got);
+		if (tensor_crc(t, &crc, err) < 0)
+			return -1;
+		*h = fnv(*h, t->name, strlen(t->name) + 1);
+		*h = fnv(*h, head, sizeof head);
+		*h = fnv(*h, t->shape, (size_t)t->ndim * sizeof *t->shape);
+		*h = fnv(*h, &crc, sizeof crc);
 	}
-	free(paths);
+	return 0;
+}
+
+static void hex(uint64_t h, char out[17])
+{
 	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+int tb_tree_digest(const tb_tree *tree, char out[17], tb_err *err)
+{
+	uint64_t h = FNV_OFFSET;
+
+	if (tree_fold(tree, &h, err) < 0)
+		return -1;
+	hex(h, out);
+	return 0;
+}
+
+/* Field by field: the struct's padding holds no value. */
+static uint64_t tol_fold(uint64_t h, const tb_tolerance *t)
+{
+	double v[5] = {t->atol, t->rtol, t->diverge, t->max_kl, t->absolute};
+
+	return fnv(h, v, sizeof v);
+}
+
+/* Everything a pass's outcome depends on: both trees' values, how their
+ * tensors pair into cells (the map) and the tolerance every cell was
+ * judged by (command line and --tol file). */
+static int input_digest(const tb_session *s, const tb_result *r, char out[17], tb_err *err)
+{
+	uint64_t h = FNV_OFFSET;
+
+	if (tree_fold(s->ref, &h, err) < 0 || tree_fold(s->cand, &h, err) < 0)
+		return -1;
+	h = tol_fold(h, &r->tol);
+	for (size_t i = 0; i < r->n_cells; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		char cell[TB_CELL_NAME_MAX];
+		tb_cell_name(&c->cell, cell, sizeof cell);
+		h = fnv(h, cell, strlen(cell) + 1);
+		h = fnv(h, c->ref ? c->ref->name : "", c->ref ? strlen(c->ref->name) + 1 : 1);
+		h = fnv(h, c->cand ? c->cand->name : "", c->cand ? strlen(c->cand->name) + 1 : 1);
+		h = tol_fold(h, &c->tol);
+	}
+	hex(h, out);
+	return 0;
 }
 
 /* Would dir (which may not exist yet) lie inside the tree at root?  Judged
@@ -143,6 +205,7 @@ static int parse_pass(const cJSON *o, tb_pass *p)
 	p->number = (int)get_num(o, "pass", 0);
 	p->when = (time_t)get_num(o, "time", 0);
 	get_str(o, "cand_digest", p->cand_digest, sizeof p->cand_digest);
+	get_str(o, "input_digest", p->input_digest, sizeof p->input_digest);
 	get_str(o, "first_divergence", p->first_div, sizeof p->first_div);
 	p->first_div_index = (long)get_num(o, "first_divergence_index", -1);
 	get_str(o, "top_cause", p->top_cause, sizeof p->top_cause);
@@ -170,6 +233,7 @@ cJSON *tb_pass_json(const tb_pass *p)
 	cJSON_AddNumberToObject(o, "pass", p->number);
 	cJSON_AddNumberToObject(o, "time", (double)p->when);
 	cJSON_AddStringToObject(o, "cand_digest", p->cand_digest);
+	cJSON_AddStringToObject(o, "input_digest", p->input_digest);
 	cJSON_AddStringToObject(o, "first_divergence", p->first_div);
 	cJSON_AddNumberToObject(o, "first_divergence_index", (double)p->first_div_index);
 	cJSON_AddStringToObject(o, "top_cause", p->top_cause);
@@ -236,7 +300,7 @@ void tb_history_open(const tb_session *s, tb_history *h)
 {
 	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 	char dir[3900], ref[PATH_MAX], cand[PATH_MAX];
-	uint64_t key = 1469598103934665603ull;
+	uint64_t key = FNV_OFFSET;
 
 	memset(h, 0, sizeof *h);
 	if (xdg && *xdg)
@@ -289,7 +353,8 @@ static void describe(tb_pass *p, const tb_pass *prev)
 			 p->number, fd);
 		break;
 	case TB_MOVE_UNCHANGED:
-		snprintf(p->note, sizeof p->note, "pass %d: candidate files unchanged since pass %d; first divergence %s",
+		snprintf(p->note, sizeof p->note,
+			 "pass %d: candidate unchanged since pass %d (the reference, the map or the tolerance changed); first divergence %s",
 			 p->number, prev->number, fd);
 		break;
 	case TB_MOVE_MATCHED:
@@ -350,9 +415,14 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 
 	if (!h->path[0] && !h->in_memory)
 		return 0;
+	if (tb_tree_digest(s->cand, p.cand_digest, err) < 0 || input_digest(s, r, p.input_digest, err) < 0)
+		return -1;
+	/* The same inputs give the same outcome: a re-run, a reload of bytes
+	 * rewritten as they were, is no step of the port. */
+	if (prev && !strcmp(prev->input_digest, p.input_digest))
+		return 0;
 	p.number = prev ? prev->number + 1 : 1;
 	p.when = time(NULL);
-	tb_tree_digest(s->cand, p.cand_digest);
 	p.first_div_index = r->first_div;
 	if (r->first_div >= 0)
 		tb_cell_name(&r->cells[r->first_div].cell, p.first_div, sizeof p.first_div);
@@ -363,10 +433,14 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 	p.tol = r->tol;
 	if (!prev) {
 		p.move = TB_MOVE_FIRST;
+	} else if (!strcmp(prev->cand_digest, p.cand_digest)) {
+		/* Only the reference or the settings changed: a first divergence
+		 * that moved says nothing of the port's last change. */
+		p.move = TB_MOVE_UNCHANGED;
 	} else {
 		bool was_div = prev->first_div[0] != '\0', is_div = r->first_div >= 0;
 		if (!is_div) {
-			p.move = was_div || strcmp(prev->cand_digest, p.cand_digest) ? TB_MOVE_MATCHED : TB_MOVE_UNCHANGED;
+			p.move = TB_MOVE_MATCHED;
 		} else if (!was_div) {
 			p.move = TB_MOVE_BROKE;
 		} else {
@@ -381,7 +455,7 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 			else if (p.delta < 0)
 				p.move = TB_MOVE_EARLIER;
 			else
-				p.move = strcmp(prev->cand_digest, p.cand_digest) ? TB_MOVE_STUCK : TB_MOVE_UNCHANGED;
+				p.move = TB_MOVE_STUCK;
 		}
 	}
 	describe(&p, prev);
@@ -394,7 +468,23 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 		return tb_err_setc(err, TB_ERR_NOMEM, h->path, "out of memory");
 	h->passes = grown;
 	h->passes[h->n++] = p;
-	return h->path[0] ? save(h, s, err) : 0;
+	if (h->path[0] && save(h, s, err) < 0)
+		return -1;
+	return 1;
+}
+
+int tb_history_reset(tb_history *h, const tb_session *s, tb_err *err)
+{
+	if (!h->in_memory) {
+		tb_history_free(h);
+		tb_history_open(s, h);
+	}
+	free(h->passes);
+	h->passes = NULL;
+	h->n = 0;
+	if (h->path[0] && unlink(h->path) < 0 && errno != ENOENT)
+		return tb_err_setc(err, TB_ERR_IO, h->path, "cannot clear the history: %s", strerror(errno));
+	return 0;
 }
 
 void tb_history_init_memory(tb_history *h)

@@ -1,9 +1,10 @@
 /*
  * history: the passes of the iteration loop for one (ref, cand) pair: each
- * check or reload records when it ran, a digest of the candidate files,
- * the first divergence, the top cause, the status counts and the tolerance,
- * and how the first divergence moved since the previous pass (later,
- * earlier, stuck although the candidate changed).
+ * check or reload whose inputs changed records when it ran, digests of
+ * the candidate's values and of all its inputs, the first divergence, the
+ * top cause, the status counts and the tolerance, and how the first
+ * divergence moved since the previous pass (later, earlier, stuck although
+ * the candidate changed).
  *
  * Stored as JSON under $XDG_STATE_HOME/tbisect/ (default
  * ~/.local/state/tbisect/), one file per pair, written atomically (temp
@@ -34,7 +35,7 @@ typedef enum tb_move {
 	TB_MOVE_LATER,     /* first divergence moved later (progress) */
 	TB_MOVE_EARLIER,   /* moved earlier (regression) */
 	TB_MOVE_STUCK,     /* candidate changed, first divergence did not move */
-	TB_MOVE_UNCHANGED, /* candidate files unchanged since the last pass */
+	TB_MOVE_UNCHANGED, /* candidate unchanged since the last pass (the reference or the settings changed) */
 	TB_MOVE_MATCHED,   /* nothing diverges any more */
 	TB_MOVE_BROKE,     /* matched before, diverges now */
 } tb_move;
@@ -42,7 +43,8 @@ typedef enum tb_move {
 typedef struct tb_pass {
 	int number;                 /* 1-based */
 	time_t when;
-	char cand_digest[17];       /* hex */
+	char cand_digest[17];       /* hex, of the candidate's tensors (names, dtypes, shapes, values) */
+	char input_digest[17];      /* hex, of both trees' tensors, the pairing and every cell's tolerance */
 	char first_div[TB_CELL_NAME_MAX]; /* "L0.attn", "" when nothing diverged */
 	long first_div_index;       /* its place in forward order, -1 when none */
 	char top_cause[64];         /* "" when none */
@@ -70,8 +72,15 @@ void tb_history_open(const tb_session *s, tb_history *h);
  * interactive view under --no-history, or when the state directory cannot
  * be used: reloads still say how the first divergence moved). */
 void tb_history_init_memory(tb_history *h);
-/* Append this run as a pass (computing its movement) and save. */
+/* Append this run as a pass (computing its movement) and save: 1.  When
+ * its inputs (input_digest) are those of the last pass, nothing is
+ * recorded: 0.  -1 when the tensors cannot be read for the digest or the
+ * file cannot be written. */
 int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, const tb_diagnosis *d, tb_err *err);
+/* Forget the pair's passes: *h is emptied and, unless it is in memory only,
+ * the pair's file (found from s, as tb_history_open does) is removed, so
+ * the next pass is pass 1.  -1 when the file cannot be removed. */
+int tb_history_reset(tb_history *h, const tb_session *s, tb_err *err);
 void tb_history_free(tb_history *h);
 
 /* "later", "earlier", ... */
@@ -81,7 +90,8 @@ bool tb_move_is_bad(tb_move m);
 /* One pass as the JSON report's "history" entries. */
 cJSON *tb_pass_json(const tb_pass *p);
 
-/* The digest of the candidate files (sizes, mtimes, first bytes). */
-void tb_tree_digest(const tb_tree *tree, char out[17]);
+/* The digest of a tree's tensors: names, dtypes, shapes and values (not
+ * file names or times).  -1 when a tensor cannot be read. */
+int tb_tree_digest(const tb_tree *tree, char out[17], tb_err *err);
 
 #endif

@@ -20,15 +20,21 @@ char tb_status_glyph(int status)
 	}
 }
 
-void tb_index_format(uint64_t index, int ndim, const int64_t *shape, char *buf, size_t size)
+/* Flat index -> one index per axis of shape (C order). */
+static void unravel(uint64_t index, int ndim, const int64_t *shape, int64_t *idx)
 {
-	int64_t idx[TB_MAX_DIMS];
-
 	for (int i = ndim - 1; i >= 0; i--) {
 		uint64_t d = shape[i] > 0 ? (uint64_t)shape[i] : 1;
 		idx[i] = (int64_t)(index % d);
 		index /= d;
 	}
+}
+
+void tb_index_format(uint64_t index, int ndim, const int64_t *shape, char *buf, size_t size)
+{
+	int64_t idx[TB_MAX_DIMS];
+
+	unravel(index, ndim, shape, idx);
 	tb_shape_format(ndim, idx, buf, size);
 }
 
@@ -116,10 +122,12 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	cJSON_AddStringToObject(o, "cand_dtype", tb_dtype_name(c->cand->dtype));
 	cJSON_AddNumberToObject(o, "elements", (double)m->n);
 	if (m->n && isfinite(m->max_abs)) {
-		char idx[256];
-		tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
-		cJSON *w = cJSON_CreateObject();
-		cJSON_AddStringToObject(w, "index", idx);
+		int64_t idx[TB_MAX_DIMS];
+		cJSON *w = cJSON_CreateObject(), *where = cJSON_AddArrayToObject(w, "index");
+		/* An array of integers, as "shape" is, for scripts to index with. */
+		unravel(m->worst_index, c->ndim, c->shape, idx);
+		for (int i = 0; i < c->ndim; i++)
+			cJSON_AddItemToArray(where, cJSON_CreateNumber((double)idx[i]));
 		add_num(w, "ref", m->worst_ref);
 		add_num(w, "cand", m->worst_cand);
 		cJSON_AddItemToObject(o, "worst", w);
@@ -517,6 +525,9 @@ int tb_report_text(FILE *out, const tb_report *r)
 		fprintf(out, "\nhistory (%zu pass%s):\n", r->history->n, r->history->n == 1 ? "" : "es");
 		for (size_t i = 0; i < r->history->n; i++)
 			fprintf(out, "  %s\n", r->history->passes[i].note);
+		if (r->history_unchanged && r->history->n)
+			fprintf(out, "  no new pass: the inputs are those of pass %d\n",
+				r->history->passes[r->history->n - 1].number);
 	}
 	fprintf(out, "\nverdict: %s\n", tb_status_name(res->verdict));
 	return ferror(out) ? -1 : 0;

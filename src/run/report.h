@@ -27,6 +27,7 @@ typedef struct tb_report {
 	bool show_features;               /* include the target's feature values */
 	const tb_history *history;        /* may be NULL: history off */
 	bool show_history;                /* text report: print the trajectory */
+	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
 } tb_report;
 
 /* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */

@@ -116,8 +116,9 @@ void tb_listing_free(tb_listing *l);
  * (tb_history_init_memory, for --no-history), the pair's history is read
  * from disk again first, since another process may have added passes;
  * when it cannot be kept on disk (h->warning says why), the pass is kept
- * in memory if memory_fallback, else not at all.  -1 when the pass could
- * not be saved. */
+ * in memory if memory_fallback, else not at all.  1 when a pass was
+ * recorded, 0 when not (the inputs are the last pass's, or no history is
+ * kept), -1 when the pass could not be saved. */
 int tb_run_record(const tb_run *r, tb_history *h, bool memory_fallback, tb_err *err);
 
 #endif

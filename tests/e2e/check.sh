@@ -23,6 +23,7 @@ first_div() {
 	_t=$(json_get first_divergence.tap)
 	if [ "$_l" = null ]; then _got=$_t; else _got=L$_l.$_t; fi
 	if [ "$_got" = "$_want" ]; then ok "$_d: first divergence $_want"; else not_ok "$_d: first divergence" "got $_got, expected $_want"; fi
+	json_is "$_d: first_divergence.cell names it as history does" first_divergence.cell "$_want"
 }
 
 # --- clean pairs: exit 0, everything paired ---
@@ -67,6 +68,19 @@ json_is "logits only: last layer block matches" cells.10.status match
 gen pos --layers 2 --bug pos@L1.attn:5 --seq 12
 first_div "late positions" L1.attn pos
 json_is "first_bad_position 5" first_divergence.first_bad_position 5
+# worst.index: one integer per axis of the cell's shape, inside it (cells.7 is L1.attn).
+json_is "cells.7 is L1.attn" cells.7.tap attn
+check_that "worst.index is an array with one entry per axis" \
+	test "$(json_get cells.7.worst.index.#)" = "$(json_get cells.7.shape.#)"
+check_that "worst.index holds integers inside the shape" sh -c '
+	n=$("$1" "$2" cells.7.shape.#) i=0
+	while [ "$i" -lt "$n" ]; do
+		v=$("$1" "$2" cells.7.worst.index.$i) d=$("$1" "$2" cells.7.shape.$i)
+		case $v in "" | *[!0-9]*) exit 1 ;; esac
+		[ "$v" -lt "$d" ] || exit 1
+		i=$((i + 1))
+	done' x "$JSONQ" "$TAP_OUT"
+check_that "worst.index: the worst element lies at a bad position" test "$(json_get cells.7.worst.index.1)" -ge 5
 
 # --- dtypes: bf16 reference against f32 candidate ---
 gen bf16 --layers 2 --ref-dtype bf16 --cand-dtype bf16 --ref-format safetensors
@@ -125,8 +139,22 @@ check_that "ls shows token ids as such" grep -q '^input_ids  *(token ids)' "$TAP
 check_that "ls counts only the unmapped tensor" grep -q '^20 tensors, 1 unmapped$' "$TAP_OUT"
 check_that "ls notes the skipped file" grep -q '^note: skipped .*README.txt: not a tensor file' "$TAP_OUT"
 expect_exit 0 "ls --json" "$TBISECT" ls --json "$T/clean/ref"
-json_is "ls --json cell" tensors.1.cell logits
-json_is "ls --json marks token ids" tensors.0.token_ids true
+json_is "ls --json: embed first" tensors.0.cell embed
+json_is "ls --json: logits last of the cells" tensors.17.cell logits
+json_is "ls --json marks token ids, after the cells" tensors.18.token_ids true
+json_is "ls --json: the unmapped tensor last" tensors.19.cell null
+# ls lists in forward order, as check does: L2 before L10, embed first, logits last.
+gen deep --layers 11
+expect_exit 0 "ls of an 11-layer tree" "$TBISECT" ls "$T/deep/ref"
+want="embed"
+i=0
+while [ $i -lt 11 ]; do
+	want="$want L$i.attn_norm L$i.attn L$i.mlp_norm L$i.mlp L$i.block"
+	i=$((i + 1))
+done
+want="$want final_norm logits"
+got=$(awk 'NR > 1 && NF >= 5 { print $2 }' "$TAP_OUT" | tr '\n' ' ' | sed 's/ $//')
+check_that "ls: cells in forward order (embed, L0 ... L10, final_norm, logits)" test "$got" = "$want"
 expect_exit 0 "ls a single safetensors file" "$TBISECT" ls "$T/hf-npy-canonical-safetensors/cand/dump.safetensors"
 check_that "single file: raw names are keys" grep -q '^layers.0.attn  *L0.attn' "$TAP_OUT"
 expect_exit 0 "ls a shard index" "$TBISECT" ls "$T/gpt2-npy-nested-meta-sharded/cand/model.safetensors.index.json"
@@ -149,6 +177,18 @@ check --watch|--watch belongs to the interactive view
 --features|--features belongs to 'check'
 --history|--history belongs to 'check'
 EOF
+# A mistyped command is named as such, with the command it is close to.
+expect_exit 2 "a mistyped command" "$TBISECT" chek "$T/clean/ref" "$T/clean/cand"
+check_that "a mistyped command: the command it is close to" \
+	grep -q -x -F "tbisect: unknown command 'chek' (did you mean check?)" "$TAP_ERR"
+expect_exit 2 "a swapped pair of letters" "$TBISECT" sugegst-map "$T/clean/ref" "$T/clean/cand"
+check_that "a swapped pair of letters: suggest-map" grep -q -F "(did you mean suggest-map?)" "$TAP_ERR"
+expect_exit 2 "a word far from any command" "$TBISECT" frobnicate "$T/clean/ref" "$T/clean/cand"
+check_that "a word far from any command: no suggestion" sh -c "! grep -q 'did you mean' '$TAP_ERR'"
+mkdir "$T/chek"
+tb_abs=$(cd "$(dirname "$TBISECT")" && pwd)/tbisect
+expect_exit 2 "a tree named like a command is a tree" sh -c 'cd "$1" && "$2" chek clean/ref clean/cand' x "$T" "$tb_abs"
+check_that "a tree named like a command: no suggestion" sh -c "! grep -q 'unknown command' '$TAP_ERR'"
 expect_exit 2 "--completion of an unknown shell" "$TBISECT" --completion zsh
 check_that "--completion zsh: names the formats" grep -q -x "tbisect: --completion: 'zsh' is not one of: bash tsv" "$TAP_ERR"
 expect_error 2 "$T/nope" "missing tree" "$TBISECT" check "$T/nope" "$T/clean/cand"

@@ -64,6 +64,7 @@ offers "tbisect --atol 1 --wa<TAB>: the mode is the first word's" "--watch" tbis
 offers "tbisect ls --fe<TAB>: --features belongs to check" "" tbisect ls --fe
 offers "tbisect check --fe<TAB>: --features" "--features" tbisect check --fe
 offers "tbisect --hi<TAB>: --history belongs to check" "" tbisect --hi
+offers "tbisect check --history<TAB>: --history and --history-reset" "--history --history-reset" tbisect check --history
 offers "tbisect ls --js<TAB>: --json" "--json" tbisect ls --js
 offers "tbisect check --npy-void2 <TAB>: the 2-byte floats" "bf16 f16" tbisect check --npy-void2 ""
 offers "tbisect check --npy-void1 <TAB>: the 1-byte floats" "f8_e4m3fn f8_e4m3fnuz f8_e5m2 f8_e5m2fnuz" \

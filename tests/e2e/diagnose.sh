@@ -117,4 +117,39 @@ expect_exit 1 "--origin-factor 1e9 finds no origin" "$TBISECT" check --json --or
 json_is "--origin-factor echoed" origin_factor 1000000000
 json_is "--origin-factor 1e9: origin null" origin null
 
+# --- a loose --diverge: the texts state what the cells measured, not their status ---
+# The RoPE bug is born at L0.attn (rel_l2 0.47 from exact inputs); with
+# --diverge 1 only the logits diverge, and final_norm is close at 0.72.
+"$MKDEMO" --bug rope-style "$T/loose/ref" "$T/loose/cand" >/dev/null || bail_out "mkdemo rope-style failed"
+expect_exit 1 "--diverge 1: only the logits diverge" "$TBISECT" check --json --no-history --diverge 1 "$T/loose/ref" "$T/loose/cand"
+json_is "--diverge 1: first divergence logits" first_divergence.cell logits
+o=$(json_get origin_text)
+case $o in
+*"no diverged cell adds more than x10 to its input error; L0.attn does (x2.36e+03: rel_l2 0.469 from inputs at 0), within --diverge 1"*)
+	ok "--diverge 1: origin names the cell that multiplies its input error ($o)" ;;
+*) not_ok "--diverge 1: origin names the cell that multiplies its input error" "origin_text: $o" ;;
+esac
+check_that "--diverge 1: origin claims no precision drift" sh -c 'case "$1" in *"precision drift"* | "no cell adds"*) exit 1 ;; esac' x "$o"
+check_that "--diverge 1: no dtype-precision (L0.attn adds error far above rounding)" \
+	sh -c "! grep -q '\"id\": \"dtype-precision\"' '$TAP_OUT'"
+check_that "--diverge 1: no why-text says final_norm matches" sh -c "! grep -q 'final_norm matches' '$TAP_OUT'"
+i=0 whys=
+while [ "$i" -lt "$(json_get 'causes.#')" ]; do whys="$whys $(json_get causes.$i.why)"; i=$((i + 1)); done
+case $whys in
+*"final_norm stays within --diverge (rel_l2 0.722)"*) ok "--diverge 1: lm-head's why gives final_norm's rel_l2" ;;
+*) not_ok "--diverge 1: lm-head's why gives final_norm's rel_l2" "why-texts:$whys" ;;
+esac
+# At the default tolerance the same pair is born at L0.attn, as before.
+expect_exit 1 "default tolerance: the origin" "$TBISECT" check --json --no-history "$T/loose/ref" "$T/loose/cand"
+cell_is "default tolerance: origin L0.attn" origin L0.attn
+# Precision drift is still drift, with its largest step stated.
+"$MKDEMO" --bug dtype-precision "$T/bf16/ref" "$T/bf16/cand" >/dev/null || bail_out "mkdemo dtype-precision failed"
+expect_exit 0 "dtype-precision: nothing diverges" "$TBISECT" check --json --no-history "$T/bf16/ref" "$T/bf16/cand"
+json_is "dtype-precision: the top cause" causes.0.id dtype-precision
+o=$(json_get origin_text)
+case $o in
+*"L0.block does (x13.3"*"precision drift, not a broken op") ok "dtype-precision: origin states the largest step and the drift" ;;
+*) not_ok "dtype-precision: origin states the largest step and the drift" "origin_text: $o" ;;
+esac
+
 tap_done

@@ -29,8 +29,17 @@ pass --bug noise@L0.attn
 note_is "pass 1 recorded" "pass 1: first divergence L0.attn"
 pass --bug noise@L1.mlp
 note_is "divergence moved later" "pass 2: first divergence L0.attn -> L1.mlp (later by 7 cells)"
+# The same inputs again: nothing new to record, and the report says so.
 run_cmd "$TBISECT" check --history "$T/ref" "$T/cand"
-note_is "unchanged candidate noticed" "pass 3: candidate files unchanged since pass 2; first divergence L1.mlp"
+check_that "a re-run records no pass" test "$(grep -c '^  pass ' "$TAP_OUT")" -eq 2
+check_that "a re-run says the inputs are the last pass's" grep -q '^  no new pass: the inputs are those of pass 2$' "$TAP_OUT"
+# Both trees written again with the same bytes (new files, new mtimes): no change.
+pass --bug noise@L1.mlp
+check_that "identical bytes rewritten record no pass" test "$(grep -c '^  pass ' "$TAP_OUT")" -eq 2
+# A new tolerance is a new input; the candidate did not change, so the port did not move.
+run_cmd "$TBISECT" check --history --diverge 0.02 "$T/ref" "$T/cand"
+note_is "a new tolerance: a pass, candidate unchanged" \
+	"pass 3: candidate unchanged since pass 2 (the reference, the map or the tolerance changed); first divergence L1.mlp"
 pass --bug noise@L1.mlp:0.5
 note_is "changed candidate, same divergence: flagged" "pass 4: first divergence still L1.mlp although the candidate changed"
 check_that "stuck pass carries the advice" grep -q 'revert and re-read the reference forward' "$TAP_OUT"
@@ -44,16 +53,20 @@ check_that "history lists all seven passes" test "$(grep -c '^  pass ' "$TAP_OUT
 
 expect_exit 1 "JSON report carries the history" "$TBISECT" check --json "$T/ref" "$T/cand"
 h=$(json_get 'history.#')
-check_that "JSON history has 8 passes ($h)" test "$h" = 8
+check_that "JSON history has the 7 passes, none added by the same inputs ($h)" test "$h" = 7
 check_that "JSON history pass 2 moved later" test "$(json_get history.1.movement)" = later
 check_that "JSON history pass 2 delta 7" test "$(json_get history.1.delta)" = 7
+check_that "JSON history pass 3: candidate unchanged" test "$(json_get history.2.movement)" = unchanged
 check_that "JSON history pass 5 moved earlier" test "$(json_get history.4.movement)" = earlier
 check_that "JSON history keeps the top cause" test -n "$(json_get history.0.top_cause)"
+check_that "JSON history: a pass carries its input digest" test "$(json_get history.6.input_digest | wc -c)" -eq 17
 
-expect_exit 1 "--no-history" "$TBISECT" check --json --no-history "$T/ref" "$T/cand"
+# A --no-history run at a new tolerance records nothing: the next run at
+# the last pass's inputs finds them unchanged.
+expect_exit 1 "--no-history" "$TBISECT" check --json --no-history --atol 2e-4 "$T/ref" "$T/cand"
 check_that "--no-history: no history key" sh -c "! '$JSONQ' '$TAP_OUT' history >/dev/null"
 run_cmd "$TBISECT" check --json "$T/ref" "$T/cand"
-check_that "--no-history recorded nothing (9 passes)" test "$(json_get 'history.#')" = 9
+check_that "--no-history recorded nothing (7 passes)" test "$(json_get 'history.#')" = 7
 expect_exit 2 "--history with --no-history is a usage error" "$TBISECT" check --history --no-history "$T/ref" "$T/cand"
 
 # --- a corrupt history file is set aside, not fatal ---
@@ -65,11 +78,12 @@ check_that "corrupt history: set aside" sh -c "ls '$XDG_STATE_HOME'/tbisect/ | g
 note_is "corrupt history: starts again at pass 1" "pass 1: first divergence L2.block"
 
 # --- bounded ---
+# Each recorded check has new inputs: atol alternates between two values.
 i=0 odd=0
 while [ $i -lt 205 ]; do
 	run_cmd "$TBISECT" check --no-history "$T/ref" "$T/cand"
 	[ "$TAP_RC" -eq 1 ] || odd=$((odd + 1))
-	run_cmd "$TBISECT" check "$T/ref" "$T/cand"
+	run_cmd "$TBISECT" check --atol "$((2 + i % 2))e-4" "$T/ref" "$T/cand"
 	[ "$TAP_RC" -eq 1 ] || odd=$((odd + 1))
 	i=$((i + 1))
 done
@@ -103,5 +117,17 @@ chain 4 0 "pass 4: first divergence logits -> none: nothing diverges (verdict ma
 expect_exit 0 "chain: the JSON report" "$TBISECT" check --json "$W/ref" "$T/port"
 check_that "chain: movements first, later, later, matched" test "$(json_get history.0.movement) $(json_get history.1.movement) $(json_get history.2.movement) $(json_get history.3.movement)" = "first later later matched"
 check_that "chain: the walkthrough itself is untouched" cmp -s "$T/port/activations.safetensors" "$W/pass4/activations.safetensors"
+
+# --- --history-reset: the tutorial replayed from the start ---
+cp "$W/pass1/activations.safetensors" "$T/port/"
+expect_exit 1 "replay: pass 1 of the walkthrough again" "$TBISECT" check --history "$W/ref" "$T/port"
+note_is "replay without a reset: the old passes stay, and mislead" "pass 5: nothing diverged in pass 4, now the first divergence is L0.attn: the last change broke it"
+expect_exit 1 "--history-reset" "$TBISECT" check --history --history-reset "$W/ref" "$T/port"
+check_that "--history-reset: the history starts again with this run" test "$(grep -c '^  pass ' "$TAP_OUT")" -eq 1
+note_is "--history-reset: pass 1" "pass 1: first divergence L0.attn"
+expect_exit 1 "--history-reset --no-history" "$TBISECT" check --json --history-reset --no-history "$W/ref" "$T/port"
+run_cmd "$TBISECT" check --json "$W/ref" "$T/port"
+check_that "--history-reset --no-history: cleared, this run not recorded" test "$(json_get 'history.#')" = 1
+expect_exit 2 "--history-reset belongs to check" "$TBISECT" --history-reset "$W/ref" "$T/port"
 
 tap_done

@@ -276,9 +276,9 @@ json_get() {
 
 # rewrite FILE: write standard input over FILE in place, then give FILE an
 # mtime later than it had, while FILE is still open for writing: a --watch
-# view sees one write ending at the close, and the history's digest (size,
-# mtime, first bytes) changes even when the bytes do not, whatever the file
-# system's timestamp granularity.
+# view sees one write ending at the close, whatever the file system's
+# timestamp granularity.  (The history's digest is of the values, so the
+# same bytes written again are no new pass.)
 # shellcheck disable=SC2094 # the group writes FILE and sets its time: on purpose
 rewrite() {
 	_rw_old=$(stat -c %.9Y "$1" 2>/dev/null || echo 0)

@@ -89,6 +89,10 @@ int tb_cmd_check(const tb_options *o)
 	}
 	print_notes(run.sess.ref);
 	print_notes(run.sess.cand);
+	if (o->history_reset && tb_history_reset(&hist, &run.sess, &err) < 0) {
+		rc = tb_die(&err);
+		goto out;
+	}
 	if (!o->no_history) {
 		int recorded = tb_run_record(&run, &hist, false, &err);
 		if (hist.warning[0])
@@ -97,6 +101,7 @@ int tb_cmd_check(const tb_options *o)
 			tb_warn(&err);
 		rep.history = &hist;
 		rep.show_history = o->history;
+		rep.history_unchanged = recorded == 0 && hist.path[0];
 	}
 	rep.ref_path = o->paths[0];
 	rep.cand_path = o->paths[1];

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,46 @@
 #include "model/pairing.h"
 #include "run/run.h"
 
-static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
+/* One tensor of the listing with the cell its name maps to. */
+typedef struct ls_entry {
+	const tb_tensor *t;
+	bool mapped;
+	tb_cell cell;
+	size_t at; /* its place in the tree (raw-name order) */
+	char rule[256]; /* the rule that named it */
+} ls_entry;
+
+/* Forward order (embed, L0 ..., final_norm, logits) for what maps to a
+ * cell, as check lists cells; raw-name order within a cell and for the
+ * rest, which follows. */
+static int cmp_entry(const void *pa, const void *pb)
+{
+	const ls_entry *a = pa, *b = pb;
+	int c;
+
+	if (a->mapped != b->mapped)
+		return a->mapped ? -1 : 1;
+	if (a->mapped && (c = tb_cell_cmp(&a->cell, &b->cell)) != 0)
+		return c;
+	return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* The tree's tensors in listing order; NULL when out of memory. */
+static ls_entry *ls_entries(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn)
+{
+	ls_entry *e = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *e);
+
+	for (size_t i = 0; e && i < tree->n_tensors; i++) {
+		e[i].t = tree->tensors[i];
+		e[i].at = i;
+		e[i].mapped = tb_namer_map(namer, e[i].t->name, tn->shared, &e[i].cell, e[i].rule, sizeof e[i].rule);
+	}
+	if (e && tree->n_tensors)
+		qsort(e, tree->n_tensors, sizeof *e, cmp_entry);
+	return e;
+}
+
+static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *tn, const tb_tolfile *tf,
 		   const tb_tolerance *base)
 {
 	cJSON *root = cJSON_CreateObject(), *arr, *notes;
@@ -22,19 +62,18 @@ static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_nam
 	cJSON_AddStringToObject(root, "shared_prefix", tn->shared);
 	arr = cJSON_AddArrayToObject(root, "tensors");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
-		const tb_tensor *t = tree->tensors[i];
+		const tb_tensor *t = e[i].t;
 		cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray();
-		char cell[128], rule[256];
-		tb_cell c;
+		char cell[128];
 
 		cJSON_AddStringToObject(o, "name", t->name);
-		if (tb_namer_map(namer, t->name, tn->shared, &c, rule, sizeof rule)) {
-			tb_cell_name(&c, cell, sizeof cell);
+		if (e[i].mapped) {
+			tb_cell_name(&e[i].cell, cell, sizeof cell);
 			cJSON_AddStringToObject(o, "cell", cell);
-			cJSON_AddStringToObject(o, "rule", rule);
+			cJSON_AddStringToObject(o, "rule", e[i].rule);
 			if (tf) {
 				tb_tolerance tol = *base;
-				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				int k = tb_tolfile_apply(tf, &e[i].cell, t->name, NULL, &tol);
 				cJSON *to = cJSON_AddObjectToObject(o, "tolerance");
 				if (k >= 0)
 					cJSON_AddStringToObject(to, "match", tb_tolfile_pattern(tf, k));
@@ -69,8 +108,7 @@ static int ls_json(const tb_tree *tree, const tb_namer *namer, const tb_tree_nam
 	return 0;
 }
 
-static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn, const tb_tolfile *tf,
-		    const tb_tolerance *base)
+static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf, const tb_tolerance *base)
 {
 	size_t width = 8, unmapped = 0;
 
@@ -84,15 +122,14 @@ static void ls_text(const tb_tree *tree, const tb_namer *namer, const tb_tree_na
 	printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
 	       tf ? "  TOLERANCE" : "");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
-		const tb_tensor *t = tree->tensors[i];
+		const tb_tensor *t = e[i].t;
 		char cell[128], shape[128], tols[320] = "";
-		tb_cell c;
 
-		if (tb_namer_map(namer, t->name, tn->shared, &c, NULL, 0)) {
-			tb_cell_name(&c, cell, sizeof cell);
+		if (e[i].mapped) {
+			tb_cell_name(&e[i].cell, cell, sizeof cell);
 			if (tf) {
 				tb_tolerance tol = *base;
-				int k = tb_tolfile_apply(tf, &c, t->name, NULL, &tol);
+				int k = tb_tolfile_apply(tf, &e[i].cell, t->name, NULL, &tol);
 				snprintf(tols, sizeof tols, "  %s: atol %g rtol %g diverge %g%s",
 					 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol,
 					 tol.diverge, tol.absolute ? " abs" : "");
@@ -117,6 +154,7 @@ int tb_cmd_ls(const tb_options *o)
 	tb_run_opts ro;
 	tb_run_config cfg;
 	tb_listing l;
+	ls_entry *e;
 	tb_err err;
 	int rc = TB_EXIT_OK;
 
@@ -127,14 +165,14 @@ int tb_cmd_ls(const tb_options *o)
 		tb_run_config_done(&cfg);
 		return tb_die(&err);
 	}
-	if (o->json) {
-		if (ls_json(l.tree, l.namer, &l.names, cfg.tolfile, &o->tol) < 0) {
-			tb_err_setc(&err, TB_ERR_NOMEM, NULL, "out of memory");
-			rc = tb_die(&err);
-		}
-	} else {
-		ls_text(l.tree, l.namer, &l.names, cfg.tolfile, &o->tol);
+	e = ls_entries(l.tree, l.namer, &l.names);
+	if (!e || (o->json && ls_json(l.tree, e, &l.names, cfg.tolfile, &o->tol) < 0)) {
+		tb_err_setc(&err, TB_ERR_NOMEM, NULL, "out of memory");
+		rc = tb_die(&err);
+	} else if (!o->json) {
+		ls_text(l.tree, e, cfg.tolfile, &o->tol);
 	}
+	free(e);
 	if (fflush(stdout) != 0) {
 		tb_err_set(&err, NULL, "cannot write to standard output");
 		rc = tb_die(&err);

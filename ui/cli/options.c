@@ -2,9 +2,11 @@
 
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/options.h"
 #include "tensor/dtype.h"
@@ -23,6 +25,7 @@ enum {
 	OPT_ORIGIN_FACTOR,
 	OPT_FEATURES,
 	OPT_HISTORY,
+	OPT_HISTORY_RESET,
 	OPT_NO_HISTORY,
 	OPT_HEADS,
 	OPT_KV_HEADS,
@@ -80,6 +83,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			  .help = "also print the measured features the rules test"},
 	[OPT_HISTORY] = {.name = "history", .modes = TB_IN(TB_MODE_CHECK),
 			 .help = "print how the first divergence moved over the passes"},
+	[OPT_HISTORY_RESET] = {.name = "history-reset", .modes = TB_IN(TB_MODE_CHECK),
+			       .help = "forget the pair's recorded passes before this run"},
 	[OPT_NO_HISTORY] = {.name = "no-history", .modes = TB_IN_ANY,
 			    .help = "do not record this run in the pass history"},
 	[OPT_HEADS] = {.name = "heads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
@@ -245,6 +250,7 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_ALLOW_PARTIAL: o->allow_partial = true; break;
 	case OPT_FEATURES: o->features = true; break;
 	case OPT_HISTORY: o->history = true; break;
+	case OPT_HISTORY_RESET: o->history_reset = true; break;
 	case OPT_NO_HISTORY: o->no_history = true; break;
 	case OPT_NO_MOUSE: o->no_mouse = true; break;
 	case OPT_HEADS: return int_arg(opt, arg, 1, 65536, &o->heads, msg, size);
@@ -257,6 +263,53 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_WATCH: o->watch = true; break;
 	}
 	return 0;
+}
+
+/* Edits (insert, delete, substitute, swap two neighbours) from a to b,
+ * counted up to cap + 1: enough to tell a typo from another word. */
+static size_t edit_distance(const char *a, const char *b, size_t cap)
+{
+	enum { MAXW = 32 };
+	size_t la = strlen(a), lb = strlen(b), d[MAXW + 1][MAXW + 1];
+
+	if (la > MAXW || lb > MAXW)
+		return cap + 1;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[la][lb];
+}
+
+/* The command word close to w (a typo of it), or NULL.  Close: one edit
+ * for short words, two from five letters on, so "ref" or "cand" never
+ * reads as a command. */
+static const char *command_like(const char *w)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	for (size_t i = 1; i < tb_n_commands; i++) {
+		size_t len = strlen(tb_commands[i].word), cap = len >= 5 ? 2 : 1;
+		size_t d = edit_distance(w, tb_commands[i].word, cap);
+		if (d <= cap && d < best_d && d < strlen(w)) {
+			best = tb_commands[i].word;
+			best_d = d;
+		}
+	}
+	return best;
 }
 
 int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t size)
@@ -273,6 +326,15 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
 		if (!strcmp(argv[1], tb_commands[i].word))
 			cmd = &tb_commands[i];
+	/* A first word that is no tree but nearly a command is a typo of the
+	 * command, not a path to complain about. */
+	if (!cmd->word && argc > 1 && argv[1][0] != '-' && access(argv[1], F_OK) != 0) {
+		const char *like = command_like(argv[1]);
+		if (like) {
+			snprintf(msg, size, "unknown command '%s' (did you mean %s?)", argv[1], like);
+			return -1;
+		}
+	}
 	o->mode = cmd->mode;
 	for (int i = 0; i < OPT_COUNT; i++)
 		long_opts[i] = (struct option){tb_option_infos[i].name,

@@ -75,6 +75,7 @@ typedef struct tb_options {
 	int heads, kv_heads;  /* 0: infer */
 	bool json;
 	bool history, no_history, watch, no_mouse;
+	bool history_reset;   /* (check) forget the pair's passes first */
 	int threads;
 	tb_open_opts open;
 } tb_options;
