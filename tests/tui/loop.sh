@@ -158,7 +158,20 @@ keys h r
 expect_screen h "r after that check: the banner shows how the divergence moved" "pass 7: first divergence L0.attn -> L0.mlp (later by 2 cells)"
 keys h H
 expect_screen h "r after that check: the view's reload of the same dump is no pass" "history: 7 passes of this pair, newest first"
-keys h q q
+keys h q
+
+# --- :history clear forgets the passes; the next reload is pass 1 ---
+keys h : "history bogus" Enter
+expect_screen h ":history with an unknown word: its usage" "usage: history [clear]"
+keys h : "hist clear" Enter
+expect_screen h ":history clear: said" "history cleared: the next load or reload with new inputs is pass 1"
+check_that ":history clear: the pair's file is gone" test -z "$(history_file)"
+keys h H
+expect_screen h ":history clear: no pass left" "history: 0 passes of this pair, newest first"
+keys h q r
+expect_screen h "r after :history clear: pass 1" "pass 1: first divergence L0.mlp"
+check_that "r after :history clear: one pass in the file" test "$("$JSONQ" "$(history_file)" 'passes.#')" = 1
+keys h q
 expect_clean_exit h "quit after r: exit 1" 1
 
 # --- a corrupt history file is set aside with a message ---

@@ -133,7 +133,7 @@ expect_screen p "q leaves the help for the heatmap" ".match<=1e-04"
 keys p ?
 expect_screen p "? opens the help screen too" "tbisect help"
 keys p G
-expect_line p "help lists the prompt commands" '^  history +show the passes of this pair'
+expect_line p "help lists the prompt commands" '^  history \[clear\] +show the passes of this pair'
 expect_screen p "the help scrolls to the cell legend" ". match   ~ close   X diverged   - missing"
 keys p Escape
 expect_screen p "Esc leaves the help for the heatmap" ".match<=1e-04"

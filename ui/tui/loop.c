@@ -263,7 +263,14 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_INTERRUPT: return ui_flags(UI_QUIT);
 	case TB_ACT_HELP: return open_screen(SCREEN_HELP);
 	case TB_ACT_CAUSES: return open_screen(SCREEN_CAUSES);
-	case TB_ACT_HISTORY: return open_screen(SCREEN_HISTORY);
+	case TB_ACT_HISTORY:
+		if (!strcmp(arg, "clear"))
+			return ui_flags(reload_history_clear(&l->v));
+		if (*arg) {
+			view_message(&l->v, true, "usage: history [clear]");
+			return ui_flags(0);
+		}
+		return open_screen(SCREEN_HISTORY);
 	case TB_ACT_UNPAIRED: return open_screen(SCREEN_UNPAIRED);
 	case TB_ACT_SUGGEST: return open_screen(SCREEN_SUGGEST);
 	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));

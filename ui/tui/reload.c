@@ -68,6 +68,22 @@ static void record_pass(view *v)
 	v->banner_good = p->move == TB_MOVE_LATER || p->move == TB_MOVE_MATCHED;
 }
 
+unsigned reload_history_clear(view *v)
+{
+	char buf[TB_ERR_TEXT_MAX];
+	tb_err err;
+
+	if (tb_history_reset(&v->hist, &v->run.sess, &err) < 0) {
+		view_message(v, true, "history clear: %s", tb_err_text(&err, buf, sizeof buf));
+		return 0;
+	}
+	v->my_last_pass = 0;
+	v->banner[0] = '\0';
+	v->banner_bad = v->banner_good = false;
+	view_message(v, false, "history cleared: the next load or reload with new inputs is pass 1");
+	return 0;
+}
+
 /* A comparison at a new tolerance is no pass (the files did not change):
  * the banner says where the first divergence is now, instead of the last
  * pass's movement. */

@@ -23,6 +23,9 @@ unsigned reload_first(view *v);
 unsigned reload_start(view *v);
 /* Compare the shown trees again at v->tol; records no pass. */
 unsigned reload_recompare(view *v);
+/* Forget the pair's passes (:history clear): the file goes, and the next
+ * load or reload with new inputs is pass 1.  The banner goes with them. */
+unsigned reload_history_clear(view *v);
 /* Poll the comparison, the background reload and --watch. */
 unsigned reload_poll(view *v);
 /* Whether a comparison or a reload is under way. */
