@@ -56,6 +56,10 @@ expect_screen d "the causes pane shows why" "the first divergence is deep inside
 keys d q
 keys d G Enter
 expect_screen d "logits detail: the logit metrics" "logits: kl_mean"
+# At 80 columns the logits line is longer than the screen: it wraps, and
+# nothing is cut at the edge (it used to end "top5_over").
+expect_line d "80 columns: the logits line wraps, top5_overlap whole on the next line" '^  top5_overlap [0-9.]+$'
+check_that "80 columns: no line of the detail is cut at the edge" sh -c '! printf "%s" "$1" | grep -q "top5_over\$"' x "$TUI_SCREEN"
 keys d q q
 expect_clean_exit d "quit after the detail screens" 1
 

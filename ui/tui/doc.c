@@ -16,18 +16,53 @@ int doc_row(doc *d)
 	return r >= 1 && r < d->h ? r : -1;
 }
 
+/* Where to cut s (n bytes) to fit width: after the last blank that lets
+ * it fit, else at width (a word longer than the line). */
+static int fit(const char *s, int n, int width)
+{
+	int cut = width;
+
+	if (n <= width)
+		return n;
+	while (cut > 0 && s[cut] != ' ')
+		cut--;
+	return cut > 0 ? cut : width;
+}
+
+static void put_row(doc *d, attr_t a, const char *text, int len)
+{
+	int r = doc_row(d);
+
+	if (r >= 0)
+		ui_put(d->w, r, 0, a, "%.*s", len, text);
+}
+
+/* Lines wider than the window go on, word-wrapped, on the lines below,
+ * indented two past the line's own indent: nothing is cut off at the
+ * window's edge. */
 void doc_line(doc *d, attr_t a, const char *fmt, ...)
 {
 	char buf[1024];
+	const char *rest;
 	va_list ap;
-	int r = doc_row(d);
+	int width = getmaxx(d->w), n, cut, lead;
 
-	if (r < 0)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	ui_put(d->w, r, 0, a, "%s", buf);
+	n = (int)strlen(buf);
+	if (n <= width || width < 20) {
+		put_row(d, a, buf, n);
+		return;
+	}
+	lead = (int)strspn(buf, " ");
+	if (lead > width / 2)
+		lead = 0;
+	cut = fit(buf, n, width);
+	put_row(d, a, buf, cut);
+	rest = buf + cut + strspn(buf + cut, " ");
+	if (*rest)
+		doc_wrap(d, a, "", lead + 2, rest);
 }
 
 int doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text)
@@ -35,19 +70,14 @@ int doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text)
 	int width = getmaxx(d->w) - indent, last = 0;
 	const char *s = text;
 	bool first = true;
+	char line[1024];
 
 	if (width < 10)
 		width = 10;
 	do {
-		int n = (int)strlen(s), cut = n;
-		if (n > width) {
-			cut = width;
-			while (cut > 0 && s[cut] != ' ')
-				cut--;
-			if (cut == 0)
-				cut = width;
-		}
-		doc_line(d, a, "%-*s%.*s", indent, first ? prefix : "", cut, s);
+		int cut = fit(s, (int)strlen(s), width);
+		snprintf(line, sizeof line, "%-*s%.*s", indent, first ? prefix : "", cut, s);
+		put_row(d, a, line, (int)strlen(line));
 		last = indent + cut;
 		first = false;
 		s += cut;

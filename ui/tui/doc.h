@@ -23,6 +23,8 @@ typedef struct doc {
 
 /* Window row of the next document line, or -1 when it is scrolled away. */
 int doc_row(doc *d);
+/* One line of text; wider than the window, it is word-wrapped onto the
+ * lines below, indented two past its own indent. */
 void doc_line(doc *d, attr_t a, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* prefix, then text word-wrapped to the window width; continuation lines
  * start at column indent.  Returns the width of the last line. */
