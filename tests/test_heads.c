@@ -97,6 +97,7 @@ static void build(layer *l, fixture f)
 }
 
 #define UNKNOWN "head count unknown: give --heads N (and --kv-heads N for GQA)"
+#define MIXED "no heads after o_proj, which mixes them; dump attn.q/attn.k/attn.v or attn.core (o_proj's input) for per-head numbers"
 
 /* A cell of a fixture, the counts given, the heads it gets. */
 static const struct head_case {
@@ -112,7 +113,8 @@ static const struct head_case {
 	{PACKED, "attn.q", 8, 2, 8, 8, TB_HEADS_LAST, ""},
 	{PACKED, "attn.k", 8, 2, 2, 8, TB_HEADS_LAST, ""},
 	{PACKED, "attn.v", 8, 2, 2, 8, TB_HEADS_LAST, ""},
-	{PACKED, "attn", 8, 2, 8, 8, TB_HEADS_LAST, ""},
+	/* o_proj has mixed the heads in the attention output: none there, whatever is given */
+	{PACKED, "attn", 8, 2, 0, 0, TB_HEADS_NONE, MIXED},
 	/* counts that do not fit the widths are no heads, whatever else would */
 	{PACKED, "attn.q", 7, 0, 0, 0, TB_HEADS_NONE, "the shape does not split into 7 heads"},
 	{PACKED, "attn.k", 8, 3, 0, 0, TB_HEADS_NONE, "the shape does not split into 3 heads"},
@@ -127,7 +129,7 @@ static const struct head_case {
 	{INNER, "attn.q", 0, 0, 8, 8, TB_HEADS_INNER, ""},
 	{INNER, "attn.k", 0, 0, 2, 8, TB_HEADS_INNER, ""},
 	{INNER, "attn.v", 0, 0, 2, 8, TB_HEADS_INNER, ""},
-	{INNER, "attn", 0, 0, 8, 8, TB_HEADS_LAST, ""},
+	{INNER, "attn", 0, 0, 0, 0, TB_HEADS_NONE, MIXED},
 	{SPLIT, "attn.q", 0, 0, 8, 8, TB_HEADS_SPLIT, ""},
 	{SPLIT, "attn.k", 0, 0, 2, 8, TB_HEADS_SPLIT, ""},
 	/* given counts derive kv from the head axes' widths too */
@@ -187,6 +189,8 @@ static void test_counts_and_source(void **state)
 	expect_counts(PACKED, "attn.q", 0, 2, 8, 2, "--kv-heads");
 	expect_counts(INNER, "attn.q", 0, 0, 8, 2, "inferred from attn.q/attn.k shapes");
 	expect_counts(BATCH, "attn.q", 0, 0, 0, 0, NULL);
+	/* the attention output has no heads of its own, but its layer's counts are known */
+	expect_counts(INNER, "attn", 0, 0, 8, 2, "inferred from attn.q/attn.k shapes");
 	expect_counts(PACKED, "mlp", 8, 2, 0, 0, NULL);
 }
 

@@ -127,6 +127,13 @@ void tb_heads_infer(const tb_result *r, long cell, int given_q, int given_kv, tb
 		if (out->q || out->kv)
 			out->source = "inferred from attn.q/attn.k shapes";
 	}
+	/* o_proj sums every head into every channel: after it, channel slices
+	 * are no heads, so none are claimed there (the layer's counts stay). */
+	if (c->cell.id == TB_TAP_ATTN || c->cell.id == TB_TAP_ATTN_O || c->cell.id == TB_TAP_ATTN_RESID) {
+		snprintf(out->note, sizeof out->note,
+			 "no heads after o_proj, which mixes them; dump attn.q/attn.k/attn.v or attn.core (o_proj's input) for per-head numbers");
+		return;
+	}
 	n = c->cell.id == TB_TAP_ATTN_K || c->cell.id == TB_TAP_ATTN_V ? out->kv : out->q;
 	if (n <= 0) {
 		snprintf(out->note, sizeof out->note, "head count unknown: give --heads N (and --kv-heads N for GQA)");

@@ -6,9 +6,11 @@
  * derived from the widths of the layer's attn.q and attn.k (GQA).  With no
  * count given, a layer whose attn.q/attn.k are dumped with a head axis,
  * [.., S, H, D] or [.., H, S, D] (S from the layer's attn output, one axis
- * more than it), gives them.  Only attention taps (attn, attn.*) have
- * heads; attn.k and attn.v have the key/value heads, the others the query
- * heads.  Pure: reads shapes, never tensor data.
+ * more than it), gives them.  Only the attention taps before o_proj have
+ * heads (attn.q/k/v, q_rope/k_rope, core and other attn.X): o_proj mixes
+ * them, so attn, attn.o and attn.resid get none, with a note saying which
+ * taps to dump.  attn.k and attn.v have the key/value heads, the others the
+ * query heads.  Pure: reads shapes, never tensor data.
  */
 #ifndef TB_DIAG_HEADS_H
 #define TB_DIAG_HEADS_H

@@ -10,6 +10,7 @@ tui_setup
 
 "$TBGEN" --bug pos@L2.mlp:3 "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
 "$TBGEN" --bug missing@L1.mlp "$TAP_TMP/mref" "$TAP_TMP/mcand" || bail_out "tbgen failed"
+"$TBGEN" --sub --bug pos@L2.mlp:3 "$TAP_TMP/sref" "$TAP_TMP/scand" || bail_out "tbgen failed"
 
 tui_start d 80 24 -- ref cand
 wait_for d "DIVERGED" || bail_out "the heatmap did not come up"
@@ -63,19 +64,27 @@ check_that "80 columns: no line of the detail is cut at the edge" sh -c '! print
 keys d q q
 expect_clean_exit d "quit after the detail screens" 1
 
-tui_start h 80 24 -- --heads 4 ref cand
+# Heads exist before o_proj mixes them: the per-head view is on attn.q/k/v,
+# and the attention output says which taps to dump instead.
+tui_start h 80 24 -- --heads 4 sref scand
 wait_for h "DIVERGED" || bail_out "the heatmap did not come up"
-keys h : "goto L2.attn" Enter Enter
+keys h : "goto L2.attn.q" Enter Enter
+expect_screen h "attn.q cell opens" "L2.attn.q  match"
+keys h PageDown
+expect_screen h "--heads 4: the per-head view of attn.q" "per head  (4 heads of 16, --heads)"
+expect_line h "one row per head with rel_l2 and cosine" '^  \. 3 +0 +1\.000000 +0$'
+keys h q : "goto L2.attn" Enter Enter
 expect_screen h "attn cell opens" "L2.attn  match"
 keys h PageDown
-expect_screen h "--heads 4: the per-head view" "per head  (4 heads of 16, --heads)"
-expect_line h "one row per head with rel_l2 and cosine" '^  \. 3 +0 +1\.000000 +0$'
+expect_screen h "the attention output: no per-head view, and which taps give one" \
+	"no heads after o_proj, which mixes them; dump attn.q/attn.k/attn.v or"
+expect_gone h "the attention output: no head rows" "heads of 16"
 keys h q q
 expect_clean_exit h "quit after the per-head view" 1
 
-tui_start n 80 24 -- ref cand
+tui_start n 80 24 -- sref scand
 wait_for n "DIVERGED" || bail_out "the heatmap did not come up"
-keys n : "goto L2.attn" Enter Enter PageDown
+keys n : "goto L2.attn.q" Enter Enter PageDown
 expect_screen n "no head count: the view says what to pass" "head count unknown: give --heads N"
 keys n q q
 expect_clean_exit n "quit" 1
