@@ -396,14 +396,17 @@ static bool poll_runs(loop *l)
 
 /* --- script mode: keys and commands from a file, for exact screens --- */
 
-/* One step of the script: wait for the comparison, then a line of keys,
- * a `:` command or `resize COLSxLINES`.  False at the end of the script. */
+/* One step of the script: wait for the comparison, and under --watch for
+ * the reload of any change it has seen (files may have changed while the
+ * script was read), then a line of keys, a `:` command or `resize
+ * COLSxLINES`.  False at the end of the script. */
 static bool script_step(loop *l, FILE *script)
 {
 	char line[1024], *save = NULL;
 	int cols, lines;
 
-	while (reload_busy(&l->v)) {
+	poll_runs(l);
+	while (reload_busy(&l->v) || reload_watch_pending(&l->v)) {
 		if (!poll_runs(l))
 			usleep(2000);
 	}

@@ -13,6 +13,11 @@ bool reload_busy(const view *v)
 	return v->run.job != NULL || v->next.job != NULL;
 }
 
+bool reload_watch_pending(const view *v)
+{
+	return v->watch && (v->watch_state == UI_WATCH_SETTLING || v->watch_state == UI_WATCH_WRITING);
+}
+
 static void cancel_next(view *v)
 {
 	tb_run_free(&v->next);

@@ -30,6 +30,9 @@ unsigned reload_history_clear(view *v);
 unsigned reload_poll(view *v);
 /* Whether a comparison or a reload is under way. */
 bool reload_busy(const view *v);
+/* Whether --watch has seen a change that is not reloaded yet (the files
+ * are still being written, or not quiet for the settle delay). */
+bool reload_watch_pending(const view *v);
 /* Stop everything and free what the view's runs hold. */
 void reload_done(view *v);
 
