@@ -53,8 +53,18 @@ expect_at r "back to 80x24: six columns again" 4 '^ +attn_norm +attn\.q +attn\.k
 tm resize-window -t tb:r -x 40 -y 10
 expect_screen r "40x10: a clear message instead of a broken screen" "terminal too small: 40x10"
 expect_screen r "too small: it points to tbisect check" "or use 'tbisect check'."
+# 60x15 and below: the grid has priority; the tolerance and legend lines,
+# the banner and the causes line give way, one status line stays.
+tm resize-window -t tb:r -x 60 -y 15
+expect_at r "60x15: the column labels right under the header" 2 '^ +attn_norm +attn\.q +attn\.k +attn\.v +>$'
+expect_at r "60x15: the grid starts on line 3" 3 '^embed '
+expect_line r "60x15: every row fits, logits included" '^logits +X'
+expect_gone r "60x15: no legend line" "rel_l2 1e-08"
+expect_at r "60x15: the selected cell's status above the hints" 14 '^embed match'
+expect_at r "60x15: the key hints on the last line" 15 '^\? help'
 tm resize-window -t tb:r -x 80 -y 24
 expect_at r "80x24 again: the heatmap is back" 4 '^ +attn_norm +attn\.q'
+expect_line r "80x24 again: the legend is back" '^rel_l2 1e-08'
 keys r f Enter
 expect_screen r "the detail screen at 80x24" "per position"
 tm resize-window -t tb:r -x 100 -y 30

@@ -20,9 +20,19 @@
 #define LABEL_W 11 /* row label column, with its gap */
 #define CELL_W 11  /* marker, glyph, space, 7 value columns, gap */
 #define GRID_TOP 4 /* first grid line of the window */
+/* A window of fewer lines is compact: the grid keeps the room, so the
+ * tolerance and legend lines, the banner and the causes line go (the
+ * header keeps the verdict, one status line the selected cell). */
+#define COMPACT_BELOW 15
+#define GRID_TOP_COMPACT 2
 #define SWATCH_W 12
 
 #define BANNER_MAX 4 /* banner lines at most */
+
+static bool compact(WINDOW *w)
+{
+	return getmaxy(w) < COMPACT_BELOW;
+}
 
 /* text word-wrapped into at most max lines from window line y (only
  * counted when y < 0); returns the lines it takes, *last the width of the
@@ -76,8 +86,15 @@ static int banner(const view *v, WINDOW *w, int y0)
 	return n;
 }
 
+static int grid_top(WINDOW *w)
+{
+	return compact(w) ? GRID_TOP_COMPACT : GRID_TOP;
+}
+
 static int grid_rows(const view *v, WINDOW *w)
 {
+	if (compact(w))
+		return getmaxy(w) - GRID_TOP_COMPACT - 1;
 	return getmaxy(w) - GRID_TOP - 3 - banner(v, w, -1);
 }
 
@@ -176,6 +193,8 @@ static void draw_header(view *v, WINDOW *w)
 	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", tb_pairing_complete(p), p->n_unp[0],
 	       p->n_unp[1]);
+	if (compact(w))
+		return;
 	char tol[128], ref[512], cand[512];
 	int n = snprintf(tol, sizeof tol, "atol %g rtol %g diverge %g", v->tol.atol, v->tol.rtol, v->tol.diverge);
 	int room = (getmaxx(w) - n - 13) / 2;
@@ -220,25 +239,25 @@ static void draw_legend(view *v, WINDOW *w, int y)
 static void draw_grid(view *v, WINDOW *w)
 {
 	grid *g = &v->g;
-	int rows = grid_rows(v, w), cols = grid_cols(w);
+	int rows = grid_rows(v, w), cols = grid_cols(w), top = grid_top(w);
 	long sel = grid_selected(g);
 	char buf[64];
 
 	grid_scroll_to_cursor(g, rows, cols);
 	if (g->n_vrows > rows)
-		ui_put(w, GRID_TOP - 1, 0, ui_attr(UI_DIM), "%d-%d/%d", g->top + 1,
+		ui_put(w, top - 1, 0, ui_attr(UI_DIM), "%d-%d/%d", g->top + 1,
 		       g->top + rows < g->n_vrows ? g->top + rows : g->n_vrows, g->n_vrows);
 	for (int vc = g->left; vc < g->n_vcols && vc < g->left + cols; vc++) {
 		const char *tap = g->cols[g->vcols[vc]];
-		ui_put(w, GRID_TOP - 1, LABEL_W + (vc - g->left) * CELL_W + 1,
+		ui_put(w, top - 1, LABEL_W + (vc - g->left) * CELL_W + 1,
 		       ui_attr(vc == g->cur_c ? UI_LABEL_SEL : UI_LABEL), "%.9s", tap);
 	}
 	if (g->left > 0)
-		ui_put(w, GRID_TOP - 1, LABEL_W - 1, ui_attr(UI_MARK), "<");
+		ui_put(w, top - 1, LABEL_W - 1, ui_attr(UI_MARK), "<");
 	if (g->left + cols < g->n_vcols)
-		ui_put(w, GRID_TOP - 1, LABEL_W + cols * CELL_W - 1, ui_attr(UI_MARK), ">");
+		ui_put(w, top - 1, LABEL_W + cols * CELL_W - 1, ui_attr(UI_MARK), ">");
 	for (int vr = g->top; vr < g->n_vrows && vr < g->top + rows; vr++) {
-		int y = GRID_TOP + vr - g->top, row = g->vrows[vr];
+		int y = top + vr - g->top, row = g->vrows[vr];
 		bool model = grid_row_is_model(g, row);
 		ui_put(w, y, 0, ui_attr(vr == g->cur_r ? UI_LABEL_SEL : UI_LABEL), "%s",
 		       grid_row_label(g, row, buf, sizeof buf));
@@ -329,7 +348,9 @@ static void draw_causes_line(view *v, WINDOW *w, int y)
 	       dg->causes.v[0].score, dg->causes.n > 1 ? " ..." : "");
 }
 
-static void draw_status(view *v, WINDOW *w, int y)
+/* The selected cell: its status and reason, then (when lines > 1) its
+ * metrics and tensor names. */
+static void draw_status(view *v, WINDOW *w, int y, int lines)
 {
 	long i = grid_selected(&v->g);
 	const tb_cell_result *c;
@@ -351,6 +372,8 @@ static void draw_status(view *v, WINDOW *w, int y)
 	c = &view_result(v)->cells[i];
 	ui_put(w, y, 0, ui_attr(c->status == TB_ST_DIVERGED ? UI_BAD : UI_STATUS), "%s %s: %s", name,
 	       tb_status_name(c->status), c->reason);
+	if (lines < 2)
+		return;
 	if (c->status == TB_ST_MISSING) {
 		ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "%s %s%s%s", c->ref ? "ref" : "cand",
 		       c->ref ? c->ref->name : c->cand->name, ti ? "  " : "", ti ? ti->label : "");
@@ -375,11 +398,16 @@ static void heatmap_draw(view *v, WINDOW *w)
 	int h = getmaxy(w);
 
 	draw_header(v, w);
+	if (compact(w)) {
+		draw_grid(v, w);
+		draw_status(v, w, h - 1, 1);
+		return;
+	}
 	draw_legend(v, w, 2);
 	draw_grid(v, w);
 	banner(v, w, h - 3 - banner(v, w, -1));
 	draw_causes_line(v, w, h - 3);
-	draw_status(v, w, h - 2);
+	draw_status(v, w, h - 2, 2);
 }
 
 static long next_diverged(const view *v, long from, int dir)
@@ -470,9 +498,9 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 static ui_ret heatmap_click(view *v, WINDOW *w, int y, int x)
 {
 	grid *g = &v->g;
-	int vr = g->top + y - GRID_TOP, vc = g->left + (x - LABEL_W) / CELL_W;
+	int vr = g->top + y - grid_top(w), vc = g->left + (x - LABEL_W) / CELL_W;
 
-	if (y < GRID_TOP || y >= GRID_TOP + grid_rows(v, w) || vr >= g->n_vrows)
+	if (y < grid_top(w) || y >= grid_top(w) + grid_rows(v, w) || vr >= g->n_vrows)
 		return ui_flags(0);
 	g->cur_r = vr;
 	if (x >= LABEL_W && vc < g->n_vcols)
