@@ -90,6 +90,14 @@ expect_line sub "sub-taps are columns in forward order" '^ +attn_norm +attn\.q +
 keys sub f
 expect_screen sub "first divergence in a sub-tap" "L2.mlp.up diverged"
 expect_line sub "the column scrolls to show the sub-tap, labels stay" '^ +< ?.*mlp\.up'
+# The model-level rows' one cell is in the first column: scrolled past it,
+# they point left instead of sitting under another tap; on them, it shows.
+expect_line sub "scrolled: embed points left to its cell" '^embed +<$'
+expect_line sub "scrolled: final_norm points left too" '^final_norm<$'
+keys sub G
+expect_line sub "the cursor on logits: its cell in the first column" '^ +attn_norm +attn\.q'
+expect_line sub "the cursor on logits: drawn there" '^logits +>X '
+keys sub f
 keys sub z
 expect_line sub "z folds the sub-taps" '^ +attn_norm +attn +mlp_norm +mlp +block$'
 expect_screen sub "folded: the cursor moves to a shown column" "sub-taps folded"

@@ -283,10 +283,13 @@ void grid_scroll_to_cursor(grid *g, int rows, int cols)
 		g->top = g->cur_r - rows + 1;
 	if (g->top > 0 && g->top > g->n_vrows - rows)
 		g->top = g->n_vrows - rows > 0 ? g->n_vrows - rows : 0;
-	if (g->cur_c < g->left)
-		g->left = g->cur_c;
-	if (g->cur_c >= g->left + cols)
-		g->left = g->cur_c - cols + 1;
+	/* A model-level row's one cell is in the first column: shown when the
+	 * cursor is on it, so that it is never drawn under another tap. */
+	int c = g->n_vrows && grid_row_is_model(g, g->vrows[g->cur_r]) ? 0 : g->cur_c;
+	if (c < g->left)
+		g->left = c;
+	if (c >= g->left + cols)
+		g->left = c - cols + 1;
 	if (g->left > 0 && g->left > g->n_vcols - cols)
 		g->left = g->n_vcols - cols > 0 ? g->n_vcols - cols : 0;
 }

@@ -261,8 +261,13 @@ static void draw_grid(view *v, WINDOW *w)
 		bool model = grid_row_is_model(g, row);
 		ui_put(w, y, 0, ui_attr(vr == g->cur_r ? UI_LABEL_SEL : UI_LABEL), "%s",
 		       grid_row_label(g, row, buf, sizeof buf));
-		/* A model-level row has one cell, drawn in the first shown column. */
-		int last = model ? g->left + 1 : g->left + cols < g->n_vcols ? g->left + cols : g->n_vcols;
+		/* A model-level row has one cell, in the first column: scrolled
+		 * past it, the row says so as the column labels do. */
+		if (model && g->left > 0) {
+			ui_put(w, y, LABEL_W - 1, ui_attr(UI_MARK), "<");
+			continue;
+		}
+		int last = model ? 1 : g->left + cols < g->n_vcols ? g->left + cols : g->n_vcols;
 		for (int vc = g->left; vc < last; vc++) {
 			long i = grid_pair_at(g, vr, vc);
 			int x = LABEL_W + (vc - g->left) * CELL_W;
