@@ -56,6 +56,7 @@ expect_screen r "too small: it points to tbisect check" "or use 'tbisect check'.
 # 60x15 and below: the grid has priority; the tolerance and legend lines,
 # the banner and the causes line give way, one status line stays.
 tm resize-window -t tb:r -x 60 -y 15
+expect_at r "60x15: the header, cut at the edge, ends in a '>' saying so" 1 '^tbisect  DIVERGED  .*>$'
 expect_at r "60x15: the column labels right under the header" 2 '^ +attn_norm +attn\.q +attn\.k +attn\.v +>$'
 expect_at r "60x15: the grid starts on line 3" 3 '^embed '
 expect_line r "60x15: every row fits, logits included" '^logits +X'

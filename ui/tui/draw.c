@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tui/draw.h"
 
@@ -18,7 +19,18 @@ void ui_put(WINDOW *w, int y, int x, attr_t a, const char *fmt, ...)
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	wattrset(w, a);
-	mvwaddnstr(w, y, x, buf, maxx - x);
+	/* Text that runs past the edge ends in a '>' there: cut, and saying so
+	 * (trailing blanks are no text). */
+	int len = (int)strlen(buf);
+	while (len > 0 && buf[len - 1] == ' ')
+		len--;
+	if (len > maxx - x && maxx - x > 1) {
+		mvwaddnstr(w, y, x, buf, maxx - x - 1);
+		wattrset(w, A_BOLD);
+		waddch(w, '>');
+	} else {
+		mvwaddnstr(w, y, x, buf, maxx - x);
+	}
 	wattrset(w, A_NORMAL);
 }
 

@@ -1,6 +1,7 @@
 /*
  * draw: the two drawing helpers every screen uses: put formatted text at a
- * place of a window with an attribute, clipped to the window; and format a
+ * place of a window with an attribute, clipped to the window (a cut line
+ * ends in a '>' at the edge); and format a
  * number in the few columns the screens give one.
  */
 #ifndef TB_UI_DRAW_H

@@ -394,8 +394,12 @@ static void draw_status(view *v, WINDOW *w, int y, int lines)
 		snprintf(names, sizeof names, "%s", c->ref->name);
 	else
 		snprintf(names, sizeof names, "ref %s cand %s", c->ref->name, c->cand->name);
-	ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "rel_l2 %s cosine %s max_abs %s norm_ratio %s allclose %s  %s", a, b,
-	       cc, d, e, names);
+	char line[800];
+	int n = snprintf(line, sizeof line, "rel_l2 %s cosine %s max_abs %s norm_ratio %s allclose %s", a, b, cc, d, e);
+	/* The tensor names when they fit (the detail screen has them whole). */
+	if (n >= 0 && n + 2 + (int)strlen(names) <= getmaxx(w))
+		snprintf(line + n, sizeof line - (size_t)n, "  %s", names);
+	ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "%s", line);
 }
 
 static void heatmap_draw(view *v, WINDOW *w)
