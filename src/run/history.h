@@ -45,6 +45,9 @@ typedef struct tb_pass {
 	time_t when;
 	char cand_digest[17];       /* hex, of the candidate's tensors (names, dtypes, shapes, values) */
 	char input_digest[17];      /* hex, of both trees' tensors, the pairing and every cell's tolerance */
+	char ref_digest[17];        /* hex, of the reference's tensors */
+	char ref_stat[17], cand_stat[17]; /* hex, of each tree's files' paths, inodes, sizes and times: unchanged
+					   * since the last pass, its digests stand without reading the files */
 	char first_div[TB_CELL_NAME_MAX]; /* "L0.attn", "" when nothing diverged */
 	long first_div_index;       /* its place in forward order, -1 when none */
 	char top_cause[64];         /* "" when none */

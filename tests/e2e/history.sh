@@ -130,4 +130,32 @@ run_cmd "$TBISECT" check --json "$W/ref" "$T/port"
 check_that "--history-reset --no-history: cleared, this run not recorded" test "$(json_get 'history.#')" = 1
 expect_exit 2 "--history-reset belongs to check" "$TBISECT" --history-reset "$W/ref" "$T/port"
 
+# --- files unchanged since the last pass are not read again for the digest ---
+# A pass keeps a key of each tree's files (paths, inodes, sizes, times);
+# files changed in the last 2 s get none (the file clock is coarse: they
+# could change again within its tick and keep their key).
+mkdir "$T/settled"
+cp -R "$W/ref" "$T/settled/ref"
+cp -R "$W/pass2" "$T/settled/cand"
+last_pass() { run_cmd "$TBISECT" check --json "$T/settled/ref" "$T/settled/cand"; L=$(($(json_get 'history.#') - 1)); }
+last_pass
+check_that "fresh files: a pass" test "$L" -eq 0
+check_that "fresh files: no file key, so their values are read every time" test -z "$(json_get history.0.cand_stat)"
+# settled: no file of either tree changed in the last 3 seconds.
+settled() { ! find "$T/settled" -type f -newerct "@$(($(date +%s) - 3))" | grep -q .; }
+wait_until settled || bail_out "the copied trees never settled"
+last_pass
+key=$(json_get history.0.cand_stat)
+check_that "settled files: no new pass, the pass gains their keys" test "$L" -eq 0 -a "${#key}" -eq 16
+check_that "settled files: the reference's key too" test "$(json_get history.0.ref_stat | wc -c)" -eq 17
+last_pass
+check_that "a re-run: the same keys" test "$L" -eq 0 -a "$(json_get history.0.cand_stat)" = "$key"
+touch "$T/settled/cand/activations.safetensors"
+last_pass
+check_that "touched, not changed: read again, no new pass, no key while fresh" test "$L" -eq 0 -a -z "$(json_get history.0.cand_stat)"
+cp "$W/pass3/activations.safetensors" "$T/settled/cand/"
+last_pass
+check_that "changed: a new pass" test "$L" -eq 1
+check_that "changed: the digest moved" test "$(json_get history.1.cand_digest)" != "$(json_get history.0.cand_digest)"
+
 tap_done
