@@ -130,6 +130,15 @@ static void expect_pass(const tb_pass *got, int number, tb_move move, long delta
 	assert_string_equal(got->note, note);
 }
 
+/* A port with two passes recorded: L0.mlp diverged, then L1.mlp. */
+static void port_two_passes(pair_dirs *port)
+{
+	port_diverged(port);
+	check(port, NULL);
+	dump(port->cand, "L1.mlp", 0.5);
+	check(port, NULL);
+}
+
 static void test_movements(void **state)
 {
 	tb_pass p[8];
@@ -326,10 +335,7 @@ static void test_reset(void **state)
 	tb_pass p;
 	(void)state;
 
-	port_diverged(&port);
-	check(&port, NULL);
-	dump(port.cand, "L1.mlp", 0.5);
-	check(&port, NULL);
+	port_two_passes(&port);
 	snprintf(other, sizeof other, "%s2", port.cand);
 	dump(other, NULL, 0);
 	tu_compare(&f, port.ref, other, NULL);
@@ -396,10 +402,7 @@ static void test_corrupt_set_aside(void **state)
 	pair_dirs port;
 	(void)state;
 
-	port_diverged(&port);
-	check(&port, NULL);
-	dump(port.cand, "L1.mlp", 0.5);
-	check(&port, NULL);
+	port_two_passes(&port);
 	expect_set_aside(&port, "{\"passes\": [{\"pass\": ", "history file is not valid JSON (near byte 21)");
 	expect_set_aside(&port, "{\"passes\": [{\"pass\": \"x\"}]}", "a pass is malformed");
 	expect_set_aside(&port, "{\"runs\": []}", "no \"passes\" list");

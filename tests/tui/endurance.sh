@@ -9,9 +9,7 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
-tap_setup
-TBISECT=$(cd "$(dirname "$TBISECT")" && pwd)/$(basename "$TBISECT")
-tui_pin_env
+tui_script_setup
 T=$TAP_TMP
 BATCHES=10
 PER_BATCH=100

@@ -5,9 +5,7 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 . "${top_srcdir:-.}/tests/tui/tuilib.sh"
-tap_setup
-TBISECT=$(cd "$(dirname "$TBISECT")" && pwd)/$(basename "$TBISECT")
-tui_pin_env
+tui_script_setup
 LINES=24
 COLUMNS=80
 export LINES COLUMNS

@@ -1,7 +1,8 @@
 # tuilib.sh: the pinned environment and tmux helpers of the TUI tests (source it
 # after tests/e2e/lib.sh).
 #
-#   tui_setup                      # tap_setup + pinned env; skips all when tmux is missing
+#   tui_script_setup               # tap_setup + pinned env, for TBISECT_SCRIPT tests
+#   tui_setup                      # the same; skips all when tmux is missing
 #   tui_start NAME 80 24 ARGS...   # tbisect ARGS in a private tmux server, window NAME
 #   keys NAME KEY...               # tmux send-keys
 #   expect_screen NAME DESC TEXT   # ok when TEXT appears on the screen
@@ -34,10 +35,16 @@ tui_pin_env() {
 	mkdir -p "$HOME"
 }
 
-tui_setup() {
+# tui_script_setup: tap_setup with $TBISECT made absolute and the pinned
+# env, for the tests that play TBISECT_SCRIPT (no tmux needed).
+tui_script_setup() {
 	tap_setup
 	TBISECT=$(cd "$(dirname "$TBISECT")" && pwd)/$(basename "$TBISECT")
 	tui_pin_env
+}
+
+tui_setup() {
+	tui_script_setup
 	if ! command -v tmux >/dev/null 2>&1; then
 		echo "1..0 # SKIP tmux is not installed"
 		TAP_ENDED=1
