@@ -463,7 +463,10 @@ void tb_coverage_text(const tb_coverage *c, char *buf, size_t size)
 	if (c->paired * 2 < smaller)
 		snprintf(buf, size, "only %zu of %zu tensors paired (ref %zu, cand %zu)", c->paired, smaller,
 			 c->tensors[0], c->tensors[1]);
-	else
+	else if (c->layer_tensors[0] && c->layer_tensors[1] && !c->layer_paired)
 		snprintf(buf, size, "no layer tensor paired, %zu of %zu tensors in all (ref %zu, cand %zu)", c->paired,
 			 smaller, c->tensors[0], c->tensors[1]);
+	else
+		snprintf(buf, size, "%zu of %zu tensors paired (ref %zu, cand %zu)", c->paired, smaller, c->tensors[0],
+			 c->tensors[1]);
 }

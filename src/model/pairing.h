@@ -87,7 +87,8 @@ void tb_pairing_coverage(const tb_pairing *p, tb_coverage *c);
 /* Too little paired to conclude anything: under one half of the smaller
  * side's tensors, or layer tensors on both sides and none of them paired. */
 bool tb_coverage_poor(const tb_coverage *c);
-/* "only 1 of 23 tensors paired (ref 23, cand 23)" */
+/* "only 1 of 23 tensors paired (ref 23, cand 23)", "no layer tensor paired,
+ * ...", or for a good pairing "23 of 23 tensors paired (ref 23, cand 23)" */
 void tb_coverage_text(const tb_coverage *c, char *buf, size_t size);
 
 /* Index of the pair for a cell, or -1. */

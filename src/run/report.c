@@ -375,7 +375,47 @@ static void put_line(FILE *out, char *line)
 	fprintf(out, "%s\n", line);
 }
 
-static void text_grid(FILE *out, const tb_result *res)
+/* Whether layer l is shown when the grid folds: the first and last
+ * FOLD_EDGE layers, and the first divergence's layer with its neighbours. */
+#define FOLD_EDGE 3
+static bool layer_shown(const tb_result *res, int fold_above, int l)
+{
+	int fd = res->first_div >= 0 ? res->cells[res->first_div].cell.layer : -1;
+
+	if (fold_above <= 0 || res->n_layers <= fold_above)
+		return true;
+	return l < FOLD_EDGE || l >= res->n_layers - FOLD_EDGE || (fd >= 0 && l >= fd - 1 && l <= fd + 1);
+}
+
+/* The glyph line of one layer. */
+static void layer_line(FILE *out, const tb_result *res, int layer, const tb_cell *cols, size_t nc)
+{
+	char line[4096], label[16];
+	size_t len;
+
+	snprintf(label, sizeof label, "L%d", layer);
+	len = (size_t)snprintf(line, sizeof line, "%-11s", label);
+	for (size_t k = 0; k < nc && len < sizeof line; k++) {
+		const tb_cell_result *c = cell_at(res, layer, &cols[k]);
+		len += (size_t)snprintf(line + len, sizeof line - len, " %c%*s", c ? tb_status_glyph(c->status) : ' ',
+					(int)strlen(cols[k].tap) - 1, "");
+	}
+	put_line(out, line);
+}
+
+/* Layers from..to (a folded run) in one line, with their diverged cells. */
+static void folded_line(FILE *out, const tb_result *res, int from, int to)
+{
+	size_t div = 0;
+
+	for (size_t i = 0; i < res->n_cells; i++)
+		div += res->cells[i].cell.layer >= from && res->cells[i].cell.layer <= to &&
+		       res->cells[i].status == TB_ST_DIVERGED;
+	fprintf(out, "...         L%d-L%d folded: %d layers, %zu diverged cell%s\n", from, to, to - from + 1, div,
+		div == 1 ? "" : "s");
+}
+
+void tb_report_grid(FILE *out, const tb_result *res, int fold_above)
 {
 	static const tb_tap_id model_taps[] = {TB_TAP_EMBED, TB_TAP_FINAL_NORM, TB_TAP_LOGITS};
 	tb_cell cols[64];
@@ -389,16 +429,15 @@ static void text_grid(FILE *out, const tb_result *res)
 	for (int m = 0; m < 3; m++) {
 		if (m == 1) {
 			for (int layer = 0; layer < res->n_layers; layer++) {
-				char label[16];
-				snprintf(label, sizeof label, "L%d", layer);
-				len = (size_t)snprintf(line, sizeof line, "%-11s", label);
-				for (size_t k = 0; k < nc && len < sizeof line; k++) {
-					const tb_cell_result *c = cell_at(res, layer, &cols[k]);
-					len += (size_t)snprintf(line + len, sizeof line - len, " %c%*s",
-								c ? tb_status_glyph(c->status) : ' ',
-								(int)strlen(cols[k].tap) - 1, "");
+				int end = layer;
+				if (layer_shown(res, fold_above, layer)) {
+					layer_line(out, res, layer, cols, nc);
+					continue;
 				}
-				put_line(out, line);
+				while (end + 1 < res->n_layers && !layer_shown(res, fold_above, end + 1))
+					end++;
+				folded_line(out, res, layer, end);
+				layer = end;
 			}
 		}
 		tb_cell model;
@@ -502,7 +541,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 	/* Faults of the dumps themselves come before any metric is read. */
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
-	text_grid(out, res);
+	tb_report_grid(out, res, 0);
 	for (int side = 0; side < 2; side++) {
 		size_t n = p->n_unp[side];
 		if (!n)

@@ -30,6 +30,10 @@ typedef struct tb_report {
 	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
 } tb_report;
 
+/* The layer x tap grid of status glyphs, embed first and logits last, with
+ * its legend.  fold_above > 0: a model of more layers shows the first and
+ * last few and the first divergence's, each run of others as one line. */
+void tb_report_grid(FILE *out, const tb_result *res, int fold_above);
 /* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */
 char *tb_report_json(const tb_report *r);
 int tb_report_text(FILE *out, const tb_report *r);

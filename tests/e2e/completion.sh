@@ -57,7 +57,7 @@ offers() {
 offers "tbisect ch<TAB>: check" "check" tbisect ch
 offers "tbisect l<TAB>: the ls command and the paths" "logs ls" tbisect l
 offers "tbisect check l<TAB>: a command only as the first word" "logs" tbisect check l
-offers "tbisect check --ma<TAB>: --map and --max-kl" "--map --max-kl" tbisect check --ma
+offers "tbisect check --ma<TAB>: --map, --markdown and --max-kl" "--map --markdown --max-kl" tbisect check --ma
 offers "tbisect check --wa<TAB>: --watch belongs to the interactive view" "" tbisect check --wa
 offers "tbisect --wa<TAB>: --watch" "--watch" tbisect --wa
 offers "tbisect --atol 1 --wa<TAB>: the mode is the first word's" "--watch" tbisect --atol 1 --wa

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli/commands.h"
+#include "run/markdown.h"
 #include "run/report.h"
 #include "run/run.h"
 
@@ -62,6 +63,8 @@ static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory writing the report");
 		puts(text);
 		free(text);
+	} else if (o->markdown) {
+		tb_report_markdown(stdout, rep);
 	} else {
 		tb_report_text(stdout, rep);
 	}

@@ -30,6 +30,7 @@ enum {
 	OPT_HEADS,
 	OPT_KV_HEADS,
 	OPT_JSON,
+	OPT_MARKDOWN,
 	OPT_NPY_VOID2,
 	OPT_NPY_VOID1,
 	OPT_RECORD,
@@ -93,6 +94,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			  .help = "key/value heads"},
 	[OPT_JSON] = {.name = "json", .modes = TB_IN(TB_MODE_CHECK) | TB_IN(TB_MODE_LS),
 		      .help = "write JSON instead of text"},
+	[OPT_MARKDOWN] = {.name = "markdown", .modes = TB_IN(TB_MODE_CHECK),
+			  .help = "print a Markdown summary (CI step summaries, pull requests) instead of the text report"},
 	[OPT_NPY_VOID2] = {.name = "npy-void2", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
 			   .dtype_bytes = 2, .help = "read raw 2-byte void npy data (|V2, <V2) as DT (bf16, f16)"},
 	[OPT_NPY_VOID1] = {.name = "npy-void1", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
@@ -256,6 +259,7 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_HEADS: return int_arg(opt, arg, 1, 65536, &o->heads, msg, size);
 	case OPT_KV_HEADS: return int_arg(opt, arg, 1, 65536, &o->kv_heads, msg, size);
 	case OPT_JSON: o->json = true; break;
+	case OPT_MARKDOWN: o->markdown = true; break;
 	case OPT_NPY_VOID2: return dtype_arg(opt, arg, &o->open.npy_void2, msg, size);
 	case OPT_NPY_VOID1: return dtype_arg(opt, arg, &o->open.npy_void1, msg, size);
 	case OPT_RECORD: return int_arg(opt, arg, 0, 1000000, &o->open.record, msg, size);
@@ -383,6 +387,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 			snprintf(msg, size, "--%s belongs to %s", tb_option_infos[id].name, modes);
 			return -1;
 		}
+	}
+	if (o->json && o->markdown) {
+		snprintf(msg, size, "--json and --markdown exclude each other (both write the report on standard output)");
+		return -1;
 	}
 	if (o->history && o->no_history) {
 		snprintf(msg, size, "--history and --no-history exclude each other");

@@ -73,7 +73,7 @@ typedef struct tb_options {
 	bool allow_partial;   /* go on when coverage is poor */
 	bool no_builtin_names; /* only the --map file names tensors */
 	int heads, kv_heads;  /* 0: infer */
-	bool json;
+	bool json, markdown;
 	bool history, no_history, watch, no_mouse;
 	bool history_reset;   /* (check) forget the pair's passes first */
 	int threads;

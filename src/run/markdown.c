@@ -1,0 +1,156 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "run/markdown.h"
+
+/* Causes listed at most: a summary, not the report. */
+#define MD_CAUSES 3
+
+/* Text from the dumps and the rules, with the characters Markdown would
+ * read as markup escaped. */
+static void md_text(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (strchr("\\`*_[]<>|#", *s))
+			fputc('\\', out);
+		fputc(*s, out);
+	}
+}
+
+/* A name or path as inline code; a backtick inside would end it early. */
+static void md_code(FILE *out, const char *s)
+{
+	fputc('`', out);
+	for (; *s; s++)
+		fputc(*s == '`' ? '\'' : *s, out);
+	fputc('`', out);
+}
+
+static void heading(FILE *out, const tb_result *res)
+{
+	char name[TB_CELL_NAME_MAX];
+
+	fprintf(out, "## tbisect: %s", res->verdict == TB_ST_DIVERGED ? "DIVERGED"
+					   : res->verdict == TB_ST_CLOSE  ? "CLOSE"
+									  : "MATCH");
+	if (res->first_div >= 0) {
+		const tb_cell_result *c = &res->cells[res->first_div];
+		tb_cell_name(&c->cell, name, sizeof name);
+		fprintf(out, ", first divergence ");
+		md_code(out, name);
+		if (c->m.first_bad_position >= 0)
+			fprintf(out, " at position %lld", (long long)c->m.first_bad_position);
+	} else {
+		fprintf(out, ", no cell diverged");
+	}
+	fprintf(out, "\n\n");
+}
+
+static void facts(FILE *out, const tb_report *r)
+{
+	const tb_result *res = r->result;
+
+	fprintf(out, "- **Reference:** ");
+	md_code(out, r->ref_path);
+	fprintf(out, "\n- **Candidate:** ");
+	md_code(out, r->cand_path);
+	fputc('\n', out);
+	if (r->coverage) {
+		char cov[160];
+		tb_coverage_text(r->coverage, cov, sizeof cov);
+		fprintf(out, "- **Coverage:** ");
+		md_text(out, cov);
+		fputc('\n', out);
+	}
+	fprintf(out, "- **Cells:** %zu: %zu match, %zu close, %zu diverged, %zu missing\n", res->n_cells,
+		res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED], res->count[TB_ST_MISSING]);
+	fprintf(out, "- **Tolerance:** atol %g, rtol %g, diverge %g, max-kl %g\n", res->tol.atol, res->tol.rtol,
+		res->tol.diverge, res->tol.max_kl);
+	if (res->first_div >= 0) {
+		const tb_cell_result *c = &res->cells[res->first_div];
+		fprintf(out, "- **First divergence:** rel_l2 %.3g, cosine %.4f, norm_ratio %.4f (ref ", c->m.rel_l2,
+			c->m.cosine, c->m.norm_ratio);
+		md_code(out, c->ref ? c->ref->name : "-");
+		fprintf(out, ", cand ");
+		md_code(out, c->cand ? c->cand->name : "-");
+		fprintf(out, ")\n");
+	}
+	if (r->diag && r->diag->origin.text[0]) {
+		fprintf(out, "- **Origin:** ");
+		md_text(out, r->diag->origin.text);
+		fputc('\n', out);
+	}
+	fputc('\n', out);
+}
+
+/* Warnings first in the reader's eye: coverage, the map, the dumps. */
+static void warnings(FILE *out, const tb_report *r)
+{
+	int n = 0;
+
+	if (r->partial && r->coverage) {
+		char cov[160];
+		tb_coverage_text(r->coverage, cov, sizeof cov);
+		fprintf(out, "> **Warning (coverage):** ");
+		md_text(out, cov);
+		fprintf(out, " (--allow-partial): the verdict covers the paired cells only, and no cause is named\n");
+		n++;
+	}
+	if (r->map_warning && r->map_warning[0]) {
+		fprintf(out, "%s> **Warning (map):** ", n ? ">\n" : "");
+		md_text(out, r->map_warning);
+		fputc('\n', out);
+		n++;
+	}
+	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++, n++) {
+		fprintf(out, "%s> **Warning (%s):** ", n ? ">\n" : "", r->diag->sanity.warnings[i].id);
+		md_text(out, r->diag->sanity.warnings[i].text);
+		fputc('\n', out);
+	}
+	if (n)
+		fputc('\n', out);
+}
+
+static void causes(FILE *out, const tb_report *r)
+{
+	const tb_diagnosis *d = r->diag;
+	const tb_result *res = r->result;
+	char name[TB_CELL_NAME_MAX];
+
+	if (!d || res->first_div < 0 || r->partial)
+		return;
+	tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
+	fprintf(out, "### Likely causes of ");
+	md_code(out, name);
+	fprintf(out, "\n\n");
+	if (!d->causes.n) {
+		fprintf(out, "No diagnosis rule matches this pattern.\n\n");
+		return;
+	}
+	for (size_t i = 0; i < d->causes.n && i < MD_CAUSES; i++) {
+		const tb_cause *c = &d->causes.v[i];
+		fprintf(out, "%zu. **%s** (score %.2f): ", i + 1, c->id, c->score);
+		md_text(out, c->why);
+		fprintf(out, "  \n   *Look at:* ");
+		md_text(out, c->look_at);
+		fputc('\n', out);
+	}
+	if (d->causes.n > MD_CAUSES)
+		fprintf(out, "\n%zu more in `tbisect check` or its JSON report.\n", d->causes.n - MD_CAUSES);
+	fputc('\n', out);
+}
+
+int tb_report_markdown(FILE *out, const tb_report *r)
+{
+	heading(out, r->result);
+	warnings(out, r);
+	facts(out, r);
+	causes(out, r);
+	fprintf(out, "### Cells\n\n```text\n");
+	tb_report_grid(out, r->result, TB_MARKDOWN_FOLD_ABOVE);
+	fprintf(out, "```\n");
+	return ferror(out) ? -1 : 0;
+}
