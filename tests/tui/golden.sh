@@ -120,7 +120,7 @@ SCREEN
 
 # README's key and command list is the help screen, so the docs cannot drift.
 printf '?\n:save-display help.txt\n' >help.script
-expect_exit 1 "the help screen is saved at 100x60 (exit 1: diverged)" env LINES=60 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand
+expect_exit 1 "the help screen is saved at 100x80 (exit 1: diverged)" env LINES=80 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand
 sed -n '/^keys$/,/^cells$/p' help.txt | sed '$d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >help.keys
 sed -n '/^<!-- help: begin -->$/,/^<!-- help: end -->$/p' "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >readme.keys
 if [ -s help.keys ] && cmp -s help.keys readme.keys; then

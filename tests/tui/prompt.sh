@@ -59,8 +59,17 @@ compared_at_default() {
 wait_until on_screen screen p compared_at_default || bail_out "no result after tol"
 
 keys p : "export out.json" Enter
-expect_screen p "export writes the report" "wrote out.json (23 cells, verdict diverged)"
+expect_screen p "export writes the report" "wrote out.json (json, 23 cells, verdict diverged)"
 check_that "the exported report is the CONTRACT JSON" test "$("$JSONQ" "$TAP_TMP/out.json" first_divergence.tap 2>/dev/null)" = attn
+keys p : "export md summary.txt" Enter
+expect_screen p "export md writes the Markdown summary" "wrote summary.txt (md, 23 cells, verdict diverged)"
+check_that "the Markdown summary, as check --markdown writes it" \
+	sh -c 'cd "$2" && "$1" check --markdown --no-history ref cand | cmp -s - summary.txt' x "$TBISECT" "$TAP_TMP"
+keys p : "export out.md" Enter
+expect_screen p "export of a .md file: the Markdown summary" "wrote out.md (md, 23 cells, verdict diverged)"
+check_that "a .md file holds the Markdown heading" grep -q '^## tbisect: DIVERGED' "$TAP_TMP/out.md"
+keys p : "export md" Enter
+expect_screen p "export md without a file: the usage" "usage: export [json|md] FILE"
 keys p : "export /nonexistent/dir/x.json" Enter
 expect_screen p "export to a bad path says why" "export: /nonexistent/dir/x.json: No such file or directory"
 

@@ -11,9 +11,46 @@
 
 #include <curses.h>
 
+#include "run/markdown.h"
 #include "run/report.h"
 #include "tui/cmdline.h"
 #include "tui/reload.h"
+
+/* A path as the shell would read its leading ~ or ~user; -1 when the user
+ * or HOME is unknown. */
+static int expand_home(const char *in, char *out, size_t size)
+{
+	const char *rest, *home;
+	char user[256];
+
+	if (in[0] != '~') {
+		snprintf(out, size, "%s", in);
+		return 0;
+	}
+	rest = in + 1 + strcspn(in + 1, "/");
+	if (rest == in + 1) {
+		home = getenv("HOME");
+	} else {
+		struct passwd *pw;
+		snprintf(user, sizeof user, "%.*s", (int)(rest - in - 1), in + 1);
+		pw = getpwnam(user);
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home || !*home)
+		return -1;
+	snprintf(out, size, "%s%s", home, rest);
+	return 0;
+}
+
+/* A command's FILE argument with ~ expanded into out; false, with the
+ * message, when it cannot be. */
+static bool file_arg(view *v, const char *cmd, const char *in, char *out, size_t size)
+{
+	if (expand_home(in, out, size) == 0)
+		return true;
+	view_message(v, true, "%s: cannot expand '%s' (no such user, or HOME unset)", cmd, in);
+	return false;
+}
 
 static ui_ret cmd_goto(view *v, char *args)
 {
@@ -110,16 +147,51 @@ static ui_ret cmd_filter(view *v, char *args)
 	return ui_flags(UI_HOME);
 }
 
+/* The report formats :export writes: a first word names one, else the
+ * file's extension does, else JSON. */
+typedef enum export_fmt { EXPORT_JSON, EXPORT_MD } export_fmt;
+
+static const struct {
+	const char *word, *ext;
+} export_fmts[] = {[EXPORT_JSON] = {"json", ".json"}, [EXPORT_MD] = {"md", ".md"}};
+
+/* "md FILE", "json FILE" or "FILE": the format, and the file in *path. */
+static export_fmt export_args(char *args, const char **path)
+{
+	size_t n = strcspn(args, " \t"), len;
+
+	for (size_t f = 0; f < sizeof export_fmts / sizeof *export_fmts; f++) {
+		if (strlen(export_fmts[f].word) == n && !strncmp(args, export_fmts[f].word, n)) {
+			*path = args + n + strspn(args + n, " \t");
+			return (export_fmt)f;
+		}
+	}
+	*path = args;
+	len = strlen(args);
+	for (size_t f = 0; f < sizeof export_fmts / sizeof *export_fmts; f++) {
+		size_t el = strlen(export_fmts[f].ext);
+		if (len > el && !strcmp(args + len - el, export_fmts[f].ext))
+			return (export_fmt)f;
+	}
+	return EXPORT_JSON;
+}
+
 static ui_ret cmd_export(view *v, char *args)
 {
 	tb_report rep = {0};
-	char *text;
+	char path[PATH_MAX], *text = NULL;
+	const char *file;
+	export_fmt fmt;
 	FILE *f;
+	int bad;
 
-	if (!*args) {
-		view_message(v, true, "usage: export FILE.json");
+	fmt = export_args(args, &file);
+	if (!*file) {
+		view_message(v, true, "usage: export [json|md] FILE");
 		return ui_flags(0);
 	}
+	if (!file_arg(v, "export", file, path, sizeof path))
+		return ui_flags(0);
 	if (!v->run.res) {
 		view_message(v, true, "export: %s", v->run.job ? "the comparison is still running" : "no result to export");
 		return ui_flags(0);
@@ -134,19 +206,24 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.map_warning = v->run.map_warning;
 	/* What the diagnosis measured, as `check --json --features` writes it. */
 	rep.show_features = rep.diag != NULL;
-	text = tb_report_json(&rep);
-	if (!text) {
+	if (fmt == EXPORT_JSON && !(text = tb_report_json(&rep))) {
 		view_message(v, true, "export: out of memory");
 		return ui_flags(0);
 	}
-	f = fopen(args, "w");
-	if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
-		view_message(v, true, "export: %s: %s", args, strerror(errno));
-		free(text);
+	f = fopen(path, "w");
+	bad = !f;
+	if (f && fmt == EXPORT_JSON)
+		bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
+	else if (f)
+		bad = tb_report_markdown(f, &rep) < 0;
+	if (f && fclose(f) != 0)
+		bad = 1;
+	free(text);
+	if (bad) {
+		view_message(v, true, "export: %s: %s", path, strerror(errno));
 		return ui_flags(0);
 	}
-	free(text);
-	view_message(v, false, "wrote %s (%zu cells, verdict %s)", args, v->run.res->n_cells,
+	view_message(v, false, "wrote %s (%s, %zu cells, verdict %s)", path, export_fmts[fmt].word, v->run.res->n_cells,
 		     tb_status_name(v->run.res->verdict));
 	return ui_flags(0);
 }
@@ -187,12 +264,14 @@ static int save_display(const char *path)
 
 static ui_ret cmd_save_display(view *v, char *args)
 {
+	char path[PATH_MAX];
+
 	if (!*args) {
 		view_message(v, true, "usage: save-display FILE");
 		return ui_flags(0);
 	}
-	if (save_display(args) < 0)
-		view_message(v, true, "save-display: %s: %s", args, strerror(errno));
+	if (file_arg(v, "save-display", args, path, sizeof path) && save_display(path) < 0)
+		view_message(v, true, "save-display: %s: %s", path, strerror(errno));
 	return ui_flags(0);
 }
 
@@ -205,8 +284,8 @@ const ui_cmd ui_cmds[] = {
 	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
-	{.name = "export", .usage = "export FILE.json", .exec = cmd_export, .complete = CMP_FILE,
-	 .help = "write the JSON report (as 'tbisect check --json --features') to FILE"},
+	{.name = "export", .usage = "export [json|md] FILE", .exec = cmd_export, .complete = CMP_FILE,
+	 .help = "write the JSON report (as 'tbisect check --json --features') or, with md or a .md FILE, the Markdown summary (as --markdown)"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
 	 .help = "compare both trees again: a new pass (as r)"},
 	{.name = "history", .usage = "history [clear]", .action = TB_ACT_HISTORY, .complete = CMP_NONE,
@@ -253,35 +332,9 @@ static const ui_cmd *find_cmd(view *v, char *word)
 	return NULL;
 }
 
-/* A path as the shell would read its leading ~ or ~user; -1 when the user
- * or HOME is unknown. */
-static int expand_home(const char *in, char *out, size_t size)
-{
-	const char *rest, *home;
-	char user[256];
-
-	if (in[0] != '~') {
-		snprintf(out, size, "%s", in);
-		return 0;
-	}
-	rest = in + 1 + strcspn(in + 1, "/");
-	if (rest == in + 1) {
-		home = getenv("HOME");
-	} else {
-		struct passwd *pw;
-		snprintf(user, sizeof user, "%.*s", (int)(rest - in - 1), in + 1);
-		pw = getpwnam(user);
-		home = pw ? pw->pw_dir : NULL;
-	}
-	if (!home || !*home)
-		return -1;
-	snprintf(out, size, "%s%s", home, rest);
-	return 0;
-}
-
 ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 {
-	char buf[1024], path[PATH_MAX], *cmd, *args, *end;
+	char buf[1024], *cmd, *args, *end;
 	const ui_cmd *c;
 
 	call->action = TB_ACT_NONE;
@@ -303,13 +356,6 @@ ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 	c = find_cmd(v, cmd);
 	if (!c)
 		return ui_flags(0);
-	if (c->exec && c->complete == CMP_FILE) {
-		if (expand_home(args, path, sizeof path) < 0) {
-			view_message(v, true, "%s: cannot expand '%s' (no such user, or HOME unset)", c->name, args);
-			return ui_flags(0);
-		}
-		return c->exec(v, path);
-	}
 	if (c->exec)
 		return c->exec(v, args);
 	call->action = c->action;
