@@ -162,4 +162,18 @@ json_is "hidden_states: verdict match" verdict match
 expect_exit 0 "ls of the hidden_states" "$TBISECT" ls "$T/hidden/out.npz"
 check_that "ls: hidden_states.0 is embed" grep -q '^hidden_states\.0  *embed ' "$TAP_OUT"
 check_that "ls: hidden_states.1 is L0.block" grep -q '^hidden_states\.1  *L0\.block ' "$TAP_OUT"
+# Saved off by one (layer l's output as hidden_states[l], forgetting that
+# entry 0 is the embedding output): the dump-offset check names the rule.
+"$MKDEMO" --layers 8 --ref-only "$T/ref8" >/dev/null || bail_out "mkdemo --layers 8 failed"
+"$PY" - "$T/ref8" "$T/hiddenoff.npz" <<'PY' || bail_out "writing the off-by-one hidden_states failed"
+import os, sys
+import numpy as np
+src, out = sys.argv[1:3]
+load = lambda n: np.load(os.path.join(src, n + ".npy"))
+np.savez(out, logits=load("lm_head"), **{"hidden_states.%d" % l: load("model.layers.%d" % l) for l in range(8)})
+PY
+expect_exit 1 "hidden_states off by one: diverged" "$TBISECT" check --json --no-history "$T/ref8" "$T/hiddenoff.npz"
+json_is "hidden_states off by one: the dump-offset warning" warnings.0.id dump-offset
+check_that "hidden_states off by one: the warning gives the rule" \
+	sh -c "'$JSONQ' '$TAP_OUT' warnings.0.text | grep -q 'hidden_states\[0\] is the embedding output, so hidden_states\[i\] is layer i-1'\''s output'"
 tap_done
