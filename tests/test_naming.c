@@ -71,6 +71,9 @@ static const struct {
 	{"hidden_states.0", NULL, "embed"},
 	{"hidden_states.4", NULL, "L3.block"},
 	{"run.hidden_states.2", "run.", "L1.block"},
+	/* vLLM and SGLang: the attention module inside self_attn is o_proj's input */
+	{"model.layers.7.self_attn.attn", NULL, "L7.attn.core"},
+	{"model.layers.7.self_attn.qkv_proj", NULL, "L7.attn.qkv"},
 	/* MaxText / Flax module paths */
 	{"token_embedder", NULL, "embed"},
 	{"decoder/layers_3/pre_self_attention_layer_norm", NULL, "L3.attn_norm"},

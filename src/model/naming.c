@@ -27,6 +27,9 @@ const tb_convention tb_conventions[] = {
 	/* vLLM and SGLang fuse q/k/v and gate/up into one projection each:
 	 * split by the other side's projections or the head counts */
 	{"model.layers.{N}.self_attn.qkv_proj", "attn.qkv"},
+	/* their attention module inside self_attn (vLLM's Attention, SGLang's
+	 * RadixAttention) returns the heads' output before o_proj */
+	{"model.layers.{N}.self_attn.attn", "attn.core"},
 	{"model.layers.{N}.self_attn", "attn"},
 	{"model.layers.{N}.post_attention_layernorm", "mlp_norm"},
 	{"model.layers.{N}.mlp.gate_proj", "mlp.gate"},
