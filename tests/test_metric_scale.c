@@ -19,15 +19,15 @@
 #include <cmocka.h>
 
 #include "testutil.h"
-#include "tui/metric.h"
+#include "compare/scale.h"
 
-static const ui_metric *metric(const char *name)
+static const tb_scale *metric(const char *name)
 {
-	int i = ui_metric_find(name);
+	int i = tb_scale_find(name);
 
 	if (i < 0)
 		fail_msg("no metric %s", name);
-	return &ui_metrics[i];
+	return &tb_scales[i];
 }
 
 static void test_table(void **state)
@@ -35,14 +35,14 @@ static void test_table(void **state)
 	static const char *const names[] = {"rel_l2", "cosine", "max_abs", "norm_ratio", "allclose_frac", "added"};
 	(void)state;
 
-	assert_int_equal(ui_n_metrics, sizeof names / sizeof *names);
-	for (size_t i = 0; i < ui_n_metrics; i++) {
-		assert_string_equal(ui_metrics[i].name, names[i]);
-		assert_int_equal(ui_metric_find(names[i]), (int)i);
-		assert_true(ui_metrics[i].lo > 0 && ui_metrics[i].lo < ui_metrics[i].hi);
+	assert_int_equal(tb_n_scales, sizeof names / sizeof *names);
+	for (size_t i = 0; i < tb_n_scales; i++) {
+		assert_string_equal(tb_scales[i].name, names[i]);
+		assert_int_equal(tb_scale_find(names[i]), (int)i);
+		assert_true(tb_scales[i].lo > 0 && tb_scales[i].lo < tb_scales[i].hi);
 	}
-	assert_int_equal(ui_metric_find("bogus"), -1);
-	assert_int_equal(ui_metric_find(""), -1);
+	assert_int_equal(tb_scale_find("bogus"), -1);
+	assert_int_equal(tb_scale_find(""), -1);
 }
 
 static void test_values_and_badness(void **state)
@@ -70,56 +70,56 @@ static void test_format(void **state)
 	char buf[16];
 	(void)state;
 
-	ui_metric_format(metric("rel_l2"), 0.5, buf, sizeof buf);
+	tb_scale_format(metric("rel_l2"), 0.5, buf, sizeof buf);
 	assert_string_equal(buf, "5.0e-01");
-	ui_metric_format(metric("rel_l2"), 0, buf, sizeof buf);
+	tb_scale_format(metric("rel_l2"), 0, buf, sizeof buf);
 	assert_string_equal(buf, "0.0e+00");
-	ui_metric_format(metric("cosine"), 0.99987, buf, sizeof buf);
+	tb_scale_format(metric("cosine"), 0.99987, buf, sizeof buf);
 	assert_string_equal(buf, "0.9999");
-	ui_metric_format(metric("norm_ratio"), 99.4, buf, sizeof buf);
+	tb_scale_format(metric("norm_ratio"), 99.4, buf, sizeof buf);
 	assert_string_equal(buf, "99.4000");
-	ui_metric_format(metric("norm_ratio"), 99.5, buf, sizeof buf);
+	tb_scale_format(metric("norm_ratio"), 99.5, buf, sizeof buf);
 	assert_string_equal(buf, "1.0e+02");
-	ui_metric_format(metric("cosine"), -0.5, buf, sizeof buf);
+	tb_scale_format(metric("cosine"), -0.5, buf, sizeof buf);
 	assert_string_equal(buf, "-0.5000");
-	ui_metric_format(metric("rel_l2"), NAN, buf, sizeof buf);
+	tb_scale_format(metric("rel_l2"), NAN, buf, sizeof buf);
 	assert_string_equal(buf, "nan");
-	ui_metric_format(metric("added"), INFINITY, buf, sizeof buf);
+	tb_scale_format(metric("added"), INFINITY, buf, sizeof buf);
 	assert_string_equal(buf, "inf");
-	ui_metric_format(metric("cosine"), -INFINITY, buf, sizeof buf);
+	tb_scale_format(metric("cosine"), -INFINITY, buf, sizeof buf);
 	assert_string_equal(buf, "-inf");
 	/* Every value a metric of float tensors can take fits a cell's 7
 	 * columns: from the smallest float up to the largest, and an
 	 * amplification as large as the largest over the smallest error
 	 * floor; negative only for cosine. */
-	for (size_t i = 0; i < ui_n_metrics; i++) {
+	for (size_t i = 0; i < tb_n_scales; i++) {
 		static const double vs[] = {0, 1.4e-45, 0.123456, 1, 99.49, 99.5, 3.4e38, 3.4e45, -1, -0.999999};
 		for (size_t k = 0; k < sizeof vs / sizeof *vs; k++) {
-			if (vs[k] < 0 && strcmp(ui_metrics[i].name, "cosine"))
+			if (vs[k] < 0 && strcmp(tb_scales[i].name, "cosine"))
 				continue;
-			ui_metric_format(&ui_metrics[i], vs[k], buf, sizeof buf);
+			tb_scale_format(&tb_scales[i], vs[k], buf, sizeof buf);
 			if (strlen(buf) > 7)
-				fail_msg("%s of %g prints as %s", ui_metrics[i].name, vs[k], buf);
+				fail_msg("%s of %g prints as %s", tb_scales[i].name, vs[k], buf);
 		}
 	}
 }
 
 static void test_level(void **state)
 {
-	const ui_metric *r = metric("rel_l2"); /* 1e-8 .. 10 */
+	const tb_scale *r = metric("rel_l2"); /* 1e-8 .. 10 */
 	(void)state;
 
-	assert_near(ui_metric_level(r, 0), 0, 0);
-	assert_near(ui_metric_level(r, 1e-8), 0, 0);
-	assert_near(ui_metric_level(r, 1e-9), 0, 0);
-	assert_near(ui_metric_level(r, 10), 1, 0);
-	assert_near(ui_metric_level(r, 1e5), 1, 0);
-	assert_near(ui_metric_level(r, NAN), 1, 0);
+	assert_near(tb_scale_level(r, 0), 0, 0);
+	assert_near(tb_scale_level(r, 1e-8), 0, 0);
+	assert_near(tb_scale_level(r, 1e-9), 0, 0);
+	assert_near(tb_scale_level(r, 10), 1, 0);
+	assert_near(tb_scale_level(r, 1e5), 1, 0);
+	assert_near(tb_scale_level(r, NAN), 1, 0);
 	/* Log scale: nine decades, 1e-2 six of them up. */
-	assert_near(ui_metric_level(r, 1e-2), 6.0 / 9, 1e-12);
-	assert_near(ui_metric_level(r, sqrt(1e-8 * 10)), 0.5, 1e-12);
+	assert_near(tb_scale_level(r, 1e-2), 6.0 / 9, 1e-12);
+	assert_near(tb_scale_level(r, sqrt(1e-8 * 10)), 0.5, 1e-12);
 	for (double b = 1e-8; b < 10; b *= 3)
-		assert_true(ui_metric_level(r, b) < ui_metric_level(r, b * 3) || b * 3 >= 10);
+		assert_true(tb_scale_level(r, b) < tb_scale_level(r, b * 3) || b * 3 >= 10);
 }
 
 static void test_bands(void **state)
@@ -128,31 +128,31 @@ static void test_bands(void **state)
 	(void)state;
 
 	tb_tolerance_default(&tol); /* rtol 1e-4, atol 1e-4, diverge 1e-2 */
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, 1e-4), TB_ST_MATCH);
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, 2e-4), TB_ST_CLOSE);
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, 1e-2), TB_ST_CLOSE);
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, 1.1e-2), TB_ST_DIVERGED);
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, NAN), TB_ST_DIVERGED);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 1e-4), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 2e-4), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 1e-2), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 1.1e-2), TB_ST_DIVERGED);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, NAN), TB_ST_DIVERGED);
 	/* 1 - cosine: an error e at right angles costs e^2/2. */
-	assert_int_equal(ui_metric_band(metric("cosine"), &tol, 5e-9), TB_ST_MATCH);
-	assert_int_equal(ui_metric_band(metric("cosine"), &tol, 5e-5), TB_ST_CLOSE);
-	assert_int_equal(ui_metric_band(metric("cosine"), &tol, 6e-5), TB_ST_DIVERGED);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 5e-9), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 5e-5), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 6e-5), TB_ST_DIVERGED);
 	/* No diverged mark: never diverged by this scale alone. */
-	assert_int_equal(ui_metric_band(metric("max_abs"), &tol, 1e-4), TB_ST_MATCH);
-	assert_int_equal(ui_metric_band(metric("max_abs"), &tol, 1e6), TB_ST_CLOSE);
-	assert_int_equal(ui_metric_band(metric("allclose_frac"), &tol, 0), TB_ST_MATCH);
-	assert_int_equal(ui_metric_band(metric("allclose_frac"), &tol, 1), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("max_abs"), &tol, 1e-4), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("max_abs"), &tol, 1e6), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("allclose_frac"), &tol, 0), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("allclose_frac"), &tol, 1), TB_ST_CLOSE);
 	/* Amplification: 1 carries the input's error, the origin factor marks a birth. */
-	ui_metric_set_origin_factor(10);
-	assert_int_equal(ui_metric_band(metric("added"), &tol, 1), TB_ST_MATCH);
-	assert_int_equal(ui_metric_band(metric("added"), &tol, 10), TB_ST_CLOSE);
-	assert_int_equal(ui_metric_band(metric("added"), &tol, 11), TB_ST_DIVERGED);
-	ui_metric_set_origin_factor(100);
-	assert_int_equal(ui_metric_band(metric("added"), &tol, 11), TB_ST_CLOSE);
-	ui_metric_set_origin_factor(10);
+	tb_scale_set_origin_factor(10);
+	assert_int_equal(tb_scale_band(metric("added"), &tol, 1), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("added"), &tol, 10), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("added"), &tol, 11), TB_ST_DIVERGED);
+	tb_scale_set_origin_factor(100);
+	assert_int_equal(tb_scale_band(metric("added"), &tol, 11), TB_ST_CLOSE);
+	tb_scale_set_origin_factor(10);
 	/* The marks follow the tolerance. */
 	tol.diverge = 1;
-	assert_int_equal(ui_metric_band(metric("rel_l2"), &tol, 0.5), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 0.5), TB_ST_CLOSE);
 }
 
 /* On rel_l2 the heatmap reads each cell as the comparison judged it. */
@@ -163,7 +163,7 @@ static void test_rel_l2_band_is_the_status(void **state)
 	char ref[4096], cand[4096], name[32];
 	int64_t sh[2] = {4, 16};
 	float *x = tu_ramp(64, 1), y[64];
-	const ui_metric *mt = metric("rel_l2");
+	const tb_scale *mt = metric("rel_l2");
 	tu_compared f;
 	(void)state;
 
@@ -180,7 +180,7 @@ static void test_rel_l2_band_is_the_status(void **state)
 	tu_compare(&f, ref, cand, NULL);
 	for (size_t i = 0; i < f.res->n_cells; i++) {
 		const tb_cell_result *c = &f.res->cells[i];
-		int band = ui_metric_band(mt, &c->tol, mt->badness(mt->value(&c->m, 0)));
+		int band = tb_scale_band(mt, &c->tol, mt->badness(mt->value(&c->m, 0)));
 		if (band != (int)c->status)
 			fail_msg("rel_l2 %g: band %s, status %s", c->m.rel_l2, tb_status_name((tb_status)band),
 				 tb_status_name(c->status));

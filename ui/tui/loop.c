@@ -16,7 +16,7 @@
 
 #include "tui/cmdline.h"
 #include "tui/draw.h"
-#include "tui/metric.h"
+#include "compare/scale.h"
 #include "tui/prompt.h"
 #include "tui/reload.h"
 #include "tui/screens/screens.h"
@@ -196,17 +196,17 @@ static void act(loop *l, ui_ret r)
 /* The metric named (or the next one, for m): every screen colors by it. */
 static ui_ret set_metric(view *v, const char *name)
 {
-	int m = *name ? ui_metric_find(name) : (v->metric + 1) % (int)ui_n_metrics;
+	int m = *name ? tb_scale_find(name) : (v->metric + 1) % (int)tb_n_scales;
 	char names[160] = "";
 
 	if (m < 0) {
-		for (size_t i = 0; i < ui_n_metrics; i++)
-			snprintf(names + strlen(names), sizeof names - strlen(names), " %s", ui_metrics[i].name);
+		for (size_t i = 0; i < tb_n_scales; i++)
+			snprintf(names + strlen(names), sizeof names - strlen(names), " %s", tb_scales[i].name);
 		view_message(v, true, "metric: '%s' is not one of%s", name, names);
 		return ui_flags(0);
 	}
 	v->metric = m;
-	view_message(v, false, "metric: %s", ui_metrics[m].name);
+	view_message(v, false, "metric: %s", tb_scales[m].name);
 	return ui_flags(0);
 }
 
@@ -544,7 +544,7 @@ int tui_main(const tui_opts *o, tb_run *run)
 	v->mouse = !o->no_mouse;
 	v->tol = o->cfg->opts.tol;
 	tb_run_move(&v->run, run);
-	ui_metric_set_origin_factor(o->cfg->opts.origin_factor);
+	tb_scale_set_origin_factor(o->cfg->opts.origin_factor);
 	if (grid_init(&v->g, view_pairing(v)) < 0)
 		fatal("out of memory laying out the heatmap");
 	l->stack[0] = &heatmap_screen;

@@ -8,7 +8,7 @@
 #include <readline/readline.h>
 
 #include "tui/draw.h"
-#include "tui/metric.h"
+#include "compare/scale.h"
 #include "tui/prompt.h"
 #include "tui/theme.h"
 
@@ -93,7 +93,7 @@ static const char *candidate(cmd_completion kind, size_t k, char *buf, size_t si
 	static const char *const set_keys[] = {"mouse", "nomouse"};
 
 	switch (kind) {
-	case CMP_METRIC: return k < ui_n_metrics ? ui_metrics[k].name : NULL;
+	case CMP_METRIC: return k < tb_n_scales ? tb_scales[k].name : NULL;
 	case CMP_TOL: return k < 4 ? tol_keys[k] : NULL;
 	case CMP_SET: return k < 2 ? set_keys[k] : NULL;
 	case CMP_CELL:

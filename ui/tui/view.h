@@ -38,7 +38,7 @@ typedef struct view {
 	unsigned char *changed;   /* per cell: status changed since the previous pass */
 	size_t n_changed;
 	grid g;
-	int metric;               /* index into ui_metrics */
+	int metric;               /* index into tb_scales */
 	char msg[512];            /* the message line, "" for the key hints */
 	bool msg_err;
 	char search[256];         /* last `/` pattern */

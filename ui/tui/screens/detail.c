@@ -20,7 +20,7 @@
 #include "tui/doc.h"
 #include "tui/draw.h"
 #include "tui/explain.h"
-#include "tui/metric.h"
+#include "compare/scale.h"
 #include "tui/screens/screens.h"
 #include "tui/theme.h"
 
@@ -217,7 +217,7 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 }
 
 /* One heat row of the strip: a glyph per position, colored on the scale. */
-static void strip_row(view *v, doc *dc, const char *label, const ui_metric *mt, const double *vals, int64_t n,
+static void strip_row(view *v, doc *dc, const char *label, const tb_scale *mt, const double *vals, int64_t n,
 		      int width)
 {
 	int r = doc_row(dc);
@@ -229,8 +229,8 @@ static void strip_row(view *v, doc *dc, const char *label, const ui_metric *mt, 
 	for (int k = 0; k < width && d->strip_left + k < n; k++) {
 		int64_t p = d->strip_left + k;
 		double bad = mt->badness(vals[p]);
-		int st = ui_metric_band(mt, &v->tol, bad);
-		attr_t a = ui_cell_attr(st, ui_metric_level(mt, bad));
+		int st = tb_scale_band(mt, &v->tol, bad);
+		attr_t a = ui_cell_attr(st, tb_scale_level(mt, bad));
 		if (p == d->pos)
 			a |= ui_attr(UI_CURSOR);
 		ui_put(dc->w, r, 8 + k, a, "%c", tb_status_glyph(st));
@@ -260,8 +260,8 @@ static void positions_block(view *v, doc *dc, const tb_cell_result *c)
 	r = dc->y - dc->scroll + 1;
 	d->strip_y = r >= 1 && r < dc->h ? r : -1;
 	d->strip_x = 8;
-	strip_row(v, dc, "rel_l2", &ui_metrics[0], m->pos_rel_l2, m->n_pos, width);
-	strip_row(v, dc, "cosine", &ui_metrics[1], m->pos_cos, m->n_pos, width);
+	strip_row(v, dc, "rel_l2", &tb_scales[0], m->pos_rel_l2, m->n_pos, width);
+	strip_row(v, dc, "cosine", &tb_scales[1], m->pos_cos, m->n_pos, width);
 	r = doc_row(dc);
 	if (r >= 0) {
 		ui_put(dc->w, r, 0, ui_attr(UI_DIM), "%-8s", "");
@@ -315,7 +315,7 @@ static void heads_block(view *v, doc *dc)
 		 d->heads_from);
 	doc_line(dc, ui_attr(UI_DIM), "  %-6s %12s %12s %12s", "head", "rel_l2", "cosine", "max_abs");
 	for (int h = 0; h < d->heads && h < MAX_HEADS_SHOWN; h++) {
-		int st = ui_metric_band(&ui_metrics[0], &v->tol, d->head[h].rel_l2);
+		int st = tb_scale_band(&tb_scales[0], &v->tol, d->head[h].rel_l2);
 		ui_fmt_num(d->head[h].rel_l2, a, sizeof a);
 		ui_fmt_num(d->head[h].max_abs, b, sizeof b);
 		doc_line(dc, st == TB_ST_DIVERGED ? ui_attr(UI_BAD) : 0, "  %c %-4d %12s %12.6f %12s", tb_status_glyph(st),

@@ -13,7 +13,7 @@
 #include "run/report.h"
 #include "tui/doc.h"
 #include "tui/draw.h"
-#include "tui/metric.h"
+#include "compare/scale.h"
 #include "tui/screens/screens.h"
 #include "tui/theme.h"
 
@@ -104,9 +104,9 @@ static int grid_cols(WINDOW *w)
 	return n < 1 ? 1 : n;
 }
 
-static const ui_metric *cur_metric(const view *v)
+static const tb_scale *cur_metric(const view *v)
 {
-	return &ui_metrics[v->metric];
+	return &tb_scales[v->metric];
 }
 
 /* The 10 columns of one cell: marker, status glyph, space, value.  The
@@ -114,7 +114,7 @@ static const ui_metric *cur_metric(const view *v)
  * last pass. */
 static void cell_text(const view *v, long i, char *buf, size_t size, attr_t *a)
 {
-	const ui_metric *mt = cur_metric(v);
+	const tb_scale *mt = cur_metric(v);
 	int st = view_cell_status(v, (size_t)i);
 	const tb_cell_result *c;
 	char num[32];
@@ -131,8 +131,8 @@ static void cell_text(const view *v, long i, char *buf, size_t size, attr_t *a)
 	}
 	const tb_diagnosis *dg = view_diag(v);
 	double val = mt->value(&c->m, dg ? dg->origin.amplification[i] : NAN);
-	ui_metric_format(mt, val, num, sizeof num);
-	*a = ui_cell_attr(st, ui_metric_level(mt, mt->badness(val)));
+	tb_scale_format(mt, val, num, sizeof num);
+	*a = ui_cell_attr(st, tb_scale_level(mt, mt->badness(val)));
 	snprintf(buf, size, " %c %7s", tb_status_glyph(st), num);
 	if (v->changed && v->run.res && v->changed[i]) {
 		buf[0] = '*';
@@ -205,7 +205,7 @@ static void draw_header(view *v, WINDOW *w)
 
 static void draw_legend(view *v, WINDOW *w, int y)
 {
-	const ui_metric *mt = cur_metric(v);
+	const tb_scale *mt = cur_metric(v);
 	double mm = mt->match_mark(&v->tol), dm = mt->diverge_mark(&v->tol);
 	double llo = log10(mt->lo), lhi = log10(mt->hi);
 	int x;
@@ -216,7 +216,7 @@ static void draw_legend(view *v, WINDOW *w, int y)
 	x += 6;
 	for (int k = 0; k < SWATCH_W; k++) {
 		double level = (k + 0.5) / SWATCH_W, bad = pow(10, llo + level * (lhi - llo));
-		int st = ui_metric_band(mt, &v->tol, bad);
+		int st = tb_scale_band(mt, &v->tol, bad);
 		ui_put(w, y, x + k, ui_cell_attr(st, level), "%c", tb_status_glyph(st));
 	}
 	x += SWATCH_W + 1;
@@ -384,11 +384,11 @@ static void draw_status(view *v, WINDOW *w, int y, int lines)
 		       c->ref ? c->ref->name : c->cand->name, ti ? "  " : "", ti ? ti->label : "");
 		return;
 	}
-	ui_metric_format(&ui_metrics[0], c->m.rel_l2, a, sizeof a);
-	ui_metric_format(&ui_metrics[1], c->m.cosine, b, sizeof b);
-	ui_metric_format(&ui_metrics[2], c->m.max_abs, cc, sizeof cc);
-	ui_metric_format(&ui_metrics[3], c->m.norm_ratio, d, sizeof d);
-	ui_metric_format(&ui_metrics[4], c->m.allclose_frac, e, sizeof e);
+	tb_scale_format(&tb_scales[0], c->m.rel_l2, a, sizeof a);
+	tb_scale_format(&tb_scales[1], c->m.cosine, b, sizeof b);
+	tb_scale_format(&tb_scales[2], c->m.max_abs, cc, sizeof cc);
+	tb_scale_format(&tb_scales[3], c->m.norm_ratio, d, sizeof d);
+	tb_scale_format(&tb_scales[4], c->m.allclose_frac, e, sizeof e);
 	char names[600];
 	if (!strcmp(c->ref->name, c->cand->name))
 		snprintf(names, sizeof names, "%s", c->ref->name);

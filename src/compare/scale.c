@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tui/metric.h"
+#include "compare/scale.h"
 
 /* The amplification at which the "added" scale reads as diverged. */
 static double origin_factor = 10;
 
-void ui_metric_set_origin_factor(double factor)
+void tb_scale_set_origin_factor(double factor)
 {
 	origin_factor = factor;
 }
@@ -37,7 +37,7 @@ static double rtol_cos_mark(const tb_tolerance *t) { return t->rtol * t->rtol / 
 static double diverge_cos_mark(const tb_tolerance *t) { return t->diverge * t->diverge / 2; }
 
 /* |norm_ratio - 1| <= rel_l2, so a norm off by more than diverge is diverged. */
-const ui_metric ui_metrics[] = {
+const tb_scale tb_scales[] = {
 	{"rel_l2", "rel_l2", v_rel_l2, b_same, 0, 1e-8, 10, rtol_mark, diverge_mark},
 	{"cosine", "1-cosine", v_cosine, b_one_minus, 1, 1e-12, 1, rtol_cos_mark, diverge_cos_mark},
 	{"max_abs", "max_abs", v_max_abs, b_same, 0, 1e-8, 100, atol_mark, no_mark},
@@ -45,17 +45,17 @@ const ui_metric ui_metrics[] = {
 	{"allclose_frac", "1-allclose_frac", v_allclose, b_one_minus, 1, 1e-6, 1, zero_mark, no_mark},
 	{"added", "amplification", v_added, b_same, 0, 1e-2, 1e4, one_mark, origin_mark},
 };
-const size_t ui_n_metrics = sizeof ui_metrics / sizeof ui_metrics[0];
+const size_t tb_n_scales = sizeof tb_scales / sizeof tb_scales[0];
 
-int ui_metric_find(const char *name)
+int tb_scale_find(const char *name)
 {
-	for (size_t i = 0; i < ui_n_metrics; i++)
-		if (!strcmp(ui_metrics[i].name, name))
+	for (size_t i = 0; i < tb_n_scales; i++)
+		if (!strcmp(tb_scales[i].name, name))
 			return (int)i;
 	return -1;
 }
 
-void ui_metric_format(const ui_metric *mt, double v, char *buf, size_t size)
+void tb_scale_format(const tb_scale *mt, double v, char *buf, size_t size)
 {
 	if (isnan(v))
 		snprintf(buf, size, "nan");
@@ -67,7 +67,7 @@ void ui_metric_format(const ui_metric *mt, double v, char *buf, size_t size)
 		snprintf(buf, size, "%.1e", v);
 }
 
-double ui_metric_level(const ui_metric *mt, double badness)
+double tb_scale_level(const tb_scale *mt, double badness)
 {
 	double t;
 
@@ -79,7 +79,7 @@ double ui_metric_level(const ui_metric *mt, double badness)
 	return t < 0 ? 0 : t > 1 ? 1 : t;
 }
 
-int ui_metric_band(const ui_metric *mt, const tb_tolerance *tol, double badness)
+int tb_scale_band(const tb_scale *mt, const tb_tolerance *tol, double badness)
 {
 	double mm = mt->match_mark(tol), dm = mt->diverge_mark(tol);
 

@@ -1,19 +1,20 @@
 /*
- * metric: the metrics a heatmap can be colored by (rel_l2, cosine, max_abs,
+ * scale: the metrics a heatmap can be colored by (rel_l2, cosine, max_abs,
  * norm_ratio, allclose_frac, and "added": the amplification of the error a
- * cell's inputs brought, which lights up where error is born), as one table: how to read the value from a
- * cell, how to print it in a cell's few columns, and its "badness" on a log
- * scale with the marks where it reads as match and as diverged for a given
- * tolerance.  Used by the heatmap, its legend and the status line.
+ * cell's inputs brought, which lights up where error is born), as one
+ * table: how to read the value from a cell, how to print it in a few
+ * columns, and its "badness" on a log scale with the marks where it reads
+ * as match and as diverged for a given tolerance.  The TUI's heatmap,
+ * legend and status line and the HTML report color by it.
  */
-#ifndef TB_UI_METRIC_H
-#define TB_UI_METRIC_H
+#ifndef TB_SCALE_H
+#define TB_SCALE_H
 
 #include <stddef.h>
 
 #include "compare/compare.h"
 
-typedef struct ui_metric {
+typedef struct tb_scale {
 	const char *name;        /* as `metric NAME` takes it */
 	const char *scale;       /* what the color scale measures: "rel_l2", "1-cosine", ... */
 	double (*value)(const tb_metrics *m, double amplification);
@@ -22,22 +23,22 @@ typedef struct ui_metric {
 	double lo, hi;           /* badness at the ends of the log scale */
 	double (*match_mark)(const tb_tolerance *t);   /* at or below: reads as match; NAN: none */
 	double (*diverge_mark)(const tb_tolerance *t); /* above: diverged; NAN: none */
-} ui_metric;
+} tb_scale;
 
-extern const ui_metric ui_metrics[];
-extern const size_t ui_n_metrics;
+extern const tb_scale tb_scales[];
+extern const size_t tb_n_scales;
 
 /* The --origin-factor the "added" scale marks as diverged (set once at start). */
-void ui_metric_set_origin_factor(double factor);
+void tb_scale_set_origin_factor(double factor);
 
 /* Index of a metric by name, or -1. */
-int ui_metric_find(const char *name);
+int tb_scale_find(const char *name);
 /* Value in at most 7 columns ("5.0e-01", "0.9998", "inf"). */
-void ui_metric_format(const ui_metric *mt, double v, char *buf, size_t size);
+void tb_scale_format(const tb_scale *mt, double v, char *buf, size_t size);
 /* Position of a badness on the log scale, 0 (lo or better) .. 1 (hi or worse). */
-double ui_metric_level(const ui_metric *mt, double badness);
+double tb_scale_level(const tb_scale *mt, double badness);
 
 /* The status a badness reads as on this metric's scale (match, close, diverged). */
-int ui_metric_band(const ui_metric *mt, const tb_tolerance *tol, double badness);
+int tb_scale_band(const tb_scale *mt, const tb_tolerance *tol, double badness);
 
 #endif
