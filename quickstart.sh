@@ -20,7 +20,7 @@ demo | test) ;;
 	;;
 esac
 
-scripts/setup-deps.sh
+scripts/setup-deps.sh "$what"
 if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ]; then
 	autoreconf -fi
 fi

@@ -5,11 +5,16 @@ set -eu
 
 # The last line is for quickstart.sh test's packaging checks: man -l and
 # the completion test (tests/pkg/install.sh, tests/e2e/completion.sh), and
-# the Debian package built from git archive (tests/pkg/deb.sh).
+# the Debian package built from git archive (tests/pkg/deb.sh).  The tests
+# also load the HTML report in Debian's chromium (tests/e2e/html.sh); the
+# demo (setup-deps.sh demo) has no use for it.
 pkgs="build-essential autoconf automake libtool pkg-config
 libcjson-dev libopenblas-dev libncurses-dev libreadline-dev zlib1g-dev
 libcmocka-dev tmux python3 python3-numpy mandoc
 man-db bash git debhelper dpkg-dev fakeroot lintian"
+if [ "${1:-test}" != demo ]; then
+    pkgs="$pkgs chromium"
+fi
 
 missing=""
 for p in $pkgs; do

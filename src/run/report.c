@@ -324,9 +324,7 @@ char *tb_report_json(const tb_report *r)
 	return text;
 }
 
-/* The per-layer taps present anywhere in the result, in forward order, as
- * cells of layer 0. */
-static size_t layer_columns(const tb_result *res, tb_cell *cols, size_t max)
+size_t tb_result_layer_taps(const tb_result *res, tb_cell *cols, size_t max)
 {
 	size_t n = 0;
 
@@ -419,7 +417,7 @@ void tb_report_grid(FILE *out, const tb_result *res, int fold_above)
 {
 	static const tb_tap_id model_taps[] = {TB_TAP_EMBED, TB_TAP_FINAL_NORM, TB_TAP_LOGITS};
 	tb_cell cols[64];
-	size_t nc = layer_columns(res, cols, 64), len;
+	size_t nc = tb_result_layer_taps(res, cols, 64), len;
 	char line[4096];
 
 	len = (size_t)snprintf(line, sizeof line, "%-11s", "");

@@ -30,6 +30,9 @@ typedef struct tb_report {
 	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
 } tb_report;
 
+/* The per-layer taps present anywhere in the result, in forward order, as
+ * cells of layer 0 (at most max). */
+size_t tb_result_layer_taps(const tb_result *res, tb_cell *cols, size_t max);
 /* The layer x tap grid of status glyphs, embed first and logits last, with
  * its legend.  fold_above > 0: a model of more layers shows the first and
  * last few and the first divergence's, each run of others as one line. */

@@ -69,7 +69,10 @@ keys p : "export out.md" Enter
 expect_screen p "export of a .md file: the Markdown summary" "wrote out.md (md, 23 cells, verdict diverged)"
 check_that "a .md file holds the Markdown heading" grep -q '^## tbisect: DIVERGED' "$TAP_TMP/out.md"
 keys p : "export md" Enter
-expect_screen p "export md without a file: the usage" "usage: export [json|md] FILE"
+expect_screen p "export md without a file: the usage" "usage: export [json|md|html] FILE"
+keys p : "export html page.out" Enter
+expect_screen p "export html writes the HTML report" "wrote page.out (html, 23 cells, verdict diverged)"
+check_that "the HTML report names the first divergence" grep -q 'id="first-divergence" data-cell="L1.attn"' "$TAP_TMP/page.out"
 keys p : "export /nonexistent/dir/x.json" Enter
 expect_screen p "export to a bad path says why" "export: /nonexistent/dir/x.json: No such file or directory"
 

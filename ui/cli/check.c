@@ -1,9 +1,13 @@
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli/commands.h"
+#include "run/html.h"
 #include "run/markdown.h"
 #include "run/report.h"
 #include "run/run.h"
@@ -73,6 +77,52 @@ static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
 	return 0;
 }
 
+/* The command line as a shell would take it back: words of safe
+ * characters as they are, others in single quotes.  Returns out. */
+static char *quoted_command(const tb_options *o, char *out, size_t size)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < o->argc && n < size; i++) {
+		const char *a = i == 0 ? "tbisect" : o->argv[i];
+		bool plain = *a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(a);
+		n += (size_t)snprintf(out + n, size - n, "%s%s", i ? " " : "", plain ? "" : "'");
+		for (const char *p = a; *p && n < size; p++)
+			n += (size_t)snprintf(out + n, size - n, *p == '\'' ? "'\\''" : "%c", *p);
+		if (!plain && n < size)
+			n += (size_t)snprintf(out + n, size - n, "'");
+	}
+	return out;
+}
+
+/* --html FILE: the report as a self-contained page, written whole or not at all. */
+static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
+{
+	char command[4096], stamp[64], tmp[4200];
+	tb_html_opts ho = {.command = quoted_command(o, command, sizeof command)};
+	FILE *f;
+	int bad;
+
+	if (o->html_timestamp) {
+		time_t now = time(NULL);
+		struct tm tm;
+		strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm));
+		ho.timestamp = stamp;
+	}
+	snprintf(tmp, sizeof tmp, "%s.tmp", o->html_file);
+	f = fopen(tmp, "w");
+	if (!f)
+		return tb_err_set(err, o->html_file, "cannot write the HTML report: %s", strerror(errno));
+	bad = tb_report_html(f, rep, &ho) < 0;
+	if (fclose(f) != 0 || bad || rename(tmp, o->html_file) != 0) {
+		int e = errno;
+		remove(tmp);
+		return tb_err_set(err, o->html_file, "cannot write the HTML report: %s", strerror(e));
+	}
+	return 0;
+}
+
 int tb_cmd_check(const tb_options *o)
 {
 	tb_run_opts ro;
@@ -115,7 +165,7 @@ int tb_cmd_check(const tb_options *o)
 	rep.partial = run.partial;
 	rep.map_warning = run.map_warning;
 	rep.show_features = o->features;
-	if (write_report(o, &rep, &err) < 0)
+	if ((o->html_file && write_html(o, &rep, &err) < 0) || write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);
 	else
 		rc = tb_run_exit_code(&run);

@@ -31,6 +31,8 @@ enum {
 	OPT_KV_HEADS,
 	OPT_JSON,
 	OPT_MARKDOWN,
+	OPT_HTML,
+	OPT_HTML_TIMESTAMP,
 	OPT_NPY_VOID2,
 	OPT_NPY_VOID1,
 	OPT_RECORD,
@@ -96,6 +98,10 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		      .help = "write JSON instead of text"},
 	[OPT_MARKDOWN] = {.name = "markdown", .modes = TB_IN(TB_MODE_CHECK),
 			  .help = "print a Markdown summary (CI step summaries, pull requests) instead of the text report"},
+	[OPT_HTML] = {.name = "html", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN(TB_MODE_CHECK),
+		      .help = "also write the self-contained HTML report to FILE"},
+	[OPT_HTML_TIMESTAMP] = {.name = "html-timestamp", .modes = TB_IN(TB_MODE_CHECK),
+				.help = "put the time of the run in the HTML report (else equal inputs give equal bytes)"},
 	[OPT_NPY_VOID2] = {.name = "npy-void2", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
 			   .dtype_bytes = 2, .help = "read raw 2-byte void npy data (|V2, <V2) as DT (bf16, f16)"},
 	[OPT_NPY_VOID1] = {.name = "npy-void1", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
@@ -260,6 +266,8 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_KV_HEADS: return int_arg(opt, arg, 1, 65536, &o->kv_heads, msg, size);
 	case OPT_JSON: o->json = true; break;
 	case OPT_MARKDOWN: o->markdown = true; break;
+	case OPT_HTML: o->html_file = arg; break;
+	case OPT_HTML_TIMESTAMP: o->html_timestamp = true; break;
 	case OPT_NPY_VOID2: return dtype_arg(opt, arg, &o->open.npy_void2, msg, size);
 	case OPT_NPY_VOID1: return dtype_arg(opt, arg, &o->open.npy_void1, msg, size);
 	case OPT_RECORD: return int_arg(opt, arg, 0, 1000000, &o->open.record, msg, size);
@@ -340,6 +348,8 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 		}
 	}
 	o->mode = cmd->mode;
+	o->argc = argc;
+	o->argv = argv;
 	for (int i = 0; i < OPT_COUNT; i++)
 		long_opts[i] = (struct option){tb_option_infos[i].name,
 					       tb_option_infos[i].arg == TB_ARG_NONE ? no_argument : required_argument,
@@ -387,6 +397,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 			snprintf(msg, size, "--%s belongs to %s", tb_option_infos[id].name, modes);
 			return -1;
 		}
+	}
+	if (o->html_timestamp && !o->html_file) {
+		snprintf(msg, size, "--html-timestamp needs --html FILE");
+		return -1;
 	}
 	if (o->json && o->markdown) {
 		snprintf(msg, size, "--json and --markdown exclude each other (both write the report on standard output)");

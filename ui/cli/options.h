@@ -74,6 +74,10 @@ typedef struct tb_options {
 	bool no_builtin_names; /* only the --map file names tensors */
 	int heads, kv_heads;  /* 0: infer */
 	bool json, markdown;
+	const char *html_file; /* (check) --html FILE, or NULL */
+	bool html_timestamp;
+	int argc;             /* the command line as given, for reports that quote it */
+	char **argv;
 	bool history, no_history, watch, no_mouse;
 	bool history_reset;   /* (check) forget the pair's passes first */
 	int threads;

@@ -11,6 +11,7 @@
 
 #include <curses.h>
 
+#include "run/html.h"
 #include "run/markdown.h"
 #include "run/report.h"
 #include "tui/cmdline.h"
@@ -149,11 +150,11 @@ static ui_ret cmd_filter(view *v, char *args)
 
 /* The report formats :export writes: a first word names one, else the
  * file's extension does, else JSON. */
-typedef enum export_fmt { EXPORT_JSON, EXPORT_MD } export_fmt;
+typedef enum export_fmt { EXPORT_JSON, EXPORT_MD, EXPORT_HTML } export_fmt;
 
 static const struct {
 	const char *word, *ext;
-} export_fmts[] = {[EXPORT_JSON] = {"json", ".json"}, [EXPORT_MD] = {"md", ".md"}};
+} export_fmts[] = {[EXPORT_JSON] = {"json", ".json"}, [EXPORT_MD] = {"md", ".md"}, [EXPORT_HTML] = {"html", ".html"}};
 
 /* "md FILE", "json FILE" or "FILE": the format, and the file in *path. */
 static export_fmt export_args(char *args, const char **path)
@@ -187,7 +188,7 @@ static ui_ret cmd_export(view *v, char *args)
 
 	fmt = export_args(args, &file);
 	if (!*file) {
-		view_message(v, true, "usage: export [json|md] FILE");
+		view_message(v, true, "usage: export [json|md|html] FILE");
 		return ui_flags(0);
 	}
 	if (!file_arg(v, "export", file, path, sizeof path))
@@ -214,8 +215,10 @@ static ui_ret cmd_export(view *v, char *args)
 	bad = !f;
 	if (f && fmt == EXPORT_JSON)
 		bad = fputs(text, f) < 0 || fputc('\n', f) < 0;
-	else if (f)
+	else if (f && fmt == EXPORT_MD)
 		bad = tb_report_markdown(f, &rep) < 0;
+	else if (f)
+		bad = tb_report_html(f, &rep, &(tb_html_opts){0}) < 0;
 	if (f && fclose(f) != 0)
 		bad = 1;
 	free(text);
@@ -284,8 +287,8 @@ const ui_cmd ui_cmds[] = {
 	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
-	{.name = "export", .usage = "export [json|md] FILE", .exec = cmd_export, .complete = CMP_FILE,
-	 .help = "write the JSON report (as 'tbisect check --json --features') or, with md or a .md FILE, the Markdown summary (as --markdown)"},
+	{.name = "export", .usage = "export [json|md|html] FILE", .exec = cmd_export, .complete = CMP_FILE,
+	 .help = "write the JSON report (as 'tbisect check --json --features'), or with md or html (or a .md or .html FILE) the Markdown summary or the HTML report"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
 	 .help = "compare both trees again: a new pass (as r)"},
 	{.name = "history", .usage = "history [clear]", .action = TB_ACT_HISTORY, .complete = CMP_NONE,
