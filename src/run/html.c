@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compare/inspect.h"
 #include "compare/scale.h"
+#include "diagnose/heads.h"
 #include "run/html.h"
 
 #define CELL_W 84   /* a heatmap cell: glyph and value */
@@ -17,6 +19,9 @@
 #define PLOT_W 640
 #define PLOT_H 120
 #define KL_POINTS 256
+#define DETAIL_TOPK 10
+#define DETAIL_CHANNELS 8
+#define MAX_HEADS_SHOWN 128
 
 /* The TUI's 256-color heatmap gradient (ui/tui/theme.c), best to worst, in RGB. */
 static const char *const gradient[] = {"#008700", "#00af00", "#5faf00", "#87d700", "#afd700",
@@ -474,21 +479,129 @@ static void history(FILE *out, const tb_report *r)
 	fputs("</ol>\n</section>\n", out);
 }
 
-/* The per-position strip of a cell as glyphs, bucketed to STRIP_MAX by
- * the worst position of each bucket. */
-static void strip(FILE *out, const tb_cell_result *c)
+/* The per-position strip of a cell on scale k (rel_l2 or cosine) as
+ * status glyphs, bucketed to at most max glyphs by the worst position of
+ * each bucket. */
+static void strip(FILE *out, const tb_cell_result *c, size_t k, int64_t max)
 {
 	const tb_metrics *m = &c->m;
-	int64_t n = m->n_pos < STRIP_MAX ? m->n_pos : STRIP_MAX;
+	const tb_scale *s = &tb_scales[k];
+	const double *v = k == 0 ? m->pos_rel_l2 : m->pos_cos;
+	int64_t n = m->n_pos < max ? m->n_pos : max;
 
 	for (int64_t b = 0; b < n; b++) {
 		int64_t from = b * m->n_pos / n, to = (b + 1) * m->n_pos / n;
 		double worst = 0;
-		for (int64_t p = from; p < to; p++)
-			if (!(m->pos_rel_l2[p] <= worst))
-				worst = m->pos_rel_l2[p];
-		fputc(!(worst <= c->tol.diverge) ? 'X' : worst > c->tol.rtol ? '~' : '.', out);
+		for (int64_t p = from; p < to; p++) {
+			double bad = s->badness(v[p]);
+			if (!(bad <= worst))
+				worst = bad;
+		}
+		fputc(tb_status_glyph(tb_scale_band(s, &c->tol, worst)), out);
 	}
+}
+
+/* Rows of compared elements: index, ref, cand, |diff|. */
+static void elem_rows(FILE *out, const tb_cell_result *c, const tb_elem *e, size_t n)
+{
+	char idx[160];
+
+	fputs("<table class=\"elems\"><tr><th>index</th><th>ref</th><th>cand</th><th>|diff|</th></tr>\n", out);
+	for (size_t i = 0; i < n; i++) {
+		const double v[] = {e[i].ref, e[i].cand, e[i].diff};
+		tb_index_format(e[i].index, c->ndim, c->shape, idx, sizeof idx);
+		fputs("<tr><td>", out);
+		esc(out, idx, false);
+		fputs("</td>", out);
+		num_cells(out, v, sizeof v / sizeof *v);
+		fputs("</tr>\n", out);
+	}
+	fputs("</table>\n", out);
+}
+
+static void heads_table(FILE *out, const tb_report *r, const tb_cell_result *c, const tb_html_opts *o)
+{
+	tb_head_metrics hm[MAX_HEADS_SHOWN];
+	tb_heads h;
+	tb_err err;
+
+	tb_heads_infer(r->result, r->result->first_div, o->heads, o->kv_heads, &h);
+	if (!h.n && !h.note[0])
+		return;
+	fputs("<h3>Per head</h3>\n", out);
+	if (!h.n || h.n > MAX_HEADS_SHOWN || tb_inspect_heads(c, h.n, h.head_dim, hm, &err) < 0) {
+		fputs("<p class=\"note\">", out);
+		esc(out, !h.n ? h.note : h.n > MAX_HEADS_SHOWN ? "too many heads to show" : err.msg, false);
+		fputs("</p>\n", out);
+		return;
+	}
+	fprintf(out, "<p>%d heads of %lld (%s)</p>\n<table class=\"heads\"><tr><th>head</th><th>rel_l2</th>"
+		     "<th>cosine</th><th>norm_ratio</th><th>max |diff|</th></tr>\n",
+		h.n, (long long)h.head_dim, h.source ? h.source : "");
+	for (int i = 0; i < h.n; i++) {
+		const double v[] = {hm[i].rel_l2, hm[i].cosine, hm[i].norm_ratio, hm[i].max_abs};
+		fprintf(out, "<tr><td>%c %d</td>", !(hm[i].rel_l2 <= c->tol.diverge) ? 'X' : '.', i);
+		num_cells(out, v, sizeof v / sizeof *v);
+		fputs("</tr>\n", out);
+	}
+	fputs("</table>\n", out);
+}
+
+/* The first divergence in detail: what the table row cannot hold, read
+ * again from the dumps (a note stands for what could not be read). */
+static void first_detail(FILE *out, const tb_report *r, const tb_html_opts *o)
+{
+	const tb_result *res = r->result;
+	const tb_cell_result *c;
+	tb_elem worst[DETAIL_TOPK], chan[DETAIL_CHANNELS];
+	tb_diff_hist hist;
+	size_t nw = 0, nc = 0;
+	char name[TB_CELL_NAME_MAX];
+	tb_err err;
+
+	if (res->first_div < 0 || !compared(&res->cells[res->first_div]))
+		return;
+	c = &res->cells[res->first_div];
+	tb_cell_name(&c->cell, name, sizeof name);
+	fputs("<section id=\"detail\">\n<h2>The first divergence, ", out);
+	esc(out, name, false);
+	fputs("</h2>\n", out);
+	if (c->m.n_pos > 0) {
+		fprintf(out, "<p>Per position (%lld positions", (long long)c->m.n_pos);
+		if (c->m.n_pos > STRIP_MAX * 4)
+			fprintf(out, ", %d glyphs of the worst in each run", STRIP_MAX * 4);
+		fputs("):</p>\n<pre class=\"strip\">rel_l2  ", out);
+		strip(out, c, 0, STRIP_MAX * 4);
+		fputs("\ncosine  ", out);
+		strip(out, c, 1, STRIP_MAX * 4);
+		if (c->m.first_bad_position >= 0)
+			fprintf(out, "\nfirst bad position %lld", (long long)c->m.first_bad_position);
+		fputs("</pre>\n", out);
+	}
+	if (tb_inspect_diff(c, DETAIL_TOPK, worst, &nw, &hist, &err) < 0) {
+		fputs("<p class=\"note\">", out);
+		esc(out, err.msg, false);
+		fputs("</p>\n</section>\n", out);
+		return;
+	}
+	fputs("<h3>Worst elements</h3>\n", out);
+	elem_rows(out, c, worst, nw);
+	fputs("<h3>|diff| by decade</h3>\n<table class=\"hist\"><tr><th>|diff|</th><th>elements</th></tr>\n", out);
+	fprintf(out, "<tr><td>0</td><td class=\"n\">%llu</td></tr>\n", (unsigned long long)hist.zero);
+	for (int b = 0; b < TB_HIST_BINS; b++)
+		if (hist.bins[b])
+			fprintf(out, "<tr><td>1e%+d to 1e%+d</td><td class=\"n\">%llu</td></tr>\n", TB_HIST_LO + b,
+				TB_HIST_LO + b + 1, (unsigned long long)hist.bins[b]);
+	if (hist.nonfinite)
+		fprintf(out, "<tr><td>NaN or Inf</td><td class=\"n\">%llu</td></tr>\n", (unsigned long long)hist.nonfinite);
+	fputs("</table>\n", out);
+	if (c->m.first_bad_position >= 0 &&
+	    tb_inspect_position(c, c->m.first_bad_position, DETAIL_CHANNELS, chan, &nc, &err) == 0) {
+		fprintf(out, "<h3>Worst channels at position %lld</h3>\n", (long long)c->m.first_bad_position);
+		elem_rows(out, c, chan, nc);
+	}
+	heads_table(out, r, c, o);
+	fputs("</section>\n", out);
 }
 
 static void cell_rows(FILE *out, const tb_report *r)
@@ -543,7 +656,7 @@ static void cell_rows(FILE *out, const tb_report *r)
 				fputc(')', out);
 			}
 			fputs("</td><td class=\"strip\">", out);
-			strip(out, c);
+			strip(out, c, 0, STRIP_MAX);
 			fputs("</td>", out);
 		}
 		fputs("<td>", out);
@@ -597,6 +710,7 @@ int tb_report_html(FILE *out, const tb_report *r, const tb_html_opts *o)
 	fputs("<main>\n", out);
 	heatmap(out, r);
 	causes(out, r);
+	first_detail(out, r, o);
 	logits(out, res);
 	history(out, r);
 	cell_rows(out, r);

@@ -84,6 +84,22 @@ check_that "no src or href leaves the page" test "$(fact external)" -eq 0
 check_that "no URL anywhere in the file" sh -c "! grep -E -i -q 'https?:|ftp:|file:|//[a-z0-9]' '$T/r.html'"
 check_that "the command line is in the header" grep -q "tbisect check --no-history --html $T/r.html $T/ref $T/cand" "$T/r.html"
 
+# The first divergence in detail, read again from the dumps.
+check_that "detail: the first divergence's section" grep -q '<h2>The first divergence, L0.attn</h2>' "$T/r.html"
+check_that "detail: its strips, position 0 matching" grep -q 'class="strip">rel_l2  \.XXXXXXXXXXXXXXX$' "$T/r.html"
+check_that "detail: its first bad position" grep -q '^first bad position 1</pre>$' "$T/r.html"
+check_that "detail: ten worst elements, the worst the JSON's" sh -c '
+	w=$(sed -n "/<h3>Worst elements</,/<\/table>/p" "$1" | grep -c "^<tr><td>\[")
+	first=$(sed -n "/<h3>Worst elements</,/<\/table>/p" "$1" | grep -m1 "^<tr><td>\[" | sed "s/^<tr><td>\(\[[^]]*\]\).*/\1/")
+	test "$w" -eq 10 && test "$first" = "[$2]"' x "$T/r.html" "$("$JSONQ" "$T/r.json" cells.2.worst.index.0), $("$JSONQ" "$T/r.json" cells.2.worst.index.1), $("$JSONQ" "$T/r.json" cells.2.worst.index.2)"
+check_that "detail: the worst channels at the first bad position" grep -q '<h3>Worst channels at position 1</h3>' "$T/r.html"
+check_that "detail: the attention output has no heads, and says which taps do" \
+	grep -q 'no heads after o_proj, which mixes them' "$T/r.html"
+"$MKDEMO" --sub --bug qk-norm "$T/sref" "$T/scand" >/dev/null || bail_out "mkdemo --sub failed"
+expect_exit 1 "sub-taps with --heads: a report" "$TBISECT" check --no-history --heads 4 --kv-heads 4 --html "$T/s.html" "$T/sref" "$T/scand"
+check_that "sub-taps with --heads: a per-head table of 4 heads" \
+	sh -c "grep -q '<p>4 heads of [0-9]* (--heads)</p>' '$T/s.html' && test \"\$(sed -n '/class=\"heads\"/,/<\/table>/p' '$T/s.html' | grep -c '^<tr><td>')\" -eq 4"
+
 # With the pair's history: its passes, plotted and listed.
 expect_exit 1 "with history: pass 1" "$TBISECT" check --html "$T/h1.html" "$T/ref" "$T/cand"
 expect_exit 1 "with history: pass 2, another tolerance" "$TBISECT" check --atol 2e-4 --html "$T/h2.html" "$T/ref" "$T/cand"

@@ -100,7 +100,8 @@ static char *quoted_command(const tb_options *o, char *out, size_t size)
 static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
 {
 	char command[4096], stamp[64], tmp[4200];
-	tb_html_opts ho = {.command = quoted_command(o, command, sizeof command)};
+	tb_html_opts ho = {.command = quoted_command(o, command, sizeof command), .heads = o->heads,
+			   .kv_heads = o->kv_heads};
 	FILE *f;
 	int bad;
 
