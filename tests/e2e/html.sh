@@ -180,11 +180,14 @@ if [ -z "$BROWSER" ]; then
 	tap_done
 	exit 0
 fi
-# browse ARGS...: the browser headless, no sandbox (root in CI), its own
-# profile, no name resolved (a request could not leave the machine).
+# browse ARGS...: the browser headless, no sandbox (root in CI), its
+# profile, config and crash reports in this test's folder (never in the
+# build tree), no name resolved (a request could not leave the machine).
+mkdir -p "$T/home" "$T/config" "$T/cache"
 browse() {
-	"$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$T/profile" \
-		--host-resolver-rules='MAP * ~NOTFOUND' --enable-logging=stderr --v=0 "$@"
+	HOME="$T/home" XDG_CONFIG_HOME="$T/config" XDG_CACHE_HOME="$T/cache" \
+		"$BROWSER" --headless --no-sandbox --disable-gpu --no-first-run --disable-breakpad \
+		--user-data-dir="$T/profile" --host-resolver-rules='MAP * ~NOTFOUND' --enable-logging=stderr --v=0 "$@"
 }
 browse --dump-dom "file://$T/r.html" >"$T/dom.html" 2>"$T/browser.log" || bail_out "$BROWSER failed: $(tail -n 3 "$T/browser.log")"
 check_that "in the browser: no console message (no script error)" sh -c "! grep -q ':CONSOLE' '$T/browser.log'" ||
@@ -228,5 +231,6 @@ browse --window-size=1200,900 --screenshot="$T/blank.png" "file://$T/blank.html"
 browse --window-size=1200,900 --screenshot="$T/shot.png" "file://$T/r.html" >/dev/null 2>&1 || bail_out "screenshot failed"
 check_that "in the browser: the screenshot is not blank ($(wc -c <"$T/shot.png") bytes against $(wc -c <"$T/blank.png"))" \
 	test "$(wc -c <"$T/shot.png")" -gt $(($(wc -c <"$T/blank.png") * 4))
+check_that "the browser wrote nothing outside this test's folder" test ! -e "${XDG_CONFIG_HOME:-/nonexistent}/chromium"
 
 tap_done
