@@ -101,11 +101,6 @@ static int grad_index(double level)
 	return i < 0 ? 0 : i >= N_GRAD ? N_GRAD - 1 : i;
 }
 
-static const char *verdict_word(int v)
-{
-	return v == TB_ST_DIVERGED ? "DIVERGED" : v == TB_ST_CLOSE ? "CLOSE" : "MATCH";
-}
-
 static double amplification(const tb_report *r, size_t i)
 {
 	return r->diag && r->diag->origin.amplification ? r->diag->origin.amplification[i] : NAN;
@@ -164,7 +159,7 @@ static void header(FILE *out, const tb_report *r, const tb_html_opts *o)
 	char name[TB_CELL_NAME_MAX];
 
 	fprintf(out, "<header>\n<h1 id=\"verdict\" data-verdict=\"%s\">tbisect: <span class=\"v-%s\">%s</span></h1>\n",
-		tb_status_name(res->verdict), tb_status_name(res->verdict), verdict_word(res->verdict));
+		tb_status_name(res->verdict), tb_status_name(res->verdict), tb_verdict_word(res->verdict));
 	fputs("<dl class=\"facts\">\n<dt>First divergence</dt>", out);
 	if (res->first_div >= 0) {
 		const tb_cell_result *c = &res->cells[res->first_div];
@@ -230,9 +225,8 @@ static void warning(FILE *out, const char *what, const char *text)
 static void warnings(FILE *out, const tb_report *r)
 {
 	if (r->partial && r->coverage) {
-		char cov[160], text[320];
-		tb_coverage_text(r->coverage, cov, sizeof cov);
-		snprintf(text, sizeof text, "%s (--allow-partial): the verdict covers the paired cells only, and no cause is named", cov);
+		char text[320];
+		tb_report_coverage_warning(r, text, sizeof text);
 		warning(out, "coverage", text);
 	}
 	if (r->map_warning && r->map_warning[0])
@@ -699,7 +693,7 @@ int tb_report_html(FILE *out, const tb_report *r, const tb_html_opts *o)
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
 	      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<title>tbisect: ",
 	      out);
-	fputs(verdict_word(res->verdict), out);
+	fputs(tb_verdict_word(res->verdict), out);
 	if (name[0]) {
 		fputs(", first divergence ", out);
 		esc(out, name, false);

@@ -33,9 +33,7 @@ static void heading(FILE *out, const tb_result *res)
 {
 	char name[TB_CELL_NAME_MAX];
 
-	fprintf(out, "## tbisect: %s", res->verdict == TB_ST_DIVERGED ? "DIVERGED"
-					   : res->verdict == TB_ST_CLOSE  ? "CLOSE"
-									  : "MATCH");
+	fprintf(out, "## tbisect: %s", tb_verdict_word(res->verdict));
 	if (res->first_div >= 0) {
 		const tb_cell_result *c = &res->cells[res->first_div];
 		tb_cell_name(&c->cell, name, sizeof name);
@@ -92,11 +90,11 @@ static void warnings(FILE *out, const tb_report *r)
 	int n = 0;
 
 	if (r->partial && r->coverage) {
-		char cov[160];
-		tb_coverage_text(r->coverage, cov, sizeof cov);
+		char text[320];
+		tb_report_coverage_warning(r, text, sizeof text);
 		fprintf(out, "> **Warning (coverage):** ");
-		md_text(out, cov);
-		fprintf(out, " (--allow-partial): the verdict covers the paired cells only, and no cause is named\n");
+		md_text(out, text);
+		fputc('\n', out);
 		n++;
 	}
 	if (r->map_warning && r->map_warning[0]) {

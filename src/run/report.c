@@ -20,6 +20,11 @@ char tb_status_glyph(int status)
 	}
 }
 
+const char *tb_verdict_word(int verdict)
+{
+	return verdict == TB_ST_DIVERGED ? "DIVERGED" : verdict == TB_ST_CLOSE ? "CLOSE" : "MATCH";
+}
+
 /* Flat index -> one index per axis of shape (C order). */
 static void unravel(uint64_t index, int ndim, const int64_t *shape, int64_t *idx)
 {
@@ -182,8 +187,7 @@ static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, lon
 		cJSON_AddNullToObject(root, key);
 }
 
-/* The warning a partial pairing gets, in every report. */
-static void coverage_warning(const tb_report *r, char *buf, size_t size)
+void tb_report_coverage_warning(const tb_report *r, char *buf, size_t size)
 {
 	char cov[160];
 
@@ -213,7 +217,7 @@ static void diag_json(cJSON *root, const tb_report *r)
 	if (r->partial && r->coverage) {
 		cJSON *o = cJSON_CreateObject();
 		char text[320];
-		coverage_warning(r, text, sizeof text);
+		tb_report_coverage_warning(r, text, sizeof text);
 		cJSON_AddStringToObject(o, "id", "coverage");
 		cJSON_AddStringToObject(o, "text", text);
 		cJSON_AddItemToArray(warn, o);
@@ -531,7 +535,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
 	if (r->partial && r->coverage) {
 		char text[320];
-		coverage_warning(r, text, sizeof text);
+		tb_report_coverage_warning(r, text, sizeof text);
 		fprintf(out, "warning (coverage): %s\n\n", text);
 	}
 	if (r->map_warning && r->map_warning[0])

@@ -41,6 +41,11 @@ void tb_report_grid(FILE *out, const tb_result *res, int fold_above);
 char *tb_report_json(const tb_report *r);
 int tb_report_text(FILE *out, const tb_report *r);
 
+/* The warning a partial pairing gets, in every report: the coverage and
+ * what --allow-partial leaves out. */
+void tb_report_coverage_warning(const tb_report *r, char *buf, size_t size);
+/* A verdict as headers shout it: "DIVERGED", "CLOSE", "MATCH". */
+const char *tb_verdict_word(int verdict);
 /* One status glyph per cell for text and screens: '.', '~', 'X', '-', '?'. */
 char tb_status_glyph(int status);
 /* Flat index -> "[0, 3, 17]" in the given shape. */

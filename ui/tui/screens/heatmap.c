@@ -165,7 +165,7 @@ static void draw_header(view *v, WINDOW *w)
 	if (v->run.res) {
 		int vd = v->run.res->verdict;
 		ui_put(w, 0, x, ui_attr(vd == TB_ST_DIVERGED ? UI_BAD : vd == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
-		       vd == TB_ST_DIVERGED ? "DIVERGED" : vd == TB_ST_CLOSE ? "CLOSE" : "MATCH");
+		       tb_verdict_word(vd));
 		x += vd == TB_ST_DIVERGED ? 10 : 7;
 		/* The verdict is the last good view's: say so beside it, not only in the banner. */
 		if (v->reload_err[0]) {
