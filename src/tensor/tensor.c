@@ -182,6 +182,16 @@ static uint64_t extent_bytes(const tb_tensor *t)
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 {
+	if (t->parts) {
+		for (int k = 0; k < t->parts->n; k++) {
+			if (tb_tensor_acquire(t->parts->part[k], err) < 0) {
+				while (k-- > 0)
+					tb_tensor_release(t->parts->part[k]);
+				return -1;
+			}
+		}
+		return 0;
+	}
 	if (blob_acquire(t->blob, err) < 0)
 		return -1;
 	/* Read-ahead for this tensor only: a blob may be a whole multi-GB
@@ -193,6 +203,11 @@ int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 
 void tb_tensor_release(tb_tensor *t)
 {
+	if (t->parts) {
+		for (int k = 0; k < t->parts->n; k++)
+			tb_tensor_release(t->parts->part[k]);
+		return;
+	}
 	blob_release(t->blob);
 }
 
@@ -203,7 +218,7 @@ const void *tb_tensor_data(const tb_tensor *t)
 #else
 	bool native = !t->big_endian || tb_dtype_size(t->dtype) == 1;
 #endif
-	if (!native || !t->contiguous || !t->blob->data)
+	if (t->parts || !native || !t->contiguous || !t->blob->data)
 		return NULL;
 	return t->blob->data + t->offset;
 }
@@ -215,9 +230,87 @@ const float *tb_tensor_f32_direct(const tb_tensor *t)
 	return p && ((uintptr_t)p % sizeof(float)) == 0 ? (const float *)(const void *)p : NULL;
 }
 
+/* Elements per step of axis: the product of the dims after it. */
+static uint64_t inner_size(const tb_tensor *t, int axis)
+{
+	uint64_t inner = 1;
+
+	for (int d = axis + 1; d < t->ndim; d++)
+		inner *= (uint64_t)t->shape[d];
+	return inner;
+}
+
+/* Split elements [start, start+n) of a composite into runs that each lie
+ * in one part: visit(part, start in the part, run length, offset in the
+ * range).  A sum visits every part over the whole range. */
+typedef void (*run_fn)(const tb_tensor *part, uint64_t start, uint64_t n, uint64_t done, void *ctx);
+
+static void parts_runs(const tb_tensor *t, uint64_t start, uint64_t n, run_fn visit, void *ctx)
+{
+	const tb_tensor_parts *p = t->parts;
+	uint64_t done = 0;
+
+	if (p->kind == TB_PARTS_SUM) {
+		for (int k = 0; k < p->n; k++)
+			visit(p->part[k], start, n, 0, ctx);
+		return;
+	}
+	if (p->kind == TB_PARTS_COLUMNS) {
+		const tb_tensor *src = p->part[0];
+		uint64_t w = (uint64_t)t->shape[t->ndim - 1], sw = (uint64_t)src->shape[src->ndim - 1];
+		while (done < n) {
+			uint64_t row = (start + done) / w, col = (start + done) % w, m = w - col;
+			if (m > n - done)
+				m = n - done;
+			visit(src, row * sw + (uint64_t)p->start + col, m, done, ctx);
+			done += m;
+		}
+		return;
+	}
+	uint64_t inner = inner_size(t, p->axis), row = (uint64_t)t->shape[p->axis] * inner;
+	while (done < n) {
+		uint64_t o = (start + done) / row, r = (start + done) % row;
+		int lo = 0, hi = p->n - 1;
+		while (lo < hi) {
+			int mid = (lo + hi + 1) / 2;
+			if ((uint64_t)p->at[mid] * inner <= r)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		uint64_t first = (uint64_t)p->at[lo] * inner, len = (uint64_t)(p->at[lo + 1] - p->at[lo]) * inner;
+		uint64_t m = first + len - r;
+		if (m > n - done)
+			m = n - done;
+		visit(p->part[lo], o * len + (r - first), m, done, ctx);
+		done += m;
+	}
+}
+
+typedef struct read_ctx {
+	float *out;
+	bool add; /* sum: every part after the first adds to out */
+} read_ctx;
+
+static void read_run(const tb_tensor *part, uint64_t start, uint64_t n, uint64_t done, void *ctx)
+{
+	read_ctx *rc = ctx;
+	float tmp[1024];
+
+	if (!rc->add) {
+		tb_tensor_read_f32(part, start, n, rc->out + done);
+		return;
+	}
+	for (uint64_t i = 0; i < n; i += sizeof tmp / sizeof *tmp) {
+		uint64_t m = n - i < sizeof tmp / sizeof *tmp ? n - i : sizeof tmp / sizeof *tmp;
+		tb_tensor_read_f32(part, start + i, m, tmp);
+		for (uint64_t j = 0; j < m; j++)
+			rc->out[done + i + j] += tmp[j];
+	}
+}
+
 void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out)
 {
-	const unsigned char *base = t->blob->data + t->offset;
 	size_t es = tb_dtype_size(t->dtype);
 	int64_t idx[TB_MAX_DIMS];
 	uint64_t rem, done = 0;
@@ -226,6 +319,19 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 	/* Nothing to read; with a zero dim the index split below would divide by zero. */
 	if (n == 0)
 		return;
+	if (t->parts && t->parts->kind == TB_PARTS_SUM) {
+		read_ctx rc = {.out = out, .add = true};
+		tb_tensor_read_f32(t->parts->part[0], start, n, out);
+		for (int k = 1; k < t->parts->n; k++)
+			read_run(t->parts->part[k], start, n, 0, &rc);
+		return;
+	}
+	if (t->parts) {
+		read_ctx rc = {.out = out};
+		parts_runs(t, start, n, read_run, &rc);
+		return;
+	}
+	const unsigned char *base = t->blob->data + t->offset;
 	if (t->contiguous || t->ndim == 0) {
 		tb_dtype_to_f32(t->dtype, base + start * es, n, t->big_endian, out);
 		return;
@@ -259,10 +365,21 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 	}
 }
 
+static void drop_run(const tb_tensor *part, uint64_t start, uint64_t n, uint64_t done, void *ctx)
+{
+	(void)done;
+	(void)ctx;
+	tb_tensor_drop(part, start, n);
+}
+
 void tb_tensor_drop(const tb_tensor *t, uint64_t start, uint64_t n)
 {
 	size_t es = tb_dtype_size(t->dtype);
 
+	if (t->parts) {
+		parts_runs(t, start, n, drop_run, NULL);
+		return;
+	}
 	if (t->blob->file && t->contiguous)
 		tb_file_drop(t->blob->file, t->blob->offset + t->offset + start * es, n * es);
 }

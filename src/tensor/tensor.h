@@ -44,6 +44,22 @@ struct tb_blob {
 	const unsigned char *data; /* valid while refs > 0 (always for owned) */
 };
 
+/* How a composite tensor (compose.h) is made of others. */
+typedef enum tb_parts_kind {
+	TB_PARTS_CONCAT,  /* parts joined along `axis` */
+	TB_PARTS_SUM,     /* parts of one shape added element by element */
+	TB_PARTS_COLUMNS, /* columns [start, start+width) of the one part's last axis */
+} tb_parts_kind;
+
+typedef struct tb_tensor_parts {
+	tb_parts_kind kind;
+	struct tb_tensor **part; /* borrowed */
+	int n;
+	int axis;                /* TB_PARTS_CONCAT */
+	int64_t *at;             /* TB_PARTS_CONCAT: n + 1 offsets along axis */
+	int64_t start;           /* TB_PARTS_COLUMNS */
+} tb_tensor_parts;
+
 typedef struct tb_tensor {
 	char *name;          /* raw name (CONTRACT §4), owned */
 	const char *path;    /* file it came from, borrowed from the tree */
@@ -56,6 +72,7 @@ typedef struct tb_tensor {
 	tb_blob *blob;       /* borrowed from the tree */
 	uint64_t offset;     /* byte offset of element 0 inside the blob */
 	bool contiguous;     /* strides are C-contiguous */
+	tb_tensor_parts *parts; /* a composite's parts (then blob is NULL), owned */
 } tb_tensor;
 
 /* A blob with no source yet; tb_blob_free releases it and what it owns. */
@@ -84,6 +101,8 @@ void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err);
 void tb_tensor_release(tb_tensor *t);
+/* A composite is acquired with all its parts; it has no bytes in place,
+ * and tb_tensor_read_f32 reads through to the parts. */
 /* The elements in place, when contiguous and in native byte order (any
  * dtype, any alignment), or NULL (only while acquired). */
 const void *tb_tensor_data(const tb_tensor *t);

@@ -1,9 +1,14 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/compose.h"
 #include "tensor/view.h"
+
+/* Room for a parent name (at most TB_MAX_NAME) and a suffix. */
+#define TB_VIEW_NAME 4200
 
 /* A copy of t's entry named t->name + suffix; the shape is the caller's. */
 static tb_tensor *entry(const tb_tensor *t, const char *suffix, tb_err *err)
@@ -41,6 +46,9 @@ int tb_view_index0(const tb_tensor *t, int64_t i, const char *suffix, tb_tensor 
 	tb_tensor *v;
 
 	*out = NULL;
+	if (t->parts)
+		return tb_err_set(err, t->path, "tensor '%s': a tensor assembled from shards or steps cannot be cut by layer",
+				  t->name);
 	if (t->ndim < 2 || i < 0 || i >= t->shape[0])
 		return tb_err_set(err, t->path, "tensor '%s': no index %lld on its first axis", t->name, (long long)i);
 	v = entry(t, suffix, err);
@@ -60,6 +68,11 @@ int tb_view_columns(const tb_tensor *t, int64_t start, int64_t width, const char
 	tb_tensor *v;
 
 	*out = NULL;
+	if (t->parts) {
+		char name[TB_VIEW_NAME];
+		snprintf(name, sizeof name, "%s%s", t->name, suffix);
+		return tb_compose_columns((tb_tensor *)t, start, width, name, out, err);
+	}
 	if (t->ndim < 1 || start < 0 || width <= 0 || start + width > t->shape[last])
 		return tb_err_set(err, t->path, "tensor '%s': no columns %lld..%lld", t->name, (long long)start,
 				  (long long)(start + width));
@@ -73,6 +86,10 @@ int tb_view_columns(const tb_tensor *t, int64_t start, int64_t width, const char
 
 void tb_view_free(tb_tensor *v)
 {
+	if (v && v->parts) {
+		tb_compose_free(v);
+		return;
+	}
 	if (!v)
 		return;
 	free(v->name);
