@@ -577,6 +577,7 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	if (in->sanity) {
 		v[TB_F_DUMP_OFFSET] = in->sanity->offset != 0;
 		v[TB_F_DUMP_DUPLICATE] = fmax(in->sanity->dup_layers[0], in->sanity->dup_layers[1]);
+		v[TB_F_STALE_STEPS] = fmax(in->session->ref->layout.stale_steps, in->session->cand->layout.stale_steps);
 		if (in->sanity->tokens_compared) {
 			v[TB_F_TOKENS_DIFFER] = (double)in->sanity->tokens_differ;
 			v[TB_F_TOKEN_SHIFT] = in->sanity->token_shift != 0;

@@ -104,7 +104,8 @@
 	X(DRIFT, "drift", "ratio", "growth of the block error per layer (geometric)")                        \
 	X(DRIFT_LIKE, "drift_like", "bool", "the block error starts within rounding (below the default --diverge and the cell's own) in the first layer and grows: precision drift") \
 	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
-	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")
+	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")    \
+	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

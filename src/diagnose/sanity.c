@@ -302,6 +302,19 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 			add_warning(s, "dump-duplicate", text);
 		}
 	}
+	for (int side = 0; side < 2; side++) {
+		const tb_tree_layout *lo = side ? &ss->cand->layout : &ss->ref->layout;
+		const char *who = side ? "candidate" : "reference";
+		if (lo->stale[0]) {
+			snprintf(text, sizeof text, "%s %s", who, lo->stale);
+			add_warning(s, "dump-duplicate", text);
+		}
+		if (lo->replicas[0]) {
+			snprintf(text, sizeof text, "%s ranks disagree on replicated tensors (rank 0 compared): %s", who,
+				 lo->replicas);
+			add_warning(s, "dump-duplicate", text);
+		}
+	}
 	(void)err;
 	return 0;
 }

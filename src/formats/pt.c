@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/pt.h"
 #include "formats/reader.h"
 #include "base/jsonutil.h"
 #include "formats/pickle.h"
@@ -157,6 +158,7 @@ typedef struct pt_ctx {
 	const char *prefix; /* "archive/" */
 	tb_blob **blob_of;  /* per zip entry, once made */
 	pt_storage **storage_of;
+	const char *dims;   /* the payload's sharding note, given to its tensors */
 } pt_ctx;
 
 static int entry_index(const tb_zip *z, const tb_zip_entry *e)
@@ -347,6 +349,7 @@ static int add_tensor(pt_ctx *c, const pt_tensor *pt, const char *name, bool big
 	if (!t)
 		return -1;
 	t->dtype = pt->dtype;
+	t->dims = c->dims;
 	es = tb_dtype_size(pt->dtype);
 	t->big_endian = big && es > 1;
 	if (tb_tensor_set_shape(t, pt->ndim, pt->size, c->f->path, err) < 0)
@@ -492,7 +495,25 @@ static int read_byteorder(const tb_zip *z, const char *prefix, const char *path,
 	return 0;
 }
 
-static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
+/* The entry of a dict under a string key, or NULL. */
+static const tb_pk_value *dict_get(const tb_pk_value *d, const char *key)
+{
+	size_t n = strlen(key);
+
+	if (d->kind != TB_PK_DICT)
+		return NULL;
+	for (size_t i = 0; i + 1 < d->u.seq.n; i += 2) {
+		const tb_pk_value *k = d->u.seq.v[i];
+		if (k->kind == TB_PK_STR && k->u.s.n == n && !memcmp(k->u.s.p, key, n))
+			return d->u.seq.v[i + 1];
+	}
+	return NULL;
+}
+
+/* named: the caller's name for the payload (a dumper's record, see pt.h),
+ * or NULL to name tensors by the file and the dict keys. */
+static int index_archive(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, const char *named,
+			 tb_err *err)
 {
 	tb_pk_hooks hooks = {.reduce = pt_reduce, .persistent_load = pt_persistent_load};
 	char aprefix[TB_MAX_NAME + 2], rec[TB_MAX_NAME + 32], *name = NULL;
@@ -550,6 +571,22 @@ static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const cha
 		goto out;
 	}
 	w.c = &c;
+	if (named) {
+		const tb_pk_value *value = dict_get(root, "value"), *meta = dict_get(root, "meta");
+		const tb_pk_value *dims = meta ? dict_get(meta, "dims") : NULL;
+		if (dims && dims->kind == TB_PK_STR && dims->u.s.n < 256 && !memchr(dims->u.s.p, 0, dims->u.s.n) &&
+		    !(c.dims = tb_builder_keep(b, (const char *)dims->u.s.p, dims->u.s.n))) {
+			tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
+			goto out;
+		}
+		snprintf(name, TB_MAX_NAME + 1, "%s", named);
+		if (walk_value(&w, value ? value : root, name, strlen(name), 0, err) < 0)
+			goto out;
+		if (w.skipped && value)
+			tb_builder_note(b, "%s: its value is no tensor", f->path);
+		rc = 0;
+		goto out;
+	}
 	/* A lone tensor takes the file's name; a dict's keys are names; a list's
 	 * indices are not, so they stay under the file's name. */
 	if (root->kind == TB_PK_DICT)
@@ -569,6 +606,16 @@ out:
 	free(c.storage_of);
 	tb_zip_free(z);
 	return rc;
+}
+
+static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
+{
+	return index_archive(b, f, stem, prefix, NULL, err);
+}
+
+int tb_pt_index_named(tb_builder *b, const tb_file *f, const char *name, tb_err *err)
+{
+	return index_archive(b, f, name, "", name, err);
 }
 
 const tb_format tb_fmt_pt = {

@@ -54,6 +54,7 @@ extern const tb_format tb_fmt_safetensors_index;
 extern const tb_format tb_fmt_pt;
 extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
+extern const tb_format tb_fmt_sglang;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000
@@ -70,6 +71,8 @@ tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err);
 const tb_open_opts *tb_builder_opts(const tb_builder *b);
 void tb_builder_note(tb_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A copy of s[0..n) that lives as long as the tree, or NULL (no memory). */
+const char *tb_builder_keep(tb_builder *b, const char *s, size_t n);
 /* Takes ownership of tokens (malloc'd). */
 void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n);
 

@@ -11,6 +11,7 @@
 
 #include "formats/reader.h"
 #include "formats/tree.h"
+#include "tensor/view.h"
 
 #define MAX_DEPTH 64
 #define MAX_FILES 1000000
@@ -19,6 +20,7 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_npy,
 	&tb_fmt_safetensors_index,
 	&tb_fmt_safetensors,
+	&tb_fmt_sglang,
 	&tb_fmt_pt,
 	&tb_fmt_npz,
 	&tb_fmt_golden,
@@ -107,6 +109,9 @@ struct tb_tree_priv {
 	ptrvec tensors; /* tb_tensor * */
 	ptrvec notes;   /* char * */
 	ptrvec claimed; /* char *: real paths of files opened by readers */
+	ptrvec made;    /* tb_tensor *: views and composites of the layout step */
+	ptrvec kept;    /* char *: strings readers keep (tb_builder_keep) */
+	tb_tensor **listed; /* tb_tree_set_tensors's list, or NULL */
 	strset names;   /* tensor names, for duplicate detection */
 	strset claimed_set;
 };
@@ -240,6 +245,21 @@ void tb_builder_note(tb_builder *b, const char *fmt, ...)
 	s = strdup(buf);
 	if (s && ptrvec_push(&b->tree->priv->notes, s) < 0)
 		free(s);
+}
+
+const char *tb_builder_keep(tb_builder *b, const char *s, size_t n)
+{
+	char *copy = malloc(n + 1);
+
+	if (!copy)
+		return NULL;
+	memcpy(copy, s, n);
+	copy[n] = '\0';
+	if (ptrvec_push(&b->tree->priv->kept, copy) < 0) {
+		free(copy);
+		return NULL;
+	}
+	return copy;
 }
 
 void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n)
@@ -651,6 +671,13 @@ void tb_tree_free(tb_tree *tree)
 			free(p->notes.v[i]);
 		for (size_t i = 0; i < p->claimed.n; i++)
 			free(p->claimed.v[i]);
+		for (size_t i = 0; i < p->kept.n; i++)
+			free(p->kept.v[i]);
+		free(p->kept.v);
+		for (size_t i = p->made.n; i-- > 0;)
+			tb_view_free(p->made.v[i]);
+		free(p->made.v);
+		free(p->listed);
 		free(p->tensors.v);
 		free(p->blobs.v);
 		free(p->files.v);
@@ -663,6 +690,26 @@ void tb_tree_free(tb_tree *tree)
 	free(tree->tokens);
 	free(tree->path);
 	free(tree);
+}
+
+int tb_tree_set_tensors(tb_tree *tree, tb_tensor **list, size_t n, tb_tensor **made, size_t n_made, tb_err *err)
+{
+	tb_tree_priv *p = tree->priv;
+
+	for (size_t i = 0; i < n_made; i++) {
+		if (ptrvec_push(&p->made, made[i]) < 0) {
+			for (size_t k = i; k < n_made; k++)
+				tb_view_free(made[k]);
+			free(list);
+			return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+		}
+	}
+	qsort(list, n, sizeof *list, cmp_tensor);
+	free(p->listed);
+	p->listed = list;
+	tree->tensors = list;
+	tree->n_tensors = n;
+	return 0;
 }
 
 tb_tensor *tb_tree_find(const tb_tree *tree, const char *name)

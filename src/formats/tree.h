@@ -23,6 +23,17 @@
 
 typedef struct tb_tree_priv tb_tree_priv;
 
+/* What the layout step (model/layout.h) made of a tree's ranks and steps. */
+typedef struct tb_tree_layout {
+	int ranks;          /* tensor-parallel degree joined on load; 0: no ranks */
+	int n_steps;        /* forward passes tagged in the dump; 0: none */
+	int first_step;     /* the lowest step tagged */
+	int step;           /* the step compared; -1 when all were stitched or none tagged */
+	int stale_steps;    /* decode steps whose tensors equal the step before's */
+	char stale[256];    /* which steps and tensors, "" when none */
+	char replicas[256]; /* replicated tensors whose ranks disagree, "" when none */
+} tb_tree_layout;
+
 typedef struct tb_tree {
 	char *path;          /* as given */
 	tb_tensor **tensors; /* sorted by raw name */
@@ -31,11 +42,18 @@ typedef struct tb_tree {
 	size_t n_notes;
 	int64_t *tokens;     /* token ids, when the dump carries them; else NULL */
 	size_t n_tokens;
+	tb_tree_layout layout;
 	tb_tree_priv *priv;
 } tb_tree;
 
 int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_err *err);
 void tb_tree_free(tb_tree *tree);
+
+/* Replace the tensors the tree lists (the layout step: shards joined, one
+ * step picked).  The tree takes list (malloc'd; it is sorted here) and the
+ * made tensors (views and composites, freed with tb_view_free); the
+ * tensors it indexed stay alive, so made tensors may borrow them. */
+int tb_tree_set_tensors(tb_tree *tree, tb_tensor **list, size_t n, tb_tensor **made, size_t n_made, tb_err *err);
 
 /* Tensor by raw name, or NULL. */
 tb_tensor *tb_tree_find(const tb_tree *tree, const char *name);

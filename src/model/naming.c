@@ -40,6 +40,30 @@ const tb_convention tb_conventions[] = {
 	{"model.layers.{N}.mlp", "mlp"},
 	{"model.layers.{N}", "block"},
 	{"model.norm", "final_norm"},
+	/* vLLM and SGLang decoder layers return (hidden, residual): the MLP's
+	 * output and the residual stream after attention (their sum is the
+	 * block); a fused add-norm returns (normed, residual sum), so the
+	 * next layer's input norm hands on this layer's block output. */
+	{"model.layers.{N}.output.0", "mlp"},
+	{"model.layers.{N}.output.1", "attn.resid"},
+	{"model.layers.{M}.input_layernorm.output.1", "block"},
+	/* a decoder layer's hidden-state input is the layer before's output
+	 * (SGLang's module hooks: inputs.1; HF's model debugger: args_0) */
+	{"model.layers.0.inputs.1", "embed"},
+	{"model.layers.{M}.inputs.1", "block"},
+	{"model.layers.0_inputs_args_0", "embed"},
+	{"model.layers.{M}_inputs_args_0", "block"},
+	{"logits_processor", "logits"},
+	/* SGLang dumper records named in its source patches (the comparator's
+	 * e2e configuration), under layers.N from their layer_id */
+	{"layers.0.layer_input", "embed"},
+	{"layers.{M}.layer_input", "block"},
+	{"layers.{N}.attn_pre_o_proj", "attn.core"},
+	{"layers.{N}.attn_output", "attn"},
+	{"layers.{N}.pre_mlp_residual", "attn.resid"},
+	{"layers.{N}.moe_router_logits", "mlp.router"},
+	{"layers.{N}.moe_expert_output", "mlp.experts"},
+	{"layers.{N}.mlp_output", "mlp"},
 	/* GPT-2 */
 	{"transformer.wte", "embed"},
 	{"transformer.h.{N}.ln_1", "attn_norm"},
@@ -279,16 +303,52 @@ static bool apply_rule(const map_rule *r, const char *name, tb_cell *cell)
 }
 
 /* Drop trailing ".output", ".out", ":0"; read '/' as '.'. */
+/* A leading Python class name ("LlamaForCausalLM." of HF's model debugger
+ * records): CamelCase, four characters or more, then a dot. */
+static size_t class_prefix(const char *s)
+{
+	size_t n = 0;
+	bool lower = false;
+
+	if (!(s[0] >= 'A' && s[0] <= 'Z'))
+		return 0;
+	for (; s[n] && s[n] != '.'; n++) {
+		if (!((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9')))
+			return 0;
+		lower |= s[n] >= 'a' && s[n] <= 'z';
+	}
+	return s[n] == '.' && n >= 4 && lower ? n + 1 : 0;
+}
+
+/* A module's output item K as dumpers spell it: ".outputs_K" (vLLM) or
+ * "_outputs_K" (HF's model debugger) at the end; becomes ".output.K". */
+static void output_item(char *buf)
+{
+	char *p = strstr(buf, "outputs_");
+
+	for (; p; p = strstr(p + 1, "outputs_")) {
+		const char *d = p + 8;
+		if (p == buf || (p[-1] != '.' && p[-1] != '_') || !*d || strspn(d, "0123456789") != strlen(d))
+			continue;
+		/* "outputs_K" -> "output.K", one byte shorter, in place */
+		p[-1] = '.';
+		memmove(p + 7, d, strlen(d) + 1);
+		p[6] = '.';
+		return;
+	}
+}
+
 static void normalise(const char *raw, char *buf, size_t size)
 {
-	static const char *const tails[] = {".output", ".out", ":0"};
+	static const char *const tails[] = {".output", ".out", ":0", ".outputs", "_outputs"};
 	bool again = true;
 	size_t n;
 
-	snprintf(buf, size, "%s", raw);
+	snprintf(buf, size, "%s", raw + class_prefix(raw));
 	for (char *s = buf; *s; s++)
 		if (*s == '/')
 			*s = '.';
+	output_item(buf);
 	while (again) {
 		again = false;
 		n = strlen(buf);
@@ -349,6 +409,14 @@ static bool lookup(const tb_namer *namer, const char *raw, const char *shared, t
 	normalise(raw, norm, sizeof norm);
 	if (map_one(namer, norm, cell, h))
 		return true;
+	/* a module's first output item is the module's output: a linear
+	 * layer's (out, bias), a norm's (normed, residual) */
+	len = strlen(norm);
+	if (len > 9 && !strcmp(norm + len - 9, ".output.0")) {
+		norm[len - 9] = '\0';
+		if (map_one(namer, norm, cell, h))
+			return true;
+	}
 	len = shared ? strlen(shared) : 0;
 	if (len == 0 || strncmp(raw, shared, len) != 0)
 		return false;
@@ -590,6 +658,28 @@ int tb_hidden_states_index(const char *raw)
 	if (end == p + 1 || v < 0 || v > MAX_LAYER || (*p == '[' ? strcmp(end, "]") : *end) != 0)
 		return -1;
 	return (int)v;
+}
+
+bool tb_name_is_model_input(const char *raw)
+{
+	static const char *const names[] = {"positions", "position_ids", "cache_position", "attention_mask", "seq_lens",
+					    "req_pool_indices", "rotary_emb"};
+	char norm[8192];
+	const char *base;
+
+	if (tb_name_is_token_ids(raw))
+		return true;
+	normalise(raw, norm, sizeof norm);
+	base = strrchr(norm, '.');
+	base = base ? base + 1 : norm;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strncmp(base, names[i], strlen(names[i])))
+			return true;
+	/* what a module was called with (SGLang inputs.K, vLLM inputs_K, HF's
+	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), and the
+	 * model's own inputs and outputs (HF: Class_inputs_..., Class_outputs_...) */
+	return strstr(norm, ".inputs.") || strstr(norm, ".inputs_") || strstr(norm, "_inputs_") ||
+	       (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb");
 }
 
 bool tb_name_is_token_ids(const char *raw)

@@ -54,6 +54,12 @@ int tb_hidden_states_index(const char *raw);
  * checks read them. */
 bool tb_name_is_token_ids(const char *raw);
 
+/* Is this raw name something the model was fed rather than computed:
+ * token ids, positions, masks, rotary tables, a module's recorded inputs
+ * (dumpers that hook modules record those beside the outputs)?  Such
+ * tensors are no cell and count in no coverage. */
+bool tb_name_is_model_input(const char *raw);
+
 /* The longest prefix ending in '.' shared by all names ("" when none). */
 void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size);
 

@@ -165,8 +165,8 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
 		if (!tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule)) {
-			if (tb_name_is_token_ids(t->name))
-				continue; /* input ids are no cell; the sanity checks compare them */
+			if (tb_name_is_model_input(t->name))
+				continue; /* inputs are no cell; the sanity checks compare the token ids */
 			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
 				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			continue;

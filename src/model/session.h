@@ -1,12 +1,15 @@
 /*
  * session: the two dump trees of one comparison, the namer and their
  * pairing, opened together (what `check`, the TUI and reloads share).
+ * Each tree's ranks and steps are resolved (layout.h) before pairing;
+ * stitched steps must give the positions the other tree has.
  * tb_session_free releases all of it.
  */
 #ifndef TB_SESSION_H
 #define TB_SESSION_H
 
 #include "base/error.h"
+#include "model/layout.h"
 #include "model/naming.h"
 #include "model/pairing.h"
 #include "formats/tree.h"
@@ -27,6 +30,7 @@ typedef struct tb_session_opts {
 	const char *map_text;     /* the map file's contents already read (standard input), or NULL */
 	size_t map_len;
 	tb_pairing_opts pairing;
+	tb_layout_opts layout;    /* ranks and steps (zeroed: step 0 would be asked for; use tb_layout_opts_init) */
 	bool no_builtin_names;    /* only the map file names tensors */
 } tb_session_opts;
 

@@ -88,7 +88,51 @@ static cJSON *shape_json(int ndim, const int64_t *shape)
 	return a;
 }
 
-static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at)
+void tb_layout_text(const tb_tree_layout *lo, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (!lo)
+		return;
+	if (lo->ranks > 0)
+		len += (size_t)snprintf(buf, size, "%d tensor-parallel rank%s joined", lo->ranks, lo->ranks == 1 ? "" : "s");
+	if (lo->n_steps > 0 && len < size) {
+		int last = lo->first_step + lo->n_steps - 1;
+		if (lo->step >= 0)
+			snprintf(buf + len, size - len, "%sstep %d of %d..%d", len ? ", " : "", lo->step, lo->first_step, last);
+		else
+			snprintf(buf + len, size - len, "%ssteps %d..%d stitched along the positions", len ? ", " : "",
+				 lo->first_step, last);
+	}
+}
+
+int tb_report_step(const tb_report *r)
+{
+	for (int side = 1; side >= 0; side--)
+		if (r->layout[side] && r->layout[side]->n_steps > 0 && r->layout[side]->step >= 0)
+			return r->layout[side]->step;
+	return -1;
+}
+
+static cJSON *layout_json(const tb_tree_layout *lo)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "ranks", lo->ranks);
+	cJSON_AddNumberToObject(o, "steps", lo->n_steps);
+	if (lo->n_steps > 0)
+		cJSON_AddNumberToObject(o, "first_step", lo->first_step);
+	if (lo->n_steps > 0 && lo->step >= 0)
+		cJSON_AddNumberToObject(o, "step", lo->step);
+	else
+		cJSON_AddNullToObject(o, "step");
+	cJSON_AddBoolToObject(o, "stitched", lo->n_steps > 0 && lo->step < 0);
+	cJSON_AddNumberToObject(o, "stale_steps", lo->stale_steps);
+	return o;
+}
+
+static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at, int step)
 {
 	cJSON *o = cJSON_CreateObject();
 	const tb_metrics *m = &c->m;
@@ -96,6 +140,8 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 
 	add_layer(o, c->cell.layer);
 	cJSON_AddStringToObject(o, "tap", c->cell.tap);
+	if (step >= 0)
+		cJSON_AddNumberToObject(o, "step", step);
 	add_str_or_null(o, "ref_name", c->ref ? c->ref->name : NULL);
 	add_str_or_null(o, "cand_name", c->cand ? c->cand->name : NULL);
 	cJSON_AddStringToObject(o, "status", tb_status_name(c->status));
@@ -287,7 +333,12 @@ char *tb_report_json(const tb_report *r)
 	}
 	cells = cJSON_AddArrayToObject(root, "cells");
 	for (size_t i = 0; i < res->n_cells; i++)
-		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i));
+		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i, tb_report_step(r)));
+	if (r->layout[0] && r->layout[1]) {
+		cJSON *lay = cJSON_AddObjectToObject(root, "layout");
+		cJSON_AddItemToObject(lay, "ref", layout_json(r->layout[0]));
+		cJSON_AddItemToObject(lay, "cand", layout_json(r->layout[1]));
+	}
 	if (lc) {
 		const tb_logit_metrics *lm = lc->logits;
 		cJSON *o = cJSON_AddObjectToObject(root, "logits");
@@ -527,7 +578,16 @@ int tb_report_text(FILE *out, const tb_report *r)
 	const tb_result *res = r->result;
 	const tb_pairing *p = r->pairing;
 
-	fprintf(out, "tbisect %s\n  ref  %s\n  cand %s\n", PACKAGE_VERSION, r->ref_path, r->cand_path);
+	char lay[2][160];
+
+	for (int side = 0; side < 2; side++) {
+		tb_layout_text(r->layout[side], lay[side] + 2, sizeof lay[side] - 3);
+		lay[side][0] = lay[side][2] ? ' ' : '\0';
+		lay[side][1] = '(';
+		if (lay[side][2])
+			strcat(lay[side], ")");
+	}
+	fprintf(out, "tbisect %s\n  ref  %s%s\n  cand %s%s\n", PACKAGE_VERSION, r->ref_path, lay[0], r->cand_path, lay[1]);
 	fprintf(out, "tolerance: atol %g  rtol %g  diverge %g  max-kl %g\n", res->tol.atol, res->tol.rtol,
 		res->tol.diverge, res->tol.max_kl);
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",

@@ -28,7 +28,15 @@ typedef struct tb_report {
 	const tb_history *history;        /* may be NULL: history off */
 	bool show_history;                /* text report: print the trajectory */
 	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
+	const tb_tree_layout *layout[2];  /* ranks and steps of ref, cand (NULL: not reported) */
 } tb_report;
+
+/* "2 tensor-parallel ranks joined, step 1 of 0..3" for a tree's layout;
+ * "" when it had neither ranks nor steps. */
+void tb_layout_text(const tb_tree_layout *lo, char *buf, size_t size);
+/* The step every cell was compared at (the candidate's, else the
+ * reference's), or -1 when no single step was picked. */
+int tb_report_step(const tb_report *r);
 
 /* The per-layer taps present anywhere in the result, in forward order, as
  * cells of layer 0 (at most max). */

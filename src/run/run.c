@@ -15,6 +15,7 @@ void tb_run_opts_init(tb_run_opts *o)
 	memset(o, 0, sizeof *o);
 	tb_open_opts_init(&o->open);
 	tb_tolerance_default(&o->tol);
+	tb_layout_opts_init(&o->layout);
 	o->origin_factor = TB_ORIGIN_FACTOR;
 }
 
@@ -94,6 +95,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		.map_text = cfg->map_text,
 		.map_len = cfg->map_len,
 		.pairing = {.heads = o->heads, .kv_heads = o->kv_heads},
+		.layout = o->layout,
 		.no_builtin_names = o->no_builtin_names,
 	};
 
@@ -227,8 +229,11 @@ int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_
 			      : tb_namer_new(cfg->opts.map_file, &out->namer, err);
 	if (named == 0 && cfg->opts.no_builtin_names)
 		tb_namer_use_builtins(out->namer, false);
-	if (named < 0 ||
-	    tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0) {
+	tb_layout_opts lo = cfg->opts.layout;
+	lo.heads = cfg->opts.heads;
+	lo.kv_heads = cfg->opts.kv_heads;
+	if (named < 0 || tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0 ||
+	    tb_layout_apply(out->tree, out->namer, &lo, err) < 0) {
 		tb_listing_free(out);
 		return -1;
 	}

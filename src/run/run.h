@@ -42,6 +42,7 @@ typedef struct tb_run_opts {
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 	bool no_builtin_names; /* only the map file names tensors */
+	tb_layout_opts layout; /* steps and ranks (--step, --steps, --shard) */
 } tb_run_opts;
 
 void tb_run_opts_init(tb_run_opts *o);

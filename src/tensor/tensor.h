@@ -73,6 +73,8 @@ typedef struct tb_tensor {
 	uint64_t offset;     /* byte offset of element 0 inside the blob */
 	bool contiguous;     /* strides are C-contiguous */
 	tb_tensor_parts *parts; /* a composite's parts (then blob is NULL), owned */
+	const char *dims;    /* how the dumper says its ranks join (SGLang's "t h[tp]"), or NULL;
+			      * owned by the tree */
 } tb_tensor;
 
 /* A blob with no source yet; tb_blob_free releases it and what it owns. */

@@ -43,6 +43,7 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->origin_factor = o->origin_factor;
 	ro->allow_partial = o->allow_partial;
 	ro->no_builtin_names = o->no_builtin_names;
+	ro->layout = o->layout;
 }
 
 /* Notes shown per tree; `tbisect ls` lists them all. */
@@ -166,6 +167,8 @@ int tb_cmd_check(const tb_options *o)
 	rep.partial = run.partial;
 	rep.map_warning = run.map_warning;
 	rep.show_features = o->features;
+	rep.layout[0] = &run.sess.ref->layout;
+	rep.layout[1] = &run.sess.cand->layout;
 	if ((o->html_file && write_html(o, &rep, &err) < 0) || write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);
 	else

@@ -36,6 +36,9 @@ enum {
 	OPT_NPY_VOID2,
 	OPT_NPY_VOID1,
 	OPT_RECORD,
+	OPT_STEP,
+	OPT_STEPS,
+	OPT_SHARD,
 	OPT_THREADS,
 	OPT_WATCH,
 	OPT_NO_MOUSE,
@@ -108,6 +111,12 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			   .dtype_bytes = 1, .help = "read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)"},
 	[OPT_RECORD] = {.name = "record", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			.help = "which prompt of a multi-prompt golden file (default 0)"},
+	[OPT_STEP] = {.name = "step", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		      .help = "compare forward pass K of a multi-step dump (default: the first)"},
+	[OPT_STEPS] = {.name = "steps", .metavar = "all", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		       .help = "all: stitch the decode steps along the positions (against one prefill)"},
+	[OPT_SHARD] = {.name = "shard", .metavar = "TAP=SPEC", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		       .help = "how a tap's tensor-parallel ranks join: 's h[tp]' split on h, partial, replicated"},
 	[OPT_THREADS] = {.name = "threads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			 .help = "worker threads (default: one per CPU)"},
 	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
@@ -271,6 +280,27 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_NPY_VOID2: return dtype_arg(opt, arg, &o->open.npy_void2, msg, size);
 	case OPT_NPY_VOID1: return dtype_arg(opt, arg, &o->open.npy_void1, msg, size);
 	case OPT_RECORD: return int_arg(opt, arg, 0, 1000000, &o->open.record, msg, size);
+	case OPT_STEP: return int_arg(opt, arg, 0, 999999, &o->layout.step, msg, size);
+	case OPT_STEPS:
+		if (strcmp(arg, "all")) {
+			snprintf(msg, size, "--steps: '%s' is not 'all' (use --step K for one step)", arg);
+			return -1;
+		}
+		o->layout.all_steps = true;
+		break;
+	case OPT_SHARD: {
+		tb_err err = {0};
+		if (o->layout.n_shards >= TB_MAX_SHARD_RULES) {
+			snprintf(msg, size, "--shard: more than %d rules", TB_MAX_SHARD_RULES);
+			return -1;
+		}
+		if (tb_shard_parse(arg, &o->shards[o->layout.n_shards], &err) < 0) {
+			tb_err_text(&err, msg, size);
+			return -1;
+		}
+		o->layout.n_shards++;
+		break;
+	}
 	case OPT_THREADS: return int_arg(opt, arg, 1, 64, &o->threads, msg, size);
 	case OPT_WATCH: o->watch = true; break;
 	}
@@ -334,6 +364,8 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	memset(o, 0, sizeof *o);
 	tb_tolerance_default(&o->tol);
 	tb_open_opts_init(&o->open);
+	tb_layout_opts_init(&o->layout);
+	o->layout.shards = o->shards;
 	o->origin_factor = 10;
 	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
 		if (!strcmp(argv[1], tb_commands[i].word))
@@ -404,6 +436,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	}
 	if (o->json && o->markdown) {
 		snprintf(msg, size, "--json and --markdown exclude each other (both write the report on standard output)");
+		return -1;
+	}
+	if (given[OPT_STEP] && given[OPT_STEPS]) {
+		snprintf(msg, size, "--step K and --steps all exclude each other");
 		return -1;
 	}
 	if (o->history && o->no_history) {

@@ -15,6 +15,10 @@
 
 #include "compare/compare.h"
 #include "formats/tree.h"
+#include "model/layout.h"
+
+/* --shard may be given this many times. */
+#define TB_MAX_SHARD_RULES 32
 
 typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_SUGGEST, TB_MODE_HELP, TB_MODE_VERSION,
 	       TB_MODE_KEYS, TB_MODE_COMPLETION } tb_mode;
@@ -82,6 +86,8 @@ typedef struct tb_options {
 	bool history_reset;   /* (check) forget the pair's passes first */
 	int threads;
 	tb_open_opts open;
+	tb_layout_opts layout;  /* --step, --steps, --shard (shards points into shards[]) */
+	tb_shard_rule shards[TB_MAX_SHARD_RULES];
 } tb_options;
 
 int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t msg_size);

@@ -1,0 +1,796 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/layout.h"
+#include "tensor/compose.h"
+#include "tensor/view.h"
+
+#define MAX_TAG 1000000
+/* Room for a raw name (TB_MAX_NAME) and a suffix. */
+#define NAME_ROOM 4200
+
+/* A tensor of the tree with its tags stripped. */
+typedef struct entry {
+	tb_tensor *t;
+	char *base; /* name without rank and step tags (owned) */
+	int rank;   /* -1: untagged */
+	int step;   /* -1: untagged */
+} entry;
+
+/* The step in progress: what it made and what it keeps. */
+typedef struct lay {
+	tb_tree *tree;
+	const tb_namer *namer;
+	const tb_layout_opts *o;
+	char shared[1024];
+	entry *e;
+	size_t n;
+	tb_tensor **made;
+	size_t n_made, cap_made;
+} lay;
+
+void tb_layout_opts_init(tb_layout_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->step = -1;
+}
+
+/* s[0..n) is a decimal number below MAX_TAG. */
+static bool number(const char *s, size_t n, int *out)
+{
+	long v = 0;
+
+	if (n == 0 || n > 6)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = (int)v;
+	return v < MAX_TAG;
+}
+
+/* c[0..n) is word, an optional '_' or '-', and a number. */
+static bool word_number(const char *c, size_t n, const char *word, int *out)
+{
+	size_t w = strlen(word);
+
+	if (n <= w || strncmp(c, word, w))
+		return false;
+	if (c[w] == '_' || c[w] == '-')
+		w++;
+	return number(c + w, n - w, out);
+}
+
+static bool step_tag(const char *c, size_t n, int *step)
+{
+	static const char *const words[] = {"step", "forward_pass_id", "forward_pass", "fwd"};
+
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+		if (word_number(c, n, words[i], step))
+			return true;
+	return false;
+}
+
+static bool rank_tag(const char *c, size_t n, int *rank)
+{
+	static const char *const words[] = {"rank", "tp_rank", "tp"};
+
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+		if (word_number(c, n, words[i], rank))
+			return true;
+	return false;
+}
+
+/* A component that ends in a rank tag ("mlp_rank1", "out-tp-0", vLLM's
+ * "outputs_0_cuda_1"): the length of what precedes the tag, or 0. */
+static size_t rank_suffix(const char *c, size_t n, int *rank)
+{
+	static const char *const words[] = {"rank", "tp", "cuda"};
+
+	for (size_t i = n; i-- > 1;) {
+		if (c[i - 1] != '_' && c[i - 1] != '-')
+			continue;
+		for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
+			/* cuda_K is vLLM's device suffix, only on its inputs/outputs files */
+			if (k == 2 && strncmp(c, "inputs", 6) && strncmp(c, "outputs", 7))
+				continue;
+			if (word_number(c + i, n - i, words[k], rank))
+				return i - 1;
+		}
+	}
+	return 0;
+}
+
+/* name without its tags into base; the tags into rank and step. */
+static void strip_tags(const char *name, char *base, size_t size, int *rank, int *step)
+{
+	size_t len = 0;
+
+	*rank = -1;
+	*step = -1;
+	base[0] = '\0';
+	while (*name) {
+		size_t n = strcspn(name, "."), keep = n;
+		int v;
+		if (step_tag(name, n, &v)) {
+			*step = v;
+			keep = 0;
+		} else if (rank_tag(name, n, &v)) {
+			*rank = v;
+			keep = 0;
+		} else if ((keep = rank_suffix(name, n, &v)) > 0) {
+			*rank = v;
+		} else {
+			keep = n;
+		}
+		if (keep > 0 && len + keep + 2 < size) {
+			if (len)
+				base[len++] = '.';
+			memcpy(base + len, name, keep);
+			len += keep;
+			base[len] = '\0';
+		}
+		name += n;
+		if (*name == '.')
+			name++;
+	}
+}
+
+int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err)
+{
+	const char *eq = strchr(arg, '=');
+	const char *spec;
+	int dims = 0, axis = -1;
+
+	memset(out, 0, sizeof *out);
+	if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof out->tap)
+		return tb_err_set(err, NULL, "--shard '%s': expected TAP=SPEC (attn.o=partial, mlp.act='s h[tp]')", arg);
+	memcpy(out->tap, arg, (size_t)(eq - arg));
+	if (!tb_tap_valid(out->tap))
+		return tb_err_set(err, NULL, "--shard '%s': unknown tap '%s'", arg, out->tap);
+	spec = eq + 1;
+	if (strlen(spec) >= sizeof out->spec)
+		return tb_err_set(err, NULL, "--shard '%s': spec too long", arg);
+	strcpy(out->spec, spec);
+	if (!strcmp(spec, "partial")) {
+		out->kind = TB_SHARD_PARTIAL;
+		return 0;
+	}
+	if (!strcmp(spec, "replicated")) {
+		out->kind = TB_SHARD_REPLICATED;
+		return 0;
+	}
+	/* dims: names of [a-z0-9_], one of them followed by [tp] */
+	for (const char *p = spec; *p;) {
+		size_t n;
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+		if (n == 0)
+			return tb_err_set(err, NULL, "--shard '%s': unexpected '%c' in the dims (write 's h[tp]', 'partial' or 'replicated')",
+					  arg, *p);
+		p += n;
+		if (!strncmp(p, "[tp]", 4)) {
+			if (axis >= 0)
+				return tb_err_set(err, NULL, "--shard '%s': more than one dim is split [tp]", arg);
+			axis = dims;
+			p += 4;
+		}
+		if (*p && *p != ' ')
+			return tb_err_set(err, NULL, "--shard '%s': unexpected '%c' in the dims", arg, *p);
+		if (++dims > TB_MAX_DIMS)
+			return tb_err_set(err, NULL, "--shard '%s': more than %d dims", arg, TB_MAX_DIMS);
+	}
+	if (axis < 0)
+		return tb_err_set(err, NULL, "--shard '%s': no dim is marked [tp] (or say partial / replicated)", arg);
+	out->kind = TB_SHARD_SPLIT;
+	out->axis = axis;
+	out->ndim = dims;
+	return 0;
+}
+
+static int keep_made(lay *L, tb_tensor *t, tb_err *err)
+{
+	if (L->n_made == L->cap_made) {
+		size_t cap = L->cap_made ? 2 * L->cap_made : 64;
+		tb_tensor **m = realloc(L->made, cap * sizeof *m);
+		if (!m) {
+			tb_view_free(t);
+			return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+		}
+		L->made = m;
+		L->cap_made = cap;
+	}
+	L->made[L->n_made++] = t;
+	return 0;
+}
+
+/* Are a and b equal value for value?  *max_diff: the largest |a - b|. */
+static int same_values(tb_tensor *a, tb_tensor *b, bool *equal, double *max_diff, tb_err *err)
+{
+	float x[1024], y[1024];
+	const void *pa, *pb;
+
+	*equal = false;
+	*max_diff = INFINITY;
+	if (a->numel != b->numel || a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape))
+		return 0;
+	if (tb_tensor_acquire(a, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(b, err) < 0) {
+		tb_tensor_release(a);
+		return -1;
+	}
+	pa = tb_tensor_data(a);
+	pb = tb_tensor_data(b);
+	if (pa && pb && a->dtype == b->dtype && !memcmp(pa, pb, a->numel * tb_dtype_size(a->dtype))) {
+		*equal = true;
+		*max_diff = 0;
+	} else {
+		double m = 0;
+		bool same = true;
+		for (uint64_t i = 0; i < a->numel; i += 1024) {
+			uint64_t n = a->numel - i < 1024 ? a->numel - i : 1024;
+			tb_tensor_read_f32(a, i, n, x);
+			tb_tensor_read_f32(b, i, n, y);
+			for (uint64_t k = 0; k < n; k++) {
+				double d = fabs((double)x[k] - (double)y[k]);
+				if (memcmp(&x[k], &y[k], sizeof *x))
+					same = false;
+				if (d > m || isnan(d))
+					m = isnan(d) ? INFINITY : d;
+			}
+		}
+		*equal = same;
+		*max_diff = m;
+	}
+	tb_tensor_release(a);
+	tb_tensor_release(b);
+	return 0;
+}
+
+static void append(char *buf, size_t size, const char *text)
+{
+	size_t len = strlen(buf), add = strlen(text);
+
+	if (len + 2 + add >= size)
+		return; /* the first disagreements are enough to name */
+	if (len) {
+		memcpy(buf + len, "; ", 2);
+		len += 2;
+	}
+	memcpy(buf + len, text, add + 1);
+}
+
+/* The cell a base name maps to, or an invalid cell. */
+static tb_cell cell_of(const lay *L, const char *base)
+{
+	tb_cell c;
+
+	if (!tb_namer_map(L->namer, base, L->shared, &c, NULL, 0))
+		tb_cell_make(&c, -1, "");
+	return c;
+}
+
+typedef enum join_kind { JOIN_SPLIT, JOIN_PARTIAL, JOIN_REPLICATED, JOIN_AUTO, JOIN_FUSED } join_kind;
+
+/* How the ranks of a tensor of this cell join (and on which axis). */
+static join_kind join_of(const lay *L, const tb_cell *c, const tb_tensor *t, int *axis, const char **spec,
+			 tb_err *err)
+{
+	*axis = t->ndim - 1;
+	*spec = NULL;
+	for (size_t i = 0; i < L->o->n_shards; i++) {
+		const tb_shard_rule *r = &L->o->shards[i];
+		if (strcmp(r->tap, c->tap))
+			continue;
+		*spec = r->spec;
+		if (r->kind == TB_SHARD_PARTIAL)
+			return JOIN_PARTIAL;
+		if (r->kind == TB_SHARD_REPLICATED)
+			return JOIN_REPLICATED;
+		if (r->ndim != t->ndim) {
+			char shape[128];
+			tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
+			tb_err_set(err, t->path, "--shard %s='%s' names %d dims, but '%s' has shape %s", r->tap, r->spec,
+				   r->ndim, t->name, shape);
+			return -1;
+		}
+		*axis = r->axis;
+		return JOIN_SPLIT;
+	}
+	switch (c->id) {
+	case TB_TAP_ATTN_Q:
+	case TB_TAP_ATTN_K:
+	case TB_TAP_ATTN_V:
+	case TB_TAP_ATTN_Q_ROPE:
+	case TB_TAP_ATTN_K_ROPE:
+	case TB_TAP_ATTN_CORE:
+	case TB_TAP_MLP_GATE:
+	case TB_TAP_MLP_UP:
+	case TB_TAP_MLP_ACT:
+		return JOIN_SPLIT;
+	case TB_TAP_ATTN_O:
+	case TB_TAP_MLP_DOWN:
+	case TB_TAP_ATTN:
+	case TB_TAP_MLP:
+		return JOIN_AUTO;
+	case TB_TAP_OTHER:
+		if (!strcmp(c->tap, "attn.qkv") || !strcmp(c->tap, "mlp.gate_up"))
+			return JOIN_FUSED;
+		return JOIN_REPLICATED;
+	default:
+		return JOIN_REPLICATED;
+	}
+}
+
+/* The width of one rank's shard of the same layer's attn.core, or 0. */
+static int64_t core_width(const lay *L, const entry *g)
+{
+	tb_cell c = cell_of(L, g->base);
+
+	for (size_t i = 0; i < L->n; i++) {
+		const entry *e = &L->e[i];
+		tb_cell d;
+		if (e->rank != g->rank || e->step != g->step || e->t->ndim < 1)
+			continue;
+		d = cell_of(L, e->base);
+		if (d.layer == c.layer && d.id == TB_TAP_ATTN_CORE)
+			return e->t->shape[e->t->ndim - 1];
+	}
+	return 0;
+}
+
+/* Column widths of one rank's shard of a fused projection. */
+static int fused_widths(const lay *L, const entry *g, bool qkv, int64_t *w, tb_err *err)
+{
+	const tb_tensor *t = g->t;
+	int64_t width = t->shape[t->ndim - 1];
+
+	if (!qkv) {
+		if (width % 2)
+			return tb_err_set(err, t->path, "'%s': a gate_up shard of odd width %lld", t->name, (long long)width);
+		w[0] = w[1] = width / 2;
+		return 0;
+	}
+	if (L->o->heads > 0 && L->o->kv_heads > 0) {
+		int64_t all = L->o->heads + 2LL * L->o->kv_heads;
+		if (width % all == 0) {
+			w[0] = width / all * L->o->heads;
+			w[1] = w[2] = width / all * L->o->kv_heads;
+			return 0;
+		}
+	}
+	int64_t q = core_width(L, g);
+	if (q > 0 && q < width && (width - q) % 2 == 0) {
+		w[0] = q;
+		w[1] = w[2] = (width - q) / 2;
+		return 0;
+	}
+	return tb_err_set(err, t->path,
+			  "'%s': joining the shards of a fused qkv projection needs --heads and --kv-heads (or the attention output dumped beside it)",
+			  g->base);
+}
+
+/* The ranks g[0..n) of one fused projection: each shard cut into its
+ * projections, each projection joined across ranks, then put side by side. */
+static int join_fused(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
+{
+	static const char *const names[] = {"[q]", "[k]", "[v]"};
+	tb_cell c = cell_of(L, g->base);
+	bool qkv = !strcmp(c.tap, "attn.qkv");
+	int np = qkv ? 3 : 2;
+	tb_tensor *proj[3], *cols[64];
+	char name[NAME_ROOM];
+
+	if (n > 64)
+		return tb_err_set(err, g->t->path, "'%s': more than 64 ranks", g->base);
+	for (int k = 0; k < np; k++) {
+		for (int r = 0; r < n; r++) {
+			int64_t w[3] = {0, 0, 0}, at = 0;
+			if (fused_widths(L, &g[r], qkv, w, err) < 0)
+				return -1;
+			for (int j = 0; j < k; j++)
+				at += w[j];
+			if (tb_view_columns(g[r].t, at, w[k], qkv ? names[k] : k ? "[up]" : "[gate]", &cols[r], err) < 0 ||
+			    keep_made(L, cols[r], err) < 0)
+				return -1;
+		}
+		snprintf(name, sizeof name, "%s%s", g->base, qkv ? names[k] : k ? "[up]" : "[gate]");
+		if (tb_compose_concat(cols, n, g->t->ndim - 1, name, &proj[k], err) < 0 || keep_made(L, proj[k], err) < 0)
+			return -1;
+	}
+	if (tb_compose_concat(proj, np, g->t->ndim - 1, g->base, out, err) < 0)
+		return -1;
+	return keep_made(L, *out, err);
+}
+
+/* One tensor's ranks g[0..n), in rank order, joined into *out. */
+static int join_ranks(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
+{
+	tb_tensor *parts[n];
+	tb_cell c = cell_of(L, g->base);
+	int axis;
+	const char *spec;
+	join_kind kind = join_of(L, &c, g->t, &axis, &spec, err);
+	char text[384];
+
+	if ((int)kind < 0)
+		return -1;
+	for (int r = 0; r < n; r++)
+		parts[r] = g[r].t;
+	*out = parts[0];
+	if (n == 1)
+		return 0;
+	if (kind == JOIN_FUSED)
+		return join_fused(L, g, n, out, err);
+	if (kind == JOIN_SPLIT) {
+		if (tb_compose_concat(parts, n, axis, g->base, out, err) < 0)
+			return -1;
+		return keep_made(L, *out, err);
+	}
+	if (kind == JOIN_PARTIAL) {
+		if (tb_compose_sum(parts, n, g->base, out, err) < 0)
+			return -1;
+		return keep_made(L, *out, err);
+	}
+	/* replicated, or row-parallel whose ranks tell which by their values */
+	for (int r = 1; r < n; r++) {
+		bool equal;
+		double diff;
+		if (same_values(parts[0], parts[r], &equal, &diff, err) < 0)
+			return -1;
+		if (equal)
+			continue;
+		if (kind == JOIN_AUTO && parts[0]->numel == parts[r]->numel) {
+			/* ranks that differ hold partial sums (not yet all-reduced) */
+			if (tb_compose_sum(parts, n, g->base, out, err) < 0)
+				return -1;
+			return keep_made(L, *out, err);
+		}
+		if (parts[0]->numel != parts[r]->numel)
+			snprintf(text, sizeof text, "%s: rank %d's shape differs from rank 0's", g->base, r);
+		else
+			snprintf(text, sizeof text, "%s: ranks 0 and %d differ (max |diff| %.3g)", g->base, r, diff);
+		append(L->tree->layout.replicas, sizeof L->tree->layout.replicas, text);
+		break;
+	}
+	*out = parts[0];
+	return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const entry *x = a, *y = b;
+	int c = strcmp(x->base, y->base);
+
+	if (c)
+		return c;
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* Join the ranks of every tensor; L->e then holds one entry per (base, step). */
+static int join_all_ranks(lay *L, tb_err *err)
+{
+	int degree = 0;
+	size_t w = 0;
+
+	for (size_t i = 0; i < L->n; i++)
+		if (L->e[i].rank + 1 > degree)
+			degree = L->e[i].rank + 1;
+	if (degree == 0)
+		return 0;
+	L->tree->layout.ranks = degree;
+	for (size_t i = 0; i < L->n;) {
+		size_t j = i;
+		while (j < L->n && !strcmp(L->e[j].base, L->e[i].base) && L->e[j].step == L->e[i].step)
+			j++;
+		entry *g = &L->e[i];
+		int n = (int)(j - i);
+		if (g[0].rank < 0 && n > 1)
+			return tb_err_set(err, g[1].t->path, "'%s' is dumped both with and without a rank tag", g->base);
+		if (g[0].rank >= 0) {
+			for (int r = 0; r < n; r++)
+				if (g[r].rank != r)
+					return tb_err_set(err, g[0].t->path, "'%s': rank %d of %d is missing (the tree's ranks are 0..%d)",
+							  g->base, r, degree, degree - 1);
+			if (n != degree)
+				return tb_err_set(err, g[0].t->path,
+						  "'%s' has %d rank%s, other tensors have %d: mixed tensor-parallel degrees in one tree",
+						  g->base, n, n == 1 ? "" : "s", degree);
+			tb_tensor *joined;
+			if (join_ranks(L, g, n, &joined, err) < 0)
+				return -1;
+			g[0].t = joined;
+		}
+		for (size_t k = i + 1; k < j; k++)
+			free(L->e[k].base);
+		L->e[w] = g[0];
+		L->e[w].rank = -1;
+		w++;
+		i = j;
+	}
+	L->n = w;
+	return 0;
+}
+
+/* The steps present, as a bitmap over first..last. */
+typedef struct step_set {
+	int first, last, count;
+} step_set;
+
+static int check_steps(lay *L, step_set *s, tb_err *err)
+{
+	unsigned char *seen;
+
+	s->first = MAX_TAG;
+	s->last = -1;
+	s->count = 0;
+	for (size_t i = 0; i < L->n; i++) {
+		if (L->e[i].step < 0)
+			continue;
+		if (L->e[i].step < s->first)
+			s->first = L->e[i].step;
+		if (L->e[i].step > s->last)
+			s->last = L->e[i].step;
+	}
+	if (s->last < 0)
+		return 0;
+	seen = calloc((size_t)(s->last - s->first + 1), 1);
+	if (!seen)
+		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	for (size_t i = 0; i < L->n; i++)
+		if (L->e[i].step >= 0)
+			seen[L->e[i].step - s->first] = 1;
+	for (int k = s->first; k <= s->last; k++) {
+		if (!seen[k - s->first]) {
+			free(seen);
+			return tb_err_set(err, L->tree->path, "step %d is missing: the dump has steps %d..%d with a gap", k,
+					  s->first, s->last);
+		}
+		s->count++;
+	}
+	free(seen);
+	return 0;
+}
+
+/* Decode steps that repeat the step before's tensors: more than half of
+ * a step's tensors equal, value for value, the same tensor one step
+ * earlier (CUDA-graph replays that never refreshed the dumped buffer). */
+static int find_stale(lay *L, const step_set *s, tb_err *err)
+{
+	tb_tree_layout *lo = &L->tree->layout;
+	int span = s->last - s->first + 1;
+	int *same = calloc((size_t)span * 2, sizeof *same), *seen = same ? same + span : NULL;
+	char list[96] = "", text[256];
+	const char *example = NULL;
+	int first_stale = -1;
+
+	if (!same)
+		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	for (size_t i = 1; i < L->n; i++) {
+		entry *a = &L->e[i - 1], *b = &L->e[i];
+		bool equal;
+		double diff;
+		if (a->step < 0 || b->step != a->step + 1 || strcmp(a->base, b->base) || a->t->numel == 0)
+			continue;
+		if (same_values(a->t, b->t, &equal, &diff, err) < 0) {
+			free(same);
+			return -1;
+		}
+		if (a->t->numel != b->t->numel)
+			continue;
+		seen[b->step - s->first]++;
+		same[b->step - s->first] += equal;
+		if (equal && !example)
+			example = b->base;
+	}
+	for (int k = 1; k < span; k++) {
+		if (!seen[k] || same[k] * 2 <= seen[k])
+			continue;
+		lo->stale_steps++;
+		if (first_stale < 0)
+			first_stale = k + s->first;
+		char one[16];
+		snprintf(one, sizeof one, "%s%d", list[0] ? ", " : "", k + s->first);
+		if (strlen(list) + strlen(one) + 1 < sizeof list)
+			strcat(list, one);
+	}
+	if (lo->stale_steps) {
+		snprintf(text, sizeof text, "step%s %s hold%s the previous step's tensors (%s and others): stale decode buffers",
+			 lo->stale_steps > 1 ? "s" : "", list, lo->stale_steps > 1 ? "" : "s", example ? example : "?");
+		snprintf(lo->stale, sizeof lo->stale, "%s", text);
+	}
+	free(same);
+	return 0;
+}
+
+/* The axis decode steps join on: positions, the second-to-last axis of
+ * activations ([S, H], [B, S, H]); the last of token ids ([B, S]) and of
+ * other one-axis tensors (positions). */
+static int seq_axis(const tb_tensor *t)
+{
+	if (t->ndim >= 1 && (t->ndim == 1 || tb_name_is_token_ids(t->name)))
+		return t->ndim - 1;
+	return t->ndim >= 2 ? t->ndim - 2 : -1;
+}
+
+/* Add an entry's tensor to the list under its stripped name: a tensor of
+ * the tree whose name carried tags is listed as a copy named base. */
+static int emit(lay *L, tb_tensor **out, size_t *n, const entry *e, tb_err *err)
+{
+	tb_tensor *v;
+
+	if (!strcmp(e->t->name, e->base)) {
+		out[(*n)++] = e->t;
+		return 0;
+	}
+	v = malloc(sizeof *v);
+	if (v) {
+		*v = *e->t;
+		v->name = strdup(e->base);
+	}
+	if (!v || !v->name) {
+		free(v);
+		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	}
+	if (keep_made(L, v, err) < 0)
+		return -1;
+	out[(*n)++] = v;
+	return 0;
+}
+
+/* Keep one step (or stitch them all); entries without a step stay. */
+static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
+{
+	tb_tree_layout *lo = &L->tree->layout;
+	step_set s;
+	tb_tensor **out = malloc((L->n ? L->n : 1) * sizeof *out);
+	size_t n = 0;
+
+	if (!out)
+		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	if (check_steps(L, &s, err) < 0) {
+		free(out);
+		return -1;
+	}
+	lo->step = -1;
+	if (s.count > 0) {
+		lo->n_steps = s.count;
+		lo->first_step = s.first;
+		if (find_stale(L, &s, err) < 0) {
+			free(out);
+			return -1;
+		}
+		if (!L->o->all_steps) {
+			lo->step = L->o->step >= 0 ? L->o->step : s.first;
+			if (lo->step < s.first || lo->step > s.last) {
+				free(out);
+				return tb_err_set(err, L->tree->path, "no step %d: the dump has steps %d..%d", lo->step, s.first,
+						  s.last);
+			}
+		}
+	}
+	for (size_t i = 0; i < L->n;) {
+		entry *g = &L->e[i];
+		size_t j = i + 1;
+		while (j < L->n && !strcmp(L->e[j].base, g->base))
+			j++;
+		if (g->step < 0 || !L->o->all_steps) {
+			for (size_t k = i; k < j; k++)
+				if ((L->e[k].step < 0 || L->e[k].step == lo->step) && emit(L, out, &n, &L->e[k], err) < 0) {
+					free(out);
+					return -1;
+				}
+		} else {
+			int count = (int)(j - i), axis = seq_axis(g->t);
+			tb_tensor *parts[count], *joined;
+			if (count != s.count) {
+				int want = s.first;
+				for (size_t k = i; k < j && L->e[k].step == want; k++)
+					want++;
+				free(out);
+				return tb_err_set(err, g->t->path, "'%s' has no step %d (the dump has steps %d..%d)", g->base,
+						  want, s.first, s.last);
+			}
+			if (axis < 0) {
+				free(out);
+				return tb_err_set(err, g->t->path, "'%s' has no positions axis to stitch its steps on", g->base);
+			}
+			for (int k = 0; k < count; k++)
+				parts[k] = L->e[i + (size_t)k].t;
+			if (tb_compose_concat(parts, count, axis, g->base, &joined, err) < 0 ||
+			    keep_made(L, joined, err) < 0) {
+				free(out);
+				return -1;
+			}
+			out[n++] = joined;
+		}
+		i = j;
+	}
+	*list = out;
+	*n_list = n;
+	return 0;
+}
+
+bool tb_layout_has_steps(const tb_tree *tree)
+{
+	char base[NAME_ROOM];
+	int rank, step;
+
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &rank, &step);
+		if (step >= 0)
+			return true;
+	}
+	return false;
+}
+
+int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *o, tb_err *err)
+{
+	lay L = {.tree = tree, .namer = namer, .o = o};
+	bool tagged = false;
+	tb_tensor **list = NULL;
+	size_t n_list = 0;
+	const char **bases;
+	int rc = -1;
+
+	memset(&tree->layout, 0, sizeof tree->layout);
+	tree->layout.step = -1;
+	L.e = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *L.e);
+	if (!L.e)
+		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		char base[NAME_ROOM];
+		entry *e = &L.e[L.n];
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &e->rank, &e->step);
+		e->t = tree->tensors[i];
+		e->base = strdup(base[0] ? base : tree->tensors[i]->name);
+		if (!e->base) {
+			tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+			goto out;
+		}
+		L.n++;
+		tagged |= e->rank >= 0 || e->step >= 0;
+	}
+	if (!tagged) {
+		rc = 0;
+		goto out;
+	}
+	bases = malloc(L.n * sizeof *bases);
+	if (!bases) {
+		tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < L.n; i++)
+		bases[i] = L.e[i].base;
+	tb_common_prefix(bases, L.n, L.shared, sizeof L.shared);
+	free(bases);
+	qsort(L.e, L.n, sizeof *L.e, cmp_entry);
+	if (join_all_ranks(&L, err) < 0 || resolve_steps(&L, &list, &n_list, err) < 0)
+		goto out;
+	rc = tb_tree_set_tensors(tree, list, n_list, L.made, L.n_made, err);
+	list = NULL;
+	L.n_made = 0;
+out:
+	free(list);
+	for (size_t i = 0; i < L.n_made; i++)
+		tb_view_free(L.made[i]);
+	free(L.made);
+	for (size_t i = 0; i < L.n; i++)
+		free(L.e[i].base);
+	free(L.e);
+	return rc;
+}

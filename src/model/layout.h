@@ -1,0 +1,70 @@
+/*
+ * layout: the tensor-parallel ranks and forward steps of a dump tree,
+ * resolved after the tree is read and before it is paired.
+ *
+ * Dumpers write one tensor per rank and per forward pass: rank_K/ folders,
+ * *_rankK files, tp-K, vLLM's cuda_K device suffix, step_N/ folders (the
+ * readers of layouts that carry these in metadata, such as SGLang's rank
+ * and forward pass id, name them rank_K and step_N too).  The layout step
+ * strips the tags and
+ *   - joins each tensor's ranks into one composite (compose.h): split
+ *     tensors concatenated on their split axis, partial outputs summed,
+ *     replicated ones checked equal (rank 0 is compared; a disagreement is
+ *     kept in tree->layout.replicas);
+ *   - keeps one step (--step K; the first by default), or stitches every
+ *     step along the sequence axis (--steps all), and notes decode steps
+ *     whose tensors equal the step before's (stale buffers).
+ * How a tap's ranks join comes from the tap unless --shard says otherwise:
+ * column-parallel outputs (attn.q/k/v, attn.core, mlp.gate/up/act) split on
+ * their last axis, fused attn.qkv and mlp.gate_up per projection,
+ * row-parallel outputs (attn.o, mlp.down, attn, mlp) are summed when their
+ * ranks differ and taken as all-reduced when equal, the rest replicated.
+ */
+#ifndef TB_LAYOUT_H
+#define TB_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "formats/tree.h"
+#include "model/naming.h"
+#include "model/taps.h"
+
+typedef enum tb_shard_kind {
+	TB_SHARD_SPLIT,      /* concatenated on axis */
+	TB_SHARD_PARTIAL,    /* summed */
+	TB_SHARD_REPLICATED, /* equal on every rank */
+} tb_shard_kind;
+
+/* One --shard TAP=SPEC. */
+typedef struct tb_shard_rule {
+	char tap[TB_TAP_LEN];
+	tb_shard_kind kind;
+	int axis, ndim; /* TB_SHARD_SPLIT: the [tp] dim and how many dims the spec names */
+	char spec[96];  /* as written */
+} tb_shard_rule;
+
+/* "mlp.act=s h[tp]", "attn.o=partial", "embed=replicated". */
+int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err);
+
+typedef struct tb_layout_opts {
+	int step;            /* the step to compare; -1: the first (see tb_session) */
+	bool all_steps;      /* stitch every step along the sequence axis */
+	const tb_shard_rule *shards;
+	size_t n_shards;
+	int heads, kv_heads; /* 0: unknown (to split a fused qkv's shards) */
+} tb_layout_opts;
+
+void tb_layout_opts_init(tb_layout_opts *o);
+
+/* Does any tensor of the tree carry a step tag? */
+bool tb_layout_has_steps(const tb_tree *tree);
+
+/* Resolve the tree's ranks and steps in place (tb_tree_set_tensors) and
+ * fill tree->layout; a tree with neither is left as it is.  Fails, naming
+ * the tensor, on a missing rank, mixed degrees, shards that do not join, a
+ * step gap or an absent --step. */
+int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *o, tb_err *err);
+
+#endif
