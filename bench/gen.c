@@ -9,9 +9,11 @@
  *
  *   tbbench-gen [--preset small|medium|large] [--size MB] [--layers L]
  *               [--seq S] [--hidden H] [--vocab V] [--dtype f32|bf16]
- *               [--format npy|safetensors] [--seed N] OUT_DIR
+ *               [--format npy|safetensors] [--ranks N] [--seed N] OUT_DIR
  *
- * Writes OUT_DIR/ref and OUT_DIR/cand.  --size picks the layer count so each
+ * Writes OUT_DIR/ref and OUT_DIR/cand.  --ranks N (npy) writes the candidate
+ * as N tensor-parallel ranks, OUT_DIR/cand/rank_K/, each holding its share
+ * of every tensor's last axis (tbisect joins them with --shard TAP='b s h[tp]').  --size picks the layer count so each
  * tree holds about that many MB (the presets: 256, 1024, 4096).
  */
 #include "config.h"
@@ -49,6 +51,7 @@ typedef struct gen {
 	long layers, seq, hidden, vocab, size_mb;
 	tb_dtype dtype;
 	const char *format;
+	long ranks;
 	uint64_t seed;
 	const char *out;
 } gen;
@@ -121,6 +124,37 @@ static int write_npy_side(const gen *g, const char *side, const spec *sp, const 
 	if (data != x)
 		free(data);
 	return rc < 0 ? die("cannot write", path) : 0;
+}
+
+/* The candidate as g->ranks shards of the last axis, rank_K/<name>.npy. */
+static int write_npy_ranks(const gen *g, const spec *sp, const float *x)
+{
+	int64_t w = sp->shape[2] / g->ranks, shape[3] = {sp->shape[0], sp->shape[1], w};
+	uint64_t rows = sp->numel / (uint64_t)sp->shape[2];
+	float *part = malloc((size_t)(rows * (uint64_t)w) * sizeof *part);
+	int rc = 0;
+
+	if (!part)
+		return die("out of memory", g->out);
+	for (long r = 0; r < g->ranks && rc == 0; r++) {
+		char path[4096];
+		size_t nbytes;
+		for (uint64_t i = 0; i < rows; i++)
+			memcpy(part + i * (uint64_t)w, x + i * (uint64_t)sp->shape[2] + (uint64_t)(r * w),
+			       (size_t)w * sizeof *part);
+		void *data = encode(part, rows * (uint64_t)w, g->dtype, &nbytes);
+		if (!data) {
+			rc = die("out of memory", g->out);
+			break;
+		}
+		snprintf(path, sizeof path, "%s/cand/rank_%ld/%s.npy", g->out, r, sp->name);
+		if (dw_write_npy(path, 1, dw_npy_descr(g->dtype), false, 3, shape, data, nbytes) < 0)
+			rc = die("cannot write", path);
+		if (data != part)
+			free(data);
+	}
+	free(part);
+	return rc;
 }
 
 /* Safetensors: the header is known up front, so each tensor is appended as
@@ -198,7 +232,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: tbbench-gen [--preset small|medium|large] [--size MB] [--layers L] [--seq S]\n"
 			"                   [--hidden H] [--vocab V] [--dtype f32|bf16] [--format npy|safetensors]\n"
-			"                   [--seed N] OUT_DIR\n");
+			"                   [--ranks N] [--seed N] OUT_DIR\n");
 	exit(2);
 }
 
@@ -238,6 +272,8 @@ static void parse_args(gen *g, int argc, char **argv)
 			hidden = parse_long(v, a);
 		} else if (!strcmp(a, "--vocab")) {
 			vocab = parse_long(v, a);
+		} else if (!strcmp(a, "--ranks")) {
+			g->ranks = parse_long(v, a);
 		} else if (!strcmp(a, "--seed")) {
 			g->seed = (uint64_t)parse_long(v, a);
 		} else if (!strcmp(a, "--dtype")) {
@@ -255,7 +291,7 @@ static void parse_args(gen *g, int argc, char **argv)
 			usage();
 		}
 	}
-	if (!g->out)
+	if (!g->out || (g->ranks > 1 && strcmp(g->format, "npy")))
 		usage();
 	g->seq = seq ? seq : p->seq;
 	g->hidden = hidden ? hidden : p->hidden;
@@ -329,8 +365,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		fill(&specs[i], ref, cand);
 		for (int s = 0; s < 2 && rc == 0; s++)
-			rc = st[s] ? st_append(st[s], &g, &specs[i], s ? cand : ref)
-				   : write_npy_side(&g, sides[s], &specs[i], s ? cand : ref);
+			rc = st[s]		 ? st_append(st[s], &g, &specs[i], s ? cand : ref)
+			     : s && g.ranks > 1 ? write_npy_ranks(&g, &specs[i], cand)
+						 : write_npy_side(&g, sides[s], &specs[i], s ? cand : ref);
 	}
 	for (int s = 0; s < 2; s++)
 		if (st[s] && fclose(st[s]) != 0 && rc == 0)

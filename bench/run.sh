@@ -39,14 +39,21 @@ echo "bench: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) c
     "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo); preset $preset, median of $reps"
 printf '%-17s %5s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n' case GB tbisect numpy numpy32 probe \
     numpy/tb np32/tb tb/probe "RSS MB" "open ms"
+# gen DATA DTYPE FORMAT [--ranks N]: the pair in DATA, generated once.
+gen() {
+    if [ ! -f "$1/.stamp" ]; then
+        rm -rf "$1"
+        "$bin/bench/tbbench-gen" --preset "$preset" --dtype "$2" --format "$3" ${4:+"$4" "$5"} "$1" >&2
+        touch "$1/.stamp"
+    fi
+}
+tp_cases=
 for case in "$@"; do
     dtype=${case%%:*} format=${case#*:}
     data=$dir/$preset-$dtype-$format
-    if [ ! -f "$data/.stamp" ]; then
-        rm -rf "$data"
-        "$bin/bench/tbbench-gen" --preset "$preset" --dtype "$dtype" --format "$format" "$data" >&2
-        touch "$data/.stamp"
-    fi
+    # tensor-parallel cases are timed against tbisect itself, below
+    case $format in npy-tp*) tp_cases="$tp_cases $case"; continue ;; esac
+    gen "$data" "$dtype" "$format"
     gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
     tb() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json "$data/ref" "$data/cand"; }
     np() { "$bin/bench/tbbench-time" "$tmp/$1" "$py" "$src/bench/baseline.py" ${2:+--json "$2"} "$data/ref" "$data/cand"; }
@@ -99,6 +106,50 @@ EOF
         -v op="$t_op" 'BEGIN {
         printf "%-17s %5.2f %7.3fs %7.3fs %7.3fs %7.3fs %7.1fx %7.1fx %7.0f%% %7.0f %7.1f\n", c, gb, tb, np, np32, pr,
             np / tb, np32 / tb, 100 * pr / tb, rss / 1024, 1000 * op }'
+done
+# DTYPE:npy-tpN: the candidate in N rank folders, joined by tbisect on load
+# (every tap split on its last axis), against the same pair unsharded.
+for case in $tp_cases; do
+    dtype=${case%%:*} ranks=${case#*:npy-tp}
+    data=$dir/$preset-$dtype-npy-tp$ranks plain=$dir/$preset-$dtype-npy
+    gen "$data" "$dtype" npy --ranks "$ranks"
+    gen "$plain" "$dtype" npy
+    tbtp() {
+        "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json --no-history \
+            --shard 'attn_norm=b s h[tp]' --shard 'attn=b s h[tp]' --shard 'mlp_norm=b s h[tp]' \
+            --shard 'mlp=b s h[tp]' --shard 'block=b s h[tp]' --shard 'logits=b s v[tp]' "$data/ref" "$data/cand"
+    }
+    tb1() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json --no-history "$plain/ref" "$plain/cand"; }
+    tbtp warm >"$tmp/tp.json" || [ $? -eq 1 ]
+    tb1 warm >"$tmp/one.json" || [ $? -eq 1 ]
+    "$py" - "$tmp/tp.json" "$tmp/one.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+bad = [f"{x['tap']} L{x['layer']}: {x['rel_l2']} vs {y['rel_l2']}" for x, y in zip(a["cells"], b["cells"])
+       if x["rel_l2"] != y["rel_l2"] or x["status"] != y["status"]]
+if len(a["cells"]) != len(b["cells"]) or bad or a["verdict"] != b["verdict"]:
+    sys.exit("bench: the joined ranks do not compare as the unsharded pair:\n  " + "\n  ".join(bad[:20]))
+PY
+    rm -f "$tmp/tp" "$tmp/one"
+    i=0
+    while [ $i -lt "$reps" ]; do
+        if [ $((i % 2)) -eq 0 ]; then
+            tbtp tp >/dev/null || true
+            tb1 one >/dev/null || true
+        else
+            tb1 one >/dev/null || true
+            tbtp tp >/dev/null || true
+        fi
+        i=$((i + 1))
+    done
+    gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
+    t_tp=$(cut -d' ' -f1 "$tmp/tp" | median)
+    t_one=$(cut -d' ' -f1 "$tmp/one" | median)
+    rss_tp=$(cut -d' ' -f2 "$tmp/tp" | sort -n | tail -1)
+    rss_one=$(cut -d' ' -f2 "$tmp/one" | sort -n | tail -1)
+    awk -v c="$case" -v gb="$gb" -v tp="$t_tp" -v one="$t_one" -v r="$rss_tp" -v r1="$rss_one" -v n="$ranks" 'BEGIN {
+        printf "%-17s %5.2f %7.3fs joined from %s ranks; %7.3fs unsharded: %.2fx the time; RSS %.0f MB vs %.0f MB\n",
+            c, gb, tp, n, one, tp / one, r / 1024, r1 / 1024 }'
 done
 echo "numpy: float64 sums; numpy32: float32 (--f32); numpy/tb, np32/tb: how many times faster tbisect is;"
 echo "tb/probe: tbisect's bandwidth as a share of the probe's; RSS: tbisect's peak resident set;"

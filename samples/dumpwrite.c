@@ -711,7 +711,7 @@ void dw_pk_tensor(dw_pk *p, const dw_pt_tensor *t, const char *key, bool v3)
 	else
 		dw_pk_global(p, "torch", storage_class(t->dtype));
 	dw_pk_shared_str(p, key);
-	dw_pk_shared_str(p, "cpu");
+	dw_pk_shared_str(p, t->location ? t->location : "cpu");
 	dw_pk_int(p, (int64_t)(v3 ? t->storage_bytes : t->storage_bytes / es));
 	dw_pk_op(p, 't');
 	dw_pk_put(p);

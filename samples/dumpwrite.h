@@ -115,6 +115,7 @@ typedef struct dw_pt_tensor {
 	const void *storage;   /* the whole storage (little-endian unless big_endian) */
 	size_t storage_bytes;
 	const char *key;       /* storage key; tensors with equal keys share it (NULL: own key) */
+	const char *location;  /* the storage's device ("cuda:1"); NULL: "cpu" */
 } dw_pt_tensor;
 
 /* Emit _rebuild_tensor_v2 (or _v3 with an UntypedStorage) of t on storage key. */

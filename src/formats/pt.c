@@ -6,6 +6,7 @@
 
 #include "formats/pt.h"
 #include "formats/reader.h"
+#include "formats/sidecar.h"
 #include "base/jsonutil.h"
 #include "formats/pickle.h"
 #include "formats/zip.h"
@@ -580,10 +581,10 @@ static int index_archive(tb_builder *b, const tb_file *f, const char *stem, cons
 			goto out;
 		}
 		snprintf(name, TB_MAX_NAME + 1, "%s", named);
+		/* a record whose value holds no tensor (SGLang's rids, a list of
+		 * request ids) is bookkeeping: nothing to note */
 		if (walk_value(&w, value ? value : root, name, strlen(name), 0, err) < 0)
 			goto out;
-		if (w.skipped && value)
-			tb_builder_note(b, "%s: its value is no tensor", f->path);
 		rc = 0;
 		goto out;
 	}
@@ -610,6 +611,8 @@ out:
 
 static int pt_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
+	if (tb_sidecar_check_vllm_record(f->path, err) < 0)
+		return -1;
 	return index_archive(b, f, stem, prefix, NULL, err);
 }
 

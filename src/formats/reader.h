@@ -55,6 +55,8 @@ extern const tb_format tb_fmt_pt;
 extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
 extern const tb_format tb_fmt_sglang;
+extern const tb_format tb_fmt_vllm_sidecar;
+extern const tb_format tb_fmt_hfdebug_tree;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000

@@ -166,7 +166,8 @@ typedef struct st_filter {
 
 /* Parse one safetensors file and add its tensors (all, or those the
  * filter assigns to it). */
-static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st_filter *flt, tb_err *err)
+static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, const st_filter *flt,
+		   tb_err *err)
 {
 	const unsigned char *d = f->data;
 	uint64_t hlen = 0, data_start, data_size, pos = 0;
@@ -245,6 +246,9 @@ static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st
 	if (!blob)
 		goto out;
 	tb_blob_set_mapped(blob, f, data_start, data_size);
+	/* HF's model debugger writes one tensor per file under the key "data"
+	 * and says what it is in the file name */
+	bool by_file = !flt && stem && n == 1 && !strcmp(entries[0].name, "data");
 	for (size_t i = 0; i < n; i++) {
 		st_entry *e = &entries[i];
 		tb_tensor *t;
@@ -261,7 +265,7 @@ static int st_load(tb_builder *b, const tb_file *f, const char *prefix, const st
 				continue;
 			}
 		}
-		t = tb_builder_add(b, f->path, prefix, e->name, err);
+		t = tb_builder_add(b, f->path, by_file ? "" : prefix, by_file ? stem : e->name, err);
 		if (!t)
 			goto out;
 		t->dtype = e->dtype;
@@ -287,8 +291,7 @@ out:
 
 static int st_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
-	(void)stem;
-	return st_load(b, f, prefix, NULL, err);
+	return st_load(b, f, stem, prefix, NULL, err);
 }
 
 static bool st_index_sniff(const unsigned char *head, size_t n)
@@ -361,7 +364,7 @@ static int st_index_index(tb_builder *b, const tb_file *f, const char *stem, con
 			tb_err_prefix(err, "shard listed in %s", f->path);
 			goto out;
 		}
-		if (st_load(b, shard, prefix, &flt, err) < 0)
+		if (st_load(b, shard, NULL, prefix, &flt, err) < 0)
 			goto out;
 	}
 	/* Every listed tensor must have been found in its shard. */

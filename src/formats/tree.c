@@ -24,6 +24,8 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_pt,
 	&tb_fmt_npz,
 	&tb_fmt_golden,
+	&tb_fmt_vllm_sidecar,
+	&tb_fmt_hfdebug_tree,
 	NULL,
 };
 
@@ -234,17 +236,34 @@ const tb_open_opts *tb_builder_opts(const tb_builder *b)
 	return b->opts;
 }
 
-void tb_builder_note(tb_builder *b, const char *fmt, ...)
+static void add_note(tb_tree *tree, const char *fmt, va_list ap)
 {
 	char buf[2048], *s;
+
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	s = strdup(buf);
+	if (s && ptrvec_push(&tree->priv->notes, s) < 0)
+		free(s);
+	tree->notes = (char **)tree->priv->notes.v;
+	tree->n_notes = tree->priv->notes.n;
+}
+
+void tb_builder_note(tb_builder *b, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
+	add_note(b->tree, fmt, ap);
 	va_end(ap);
-	s = strdup(buf);
-	if (s && ptrvec_push(&b->tree->priv->notes, s) < 0)
-		free(s);
+}
+
+void tb_tree_note(tb_tree *tree, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_note(tree, fmt, ap);
+	va_end(ap);
 }
 
 const char *tb_builder_keep(tb_builder *b, const char *s, size_t n)

@@ -55,6 +55,9 @@ void tb_tree_free(tb_tree *tree);
  * tensors it indexed stay alive, so made tensors may borrow them. */
 int tb_tree_set_tensors(tb_tree *tree, tb_tensor **list, size_t n, tb_tensor **made, size_t n_made, tb_err *err);
 
+/* Add a note to the tree's (printf-style). */
+void tb_tree_note(tb_tree *tree, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Tensor by raw name, or NULL. */
 tb_tensor *tb_tree_find(const tb_tree *tree, const char *name);
 

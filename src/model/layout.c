@@ -144,11 +144,87 @@ static void strip_tags(const char *name, char *base, size_t size, int *rank, int
 	}
 }
 
+/* Is a parallel axis of SGLang's dims DSL a tensor-parallel one? */
+static bool tp_axis(const char *a, size_t n)
+{
+	static const char *const axes[] = {"tp", "attn_tp", "moe_tp", "etp"};
+
+	for (size_t i = 0; i < sizeof axes / sizeof *axes; i++)
+		if (n == strlen(axes[i]) && !strncmp(a, axes[i], n))
+			return true;
+	return false;
+}
+
+/* A dims spec: one token per dim, the split one marked [tp] (SGLang's DSL:
+ * "t h[tp]", "t attn_h[attn_tp]", "t h[tp:partial]", fused "(a*b)[tp]",
+ * then "# tp:replicated" and other notes after '#').  A dim whose
+ * modifiers name a tensor-parallel axis with the qualifier "partial" makes
+ * the ranks summed; with none marked, they are replicated.  Returns -1
+ * with why (a static text) when the spec does not parse. */
+static int parse_dims(const char *spec, tb_shard_kind *kind, int *axis, int *ndim, const char **why)
+{
+	const char *p = spec;
+	int dims = 0;
+
+	*axis = -1;
+	*kind = TB_SHARD_REPLICATED;
+	while (*p && *p != '#') {
+		size_t n;
+		if (*p == ' ') {
+			p++;
+			continue;
+		}
+		if (*p == '(') {
+			n = strcspn(p, ")");
+			if (!p[n]) {
+				*why = "a '(' without ')'";
+				return -1;
+			}
+			n++;
+		} else {
+			n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+		}
+		if (n == 0) {
+			*why = "a dim is not a name (write 's h[tp]', 'partial' or 'replicated')";
+			return -1;
+		}
+		p += n;
+		if (*p == '[') {
+			const char *end = strchr(p, ']');
+			if (!end) {
+				*why = "a '[' without ']'";
+				return -1;
+			}
+			for (const char *m = p + 1; m < end;) {
+				size_t len = strcspn(m, ",]"), an = strcspn(m, ":,]");
+				if (tp_axis(m, an)) {
+					if (*axis >= 0) {
+						*why = "more than one dim is split on tp";
+						return -1;
+					}
+					*axis = dims;
+					*kind = memmem(m, len, "partial", 7) ? TB_SHARD_PARTIAL : TB_SHARD_SPLIT;
+				}
+				m += len + (m[len] == ',');
+			}
+			p = end + 1;
+		}
+		if (*p && *p != ' ' && *p != '#') {
+			*why = "unexpected text after a dim";
+			return -1;
+		}
+		if (++dims > TB_MAX_DIMS) {
+			*why = "more dims than a tensor can have";
+			return -1;
+		}
+	}
+	*ndim = dims;
+	return 0;
+}
+
 int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err)
 {
-	const char *eq = strchr(arg, '=');
-	const char *spec;
-	int dims = 0, axis = -1;
+	const char *eq = strchr(arg, '='), *spec, *why = NULL;
 
 	memset(out, 0, sizeof *out);
 	if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof out->tap)
@@ -168,34 +244,10 @@ int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err)
 		out->kind = TB_SHARD_REPLICATED;
 		return 0;
 	}
-	/* dims: names of [a-z0-9_], one of them followed by [tp] */
-	for (const char *p = spec; *p;) {
-		size_t n;
-		while (*p == ' ')
-			p++;
-		if (!*p)
-			break;
-		n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
-		if (n == 0)
-			return tb_err_set(err, NULL, "--shard '%s': unexpected '%c' in the dims (write 's h[tp]', 'partial' or 'replicated')",
-					  arg, *p);
-		p += n;
-		if (!strncmp(p, "[tp]", 4)) {
-			if (axis >= 0)
-				return tb_err_set(err, NULL, "--shard '%s': more than one dim is split [tp]", arg);
-			axis = dims;
-			p += 4;
-		}
-		if (*p && *p != ' ')
-			return tb_err_set(err, NULL, "--shard '%s': unexpected '%c' in the dims", arg, *p);
-		if (++dims > TB_MAX_DIMS)
-			return tb_err_set(err, NULL, "--shard '%s': more than %d dims", arg, TB_MAX_DIMS);
-	}
-	if (axis < 0)
+	if (parse_dims(spec, &out->kind, &out->axis, &out->ndim, &why) < 0)
+		return tb_err_set(err, NULL, "--shard '%s': %s", arg, why);
+	if (out->axis < 0)
 		return tb_err_set(err, NULL, "--shard '%s': no dim is marked [tp] (or say partial / replicated)", arg);
-	out->kind = TB_SHARD_SPLIT;
-	out->axis = axis;
-	out->ndim = dims;
 	return 0;
 }
 
@@ -307,7 +359,19 @@ static join_kind join_of(const lay *L, const tb_cell *c, const tb_tensor *t, int
 			return -1;
 		}
 		*axis = r->axis;
-		return JOIN_SPLIT;
+		return r->kind == TB_SHARD_PARTIAL ? JOIN_PARTIAL : JOIN_SPLIT;
+	}
+	if (t->dims) {
+		tb_shard_kind kind;
+		int ndim;
+		const char *why;
+		*spec = t->dims;
+		if (parse_dims(t->dims, &kind, axis, &ndim, &why) < 0 || ndim != t->ndim) {
+			tb_err_set(err, t->path, "'%s': the dump's dims '%s' %s", t->name, t->dims,
+				   ndim != t->ndim ? "do not name one dim per axis" : why);
+			return -1;
+		}
+		return kind == TB_SHARD_PARTIAL ? JOIN_PARTIAL : kind == TB_SHARD_SPLIT ? JOIN_SPLIT : JOIN_REPLICATED;
 	}
 	switch (c->id) {
 	case TB_TAP_ATTN_Q:
@@ -342,11 +406,14 @@ static int64_t core_width(const lay *L, const entry *g)
 	for (size_t i = 0; i < L->n; i++) {
 		const entry *e = &L->e[i];
 		tb_cell d;
-		if (e->rank != g->rank || e->step != g->step || e->t->ndim < 1)
+		/* NULL: an entry already joined into another; rank -1: joined */
+		if (!e->base || (e->rank != g->rank && e->rank >= 0) || e->step != g->step || e->t->ndim < 1)
 			continue;
 		d = cell_of(L, e->base);
-		if (d.layer == c.layer && d.id == TB_TAP_ATTN_CORE)
-			return e->t->shape[e->t->ndim - 1];
+		if (d.layer == c.layer && d.id == TB_TAP_ATTN_CORE) {
+			int64_t w = e->t->shape[e->t->ndim - 1];
+			return e->rank >= 0 ? w : w % L->tree->layout.ranks ? 0 : w / L->tree->layout.ranks;
+		}
 	}
 	return 0;
 }
@@ -363,11 +430,17 @@ static int fused_widths(const lay *L, const entry *g, bool qkv, int64_t *w, tb_e
 		w[0] = w[1] = width / 2;
 		return 0;
 	}
-	if (L->o->heads > 0 && L->o->kv_heads > 0) {
-		int64_t all = L->o->heads + 2LL * L->o->kv_heads;
-		if (width % all == 0) {
-			w[0] = width / all * L->o->heads;
-			w[1] = w[2] = width / all * L->o->kv_heads;
+	/* head counts, or the other tree's q and k widths: in proportion */
+	int64_t hq = L->o->heads, hkv = L->o->kv_heads;
+	if (!(hq > 0 && hkv > 0)) {
+		hq = L->o->q_width;
+		hkv = L->o->kv_width;
+	}
+	if (hq > 0 && hkv > 0) {
+		int64_t all = hq + 2 * hkv;
+		if ((width * hkv) % all == 0) {
+			w[1] = w[2] = width * hkv / all;
+			w[0] = width - 2 * w[1];
 			return 0;
 		}
 	}
@@ -444,6 +517,9 @@ static int join_ranks(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 			return -1;
 		return keep_made(L, *out, err);
 	}
+	/* what a module was fed is no cell: its ranks are not checked */
+	if (tb_name_is_model_input(g->base))
+		return 0;
 	/* replicated, or row-parallel whose ranks tell which by their values */
 	for (int r = 1; r < n; r++) {
 		bool equal;
@@ -502,23 +578,29 @@ static int join_all_ranks(lay *L, tb_err *err)
 		if (g[0].rank < 0 && n > 1)
 			return tb_err_set(err, g[1].t->path, "'%s' is dumped both with and without a rank tag", g->base);
 		if (g[0].rank >= 0) {
-			for (int r = 0; r < n; r++)
-				if (g[r].rank != r)
-					return tb_err_set(err, g[0].t->path, "'%s': rank %d of %d is missing (the tree's ranks are 0..%d)",
-							  g->base, r, degree, degree - 1);
-			if (n != degree)
-				return tb_err_set(err, g[0].t->path,
-						  "'%s' has %d rank%s, other tensors have %d: mixed tensor-parallel degrees in one tree",
-						  g->base, n, n == 1 ? "" : "s", degree);
+			/* a degree is known only from the ranks present: one short
+			 * of them reads alike whether a file is lost or the dump
+			 * mixes degrees */
+			int r = 0;
+			while (r < n && g[r].rank == r)
+				r++;
+			if (r < degree)
+				return tb_err_set(err, g[r < n ? r : 0].t->path,
+						  "'%s': rank %d is missing (the tree has ranks 0..%d), or the tree mixes tensor-parallel degrees",
+						  g->base, r, degree - 1);
 			tb_tensor *joined;
 			if (join_ranks(L, g, n, &joined, err) < 0)
 				return -1;
 			g[0].t = joined;
 		}
-		for (size_t k = i + 1; k < j; k++)
+		for (size_t k = i + 1; k < j; k++) {
 			free(L->e[k].base);
+			L->e[k].base = NULL;
+		}
 		L->e[w] = g[0];
 		L->e[w].rank = -1;
+		if (w != i)
+			L->e[i].base = NULL; /* moved: one owner for every name */
 		w++;
 		i = j;
 	}
@@ -701,9 +783,10 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 				int want = s.first;
 				for (size_t k = i; k < j && L->e[k].step == want; k++)
 					want++;
-				free(out);
-				return tb_err_set(err, g->t->path, "'%s' has no step %d (the dump has steps %d..%d)", g->base,
-						  want, s.first, s.last);
+				tb_tree_note(L->tree, "%s: not stitched, it has no step %d (the dump has steps %d..%d)", g->base,
+					     want, s.first, s.last);
+				i = j;
+				continue;
 			}
 			if (axis < 0) {
 				free(out);
@@ -723,6 +806,45 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 	*list = out;
 	*n_list = n;
 	return 0;
+}
+
+static bool vllm_logits(const char *base)
+{
+	const char *p = strstr(base, "logits_processor");
+
+	return p && (p == base || p[-1] == '.') && (!strcmp(p + 16, "") || !strncmp(p + 16, ".outputs", 8));
+}
+
+void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q, int64_t *kv)
+{
+	char base[NAME_ROOM], shared[1024];
+	const char **bases = malloc((tree->n_tensors ? tree->n_tensors : 1) * sizeof *bases);
+	char **own = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *own);
+	int rank, step;
+
+	*q = *kv = 0;
+	for (size_t i = 0; bases && own && i < tree->n_tensors; i++) {
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &rank, &step);
+		own[i] = strdup(base);
+		bases[i] = own[i] ? own[i] : "";
+	}
+	if (bases && own) {
+		tb_common_prefix(bases, tree->n_tensors, shared, sizeof shared);
+		for (size_t i = 0; i < tree->n_tensors && !(*q && *kv); i++) {
+			const tb_tensor *t = tree->tensors[i];
+			tb_cell c;
+			if (t->ndim < 1 || !tb_namer_map(namer, bases[i], shared, &c, NULL, 0))
+				continue;
+			if (c.id == TB_TAP_ATTN_Q)
+				*q = t->shape[t->ndim - 1];
+			else if (c.id == TB_TAP_ATTN_K)
+				*kv = t->shape[t->ndim - 1];
+		}
+	}
+	for (size_t i = 0; own && i < tree->n_tensors; i++)
+		free(own[i]);
+	free(own);
+	free(bases);
 }
 
 bool tb_layout_has_steps(const tb_tree *tree)
@@ -762,6 +884,10 @@ int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *
 			tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
 			goto out;
 		}
+		/* vLLM computes a step's logits after its step counter moved on,
+		 * so they are logged in the next step's folder */
+		if (e->step > 0 && vllm_logits(e->base))
+			e->step--;
 		L.n++;
 		tagged |= e->rank >= 0 || e->step >= 0;
 	}

@@ -54,9 +54,15 @@ typedef struct tb_layout_opts {
 	const tb_shard_rule *shards;
 	size_t n_shards;
 	int heads, kv_heads; /* 0: unknown (to split a fused qkv's shards) */
+	int64_t q_width, kv_width; /* else the other tree's q and k widths (0: unknown) */
 } tb_layout_opts;
 
 void tb_layout_opts_init(tb_layout_opts *o);
+
+/* The last-axis widths of a tree's attn.q and attn.k tensors (of any layer,
+ * rank or step; 0 when it has none): their proportion is the head
+ * counts', which is how another tree's fused qkv shards split. */
+void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q, int64_t *kv);
 
 /* Does any tensor of the tree carry a step tag? */
 bool tb_layout_has_steps(const tb_tree *tree);

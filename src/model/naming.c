@@ -40,18 +40,16 @@ const tb_convention tb_conventions[] = {
 	{"model.layers.{N}.mlp", "mlp"},
 	{"model.layers.{N}", "block"},
 	{"model.norm", "final_norm"},
-	/* vLLM and SGLang decoder layers return (hidden, residual): the MLP's
-	 * output and the residual stream after attention (their sum is the
-	 * block); a fused add-norm returns (normed, residual sum), so the
-	 * next layer's input norm hands on this layer's block output. */
-	{"model.layers.{N}.output.0", "mlp"},
-	{"model.layers.{N}.output.1", "attn.resid"},
+	/* vLLM's and SGLang's fused add-norms return (normed, residual sum):
+	 * the next layer's input norm hands on this layer's block output, the
+	 * MLP's norm the residual stream after attention (and the final norm
+	 * the last layer's block: tb_name_is_last_block) */
 	{"model.layers.{M}.input_layernorm.output.1", "block"},
+	{"model.layers.{N}.post_attention_layernorm.output.1", "attn.resid"},
 	/* a decoder layer's hidden-state input is the layer before's output
-	 * (SGLang's module hooks: inputs.1; HF's model debugger: args_0) */
-	{"model.layers.0.inputs.1", "embed"},
+	 * (SGLang's module hooks: inputs.1; HF's model debugger: args_0; layer
+	 * 0's is the embedding's, which both dump as such) */
 	{"model.layers.{M}.inputs.1", "block"},
-	{"model.layers.0_inputs_args_0", "embed"},
 	{"model.layers.{M}_inputs_args_0", "block"},
 	{"logits_processor", "logits"},
 	/* SGLang dumper records named in its source patches (the comparator's
@@ -397,6 +395,26 @@ static bool map_one(const tb_namer *namer, const char *name, tb_cell *cell, how 
 	return false;
 }
 
+/* A normalised name, or failing that, for a module's first output item,
+ * the module: a linear layer's (out, bias), a norm's (normed, residual). */
+static bool map_normalised(const tb_namer *namer, char *norm, tb_cell *cell, how *h)
+{
+	size_t len = strlen(norm);
+
+	if (map_one(namer, norm, cell, h))
+		return true;
+	if (len > 9 && !strcmp(norm + len - 9, ".output.0")) {
+		norm[len - 9] = '\0';
+		/* but a decoder layer's item 0 is its MLP's output, not the layer's */
+		const char *tail = strrchr(norm, '.');
+		if (tail && tail - norm >= 6 && !strncmp(tail - 6, "layers", 6) && tail[1] &&
+		    strspn(tail + 1, "0123456789") == strlen(tail + 1))
+			return false;
+		return map_one(namer, norm, cell, h);
+	}
+	return false;
+}
+
 static bool lookup(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, how *h)
 {
 	char norm[8192];
@@ -407,16 +425,8 @@ static bool lookup(const tb_namer *namer, const char *raw, const char *shared, t
 	if (user_rules(namer, raw, cell, h))
 		return true;
 	normalise(raw, norm, sizeof norm);
-	if (map_one(namer, norm, cell, h))
+	if (map_normalised(namer, norm, cell, h))
 		return true;
-	/* a module's first output item is the module's output: a linear
-	 * layer's (out, bias), a norm's (normed, residual) */
-	len = strlen(norm);
-	if (len > 9 && !strcmp(norm + len - 9, ".output.0")) {
-		norm[len - 9] = '\0';
-		if (map_one(namer, norm, cell, h))
-			return true;
-	}
 	len = shared ? strlen(shared) : 0;
 	if (len == 0 || strncmp(raw, shared, len) != 0)
 		return false;
@@ -426,7 +436,7 @@ static bool lookup(const tb_namer *namer, const char *raw, const char *shared, t
 		if (shared[i] != '.')
 			continue;
 		normalise(raw + i + 1, norm, sizeof norm);
-		if (*norm && map_one(namer, norm, cell, h))
+		if (*norm && map_normalised(namer, norm, cell, h))
 			return true;
 	}
 	return false;
@@ -677,9 +687,40 @@ bool tb_name_is_model_input(const char *raw)
 			return true;
 	/* what a module was called with (SGLang inputs.K, vLLM inputs_K, HF's
 	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), and the
-	 * model's own inputs and outputs (HF: Class_inputs_..., Class_outputs_...) */
-	return strstr(norm, ".inputs.") || strstr(norm, ".inputs_") || strstr(norm, "_inputs_") ||
-	       (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb");
+	 * model's own inputs and outputs (HF: Class_inputs_..., Class_outputs_...;
+	 * vLLM: the inner model's output, which is the final norm's) */
+	if (strstr(norm, ".inputs.") || strstr(norm, ".inputs_") || strstr(norm, "_inputs_") ||
+	    (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb") ||
+	    !strcmp(norm, "model") || (strlen(norm) > 6 && !strcmp(norm + strlen(norm) - 6, ".model")))
+		return true;
+	/* a vLLM or SGLang decoder layer's (hidden, residual) output pair: the
+	 * MLP's output and the residual before it is added, both dumped by
+	 * their own modules too */
+	const char *p = strstr(norm, "layers.");
+	if (p) {
+		p += 7;
+		p += strspn(p, "0123456789");
+		if (!strncmp(p, ".output.", 8) && p[8] && strspn(p + 8, "0123456789") == strlen(p + 8))
+			return true;
+	}
+	return false;
+}
+
+bool tb_name_is_last_block(const char *raw)
+{
+	char norm[8192];
+	size_t n;
+
+	static const char *const names[] = {"model.norm.output.1", "model.norm_inputs_args_0"};
+
+	normalise(raw, norm, sizeof norm);
+	n = strlen(norm);
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		size_t k = strlen(names[i]);
+		if (n >= k && !strcmp(norm + n - k, names[i]) && (n == k || norm[n - k - 1] == '.'))
+			return true;
+	}
+	return false;
 }
 
 bool tb_name_is_token_ids(const char *raw)

@@ -60,6 +60,12 @@ bool tb_name_is_token_ids(const char *raw);
  * tensors are no cell and count in no coverage. */
 bool tb_name_is_model_input(const char *raw);
 
+/* Is this the final norm's residual sum (vLLM, SGLang: model.norm's
+ * output item 1) or input (HF's model debugger), i.e. the last layer's
+ * block output?  Pairing gives it
+ * the block cell of its tree's last layer. */
+bool tb_name_is_last_block(const char *raw);
+
 /* The longest prefix ending in '.' shared by all names ("" when none). */
 void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size);
 

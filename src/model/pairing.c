@@ -159,12 +159,22 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		    tb_err *err)
 {
 	tb_tree_names tn;
+	tb_tensor *last_block = NULL;
 
 	tb_tree_names_init(&tn, tree);
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
-		if (!tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule)) {
+		bool mapped_ = tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule);
+		/* a recorded input caught by a free-form sub-tap (layers.N.mlp.inputs_0)
+		 * is still an input */
+		if (mapped_ && m.user_rule < 0 && m.cell.id == TB_TAP_OTHER && tb_name_is_model_input(t->name))
+			continue;
+		if (!mapped_ && tb_name_is_last_block(t->name)) {
+			last_block = t;
+			continue;
+		}
+		if (!mapped_) {
 			if (tb_name_is_model_input(t->name))
 				continue; /* inputs are no cell; the sanity checks compare the token ids */
 			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
@@ -188,6 +198,21 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		*e = m;
 	}
 	last_hidden_state(sd);
+	if (last_block) {
+		int top = -1;
+		for (size_t i = 0; i < sd->n; i++)
+			if (sd->v[i].cell.layer > top)
+				top = sd->v[i].cell.layer;
+		mapped *e = top >= 0 ? side_add(sd) : NULL;
+		if (top >= 0 && !e)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+		if (e) {
+			*e = (mapped){.t = last_block, .user_rule = -1};
+			tb_cell_make_id(&e->cell, top, TB_TAP_BLOCK);
+		} else if (add_unpaired(p, si, last_block, TB_UNP_UNMAPPED) < 0) {
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+		}
+	}
 	return 0;
 }
 

@@ -69,6 +69,8 @@ int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_p
 	/* Against a tree of one forward pass (a reference prefill over the whole
 	 * sequence), the steps of the other are stitched unless told. */
 	bool steps[2] = {tb_layout_has_steps(s->ref), tb_layout_has_steps(s->cand)};
+	tb_layout_qk_widths(s->cand, s->namer, &lo[0].q_width, &lo[0].kv_width);
+	tb_layout_qk_widths(s->ref, s->namer, &lo[1].q_width, &lo[1].kv_width);
 	if (o->layout.step < 0 && steps[0] != steps[1])
 		lo[steps[0] ? 0 : 1].all_steps = true;
 	if (tb_layout_apply(s->ref, s->namer, &lo[0], err) < 0 || tb_layout_apply(s->cand, s->namer, &lo[1], err) < 0 ||

@@ -136,7 +136,8 @@ check_that "--keys: one row per action of the keymap" test "$(grep -c '^key	' ke
 check_that "--keys: one row per prompt command" test "$(grep -c '^command	' keys.tsv)" = "$(grep -c '{\.name = ' "$top_srcdir/ui/tui/cmdline.c")"
 check_that "--keys: each action's keys and name are in README's list" sh -c '
 	awk -F "\t" "\$1 == \"key\" { print \$2 \"\t\" \$3 }" keys.tsv | while IFS="	" read -r k a; do
-		grep -q "^  $k  *$a " readme.keys || { echo "missing: $k $a"; exit 1; }
+		kk=$(printf "%s" "$k" | sed "s/[][\\.*^\$]/\\\\&/g")
+		grep -q "^  $kk  *$a " readme.keys || { echo "missing: $k $a"; exit 1; }
 	done'
 
 printf 'f\nNoSuchKey\n' >bad

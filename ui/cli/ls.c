@@ -11,6 +11,7 @@
 #include "formats/tree.h"
 #include "model/naming.h"
 #include "model/pairing.h"
+#include "run/report.h"
 #include "run/run.h"
 
 /* One tensor of the listing with the cell its name maps to. */
@@ -111,6 +112,7 @@ static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *
 static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf, const tb_tolerance *base)
 {
 	size_t width = 8, unmapped = 0;
+	char layout[160];
 
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		size_t n = strlen(tree->tensors[i]->name);
@@ -136,6 +138,8 @@ static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf
 			}
 		} else if (tb_name_is_token_ids(t->name)) {
 			snprintf(cell, sizeof cell, "(token ids)");
+		} else if (tb_name_is_model_input(t->name)) {
+			snprintf(cell, sizeof cell, "(input)");
 		} else {
 			snprintf(cell, sizeof cell, "(unmapped)");
 			unmapped++;
@@ -145,6 +149,9 @@ static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf
 		       t->path, tols);
 	}
 	printf("%zu tensors, %zu unmapped\n", tree->n_tensors, unmapped);
+	tb_layout_text(&tree->layout, layout, sizeof layout);
+	if (layout[0])
+		printf("layout: %s\n", layout);
 	for (size_t i = 0; i < tree->n_notes; i++)
 		printf("note: %s\n", tree->notes[i]);
 }

@@ -49,6 +49,8 @@ const tb_binding tb_bindings[] = {
 	{'y', TB_ACT_CONFIRM},
 	{'H', TB_ACT_HISTORY},
 	{'r', TB_ACT_RELOAD},
+	{'[', TB_ACT_PREV_STEP},
+	{']', TB_ACT_NEXT_STEP},
 	{'?', TB_ACT_HELP},
 	{KEY_F(1), TB_ACT_HELP},
 	{':', TB_ACT_PROMPT},

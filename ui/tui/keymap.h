@@ -31,6 +31,8 @@
 	X(CONFIRM, "confirm", "apply what the screen proposes (the suggested map)")             \
 	X(HISTORY, "history", "show the passes: each first divergence and how it moved")   \
 	X(RELOAD, "reload", "compare both trees again: a new pass (--watch: on change)")  \
+	X(PREV_STEP, "prev-step", "compare the forward step before (a dump of prefill and decode steps)") \
+	X(NEXT_STEP, "next-step", "compare the next forward step (a dump of prefill and decode steps)") \
 	X(HELP, "help", "show this help")                                                     \
 	X(PROMPT, "prompt", "open the command prompt (Tab completes, Up/Down history)")      \
 	X(SEARCH, "search", "search cell and tensor names; empty: next match")                \

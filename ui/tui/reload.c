@@ -225,6 +225,41 @@ unsigned reload_start(view *v)
 	return UI_REDRAW;
 }
 
+unsigned reload_step(view *v, int delta)
+{
+	const tb_tree_layout *lo;
+	int step, last;
+
+	if (!v->run.open) {
+		view_message(v, true, "no trees are open");
+		return UI_REDRAW;
+	}
+	lo = v->run.sess.cand->layout.n_steps ? &v->run.sess.cand->layout : &v->run.sess.ref->layout;
+	if (!lo->n_steps) {
+		view_message(v, true, "neither dump holds several forward steps");
+		return UI_REDRAW;
+	}
+	if (lo->step < 0) {
+		view_message(v, true, "the steps are stitched against a one-pass tree: no single step to move to");
+		return UI_REDRAW;
+	}
+	/* from the step last asked for: keys pressed while a reload is under
+	 * way move on from it, not from the shown one */
+	step = (v->cfg->opts.layout.step >= 0 ? v->cfg->opts.layout.step : lo->step) + delta;
+	last = lo->first_step + lo->n_steps - 1;
+	if (step < lo->first_step || step > last) {
+		view_message(v, true, "no step %d: the dump has steps %d..%d", step, lo->first_step, last);
+		return UI_REDRAW;
+	}
+	/* the shown configuration, at another step (a suggested map stays) */
+	if (v->cfg != &v->applied) {
+		v->applied = *v->cfg;
+		v->cfg = &v->applied;
+	}
+	v->applied.opts.layout.step = step;
+	return reload_start(v);
+}
+
 /* Which cells of r have a status other than the shown result gave them
  * (a cell new in r counts as changed); NULL when out of memory. */
 static unsigned char *status_changes(const view *v, const tb_result *r, size_t *n)

@@ -21,6 +21,10 @@ unsigned reload_first(view *v);
 /* Open both trees again and compare them in the background; without a
  * good view yet, the new trees replace the shown ones at once. */
 unsigned reload_start(view *v);
+/* Open both trees again at the step delta away from the shown one (a
+ * dump of several forward steps), and compare them as reload_start does;
+ * says why not when there is no such step or the steps are stitched. */
+unsigned reload_step(view *v, int delta);
 /* Compare the shown trees again at v->tol; records no pass. */
 unsigned reload_recompare(view *v);
 /* Forget the pair's passes (:history clear): the file goes, and the next

@@ -191,6 +191,20 @@ static void draw_header(view *v, WINDOW *w)
 		ui_put(w, 0, x, ui_attr(UI_GOOD), "no cell diverged");
 		x += 18;
 	}
+	if (v->run.open) {
+		const tb_tree_layout *lo = v->run.sess.cand->layout.n_steps ? &v->run.sess.cand->layout
+									     : &v->run.sess.ref->layout;
+		char steps[64] = "";
+		if (lo->n_steps && lo->step >= 0)
+			snprintf(steps, sizeof steps, "step %d of %d..%d", lo->step, lo->first_step,
+				 lo->first_step + lo->n_steps - 1);
+		else if (lo->n_steps)
+			snprintf(steps, sizeof steps, "steps stitched");
+		if (steps[0]) {
+			ui_put(w, 0, x, ui_attr(UI_HEADER), "%s", steps);
+			x += (int)strlen(steps) + 2;
+		}
+	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", tb_pairing_complete(p), p->n_unp[0],
 	       p->n_unp[1]);
 	if (compact(w))

@@ -1,0 +1,17 @@
+/*
+ * sidecar: the JSON files dumpers write beside their tensors (vLLM's
+ * inputs.json / outputs.json, the transformers model debugger's
+ * *_debug_tree_FULL_TENSORS.json), read to check that what they describe
+ * is there; they add no tensor.  The format entries are
+ * tb_fmt_vllm_sidecar and tb_fmt_hfdebug_tree (reader.h).
+ */
+#ifndef TB_SIDECAR_H
+#define TB_SIDECAR_H
+
+#include "base/error.h"
+
+/* A vLLM record (step_N/<module>/outputs_0_cuda_1.pt) must have its
+ * sidecar (outputs.json) beside it; 0 for any other file name. */
+int tb_sidecar_check_vllm_record(const char *path, tb_err *err);
+
+#endif
