@@ -365,11 +365,17 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 	}
 }
 
+/* Runs of a shard split on a late axis are short (a row's share): giving
+ * back pages run by run would cost a system call per row, so only long
+ * runs are given back. */
+#define DROP_MIN_BYTES (1u << 20)
+
 static void drop_run(const tb_tensor *part, uint64_t start, uint64_t n, uint64_t done, void *ctx)
 {
 	(void)done;
 	(void)ctx;
-	tb_tensor_drop(part, start, n);
+	if (n * tb_dtype_size(part->dtype) >= DROP_MIN_BYTES)
+		tb_tensor_drop(part, start, n);
 }
 
 void tb_tensor_drop(const tb_tensor *t, uint64_t start, uint64_t n)
