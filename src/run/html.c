@@ -191,11 +191,19 @@ static void header(FILE *out, const tb_report *r, const tb_html_opts *o)
 		res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED], res->count[TB_ST_MISSING]);
 	fprintf(out, "<dt>Tolerance</dt><dd>atol %g, rtol %g, diverge %g, max-kl %g</dd>\n", res->tol.atol,
 		res->tol.rtol, res->tol.diverge, res->tol.max_kl);
-	fputs("<dt>Reference</dt><dd><code>", out);
-	esc(out, r->ref_path, false);
-	fputs("</code></dd>\n<dt>Candidate</dt><dd><code>", out);
-	esc(out, r->cand_path, false);
-	fputs("</code></dd>\n", out);
+	for (int side = 0; side < 2; side++) {
+		char lay[160];
+		fputs(side ? "<dt>Candidate</dt><dd><code>" : "<dt>Reference</dt><dd><code>", out);
+		esc(out, side ? r->cand_path : r->ref_path, false);
+		fputs("</code>", out);
+		tb_layout_text(r->layout[side], lay, sizeof lay);
+		if (lay[0]) {
+			fputs(" (", out);
+			esc(out, lay, false);
+			fputs(")", out);
+		}
+		fputs("</dd>\n", out);
+	}
 	if (r->diag && r->diag->origin.text[0]) {
 		fputs("<dt>Origin</dt><dd id=\"origin\">", out);
 		esc(out, r->diag->origin.text, false);

@@ -51,11 +51,18 @@ static void facts(FILE *out, const tb_report *r)
 {
 	const tb_result *res = r->result;
 
-	fprintf(out, "- **Reference:** ");
-	md_code(out, r->ref_path);
-	fprintf(out, "\n- **Candidate:** ");
-	md_code(out, r->cand_path);
-	fputc('\n', out);
+	for (int side = 0; side < 2; side++) {
+		char lay[160];
+		fprintf(out, side ? "- **Candidate:** " : "- **Reference:** ");
+		md_code(out, side ? r->cand_path : r->ref_path);
+		tb_layout_text(r->layout[side], lay, sizeof lay);
+		if (lay[0]) {
+			fputs(" (", out);
+			md_text(out, lay);
+			fputc(')', out);
+		}
+		fputc('\n', out);
+	}
 	if (r->coverage) {
 		char cov[160];
 		tb_coverage_text(r->coverage, cov, sizeof cov);

@@ -65,6 +65,9 @@ for layout in sglang vllm npy; do
 	first_is "$layout: first divergence $want, as in the plain trees" "$want"
 done
 
+expect_exit 0 "the Markdown summary" "$TBISECT" check --markdown --no-history "$T/ref" "$T/sglang-ok"
+check_that "Markdown: the candidate's layout" grep -q '^- \*\*Candidate:\*\* `.*sglang-ok` (2 tensor-parallel ranks joined, steps 0..4 stitched along the positions)$' "$TAP_OUT"
+
 # --- what each joined: SGLang's dims say, the others by the tap ---
 expect_exit 0 "ls an SGLang dump" "$TBISECT" ls "$T/sglang-ok"
 check_that "ls: SGLang's layer_input of layer 1 is layer 0's block" grep -q '^layers.1.layer_input  *L0.block ' "$TAP_OUT"
