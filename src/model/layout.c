@@ -69,22 +69,15 @@ static bool word_number(const char *c, size_t n, const char *word, int *out)
 	return number(c + w, n - w, out);
 }
 
-static bool step_tag(const char *c, size_t n, int *step)
+/* The words a tag component starts with, as dumpers spell them (NULL-ended). */
+static const char *const step_words[] = {"step", "forward_pass_id", "forward_pass", "fwd", NULL};
+static const char *const rank_words[] = {"rank", "tp_rank", "tp", NULL};
+
+/* Is the component c[0..n) one of words and a number (into *v)? */
+static bool tag(const char *c, size_t n, const char *const *words, int *v)
 {
-	static const char *const words[] = {"step", "forward_pass_id", "forward_pass", "fwd"};
-
-	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-		if (word_number(c, n, words[i], step))
-			return true;
-	return false;
-}
-
-static bool rank_tag(const char *c, size_t n, int *rank)
-{
-	static const char *const words[] = {"rank", "tp_rank", "tp"};
-
-	for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-		if (word_number(c, n, words[i], rank))
+	for (; *words; words++)
+		if (word_number(c, n, *words, v))
 			return true;
 	return false;
 }
@@ -120,10 +113,10 @@ static void strip_tags(const char *name, char *base, size_t size, int *rank, int
 	while (*name) {
 		size_t n = strcspn(name, "."), keep = n;
 		int v;
-		if (step_tag(name, n, &v)) {
+		if (tag(name, n, step_words, &v)) {
 			*step = v;
 			keep = 0;
-		} else if (rank_tag(name, n, &v)) {
+		} else if (tag(name, n, rank_words, &v)) {
 			*rank = v;
 			keep = 0;
 		} else if ((keep = rank_suffix(name, n, &v)) > 0) {
