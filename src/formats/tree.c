@@ -126,6 +126,7 @@ void tb_open_opts_init(tb_open_opts *opts)
 	opts->npy_void2 = -1;
 	opts->npy_void1 = -1;
 	opts->record = 0;
+	opts->side = 0;
 }
 
 bool tb_has_suffix(const char *name, const char *suffix)
