@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/jsonutil.h"
+#include "base/onnxname.h"
 #include "base/pattern.h"
 #include "model/naming.h"
 
@@ -676,10 +677,13 @@ bool tb_name_is_model_input(const char *raw)
 		if (!strncmp(base, names[i], strlen(names[i])))
 			return true;
 	/* what a module was called with (SGLang inputs.K, vLLM inputs_K, HF's
-	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), and the
-	 * model's own inputs and outputs (HF: Class_inputs_..., Class_outputs_...) */
+	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), the model's
+	 * own inputs and outputs (HF: Class_inputs_..., Class_outputs_...),
+	 * and an ONNX graph's op outputs inside a module ("Reshape_3_output_0"
+	 * of a Polygraphy mark-all dump; its modules' outputs are named apart) */
 	return strstr(norm, ".inputs.") || strstr(norm, ".inputs_") || strstr(norm, "_inputs_") ||
-	       (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb");
+	       (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb") ||
+	       tb_onnx_output_name(base, strlen(base));
 }
 
 bool tb_name_is_token_ids(const char *raw)
