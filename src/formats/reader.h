@@ -55,6 +55,7 @@ extern const tb_format tb_fmt_safetensors_index;
 extern const tb_format tb_fmt_pt;
 extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
+extern const tb_format tb_fmt_polygraphy;
 extern const tb_format tb_fmt_sglang;
 
 /* Caps shared by every reader. */

@@ -23,6 +23,7 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_sglang,
 	&tb_fmt_pt,
 	&tb_fmt_npz,
+	&tb_fmt_polygraphy,
 	&tb_fmt_golden,
 	NULL,
 };
@@ -585,7 +586,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
-		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
+		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return index_with(b, fmt, f, stem, "", err);
 }
