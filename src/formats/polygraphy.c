@@ -99,9 +99,9 @@ static int b64_value(unsigned char c)
 	return -1;
 }
 
-/* Decode s[0..n) (standard alphabet, '=' padding, no line breaks, zero
- * padding bits) into a malloc'd buffer.  Returns -1 with what is wrong in
- * why, or -2 when out of memory. */
+/* Decode s[0..n) (standard alphabet, '=' padding, no line breaks: what
+ * Polygraphy's base64.b64decode(validate=True) takes) into a malloc'd
+ * buffer.  Returns -1 with what is wrong in why, or -2 when out of memory. */
 static int b64_decode(const char *s, size_t n, unsigned char **out, size_t *len, char *why, size_t size)
 {
 	size_t pad = 0, k = 0;
@@ -127,12 +127,6 @@ static int b64_decode(const char *s, size_t n, unsigned char **out, size_t *len,
 				return -1;
 			}
 			v = v << 6 | (uint32_t)d;
-		}
-		/* One or two digits before the padding leave bits no byte takes. */
-		if ((m == 2 && (v & 0xFFFF)) || (m == 3 && (v & 0xFF))) {
-			free(buf);
-			snprintf(why, size, "its last digit before the padding has bits set that no byte takes");
-			return -1;
 		}
 		buf[k++] = (unsigned char)(v >> 16);
 		if (m > 2)
