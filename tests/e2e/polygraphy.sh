@@ -132,10 +132,7 @@ EOF
 # first_div DESC WANT REF CAND: check --json exits 1 with the first divergence at WANT.
 first_div() {
 	expect_exit 1 "$1: exit 1" "$TBISECT" check --json "$3" "$4"
-	_l=$(json_get first_divergence.layer)
-	_t=$(json_get first_divergence.tap)
-	if [ "$_l" = null ]; then _got=$_t; else _got=L$_l.$_t; fi
-	if [ "$_got" = "$2" ]; then ok "$1: first divergence $2"; else not_ok "$1: first divergence" "got $_got, expected $2"; fi
+	json_is "$1: first divergence $2" first_divergence.cell "$2"
 }
 
 "$MKDEMO" --sub --layers 2 "$T/ok/ref" "$T/ok/cand" || bail_out "mkdemo failed"
