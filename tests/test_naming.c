@@ -157,6 +157,37 @@ static void test_builtin_conventions(void **state)
 	tb_namer_free(nm);
 }
 
+/* A Polygraphy mark-all dump: module outputs named by module path map,
+ * an ONNX op's output inside a module is no cell and counts nowhere. */
+static void test_onnx_names(void **state)
+{
+	static const char *const ops[] = {
+		"model/layers.0/self_attn/Reshape_3_output_0", "model/layers.0/Add_output_0",
+		"/model/norm/Mul_1_output_0",                   "model/layers.1/mlp/act_fn/Sigmoid_output_12",
+		"Shape_output_0",
+	};
+	static const char *const others[] = {
+		"model/layers.0/self_attn/o_proj", "logits", "model/layers.0/mlp_output_0", "model/x/Add_output_",
+		"model/x/Add_x_output_0", "model/x/add_output_0", "model/x/Add_1_output_0a", "model/x/Add__output_0",
+	};
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+		if (!tb_name_is_model_input(ops[i]))
+			fail_msg("%s is not taken as an op output", ops[i]);
+	for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+		if (tb_name_is_model_input(others[i]))
+			fail_msg("%s is taken as an op output", others[i]);
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	expect(nm, "model/layers.0/self_attn/o_proj", NULL, "L0.attn.o");
+	expect(nm, "model/layers.3", NULL, "L3.block");
+	expect(nm, "model/embed_tokens", NULL, "embed");
+	expect(nm, "model/layers.0/self_attn/Reshape_3_output_0", NULL, "-");
+	tb_namer_free(nm);
+}
+
 static void test_rule_reported(void **state)
 {
 	tb_namer *nm;
@@ -373,6 +404,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
+		cmocka_unit_test(test_onnx_names),
 		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
 		cmocka_unit_test(test_cells),               cmocka_unit_test(test_tap_ids),

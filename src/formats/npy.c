@@ -402,6 +402,18 @@ int tb_npy_apply(tb_tensor *t, const tb_npy_info *info, const char *path, tb_err
 	return 0;
 }
 
+int tb_npy_apply_sized(tb_tensor *t, const tb_npy_info *info, uint64_t size, const char *path, uint64_t *data_bytes,
+		       tb_err *err)
+{
+	if (tb_npy_apply(t, info, path, err) < 0)
+		return -1;
+	*data_bytes = t->numel * tb_dtype_size(t->dtype);
+	if (*data_bytes > size - info->data_off)
+		return tb_err_set(err, path, "npy data truncated: %llu bytes expected, %llu present",
+				  (unsigned long long)*data_bytes, (unsigned long long)(size - info->data_off));
+	return 0;
+}
+
 static int npy_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
 	uint64_t data_bytes;
@@ -413,12 +425,8 @@ static int npy_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	if (tb_npy_parse(f->data, f->size, f->path, tb_builder_opts(b), &info, err) < 0)
 		return -1;
 	t = tb_builder_add(b, f->path, "", stem, err);
-	if (!t || tb_npy_apply(t, &info, f->path, err) < 0)
+	if (!t || tb_npy_apply_sized(t, &info, f->size, f->path, &data_bytes, err) < 0)
 		return -1;
-	data_bytes = t->numel * tb_dtype_size(t->dtype);
-	if (data_bytes > f->size - info.data_off)
-		return tb_err_set(err, f->path, "npy data truncated: %llu bytes expected, %llu present",
-				  (unsigned long long)data_bytes, (unsigned long long)(f->size - info.data_off));
 	blob = tb_builder_blob(b, err);
 	if (!blob)
 		return -1;

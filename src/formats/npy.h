@@ -1,6 +1,7 @@
 /*
- * npy: the .npy preamble and header parser, shared by the npy reader and
- * the npz reader (whose members are npy files).  Never evaluates the
+ * npy: the .npy preamble and header parser, shared by the npy reader, the
+ * npz reader (whose members are npy files) and the Polygraphy reader
+ * (whose arrays are base64 npy files).  Never evaluates the
  * header: a hand parser accepts exactly the three keys, string literals,
  * True/False and tuples of non-negative integers.  Pure functions over
  * caller-owned bytes.
@@ -36,5 +37,9 @@ int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const 
 		 tb_npy_info *info, tb_err *err);
 /* Give t (named, not yet shaped) the dtype, shape and strides of info. */
 int tb_npy_apply(tb_tensor *t, const tb_npy_info *info, const char *path, tb_err *err);
+/* tb_npy_apply, then check that a whole npy file of size bytes holds the
+ * data after its header; *data_bytes: the data's length. */
+int tb_npy_apply_sized(tb_tensor *t, const tb_npy_info *info, uint64_t size, const char *path, uint64_t *data_bytes,
+		       tb_err *err);
 
 #endif

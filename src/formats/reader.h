@@ -18,11 +18,12 @@
 #include "tensor/tensor.h"
 
 /* How to read what a file leaves open (the command line's --npy-void2,
- * --npy-void1, --record). */
+ * --npy-void1, --record; side: which tree of a comparison is opened). */
 typedef struct tb_open_opts {
 	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
 	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
-	int record;    /* which record of a multi-prompt golden file */
+	int record;    /* which record of a multi-prompt golden file, iteration of a Polygraphy runner */
+	int side;      /* 0: the reference, 1: the candidate (a Polygraphy file's first or second runner) */
 } tb_open_opts;
 
 void tb_open_opts_init(tb_open_opts *opts);
@@ -54,6 +55,7 @@ extern const tb_format tb_fmt_safetensors_index;
 extern const tb_format tb_fmt_pt;
 extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
+extern const tb_format tb_fmt_polygraphy;
 extern const tb_format tb_fmt_sglang;
 extern const tb_format tb_fmt_vllm_sidecar;
 extern const tb_format tb_fmt_hfdebug_tree;

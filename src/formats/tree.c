@@ -23,6 +23,7 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_sglang,
 	&tb_fmt_pt,
 	&tb_fmt_npz,
+	&tb_fmt_polygraphy,
 	&tb_fmt_golden,
 	&tb_fmt_vllm_sidecar,
 	&tb_fmt_hfdebug_tree,
@@ -128,6 +129,7 @@ void tb_open_opts_init(tb_open_opts *opts)
 	opts->npy_void2 = -1;
 	opts->npy_void1 = -1;
 	opts->record = 0;
+	opts->side = 0;
 }
 
 bool tb_has_suffix(const char *name, const char *suffix)
@@ -603,7 +605,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
-		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden)");
+		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return index_with(b, fmt, f, stem, "", err);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/jsonutil.h"
+#include "base/onnxname.h"
 #include "base/pattern.h"
 #include "model/naming.h"
 
@@ -686,12 +687,15 @@ bool tb_name_is_model_input(const char *raw)
 		if (!strncmp(base, names[i], strlen(names[i])))
 			return true;
 	/* what a module was called with (SGLang inputs.K, vLLM inputs_K, HF's
-	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), and the
-	 * model's own inputs and outputs (HF: Class_inputs_..., Class_outputs_...;
-	 * vLLM: the inner model's output, which is the final norm's) */
+	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), the model's
+	 * own inputs and outputs (HF: Class_inputs_..., Class_outputs_...;
+	 * vLLM: the inner model's output, which is the final norm's), and an
+	 * ONNX graph's op outputs inside a module ("Reshape_3_output_0" of a
+	 * Polygraphy mark-all dump; its modules' outputs are named apart) */
 	if (strstr(norm, ".inputs.") || strstr(norm, ".inputs_") || strstr(norm, "_inputs_") ||
 	    (strchr(norm, '.') == NULL && strstr(norm, "_outputs_")) || strstr(norm, ".rotary_emb") ||
-	    !strcmp(norm, "model") || (strlen(norm) > 6 && !strcmp(norm + strlen(norm) - 6, ".model")))
+	    !strcmp(norm, "model") || (strlen(norm) > 6 && !strcmp(norm + strlen(norm) - 6, ".model")) ||
+	    tb_onnx_output_name(base, strlen(base)))
 		return true;
 	/* a vLLM or SGLang decoder layer's (hidden, residual) output pair: the
 	 * MLP's output and the residual before it is added, both dumped by

@@ -56,8 +56,9 @@ bool tb_name_is_token_ids(const char *raw);
 
 /* Is this raw name something the model was fed rather than computed:
  * token ids, positions, masks, rotary tables, a module's recorded inputs
- * (dumpers that hook modules record those beside the outputs)?  Such
- * tensors are no cell and count in no coverage. */
+ * (dumpers that hook modules record those beside the outputs), an ONNX
+ * op's output inside a module ("Reshape_3_output_0")?  Such tensors are
+ * no cell and count in no coverage. */
 bool tb_name_is_model_input(const char *raw);
 
 /* Is this the final norm's residual sum (vLLM, SGLang: model.norm's

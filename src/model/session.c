@@ -57,12 +57,19 @@ int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_p
 	if (named == 0 && o->no_builtin_names)
 		tb_namer_use_builtins(s->namer, false);
 	tb_layout_opts lo[2] = {o->layout, o->layout};
+	tb_open_opts open[2];
 	for (int k = 0; k < 2; k++) {
 		lo[k].heads = o->pairing.heads;
 		lo[k].kv_heads = o->pairing.kv_heads;
+		if (o->open)
+			open[k] = *o->open;
+		else
+			tb_open_opts_init(&open[k]);
+		/* A file holding both runs (Polygraphy's runners) gives each side its own. */
+		open[k].side = k;
 	}
-	if (named < 0 || tb_tree_open(ref_path, o->open, &s->ref, err) < 0 ||
-	    tb_tree_open(cand_path, o->open, &s->cand, err) < 0) {
+	if (named < 0 || tb_tree_open(ref_path, &open[0], &s->ref, err) < 0 ||
+	    tb_tree_open(cand_path, &open[1], &s->cand, err) < 0) {
 		tb_session_free(s);
 		return -1;
 	}

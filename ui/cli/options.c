@@ -110,7 +110,7 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 	[OPT_NPY_VOID1] = {.name = "npy-void1", .metavar = "DT", .arg = TB_ARG_DTYPE, .modes = TB_IN_ANY,
 			   .dtype_bytes = 1, .help = "read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)"},
 	[OPT_RECORD] = {.name = "record", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
-			.help = "which prompt of a multi-prompt golden file (default 0)"},
+			.help = "which prompt of a golden file, iteration of a Polygraphy runner (default 0)"},
 	[OPT_STEP] = {.name = "step", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 		      .help = "compare forward pass K of a multi-step dump (default: the first)"},
 	[OPT_STEPS] = {.name = "steps", .metavar = "all", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
