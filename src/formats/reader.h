@@ -12,17 +12,19 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 #include "base/mapfile.h"
 #include "tensor/tensor.h"
 
 /* How to read what a file leaves open (the command line's --npy-void2,
- * --npy-void1, --record). */
+ * --npy-void1, --record, --vocab). */
 typedef struct tb_open_opts {
 	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
 	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
 	int record;    /* which record of a multi-prompt golden file */
+	int64_t vocab; /* values per row of raw float32 logits files, 0: not given */
 } tb_open_opts;
 
 void tb_open_opts_init(tb_open_opts *opts);
@@ -55,6 +57,7 @@ extern const tb_format tb_fmt_pt;
 extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
 extern const tb_format tb_fmt_sglang;
+extern const tb_format tb_fmt_ggmltext;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000
@@ -71,6 +74,8 @@ tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err);
 const tb_open_opts *tb_builder_opts(const tb_builder *b);
 void tb_builder_note(tb_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* size zeroed bytes that live as long as the tree, or NULL (no memory). */
+void *tb_builder_alloc(tb_builder *b, size_t size);
 /* A copy of s[0..n) that lives as long as the tree, or NULL (no memory). */
 const char *tb_builder_keep(tb_builder *b, const char *s, size_t n);
 /* Takes ownership of tokens (malloc'd). */
