@@ -219,8 +219,8 @@ static void test_v1_layout_and_logs(void **state)
 }
 
 /* Qcur-N is written before and after RoPE (the last counts), ffn_out-N
- * twice when a control vector follows (the first counts); views and
- * quantized headers are skipped. */
+ * twice when a control vector follows (the first counts); views are
+ * skipped, quantized tensors (header only) with a note. */
 static void test_names(void **state)
 {
 	const char *path = tu_path(tu_tmpdir(), "dump.txt");
@@ -245,8 +245,8 @@ static void test_names(void **state)
 	expect_dump(tu_tensor(tree, "ffn_out-0"), flat, 3, 3);
 	assert_null(tb_tree_find(tree, "Qcur-0 (reshaped)"));
 	assert_int_equal(tree->n_notes, 1);
-	assert_non_null(strstr(tree->notes[0], "skipped 2 quantized tensors"));
-	assert_non_null(strstr(tree->notes[0], "cache_k_l0 (view) (q8_0)"));
+	assert_non_null(strstr(tree->notes[0], "skipped 1 quantized tensor of "));
+	assert_non_null(strstr(tree->notes[0], "k_quant-0 (q4_K)"));
 	tb_tree_free(tree);
 }
 

@@ -581,7 +581,7 @@ static int parse_tensor(parse *ps, const header *h, tb_err *err)
 
 	ps->any_header = true;
 	if (!in_list(h->type, h->type_len, printed_types, sizeof printed_types / sizeof *printed_types)) {
-		if (!ps->quantized++)
+		if (!skipped_name(h) && !ps->quantized++)
 			snprintf(ps->first_quantized, sizeof ps->first_quantized, "%.*s (%.*s)",
 				 (int)(h->name_len < 40 ? h->name_len : 40), h->name, (int)(h->type_len < 16 ? h->type_len : 16),
 				 h->type);
@@ -682,7 +682,9 @@ static void free_parse(parse *ps)
 
 static int ggml_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
-	parse ps = {.c = {.p = (const char *)f->data, .end = (const char *)f->data + f->size, .path = f->path}};
+	/* An empty file is mapped as no data at all. */
+	const char *data = f->size ? (const char *)f->data : "";
+	parse ps = {.c = {.p = data, .end = data + f->size, .path = f->path}};
 	header h;
 	int rc = 0;
 
