@@ -294,6 +294,10 @@ static void plan_pair(pair_work *pw)
 	if ((same || pw->ref->numel == pw->cand->numel) && nr >= 2 && sr[nr - 1] > 0) {
 		pw->row_len = (uint64_t)sr[nr - 1];
 		pw->n_pos = sr[nr - 2];
+	} else if (same && nr == 1 && sr[0] > 0 && c->cell.id == TB_TAP_LOGITS && !pw->ref->partial) {
+		/* one position's logits (raw logits files hold the last token's) */
+		pw->row_len = (uint64_t)sr[0];
+		pw->n_pos = 1;
 	} else {
 		pw->row_len = pw->n < FLAT_ROW ? (pw->n ? pw->n : 1) : FLAT_ROW;
 		pw->n_pos = 0;

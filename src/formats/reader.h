@@ -58,6 +58,7 @@ extern const tb_format tb_fmt_npz;
 extern const tb_format tb_fmt_golden;
 extern const tb_format tb_fmt_sglang;
 extern const tb_format tb_fmt_ggmltext;
+extern const tb_format tb_fmt_rawlogits;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000

@@ -26,6 +26,7 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_npz,
 	&tb_fmt_golden,
 	&tb_fmt_ggmltext,
+	&tb_fmt_rawlogits,
 	NULL,
 };
 
