@@ -201,6 +201,14 @@ bool tb_partial_same(const tb_partial *a, const tb_partial *b)
 	       (a->n == 0 || !memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index));
 }
 
+bool tb_partial_fits(const tb_partial *p, const tb_tensor *t)
+{
+	int64_t sp[TB_MAX_DIMS], st[TB_MAX_DIMS];
+	int np = squeeze(p->ndim, p->shape, sp), nt = squeeze(t->ndim, t->shape, st);
+
+	return !t->partial && np == nt && !memcmp(sp, st, (size_t)np * sizeof *sp);
+}
+
 /* Bytes from element 0 to the last reachable element. */
 static uint64_t extent_bytes(const tb_tensor *t)
 {
