@@ -219,8 +219,9 @@ static void test_v1_layout_and_logs(void **state)
 }
 
 /* Qcur-N is written before and after RoPE (the last counts), ffn_out-N
- * twice when a control vector follows (the first counts); views are
- * skipped, quantized tensors (header only) with a note. */
+ * twice when a control vector follows (the first counts); "norm" gives
+ * way to result_norm; views are skipped, quantized tensors (header only)
+ * with a note. */
 static void test_names(void **state)
 {
 	const char *path = tu_path(tu_tmpdir(), "dump.txt");
@@ -238,9 +239,14 @@ static void test_names(void **state)
 	header(&g, "k_quant-0", "q4_K", view);
 	tensor(&g, "ffn_out-0", flat, 4);
 	tensor(&g, "l_out-0", flat, 4);
+	tensor(&g, "norm", flat, 5);
+	tensor(&g, "result_norm", flat, 6);
 	gen_close(&g);
 	tree = tu_open(path, NULL);
-	assert_int_equal(tree->n_tensors, 3);
+	assert_int_equal(tree->n_tensors, 4);
+	/* the final norm before its weight gives way to result_norm */
+	assert_null(tb_tree_find(tree, "norm"));
+	expect_dump(tu_tensor(tree, "result_norm"), flat, 6, 3);
 	expect_dump(tu_tensor(tree, "Qcur-0"), roped, 2, 3);
 	expect_dump(tu_tensor(tree, "ffn_out-0"), flat, 3, 3);
 	assert_null(tb_tree_find(tree, "Qcur-0 (reshaped)"));

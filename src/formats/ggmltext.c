@@ -16,7 +16,8 @@
  * are skipped with a note; views (names ending " (view)", " (reshaped)",
  * ...) are skipped.  A graph name printed more than once keeps its last
  * write (Qcur-N after RoPE), except ffn_out-N, whose first write is the
- * MLP's output.
+ * MLP's output; the final norm before its weight ("norm") gives way to
+ * result_norm.
  */
 #include "config.h"
 
@@ -49,6 +50,16 @@ static const char *const printed_types[] = {"f32", "f16", "bf16", "i64", "i32", 
  * output ffn_out-N, and the residual sum after it too when a control
  * vector takes the l_out-N name. */
 static const char *const first_write_names[] = {"ffn_out-"};
+
+/* Graph names of an intermediate that the dump also holds finished under
+ * another name, which alone is the tap: llama's final norm is "norm"
+ * before its weight and "result_norm" after it (both would claim the
+ * final_norm cell). */
+static const struct {
+	const char *name, *finished;
+} superseded[] = {
+	{"norm", "result_norm"},
+};
 
 /* One line of the file. */
 typedef struct cursor {
@@ -514,7 +525,7 @@ static int parse_values(parse *ps, record *r, tb_err *err)
 static bool in_list(const char *p, size_t n, const char *const *list, size_t count)
 {
 	for (size_t i = 0; i < count; i++)
-		if (strlen(list[i]) == n && !memcmp(p, list[i], n))
+		if (equals(p, p + n, list[i]))
 			return true;
 	return false;
 }
@@ -540,6 +551,19 @@ static bool first_write_wins(const header *h)
 static bool same_name(const record *a, const record *b)
 {
 	return a->h.name_len == b->h.name_len && !memcmp(a->h.name, b->h.name, a->h.name_len);
+}
+
+/* Is r an intermediate whose finished tensor the dump holds too? */
+static bool is_superseded(const parse *ps, const record *r)
+{
+	for (size_t i = 0; i < sizeof superseded / sizeof *superseded; i++) {
+		if (!equals(r->h.name, r->h.name + r->h.name_len, superseded[i].name))
+			continue;
+		for (size_t k = 0; k < ps->n_rec; k++)
+			if (equals(ps->rec[k].h.name, ps->rec[k].h.name + ps->rec[k].h.name_len, superseded[i].finished))
+				return true;
+	}
+	return false;
 }
 
 static int cmp_record(const void *a, const void *b)
@@ -664,7 +688,8 @@ static int add_records(tb_builder *b, const tb_file *f, const char *prefix, pars
 		size_t j = i;
 		while (j + 1 < ps->n_rec && same_name(order[j + 1], order[i]))
 			j++;
-		rc = add_record(b, f, prefix, first_write_wins(&order[i]->h) ? order[i] : order[j], err);
+		if (!is_superseded(ps, order[i]))
+			rc = add_record(b, f, prefix, first_write_wins(&order[i]->h) ? order[i] : order[j], err);
 		i = j;
 	}
 	free(order);
