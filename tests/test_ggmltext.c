@@ -61,41 +61,42 @@ static void header(gen *g, const char *name, const char *type, const int64_t ne[
 		(long long)ne[1], (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
 }
 
+/* How each style lays the values out: the indents of the ne3 blocks,
+ * the ne2 blocks and the rows, the elision inside a row, a row's end. */
+static const struct {
+	int i3, i2, i1;
+	const char *el0, *endrow;
+} layouts[] = {
+	[V3] = {4, 8, 12, "   ..., ", "  ],\n"},
+	[V1] = {37, 38, 39, "..., ", "],\n"},
+};
+
 /* The values, as common_debug_print_tensor (V3) or the older ggml_print_tensor (V1) nests them. */
 static void body(gen *g, const int64_t ne[4], int seed)
 {
-	const char *open3 = g->st == V3 ? "    [\n" : "                                     [\n";
-	const char *open2 = g->st == V3 ? "        [\n" : "                                      [\n";
-	const char *el2 = g->st == V3 ? "        ..., \n" : "                                      ..., \n";
-	const char *el1 = g->st == V3 ? "            ..., \n" : "                                       ..., \n";
-	const char *row = g->st == V3 ? "            [" : "                                       [";
-	const char *el0 = g->st == V3 ? "   ..., " : "..., ";
-	const char *endrow = g->st == V3 ? "  ],\n" : "],\n";
-	const char *close2 = g->st == V3 ? "        ],\n" : "                                      ],\n";
-	const char *close3 = g->st == V3 ? "    ]\n" : "                                     ]\n";
-	const char *ind = g->st == V3 ? "    " : "                                     ";
+	int i3w = layouts[g->st].i3, i2w = layouts[g->st].i2, i1w = layouts[g->st].i1;
 	float sum = 0;
 	int64_t n = g->n;
 
 	for (uint64_t i = 0; i < (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]); i++)
 		sum += value_at(i, seed);
 	for (int64_t i3 = 0; i3 < ne[3]; i3++) {
-		fputs(open3, g->f);
+		fprintf(g->f, "%*s[\n", i3w, "");
 		for (int64_t i2 = 0; i2 < ne[2]; i2++) {
 			if (i2 == n && ne[2] > 2 * n) {
-				fputs(el2, g->f);
+				fprintf(g->f, "%*s..., \n", i2w, "");
 				i2 = ne[2] - n;
 			}
-			fputs(open2, g->f);
+			fprintf(g->f, "%*s[\n", i2w, "");
 			for (int64_t i1 = 0; i1 < ne[1]; i1++) {
 				if (i1 == n && ne[1] > 2 * n) {
-					fputs(el1, g->f);
+					fprintf(g->f, "%*s..., \n", i1w, "");
 					i1 = ne[1] - n;
 				}
-				fputs(row, g->f);
+				fprintf(g->f, "%*s[", i1w, "");
 				for (int64_t i0 = 0; i0 < ne[0]; i0++) {
 					if (i0 == n && ne[0] > 2 * n) {
-						fputs(el0, g->f);
+						fputs(layouts[g->st].el0, g->f);
 						i0 = ne[0] - n;
 					}
 					uint64_t flat = (uint64_t)(((i3 * ne[2] + i2) * ne[1] + i1) * ne[0] + i0);
@@ -103,14 +104,14 @@ static void body(gen *g, const int64_t ne[4], int seed)
 					if (i0 < ne[0] - 1)
 						fputs(", ", g->f);
 				}
-				fputs(endrow, g->f);
+				fputs(layouts[g->st].endrow, g->f);
 			}
-			fputs(close2, g->f);
+			fprintf(g->f, "%*s],\n", i2w, "");
 		}
-		fputs(close3, g->f);
-		fprintf(g->f, "%ssum = %f\n", ind, (double)sum);
+		fprintf(g->f, "%*s]\n", i3w, "");
+		fprintf(g->f, "%*ssum = %f\n", i3w, "", (double)sum);
 		if (g->sum_sq)
-			fprintf(g->f, "%ssum_sq = %f\n", ind, 1.0);
+			fprintf(g->f, "%*ssum_sq = %f\n", i3w, "", 1.0);
 	}
 }
 

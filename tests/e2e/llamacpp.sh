@@ -12,11 +12,8 @@
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
+need_python numpy
 T=$TAP_TMP
-PY=$(find_python numpy) || {
-	echo "1..0 # SKIP no python3 with numpy (Debian: python3-numpy)"
-	exit 0
-}
 FMTGEN=$top_builddir/tests/fmtgen
 
 # evalcb SRC OUT STYLE [cvec]: the HF-named npy tree SRC (mkdemo --sub, two
@@ -41,44 +38,43 @@ def header(name, typ, op, srcs, ne):
     return "%s: %24s = (%s) %10s(%s, %s}) = {%s}\n" % (fn, name, typ, op, s[0], s[1], ne_str(ne))
 def body(a, ne, n=3):
     a = np.asarray(a, dtype=np.float32).reshape(ne[3], ne[2], ne[1], ne[0])
-    if style == "v3":
-        o3, o2, e2, e1, row, e0, er, c2, c3, ind = (IND + "[\n", 2 * IND + "[\n", 2 * IND + "..., \n", 3 * IND + "..., \n",
-            3 * IND + "[", "   ..., ", "  ],\n", 2 * IND + "],\n", IND + "]\n", IND)
-    else:
-        sp = " " * 37
-        o3, o2, e2, e1, row, e0, er, c2, c3, ind = (sp + "[\n", sp + " [\n", sp + " ..., \n", sp + "  ..., \n",
-            sp + "  [", "..., ", "],\n", sp + " ],\n", sp + "]\n", sp)
+    # the indents of the i3, i2 and row levels, the elision inside a row, a row's end
+    ind, i2, i1, e0, er = {"v3": (IND, 2 * IND, 3 * IND, "   ..., ", "  ],\n"),
+                           "v1": (" " * 37, " " * 38, " " * 39, "..., ", "],\n")}[style]
+    o3, o2, e2, e1, row, c2, c3 = (ind + "[\n", i2 + "[\n", i2 + "..., \n", i1 + "..., \n", i1 + "[", i2 + "],\n",
+                                   ind + "]\n")
     s = np.float32(0)
     for v in a.reshape(-1):
         s = np.float32(s + v)
+    def walk(m):
+        # an axis's entries as the printer visits them, None for its "..."
+        i = 0
+        while i < m:
+            if i == n and m > 2 * n:
+                yield None
+                i = m - n
+            yield i
+            i += 1
     out = []
     for i3 in range(ne[3]):
         out.append(o3)
-        i2 = 0
-        while i2 < ne[2]:
-            if i2 == n and ne[2] > 2 * n:
-                out.append(e2)
-                i2 = ne[2] - n
-            out.append(o2)
-            i1 = 0
-            while i1 < ne[1]:
-                if i1 == n and ne[1] > 2 * n:
+        for i2 in walk(ne[2]):
+            out.append(e2 if i2 is None else o2)
+            for i1 in ([] if i2 is None else walk(ne[1])):
+                if i1 is None:
                     out.append(e1)
-                    i1 = ne[1] - n
+                    continue
                 r = row
-                i0 = 0
-                while i0 < ne[0]:
-                    if i0 == n and ne[0] > 2 * n:
+                for i0 in walk(ne[0]):
+                    if i0 is None:
                         r += e0
-                        i0 = ne[0] - n
+                        continue
                     r += "%12.4f" % float(a[i3, i2, i1, i0])
                     if i0 < ne[0] - 1:
                         r += ", "
-                    i0 += 1
                 out.append(r + er)
-                i1 += 1
-            out.append(c2)
-            i2 += 1
+            if i2 is not None:
+                out.append(c2)
         out.append(c3)
         out.append(ind + "sum = %f\n" % float(s))
     return "".join(out)
