@@ -29,7 +29,7 @@
 
 #include "formats/reader.h"
 
-/* Values a file may hold in all (their index takes 12 bytes each). */
+/* Values a file may hold in all (each takes 12 bytes: the value and its index). */
 #define MAX_VALUES (1u << 28)
 /* How much of a line an error message quotes. */
 #define QUOTE_MAX 40
@@ -123,7 +123,7 @@ static const char *skip_log_prefix(const char *p, const char *end)
 		q++;
 	if (q > p && q < end && *q == ' ')
 		p = q + 1;
-	if (end - p >= 2 && strchr("IWED", p[0]) && p[1] == ' ')
+	if (end - p >= 2 && p[0] && strchr("IWED", p[0]) && p[1] == ' ')
 		p += 2;
 	return p;
 }
@@ -144,9 +144,9 @@ static const char *find_last(const char *p, const char *end, const char *s)
 {
 	size_t n = strlen(s);
 
-	for (const char *q = end - n; (size_t)(end - p) >= n && q >= p; q--)
-		if (!memcmp(q, s, n))
-			return q;
+	for (size_t k = (size_t)(end - p); k >= n; k--)
+		if (!memcmp(p + k - n, s, n))
+			return p + k - n;
 	return NULL;
 }
 
@@ -540,9 +540,12 @@ static bool skipped_name(const header *h)
 static bool first_write_wins(const header *h)
 {
 	for (size_t i = 0; i < sizeof first_write_names / sizeof *first_write_names; i++) {
-		size_t n = strlen(first_write_names[i]);
-		if (h->name_len > n && !memcmp(h->name, first_write_names[i], n) &&
-		    strspn(h->name + n, "0123456789") >= h->name_len - n)
+		size_t n = strlen(first_write_names[i]), k = n;
+		if (h->name_len <= n || memcmp(h->name, first_write_names[i], n))
+			continue;
+		while (k < h->name_len && is_digit(h->name[k]))
+			k++;
+		if (k == h->name_len)
 			return true;
 	}
 	return false;
