@@ -241,6 +241,11 @@ expect_exit 1 "the interactive view opens the first divergence's detail (script 
 	COLUMNS=100 HOME="$T" TBISECT_SCRIPT="$T/script" "$TBISECT" "$T/refnpy" "$T/mlp.txt"
 check_that "the detail screen says the cell is partial" \
 	grep -q '^partial: 36 of 1024 values dumped (whole shape \[1, 1, 16, 64\]); the metrics are of those' "$T/detail.txt"
+printf 'f\nEnter\n:save-display %s\nq\n' "$T/heads.txt" >"$T/script"
+expect_exit 1 "the RoPE bug's first divergence in the interactive view, with --heads" env TERM=xterm-256color \
+	LINES=60 COLUMNS=100 HOME="$T" TBISECT_SCRIPT="$T/script" "$TBISECT" --heads 8 --kv-heads 2 "$T/ref.txt" "$T/rope.txt"
+check_that "a partial cell claims no heads: its values are a few of each axis" \
+	grep -q '^  only some values were dumped: no heads to split' "$T/heads.txt"
 expect_exit 1 "npy against npy agrees" "$TBISECT" check --json "$T/refnpy" "$T/mlp-activation"
 json_is "npy against npy: first divergence at $want_mlp" first_divergence.cell "$want_mlp"
 
