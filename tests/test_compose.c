@@ -156,6 +156,7 @@ static void test_sum_and_nested_columns(void **state)
 	assert_int_equal(tb_view_columns(j, 1, 3, ".mid", &cols, &err), 0);
 	assert_string_equal(cols->name, "ab.mid");
 	expect_ranges(cols, wcols, 6);
+	tb_view_free(cols);
 	assert_int_equal(tb_view_index0(j, 0, ".0", &cols, &err), -1);
 	assert_non_null(strstr(err.msg, "cannot be cut by layer"));
 	tb_compose_free(s);
