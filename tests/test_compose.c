@@ -3,7 +3,8 @@
  * joined on any axis (the values land where numpy's concatenate puts
  * them, for every start and length, strided parts included), partial
  * outputs summed, column ranges of a composite (a fused projection split
- * after its ranks are joined), nested composites, and the refusals.
+ * after its ranks are joined), nested composites, gathers of elements
+ * (the values a partial dump printed), and the refusals.
  */
 #include "config.h"
 
@@ -155,12 +156,56 @@ static void test_sum_and_nested_columns(void **state)
 	assert_int_equal(tb_view_columns(j, 1, 3, ".mid", &cols, &err), 0);
 	assert_string_equal(cols->name, "ab.mid");
 	expect_ranges(cols, wcols, 6);
+	tb_view_free(cols);
 	assert_int_equal(tb_view_index0(j, 0, ".0", &cols, &err), -1);
 	assert_non_null(strstr(err.msg, "cannot be cut by layer"));
 	tb_compose_free(s);
 	tb_compose_free(j);
 	unmake(&fa);
 	unmake(&fb);
+}
+
+/* The elements of a [3, 4] tensor that llama.cpp prints of it with one
+ * value kept at each end of an axis: rows 0 and 2, columns 0 and 3; then
+ * the same elements of the tensor joined from two [3, 2] shards. */
+static void test_gather(void **state)
+{
+	float a[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, l[6] = {0, 1, 4, 5, 8, 9}, r[6] = {2, 3, 6, 7, 10, 11};
+	const uint64_t index[] = {0, 3, 8, 11}, runs[] = {1, 2, 3, 9, 10};
+	float want[4] = {0, 3, 8, 11}, want_runs[5] = {1, 2, 3, 9, 10};
+	fixture fa, fl, fr;
+	tb_tensor *g, *j, *parts[2];
+	tb_err err = {0};
+	(void)state;
+
+	make(&fa, "a", 2, (int64_t[]){3, 4}, a);
+	assert_int_equal(tb_compose_gather(&fa.t, index, 4, "a.some", &g, &err), 0);
+	assert_int_equal(g->ndim, 1);
+	assert_int_equal(g->shape[0], 4);
+	assert_string_equal(g->name, "a.some");
+	expect_ranges(g, want, 4);
+	tb_compose_free(g);
+	/* runs of neighbours, read a run at a time */
+	assert_int_equal(tb_compose_gather(&fa.t, runs, 5, "a.runs", &g, &err), 0);
+	expect_ranges(g, want_runs, 5);
+	tb_compose_free(g);
+
+	make(&fl, "l", 2, (int64_t[]){3, 2}, l);
+	make(&fr, "r", 2, (int64_t[]){3, 2}, r);
+	parts[0] = &fl.t;
+	parts[1] = &fr.t;
+	assert_int_equal(tb_compose_concat(parts, 2, 1, "lr", &j, &err), 0);
+	assert_int_equal(tb_compose_gather(j, index, 4, "lr.some", &g, &err), 0);
+	expect_ranges(g, want, 4);
+	tb_compose_free(g);
+
+	assert_int_equal(tb_compose_gather(&fa.t, (const uint64_t[]){3, 12}, 2, "x", &g, &err), -1);
+	assert_null(g);
+	assert_non_null(strstr(err.msg, "no element 12 (it has 12)"));
+	tb_compose_free(j);
+	unmake(&fa);
+	unmake(&fl);
+	unmake(&fr);
 }
 
 static void test_refusals(void **state)
@@ -195,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_concat_axes),
 		cmocka_unit_test(test_strided_part),
 		cmocka_unit_test(test_sum_and_nested_columns),
+		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_refusals),
 	};
 

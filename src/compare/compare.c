@@ -289,11 +289,19 @@ static void plan_pair(pair_work *pw)
 	int nr = tb_tensor_squeezed(pw->ref, sr), nc = tb_tensor_squeezed(pw->cand, sc);
 	bool same = same_shape(nr, sr, nc, sc);
 
+	/* Partial dumps compare only where both hold the same elements of one
+	 * whole (the pairing gathers a whole tensor's to match). */
+	if (pw->ref->partial || pw->cand->partial)
+		same = tb_partial_same(pw->ref->partial, pw->cand->partial);
 	c->shape_mismatch = !same;
 	pw->n = pw->ref->numel < pw->cand->numel ? pw->ref->numel : pw->cand->numel;
 	if ((same || pw->ref->numel == pw->cand->numel) && nr >= 2 && sr[nr - 1] > 0) {
 		pw->row_len = (uint64_t)sr[nr - 1];
 		pw->n_pos = sr[nr - 2];
+	} else if (same && nr == 1 && sr[0] > 0 && c->cell.id == TB_TAP_LOGITS && !pw->ref->partial) {
+		/* one position's logits (raw logits files hold the last token's) */
+		pw->row_len = (uint64_t)sr[0];
+		pw->n_pos = 1;
 	} else {
 		pw->row_len = pw->n < FLAT_ROW ? (pw->n ? pw->n : 1) : FLAT_ROW;
 		pw->n_pos = 0;
@@ -509,6 +517,22 @@ int tb_compare(const tb_pairing *p, const tb_compare_opts *o, tb_result **out, t
 	return tb_job_finish(job, out, err);
 }
 
+/* A tensor's shape, the whole one's for a partial dump. */
+static void whole_shape(const tb_tensor *t, char *buf, size_t size)
+{
+	if (t->partial)
+		tb_shape_format(t->partial->ndim, t->partial->shape, buf, size);
+	else
+		tb_shape_format(t->ndim, t->shape, buf, size);
+}
+
+const tb_partial *tb_cell_partial(const tb_cell_result *c)
+{
+	if (c->ref && c->ref->partial)
+		return c->ref->partial;
+	return c->cand ? c->cand->partial : NULL;
+}
+
 void tb_cell_judge(tb_cell_result *c)
 {
 	const tb_tolerance *t = &c->tol;
@@ -522,8 +546,8 @@ void tb_cell_judge(tb_cell_result *c)
 	c->status = TB_ST_DIVERGED;
 	if (c->shape_mismatch) {
 		char a[TB_REASON_SHAPE_MAX], b[TB_REASON_SHAPE_MAX];
-		tb_shape_format(c->ref->ndim, c->ref->shape, a, sizeof a);
-		tb_shape_format(c->cand->ndim, c->cand->shape, b, sizeof b);
+		whole_shape(c->ref, a, sizeof a);
+		whole_shape(c->cand, b, sizeof b);
 		snprintf(c->reason, sizeof c->reason, "shapes differ: ref %s, cand %s", a, b);
 	} else if (m->mismatch > 0) {
 		snprintf(c->reason, sizeof c->reason, "NaN/Inf mismatch at %llu elements (NaN %llu/%llu, Inf %llu/%llu)",

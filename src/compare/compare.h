@@ -97,6 +97,9 @@ int tb_compare(const tb_pairing *p, const tb_compare_opts *o, tb_result **out, t
 
 /* Judge a finished cell by its tolerance (sets status and reason). */
 void tb_cell_judge(tb_cell_result *c);
+/* What a cell's dump printed of its tensors when only some values were
+ * (CONTRACT §3 "partial"), or NULL. */
+const tb_partial *tb_cell_partial(const tb_cell_result *c);
 /* Recount statuses, verdict and first divergence. */
 void tb_result_summarise(tb_result *r);
 void tb_result_free(tb_result *r);

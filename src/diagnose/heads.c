@@ -74,6 +74,11 @@ static void split(const tb_cell_result *c, int n, const seq_info *seq, tb_heads 
 	int nr = shape_of(c, sq);
 	tb_head_layout lay = TB_HEADS_NONE;
 
+	/* a few values of each axis, flattened: no head's channels together */
+	if (tb_cell_partial(c)) {
+		snprintf(out->note, sizeof out->note, "only some values were dumped: no heads to split");
+		return;
+	}
 	if (nr > 0) {
 		last = sq[nr - 1];
 		axis = axis_heads(sq, nr, seq);

@@ -12,18 +12,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/error.h"
 #include "base/mapfile.h"
 #include "tensor/tensor.h"
 
 /* How to read what a file leaves open (the command line's --npy-void2,
- * --npy-void1, --record; side: which tree of a comparison is opened). */
+ * --npy-void1, --record, --vocab; side: which tree of a comparison is opened). */
 typedef struct tb_open_opts {
 	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
 	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
 	int record;    /* which record of a multi-prompt golden file, iteration of a Polygraphy runner */
 	int side;      /* 0: the reference, 1: the candidate (a Polygraphy file's first or second runner) */
+	int64_t vocab; /* values per row of raw float32 logits files, 0: not given */
 } tb_open_opts;
 
 void tb_open_opts_init(tb_open_opts *opts);
@@ -59,6 +61,8 @@ extern const tb_format tb_fmt_polygraphy;
 extern const tb_format tb_fmt_sglang;
 extern const tb_format tb_fmt_vllm_sidecar;
 extern const tb_format tb_fmt_hfdebug_tree;
+extern const tb_format tb_fmt_ggmltext;
+extern const tb_format tb_fmt_rawlogits;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000
@@ -75,6 +79,8 @@ tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err);
 const tb_open_opts *tb_builder_opts(const tb_builder *b);
 void tb_builder_note(tb_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* size zeroed bytes that live as long as the tree, or NULL (no memory). */
+void *tb_builder_alloc(tb_builder *b, size_t size);
 /* A copy of s[0..n) that lives as long as the tree, or NULL (no memory). */
 const char *tb_builder_keep(tb_builder *b, const char *s, size_t n);
 /* Takes ownership of tokens (malloc'd). */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_golden,
 	&tb_fmt_vllm_sidecar,
 	&tb_fmt_hfdebug_tree,
+	&tb_fmt_ggmltext,
+	&tb_fmt_rawlogits,
 	NULL,
 };
 
@@ -113,7 +116,7 @@ struct tb_tree_priv {
 	ptrvec notes;   /* char * */
 	ptrvec claimed; /* char *: real paths of files opened by readers */
 	ptrvec made;    /* tb_tensor *: views and composites of the layout step */
-	ptrvec kept;    /* char *: strings readers keep (tb_builder_keep) */
+	ptrvec kept;    /* what readers keep (tb_builder_keep, tb_builder_alloc) */
 	tb_tensor **listed; /* tb_tree_set_tensors's list, or NULL */
 	strset names;   /* tensor names, for duplicate detection */
 	strset claimed_set;
@@ -130,6 +133,7 @@ void tb_open_opts_init(tb_open_opts *opts)
 	opts->npy_void1 = -1;
 	opts->record = 0;
 	opts->side = 0;
+	opts->vocab = 0;
 }
 
 bool tb_has_suffix(const char *name, const char *suffix)
@@ -268,18 +272,23 @@ void tb_tree_note(tb_tree *tree, const char *fmt, ...)
 	va_end(ap);
 }
 
-const char *tb_builder_keep(tb_builder *b, const char *s, size_t n)
+void *tb_builder_alloc(tb_builder *b, size_t size)
 {
-	char *copy = malloc(n + 1);
+	void *p = calloc(1, size ? size : 1);
 
-	if (!copy)
-		return NULL;
-	memcpy(copy, s, n);
-	copy[n] = '\0';
-	if (ptrvec_push(&b->tree->priv->kept, copy) < 0) {
-		free(copy);
+	if (p && ptrvec_push(&b->tree->priv->kept, p) < 0) {
+		free(p);
 		return NULL;
 	}
+	return p;
+}
+
+const char *tb_builder_keep(tb_builder *b, const char *s, size_t n)
+{
+	char *copy = n < SIZE_MAX ? tb_builder_alloc(b, n + 1) : NULL;
+
+	if (copy)
+		memcpy(copy, s, n);
 	return copy;
 }
 
@@ -605,7 +614,8 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
-		return tb_err_set(err, path, "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON)");
+		return tb_err_set(err, path,
+				  "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON, llama.cpp text dump)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return index_with(b, fmt, f, stem, "", err);
 }

@@ -138,6 +138,10 @@ const tb_convention tb_conventions[] = {
 	{"l_out-{N}", "block"},
 	{"result_norm", "final_norm"},
 	{"result_output", "logits"},
+	/* the raw logits files of its model-conversion scripts, named by the
+	 * side that wrote them and the model: llamacpp-MODEL, pytorch-MODEL */
+	{"llamacpp-{*}", "logits"},
+	{"pytorch-{*}", "logits"},
 	/* Meta Llama reference code */
 	{"tok_embeddings", "embed"},
 	{"layers.{N}.attention_norm", "attn_norm"},
@@ -230,6 +234,12 @@ static bool match_convention(const tb_convention *cv, const char *name, tb_cell 
 		} else if (!strncmp(p, "{S}", 3)) {
 			/* Scan-stacked: one tensor holds every layer, layer axis first. */
 			layer = TB_LAYER_STACKED;
+			p += 3;
+		} else if (!strncmp(p, "{*}", 3)) {
+			/* {*} is always last: any rest of the name, not none. */
+			if (!*s)
+				return false;
+			s += strlen(s);
 			p += 3;
 		} else if (!strncmp(p, "{T}", 3)) {
 			/* {T} is always last: the rest of the name is the tap. */

@@ -73,7 +73,8 @@ void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size
 /* The built-in patterns, for `tbisect ls --conventions` and the man page. */
 typedef struct tb_convention {
 	const char *pattern; /* {N}: layer number; {M}: layer number + 1 (hidden_states[M]
-			      * is layer M-1's output); {T}: a canonical tap */
+			      * is layer M-1's output); {T}: a canonical tap; {*}: any
+			      * rest of the name (a file stem's model name) */
 	const char *tap;     /* tap it gives, or NULL for the {T} capture */
 } tb_convention;
 extern const tb_convention tb_conventions[];

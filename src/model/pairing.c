@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/pairing.h"
+#include "tensor/compose.h"
 #include "tensor/view.h"
 
 void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree)
@@ -341,6 +342,31 @@ static int settle(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *na
 	return 0;
 }
 
+/* A cell dumped in part on one side (llama.cpp's text dumps print a few
+ * values of each axis) and whole on the other, of the same shape: the
+ * whole side is read at the printed elements only, so both sides hold the
+ * same ones.  Other partial cells are left as they are: compare sees
+ * their shapes differ unless both dumped the same elements. */
+static int gather_partial(tb_pairing *p, tb_pair *pr, tb_err *err)
+{
+	tb_tensor **whole, *g;
+	const tb_partial *pa;
+
+	if (!pr->ref || !pr->cand || !pr->ref->partial == !pr->cand->partial)
+		return 0;
+	whole = pr->ref->partial ? &pr->cand : &pr->ref;
+	pa = pr->ref->partial ? pr->ref->partial : pr->cand->partial;
+	if (!tb_partial_fits(pa, *whole))
+		return 0;
+	if (tb_compose_gather(*whole, pa->index, pa->n, (*whole)->name, &g, err) < 0)
+		return -1;
+	if (keep_view(p, g) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+	g->partial = pa;
+	*whole = g;
+	return 0;
+}
+
 /* The map file's rules that took no tensor of either tree. */
 static int note_unused(tb_pairing *p, const tb_namer *namer, const size_t *hits)
 {
@@ -402,6 +428,8 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 			goto oom;
 		if (pr->cell.layer + 1 > p->n_layers)
 			p->n_layers = pr->cell.layer + 1;
+		if (gather_partial(p, pr, err) < 0)
+			goto fail;
 	}
 	free(sd[0].v);
 	free(sd[1].v);

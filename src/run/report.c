@@ -145,6 +145,8 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	add_str_or_null(o, "ref_name", c->ref ? c->ref->name : NULL);
 	add_str_or_null(o, "cand_name", c->cand ? c->cand->name : NULL);
 	cJSON_AddStringToObject(o, "status", tb_status_name(c->status));
+	if (tb_cell_partial(c))
+		cJSON_AddTrueToObject(o, "partial");
 	cJSON_AddItemToObject(o, "shape", shape_json(c->ndim, c->shape));
 	if (have && c->shape_mismatch)
 		cJSON_AddItemToObject(o, "cand_shape", shape_json(c->cand->ndim, c->cand->shape));
@@ -516,6 +518,10 @@ static void text_cell(FILE *out, const tb_cell_result *c)
 		tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
 		fprintf(out, "  %s %s %s %s  (%s)\n", side ? "cand" : "ref ", t->name, tb_dtype_name(t->dtype), shape,
 			t->path);
+	}
+	if (tb_cell_partial(c)) {
+		tb_partial_describe(tb_cell_partial(c), shape, sizeof shape);
+		fprintf(out, "  partial: %s\n", shape);
 	}
 	if (!c->ref || !c->cand)
 		return;

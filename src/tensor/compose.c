@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,33 @@ int tb_compose_columns(tb_tensor *src, int64_t start, int64_t width, const char 
 	return finish(t, out, err);
 }
 
+int tb_compose_gather(tb_tensor *src, const uint64_t *index, uint64_t n, const char *name, tb_tensor **out,
+		      tb_err *err)
+{
+	tb_tensor *t;
+
+	*out = NULL;
+	for (uint64_t i = 0; i < n; i++)
+		if (index[i] >= src->numel)
+			return tb_err_set(err, src->path, "tensor '%s': no element %llu (it has %llu)", src->name,
+					  (unsigned long long)index[i], (unsigned long long)src->numel);
+	if (n > SIZE_MAX / sizeof *index)
+		return tb_err_setc(err, TB_ERR_NOMEM, src->path, "out of memory");
+	t = composite(&src, 1, TB_PARTS_GATHER, name, err);
+	if (!t)
+		return -1;
+	t->parts->index = malloc(n ? (size_t)n * sizeof *index : 1);
+	if (!t->parts->index) {
+		tb_compose_free(t);
+		return tb_err_setc(err, TB_ERR_NOMEM, src->path, "out of memory");
+	}
+	if (n)
+		memcpy(t->parts->index, index, (size_t)n * sizeof *index);
+	t->ndim = 1;
+	t->shape[0] = (int64_t)n;
+	return finish(t, out, err);
+}
+
 void tb_compose_free(tb_tensor *t)
 {
 	if (!t)
@@ -151,6 +179,7 @@ void tb_compose_free(tb_tensor *t)
 	if (t->parts) {
 		free(t->parts->part);
 		free(t->parts->at);
+		free(t->parts->index);
 		free(t->parts);
 	}
 	free(t->name);

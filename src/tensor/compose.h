@@ -2,7 +2,8 @@
  * compose: tensors assembled from others without copying data: the shards
  * of a tensor-parallel run joined along their split axis or summed (the
  * partial outputs of row-parallel ranks), decode steps joined along the
- * sequence axis, and a column range of such a tensor.  Reading a composite
+ * sequence axis, a column range of such a tensor, and the elements of a
+ * tensor that the other side's dump printed (a gather).  Reading a composite
  * reads through to its parts block by block (tensor.h), so no whole tensor
  * is ever gathered in memory.
  *
@@ -22,6 +23,9 @@ int tb_compose_sum(tb_tensor *const *parts, int n, const char *name, tb_tensor *
 /* t[..., start:start+width] (t may itself be a composite). */
 int tb_compose_columns(tb_tensor *t, int64_t start, int64_t width, const char *name, tb_tensor **out,
 		       tb_err *err);
+/* t.flat[index[i]] for i < n, 1-D (a copy of index is kept). */
+int tb_compose_gather(tb_tensor *t, const uint64_t *index, uint64_t n, const char *name, tb_tensor **out,
+		      tb_err *err);
 void tb_compose_free(tb_tensor *t);
 
 #endif

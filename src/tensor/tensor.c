@@ -146,15 +146,21 @@ int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err)
 	return 0;
 }
 
-int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape)
+/* shape without its leading size-1 axes into out; the new rank. */
+static int squeeze(int ndim, const int64_t *shape, int64_t *out)
 {
 	int k = 0, n = 0;
 
-	while (k < t->ndim && t->shape[k] == 1)
+	while (k < ndim && shape[k] == 1)
 		k++;
-	for (; k < t->ndim; k++)
-		shape[n++] = t->shape[k];
+	for (; k < ndim; k++)
+		out[n++] = shape[k];
 	return n;
+}
+
+int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape)
+{
+	return squeeze(t->ndim, t->shape, shape);
 }
 
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size)
@@ -166,6 +172,41 @@ void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size)
 		len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
 	if (len < size)
 		snprintf(buf + len, size - len, "]");
+}
+
+void tb_partial_describe(const tb_partial *p, char *buf, size_t size)
+{
+	uint64_t whole = 1;
+	char shape[128];
+
+	for (int d = 0; d < p->ndim; d++)
+		whole *= (uint64_t)p->shape[d];
+	tb_shape_format(p->ndim, p->shape, shape, sizeof shape);
+	snprintf(buf, size, "%llu of %llu values dumped (whole shape %s)", (unsigned long long)p->n,
+		 (unsigned long long)whole, shape);
+}
+
+bool tb_partial_same(const tb_partial *a, const tb_partial *b)
+{
+	int64_t sa[TB_MAX_DIMS], sb[TB_MAX_DIMS];
+	int na, nb;
+
+	if (!a || !b)
+		return false;
+	if (a == b)
+		return true;
+	na = squeeze(a->ndim, a->shape, sa);
+	nb = squeeze(b->ndim, b->shape, sb);
+	return na == nb && !memcmp(sa, sb, (size_t)na * sizeof *sa) && a->n == b->n &&
+	       (a->n == 0 || !memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index));
+}
+
+bool tb_partial_fits(const tb_partial *p, const tb_tensor *t)
+{
+	int64_t sp[TB_MAX_DIMS], st[TB_MAX_DIMS];
+	int np = squeeze(p->ndim, p->shape, sp), nt = squeeze(t->ndim, t->shape, st);
+
+	return !t->partial && np == nt && !memcmp(sp, st, (size_t)np * sizeof *sp);
 }
 
 /* Bytes from element 0 to the last reachable element. */
@@ -253,6 +294,18 @@ static void parts_runs(const tb_tensor *t, uint64_t start, uint64_t n, run_fn vi
 	if (p->kind == TB_PARTS_SUM) {
 		for (int k = 0; k < p->n; k++)
 			visit(p->part[k], start, n, 0, ctx);
+		return;
+	}
+	if (p->kind == TB_PARTS_GATHER) {
+		/* Runs of consecutive indices read as one. */
+		const uint64_t *ix = p->index + start;
+		while (done < n) {
+			uint64_t m = 1;
+			while (done + m < n && ix[done + m] == ix[done] + m)
+				m++;
+			visit(p->part[0], ix[done], m, done, ctx);
+			done += m;
+		}
 		return;
 	}
 	if (p->kind == TB_PARTS_COLUMNS) {

@@ -49,6 +49,7 @@ typedef enum tb_parts_kind {
 	TB_PARTS_CONCAT,  /* parts joined along `axis` */
 	TB_PARTS_SUM,     /* parts of one shape added element by element */
 	TB_PARTS_COLUMNS, /* columns [start, start+width) of the one part's last axis */
+	TB_PARTS_GATHER,  /* elements index[0..numel) of the one part, in C order */
 } tb_parts_kind;
 
 typedef struct tb_tensor_parts {
@@ -58,7 +59,21 @@ typedef struct tb_tensor_parts {
 	int axis;                /* TB_PARTS_CONCAT */
 	int64_t *at;             /* TB_PARTS_CONCAT: n + 1 offsets along axis */
 	int64_t start;           /* TB_PARTS_COLUMNS */
+	uint64_t *index;         /* TB_PARTS_GATHER: flat C-order indices into the part, owned */
 } tb_tensor_parts;
+
+/* What of a whole tensor a dump printed, when it printed only some of its
+ * values (llama.cpp's text dumps show the first and last few of each
+ * axis): the tensor that carries this holds those values, 1-D, in index
+ * order. */
+typedef struct tb_partial {
+	int ndim;
+	int64_t shape[TB_MAX_DIMS]; /* the whole tensor's */
+	uint64_t n;                 /* values dumped */
+	const uint64_t *index;      /* ascending flat C-order indices into shape */
+	double sum;                 /* the dump's own sum line, when has_sum */
+	bool has_sum;
+} tb_partial;
 
 typedef struct tb_tensor {
 	char *name;          /* raw name (CONTRACT §4), owned */
@@ -75,6 +90,8 @@ typedef struct tb_tensor {
 	tb_tensor_parts *parts; /* a composite's parts (then blob is NULL), owned */
 	const char *dims;    /* how the dumper says its ranks join (SGLang's "t h[tp]"), or NULL;
 			      * owned by the tree */
+	const tb_partial *partial; /* only some values were dumped (see tb_partial), or NULL;
+				    * owned by the tree */
 } tb_tensor;
 
 /* A blob with no source yet; tb_blob_free releases it and what it owns. */
@@ -100,6 +117,14 @@ int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err);
 int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape);
 /* "[2, 16, 64]" */
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
+
+/* "36 of 1024 values dumped (whole shape [1, 1, 16, 64])" */
+void tb_partial_describe(const tb_partial *p, char *buf, size_t size);
+/* Do two partial dumps hold the same elements of tensors of one shape
+ * (leading size-1 axes aside)?  False when either is NULL. */
+bool tb_partial_same(const tb_partial *a, const tb_partial *b);
+/* Is t a whole tensor of p's shape (leading size-1 axes aside)? */
+bool tb_partial_fits(const tb_partial *p, const tb_tensor *t);
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err);
 void tb_tensor_release(tb_tensor *t);

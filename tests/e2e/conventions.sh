@@ -8,10 +8,7 @@ set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
 T=$TAP_TMP
-PY=$(find_python numpy) || {
-	echo "1..0 # SKIP no python3 with numpy (Debian: python3-numpy)"
-	exit 0
-}
+need_python numpy
 
 "$MKDEMO" --bug rope-style "$T/ref" "$T/cand" >/dev/null || bail_out "mkdemo failed"
 

@@ -90,7 +90,7 @@ else
 	skip "a FIFO in the tree is skipped, not opened" "mkfifo unavailable"
 	skip "the FIFO is named in a note" "mkfifo unavailable"
 fi
-check_that "a raw .bin beside a .pt is skipped" grep -q 'raw.bin: not a tensor file' "$TAP_OUT"
+check_that "a raw .bin beside a .pt is skipped, saying what reads it" grep -q 'raw.bin: --vocab N reads raw float32 logits' "$TAP_OUT"
 check_that "a zip of other things is skipped" grep -q 'logs.zip: not a tensor file' "$TAP_OUT"
 
 tap_done

@@ -249,6 +249,16 @@ find_python() {
 	return 1
 }
 
+# need_python MODULE: set PY to a python3 that can import MODULE, or skip
+# the whole test when there is none (Debian: python3-MODULE).
+need_python() {
+	PY=$(find_python "$1") || {
+		echo "1..0 # SKIP no python3 with $1 (Debian: python3-$1)"
+		TAP_ENDED=1
+		exit 0
+	}
+}
+
 # wait_until CMD...: run CMD every 50 ms until it succeeds (return 0); 1 when
 # CMD says the event will never come (a status other than 0 and 1) or after
 # $TAP_WAIT seconds.  Counted in sleeps, so a loaded machine waits longer.

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ enum {
 	OPT_NPY_VOID2,
 	OPT_NPY_VOID1,
 	OPT_RECORD,
+	OPT_VOCAB,
 	OPT_STEP,
 	OPT_STEPS,
 	OPT_SHARD,
@@ -111,6 +113,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			   .dtype_bytes = 1, .help = "read raw 1-byte void npy data as DT (f8_e4m3fn, f8_e5m2)"},
 	[OPT_RECORD] = {.name = "record", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			.help = "which prompt of a golden file, iteration of a Polygraphy runner (default 0)"},
+	[OPT_VOCAB] = {.name = "vocab", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+		       .help = "read .bin files as raw float32 logits, rows of N values (llama.cpp's model-conversion)"},
 	[OPT_STEP] = {.name = "step", .metavar = "K", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 		      .help = "compare forward pass K of a multi-step dump (default: the first)"},
 	[OPT_STEPS] = {.name = "steps", .metavar = "all", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
@@ -280,6 +284,13 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_NPY_VOID2: return dtype_arg(opt, arg, &o->open.npy_void2, msg, size);
 	case OPT_NPY_VOID1: return dtype_arg(opt, arg, &o->open.npy_void1, msg, size);
 	case OPT_RECORD: return int_arg(opt, arg, 0, 1000000, &o->open.record, msg, size);
+	case OPT_VOCAB: {
+		int vocab;
+		if (int_arg(opt, arg, 1, INT_MAX, &vocab, msg, size) < 0)
+			return -1;
+		o->open.vocab = vocab;
+		break;
+	}
 	case OPT_STEP: return int_arg(opt, arg, 0, 999999, &o->layout.step, msg, size);
 	case OPT_STEPS:
 		if (strcmp(arg, "all")) {

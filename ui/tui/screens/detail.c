@@ -402,6 +402,10 @@ static void detail_draw(view *v, WINDOW *w)
 		tb_shape_format(x->ndim, x->shape, shape, sizeof shape);
 		doc_line(&dc, 0, "%-5s %s  %s %s  %s", s ? "cand" : "ref", x->name, tb_dtype_name(x->dtype), shape, x->path);
 	}
+	if (tb_cell_partial(c)) {
+		tb_partial_describe(tb_cell_partial(c), shape, sizeof shape);
+		doc_line(&dc, ui_attr(UI_DIM), "partial: %s; the metrics are of those", shape);
+	}
 	if (c->ref && c->cand) {
 		numbers_block(&dc, c);
 		if (dg) {
