@@ -201,12 +201,37 @@ bool tb_partial_same(const tb_partial *a, const tb_partial *b)
 	       (a->n == 0 || !memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index));
 }
 
-bool tb_partial_fits(const tb_partial *p, const tb_tensor *t)
+static uint64_t count(int n, const int64_t *shape)
+{
+	uint64_t c = 1;
+
+	for (int i = 0; i < n; i++)
+		c *= (uint64_t)shape[i];
+	return c;
+}
+
+bool tb_partial_place(const tb_partial *p, const tb_tensor *t, uint64_t *base)
 {
 	int64_t sp[TB_MAX_DIMS], st[TB_MAX_DIMS];
 	int np = squeeze(p->ndim, p->shape, sp), nt = squeeze(t->ndim, t->shape, st);
+	uint64_t n = count(np, sp);
 
-	return !t->partial && np == nt && !memcmp(sp, st, (size_t)np * sizeof *sp);
+	*base = 0;
+	if (t->partial)
+		return false;
+	if (np == nt && !memcmp(sp, st, (size_t)np * sizeof *sp))
+		return true;
+	/* the same positions, heads split from channels ([S, heads, d] against
+	 * [S, heads*d]): the same C order */
+	if (np >= 1 && nt >= 1 && sp[0] == st[0] && n == t->numel)
+		return true;
+	/* one position (llama.cpp computes the last layer's outputs for the
+	 * last token only) against all of them: the last one */
+	if (nt >= 2 && st[0] > 1 && count(nt - 1, st + 1) == n && !(np >= 1 && sp[0] == st[0])) {
+		*base = (uint64_t)(st[0] - 1) * n;
+		return true;
+	}
+	return false;
 }
 
 /* Bytes from element 0 to the last reachable element. */

@@ -123,8 +123,12 @@ void tb_partial_describe(const tb_partial *p, char *buf, size_t size);
 /* Do two partial dumps hold the same elements of tensors of one shape
  * (leading size-1 axes aside)?  False when either is NULL. */
 bool tb_partial_same(const tb_partial *a, const tb_partial *b);
-/* Is t a whole tensor of p's shape (leading size-1 axes aside)? */
-bool tb_partial_fits(const tb_partial *p, const tb_tensor *t);
+/* Can a whole tensor t be read at p's elements, and from which element on
+ * (*base)?  Yes for t of p's shape (leading size-1 axes aside), of its
+ * positions with heads and channels folded otherwise ([S, heads, d]
+ * against [S, heads*d]), and, when p holds one position and t several,
+ * at t's last position. */
+bool tb_partial_place(const tb_partial *p, const tb_tensor *t, uint64_t *base);
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err);
 void tb_tensor_release(tb_tensor *t);

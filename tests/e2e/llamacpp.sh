@@ -187,8 +187,8 @@ rawlogits() {
 for bug in mlp-activation rope-style; do
 	"$MKDEMO" --sub --layers 2 --cand-only --bug "$bug" "$T/$bug" >/dev/null || bail_out "mkdemo failed"
 done
-# The npy reference as a hook dump without the projections (their shapes are
-# not llama's 3-D Q, K, V).
+# The npy reference as a hook dump without the projections (llama's Qcur and
+# Kcur are after RoPE, which q_proj and k_proj are not).
 mkdir "$T/refnpy"
 cp "$T/ref"/*.npy "$T/refnpy/"
 rm "$T/refnpy"/*_proj.npy
@@ -224,14 +224,21 @@ expect_exit 1 "RoPE bug, text against text: exit 1" "$TBISECT" check "$T/ref.txt
 check_that "Qcur's last write (after RoPE) is what diverges first" grep -q '^first divergence: L0.attn.q_rope$' "$TAP_OUT"
 
 # --- text against the npy reference ---
-expect_exit 1 "the npy reference against the same run's text: exit 1 (the last layer is the last token's)" \
+expect_exit 0 "the npy reference against the same run's text: exit 0 (the last layer read at the last token)" \
 	"$TBISECT" check --json "$T/refnpy" "$T/ref.txt"
 cell_is "npy against text: L0.block matches at the printed elements" L0.block status match
 cell_is "npy against text: L0.block is partial" L0.block partial true
 cell_is "npy against text: L0.block compares 36 elements" L0.block elements 36
 cell_is "npy against text: embed matches" embed status match
-cell_is "npy against text: the last layer's MLP keeps the last token only: shapes differ" L1.mlp reason \
-	"shapes differ: ref [1, 16, 64], cand [1, 1, 1, 64]"
+cell_is "npy against text: the last layer's MLP, the last token only, matches the reference's last position" \
+	L1.mlp status match
+cell_is "npy against text: the last token's MLP compares its 6 printed values" L1.mlp elements 6
+# v_proj's [S, kv_heads*d] against Vcur's [S, kv_heads, d]: the same order
+cp "$T/ref"/model.layers.*.self_attn.v_proj.npy "$T/refnpy/"
+expect_exit 0 "v_proj against Vcur-N (heads folded into channels)" "$TBISECT" check --json "$T/refnpy" "$T/ref.txt"
+cell_is "v_proj against Vcur-N: L0.attn.v matches" L0.attn.v status match
+cell_is "v_proj against Vcur-N: read at the printed elements" L0.attn.v partial true
+rm "$T/refnpy"/*_proj.npy
 expect_exit 1 "MLP activation bug as text against the npy reference: exit 1" \
 	"$TBISECT" check --json "$T/refnpy" "$T/mlp.txt"
 json_is "npy against text: first divergence at $want_mlp as npy against npy" first_divergence.cell "$want_mlp"
