@@ -159,6 +159,48 @@ static void test_builtin_conventions(void **state)
 
 /* A Polygraphy mark-all dump: module outputs named by module path map,
  * an ONNX op's output inside a module is no cell and counts nowhere. */
+/* What dumpers record beside the cells: no cell, no coverage.  And the
+ * tuples and inputs that are cells after all. */
+static void test_aux_names(void **state)
+{
+	static const char *const aux[] = {
+		"positions", "step_0.model.layers.0.mlp.inputs_0", "LlamaForCausalLM.model.layers.0.mlp_inputs_args_0",
+		"model.layers.2.inputs.0", "model.layers.1.outputs_1", "model.layers.1.output.0", "model",
+		"uuid.model.outputs", "model.layers.0.self_attn.rotary_emb_1.outputs_0", "LlamaForCausalLM_outputs_logits",
+		"(Unnamed Layer* 13) [Shuffle]_output",
+	};
+	static const char *const cells[] = {
+		"model.layers.0.mlp", "model.layers.0.mlp.outputs", "model.layers.1.input_layernorm.outputs_1",
+		"model.layers.0.post_attention_layernorm.outputs_1", "logits", "model.norm",
+	};
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof aux / sizeof *aux; i++)
+		if (!tb_name_is_aux(aux[i]))
+			fail_msg("%s is taken as a cell's tensor", aux[i]);
+	for (size_t i = 0; i < sizeof cells / sizeof *cells; i++)
+		if (tb_name_is_aux(cells[i]))
+			fail_msg("%s is taken as no cell", cells[i]);
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	expect(nm, "model.layers.0.mlp.down_proj.outputs_0", NULL, "L0.mlp.down");
+	expect(nm, "model.layers.1.input_layernorm.outputs_1", NULL, "L0.block");
+	expect(nm, "model.layers.1.input_layernorm.outputs_0", NULL, "L1.attn_norm");
+	expect(nm, "model.layers.0.post_attention_layernorm.outputs_1", NULL, "L0.attn.resid");
+	expect(nm, "model.layers.0.outputs_0", NULL, "-");
+	expect(nm, "LlamaForCausalLM.model.layers.0.self_attn.q_proj_outputs", NULL, "L0.attn.q");
+	expect(nm, "LlamaForCausalLM.model.layers.2_inputs_args_0", NULL, "L1.block");
+	expect(nm, "layers.0.layer_input", NULL, "embed");
+	expect(nm, "layers.3.layer_input", NULL, "L2.block");
+	expect(nm, "layers.1.attn_pre_o_proj", NULL, "L1.attn.core");
+	expect(nm, "logits_processor.outputs", NULL, "logits");
+	assert_true(tb_name_is_last_block("uuid.model.norm.outputs_1"));
+	assert_true(tb_name_is_last_block("LlamaForCausalLM.model.norm_inputs_args_0"));
+	assert_false(tb_name_is_last_block("model.norm.outputs_0"));
+	tb_namer_free(nm);
+}
+
 static void test_onnx_names(void **state)
 {
 	static const char *const ops[] = {
@@ -175,10 +217,10 @@ static void test_onnx_names(void **state)
 	(void)state;
 
 	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-		if (!tb_name_is_model_input(ops[i]))
+		if (!tb_name_is_aux(ops[i]))
 			fail_msg("%s is not taken as an op output", ops[i]);
 	for (size_t i = 0; i < sizeof others / sizeof *others; i++)
-		if (tb_name_is_model_input(others[i]))
+		if (tb_name_is_aux(others[i]))
 			fail_msg("%s is taken as an op output", others[i]);
 	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
 	expect(nm, "model/layers.0/self_attn/o_proj", NULL, "L0.attn.o");
@@ -404,7 +446,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
-		cmocka_unit_test(test_onnx_names),
+		cmocka_unit_test(test_onnx_names),          cmocka_unit_test(test_aux_names),
 		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
 		cmocka_unit_test(test_cells),               cmocka_unit_test(test_tap_ids),

@@ -511,7 +511,7 @@ static int join_ranks(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 		return keep_made(L, *out, err);
 	}
 	/* what a module was fed is no cell: its ranks are not checked */
-	if (tb_name_is_model_input(g->base))
+	if (tb_name_is_aux(g->base))
 		return 0;
 	/* replicated, or row-parallel whose ranks tell which by their values */
 	for (int r = 1; r < n; r++) {

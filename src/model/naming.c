@@ -681,7 +681,7 @@ int tb_hidden_states_index(const char *raw)
 	return (int)v;
 }
 
-bool tb_name_is_model_input(const char *raw)
+bool tb_name_is_aux(const char *raw)
 {
 	static const char *const names[] = {"positions", "position_ids", "cache_position", "attention_mask", "seq_lens",
 					    "req_pool_indices", "rotary_emb"};
@@ -689,6 +689,9 @@ bool tb_name_is_model_input(const char *raw)
 	const char *base;
 
 	if (tb_name_is_token_ids(raw))
+		return true;
+	/* TensorRT names the layers it adds "(Unnamed Layer* 13) [Shuffle]" */
+	if (strstr(raw, "(Unnamed Layer"))
 		return true;
 	normalise(raw, norm, sizeof norm);
 	base = strrchr(norm, '.');

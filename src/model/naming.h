@@ -54,12 +54,13 @@ int tb_hidden_states_index(const char *raw);
  * checks read them. */
 bool tb_name_is_token_ids(const char *raw);
 
-/* Is this raw name something the model was fed rather than computed:
- * token ids, positions, masks, rotary tables, a module's recorded inputs
- * (dumpers that hook modules record those beside the outputs), an ONNX
- * op's output inside a module ("Reshape_3_output_0")?  Such tensors are
- * no cell and count in no coverage. */
-bool tb_name_is_model_input(const char *raw);
+/* Is this raw name something dumpers record beside the cells, which is
+ * no cell and counts in no coverage: what the model was fed (token ids,
+ * positions, masks, rotary tables), a module's recorded inputs, a decoder
+ * layer's (hidden, residual) pair, a graph's internals (an ONNX op's
+ * output inside a module, "Reshape_3_output_0"; TensorRT's unnamed
+ * layers)? */
+bool tb_name_is_aux(const char *raw);
 
 /* Is this the final norm's residual sum (vLLM, SGLang: model.norm's
  * output item 1) or input (HF's model debugger), i.e. the last layer's

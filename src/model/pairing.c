@@ -169,14 +169,14 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		bool mapped_ = tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule);
 		/* a recorded input caught by a free-form sub-tap (layers.N.mlp.inputs_0)
 		 * is still an input */
-		if (mapped_ && m.user_rule < 0 && m.cell.id == TB_TAP_OTHER && tb_name_is_model_input(t->name))
+		if (mapped_ && m.user_rule < 0 && m.cell.id == TB_TAP_OTHER && tb_name_is_aux(t->name))
 			continue;
 		if (!mapped_ && tb_name_is_last_block(t->name)) {
 			last_block = t;
 			continue;
 		}
 		if (!mapped_) {
-			if (tb_name_is_model_input(t->name))
+			if (tb_name_is_aux(t->name))
 				continue; /* inputs are no cell; the sanity checks compare the token ids */
 			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
 				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");

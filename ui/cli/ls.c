@@ -138,7 +138,7 @@ static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf
 			}
 		} else if (tb_name_is_token_ids(t->name)) {
 			snprintf(cell, sizeof cell, "(token ids)");
-		} else if (tb_name_is_model_input(t->name)) {
+		} else if (tb_name_is_aux(t->name)) {
 			snprintf(cell, sizeof cell, "(input)");
 		} else {
 			snprintf(cell, sizeof cell, "(unmapped)");
