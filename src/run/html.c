@@ -624,7 +624,8 @@ static void cell_rows(FILE *out, const tb_report *r)
 		esc(out, name, true);
 		fprintf(out, "\" class=\"s-%s\" data-cell=\"", tb_status_name(c->status));
 		esc(out, name, true);
-		fprintf(out, "\" data-status=\"%s\"", tb_status_name(c->status));
+		fprintf(out, "\" data-status=\"%s\"%s", tb_status_name(c->status),
+			tb_cell_partial(c) ? " data-partial=\"true\"" : "");
 		if (compared(c)) {
 			fputs(" data-rel_l2=\"", out);
 			num_pair(out, m->rel_l2, "\" data-cosine=\"", m->cosine);
@@ -632,7 +633,8 @@ static void cell_rows(FILE *out, const tb_report *r)
 		}
 		fputs("><td>", out);
 		esc(out, name, false);
-		fprintf(out, "</td><td class=\"st\">%c %s</td>", tb_status_glyph(c->status), tb_status_name(c->status));
+		fprintf(out, "</td><td class=\"st\">%c %s%s</td>", tb_status_glyph(c->status), tb_status_name(c->status),
+			tb_cell_partial(c) ? " (partial)" : "");
 		if (!compared(c)) {
 			fputs("<td colspan=\"10\">", out);
 			esc(out, c->reason, false);

@@ -81,7 +81,7 @@ static void facts(FILE *out, const tb_report *r)
 		md_code(out, c->ref ? c->ref->name : "-");
 		fprintf(out, ", cand ");
 		md_code(out, c->cand ? c->cand->name : "-");
-		fprintf(out, ")\n");
+		fprintf(out, ")%s\n", tb_cell_partial(c) ? ", at the elements a partial dump printed" : "");
 	}
 	if (r->diag && r->diag->origin.text[0]) {
 		fprintf(out, "- **Origin:** ");

@@ -243,6 +243,10 @@ expect_exit 1 "MLP activation bug as text against the npy reference: exit 1" \
 	"$TBISECT" check --json "$T/refnpy" "$T/mlp.txt"
 json_is "npy against text: first divergence at $want_mlp as npy against npy" first_divergence.cell "$want_mlp"
 cell_is "npy against text: the first divergence is partial" "$want_mlp" partial true
+expect_exit 1 "npy against text: the Markdown summary" "$TBISECT" check --markdown --html "$T/partial.html" "$T/refnpy" "$T/mlp.txt"
+check_that "Markdown: the first divergence is read at the printed elements" \
+	grep -q '^- \*\*First divergence:\*\* .*, at the elements a partial dump printed$' "$TAP_OUT"
+check_that "HTML: the partial cells are marked" grep -q 'data-partial="true"' "$T/partial.html"
 printf 'f\nEnter\n:save-display %s\nq\n' "$T/detail.txt" >"$T/script"
 expect_exit 1 "the interactive view opens the first divergence's detail (script mode)" env TERM=xterm-256color LINES=30 \
 	COLUMNS=100 HOME="$T" TBISECT_SCRIPT="$T/script" "$TBISECT" "$T/refnpy" "$T/mlp.txt"
