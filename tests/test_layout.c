@@ -158,6 +158,41 @@ static void test_joins_by_tap(void **state)
 	tb_namer_free(namer);
 }
 
+/* A fused qkv's shards split in the proportion the other tree gives: here
+ * a TP1 tree holding only qkv_proj and the attention output (as vLLM
+ * dumps), whose widths say q 8, k 2, v 2. */
+static void test_fused_qkv_from_the_other_tree(void **state)
+{
+	const char *one = tu_path(tu_tmpdir(), "tp1"), *two = tu_path(tu_tmpdir(), "tp2");
+	tb_layout_opts o;
+	tb_namer *namer;
+	tb_err err = {0};
+	tb_tree *a, *b;
+	(void)state;
+
+	assert_int_equal(tb_namer_new(NULL, &namer, &err), 0);
+	put(one, "model.layers.0.self_attn.qkv_proj", 0, 12);
+	put(one, "model.layers.0.self_attn.attn", 0, 8);
+	/* each rank: q 4, k 1, v 1 */
+	put(two, "rank_0/model.layers.0.self_attn.qkv_proj", 0, 6);
+	put(two, "rank_1/model.layers.0.self_attn.qkv_proj", 100, 6);
+	a = tu_open(one, NULL);
+	tb_layout_opts_init(&o);
+	tb_layout_qk_widths(a, namer, &o.q_width, &o.kv_width);
+	assert_int_equal(o.q_width, 8);
+	assert_int_equal(o.kv_width, 2);
+	b = laid_out(two, &o, namer);
+	tb_tensor *t = tu_tensor(b, "model.layers.0.self_attn.qkv_proj");
+	assert_int_equal(t->shape[2], 12);
+	/* row 0: q of rank 0 (0..3), q of rank 1 (100..103), k0 4, k1 104, v0 5, v1 105 */
+	float want[24] = {0, 1, 2, 3, 100, 101, 102, 103, 4, 104, 5, 105,
+			  6, 7, 8, 9, 106, 107, 108, 109, 10, 110, 11, 111};
+	tu_expect_values(t, want, 24);
+	tb_tree_free(a);
+	tb_tree_free(b);
+	tb_namer_free(namer);
+}
+
 static void test_shard_specs(void **state)
 {
 	tb_shard_rule r;
@@ -195,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_tag_spellings),
 		cmocka_unit_test(test_steps_and_stitch),
 		cmocka_unit_test(test_joins_by_tap),
+		cmocka_unit_test(test_fused_qkv_from_the_other_tree),
 		cmocka_unit_test(test_shard_specs),
 	};
 

@@ -823,16 +823,28 @@ void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q,
 	}
 	if (bases && own) {
 		tb_common_prefix(bases, tree->n_tensors, shared, sizeof shared);
+		int64_t core = 0, qkv = 0;
 		for (size_t i = 0; i < tree->n_tensors && !(*q && *kv); i++) {
 			const tb_tensor *t = tree->tensors[i];
 			tb_cell c;
 			if (t->ndim < 1 || !tb_namer_map(namer, bases[i], shared, &c, NULL, 0))
 				continue;
+			int64_t w = t->shape[t->ndim - 1];
 			if (c.id == TB_TAP_ATTN_Q)
-				*q = t->shape[t->ndim - 1];
+				*q = w;
 			else if (c.id == TB_TAP_ATTN_K)
-				*kv = t->shape[t->ndim - 1];
+				*kv = w;
+			else if (c.id == TB_TAP_ATTN_CORE)
+				core = w;
+			else if (!strcmp(c.tap, "attn.qkv"))
+				qkv = w;
 		}
+		/* a fused tree: the attention output is as wide as q, which leaves
+		 * k and v the rest of qkv (any tree's shard widths keep the proportion) */
+		if (!*q && core > 0)
+			*q = core;
+		if (!*kv && *q > 0 && qkv > *q && (qkv - *q) % 2 == 0)
+			*kv = (qkv - *q) / 2;
 	}
 	for (size_t i = 0; own && i < tree->n_tensors; i++)
 		free(own[i]);

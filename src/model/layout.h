@@ -60,8 +60,9 @@ typedef struct tb_layout_opts {
 void tb_layout_opts_init(tb_layout_opts *o);
 
 /* The last-axis widths of a tree's attn.q and attn.k tensors (of any layer,
- * rank or step; 0 when it has none): their proportion is the head
- * counts', which is how another tree's fused qkv shards split. */
+ * rank or step; 0 when it has none), or of a fused tree's attn.core and
+ * the rest of its attn.qkv: their proportion is the head counts', which is
+ * how another tree's fused qkv shards split. */
 void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q, int64_t *kv);
 
 /* Does any tensor of the tree carry a step tag? */
