@@ -21,6 +21,7 @@ typedef struct tol_entry {
 	char *pattern;
 	tb_tolerance tol; /* the fields named by set */
 	unsigned set;
+	double noise;     /* rel_l2 between two runs of the reference (calibrate), or -1 */
 } tol_entry;
 
 struct tb_tolfile {
@@ -51,8 +52,8 @@ static int number_field(const cJSON *e, const char *key, unsigned bit, tol_entry
 
 static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i, tb_err *err)
 {
-	static const char *const known[] = {"match", "atol", "rtol", "diverge", "max_kl", "mode"};
-	const cJSON *match = cJSON_GetObjectItemCaseSensitive(e, "match"), *mode, *it;
+	static const char *const known[] = {"match", "atol", "rtol", "diverge", "max_kl", "mode", "noise"};
+	const cJSON *match = cJSON_GetObjectItemCaseSensitive(e, "match"), *mode, *it, *noise;
 	char msg[256];
 	int rc;
 
@@ -72,6 +73,15 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	    number_field(e, "diverge", SET_DIVERGE, te, &te->tol.diverge, path, i, err) < 0 ||
 	    number_field(e, "max_kl", SET_MAX_KL, te, &te->tol.max_kl, path, i, err) < 0)
 		return -1;
+	/* what calibrate measured: {"rel_l2": ..., ...} (other keys are notes) */
+	noise = cJSON_GetObjectItemCaseSensitive(e, "noise");
+	te->noise = -1;
+	if (noise) {
+		const cJSON *rel = cJSON_GetObjectItemCaseSensitive(noise, "rel_l2");
+		if (!cJSON_IsObject(noise) || !cJSON_IsNumber(rel) || !(rel->valuedouble >= 0))
+			return tb_err_set(err, path, "tolerance entry %zu: \"noise\" must be an object with a non-negative \"rel_l2\"", i);
+		te->noise = rel->valuedouble;
+	}
 	mode = cJSON_GetObjectItemCaseSensitive(e, "mode");
 	if (mode) {
 		if (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "rel") && strcmp(mode->valuestring, "abs")))
@@ -160,18 +170,35 @@ static void overlay(const tol_entry *te, tb_tolerance *tol)
 		tol->absolute = te->tol.absolute;
 }
 
-int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
-		     tb_tolerance *tol)
+/* The first entry that matches the cell or one of its tensors, or -1. */
+static int entry_for(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name)
 {
 	char name[TB_CELL_NAME_MAX];
 
 	tb_cell_name(cell, name, sizeof name);
 	for (size_t i = 0; tf && i < tf->n; i++) {
 		const regex_t *re = &tf->v[i].re;
-		if (full_match(re, name) || full_match(re, ref_name) || full_match(re, cand_name)) {
-			overlay(&tf->v[i], tol);
+		if (full_match(re, name) || full_match(re, ref_name) || full_match(re, cand_name))
 			return (int)i;
-		}
+	}
+	return -1;
+}
+
+double tb_tolfile_noise(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name)
+{
+	int i = entry_for(tf, cell, ref_name, cand_name);
+
+	return i >= 0 ? tf->v[i].noise : -1;
+}
+
+int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
+		     tb_tolerance *tol)
+{
+	int i = entry_for(tf, cell, ref_name, cand_name);
+
+	if (i >= 0) {
+		overlay(&tf->v[i], tol);
+		return i;
 	}
 	return -1;
 }

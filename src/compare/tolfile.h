@@ -1,7 +1,8 @@
 /*
  * tolfile: per-tensor tolerances from a --tol JSON file: an ordered list of
  * {"match": REGEX, "atol": A, "rtol": R, "diverge": D, "max_kl": K,
- *  "mode": "rel"|"abs"}.  The first entry whose regex fully matches the
+ *  "mode": "rel"|"abs", "noise": {"rel_l2": N, ...}} (noise: what
+ * `tbisect calibrate` measured between two runs of the reference).  The first entry whose regex fully matches the
  * cell's canonical name (L3.attn, logits) or a raw tensor name applies;
  * fields it leaves out keep the command-line values.  Read-only after load
  * (safe to use from compare workers); tb_tolfile_free releases it.
@@ -24,6 +25,9 @@ void tb_tolfile_free(tb_tolfile *tf);
  * index used, or -1 (*tol unchanged). */
 int tb_tolfile_apply(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name,
 		     tb_tolerance *tol);
+/* The reference's own noise (rel_l2) the first matching entry records,
+ * or -1 when none does. */
+double tb_tolfile_noise(const tb_tolfile *tf, const tb_cell *cell, const char *ref_name, const char *cand_name);
 /* The entry's "match" text, for `ls --tol`. */
 const char *tb_tolfile_pattern(const tb_tolfile *tf, int entry);
 /* Adapter for tb_compare_opts.tol_for (ud is the tb_tolfile). */

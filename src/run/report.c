@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare/tolfile.h"
 #include "run/report.h"
 
 #define MAX_UNPAIRED_SHOWN 20
@@ -88,6 +89,13 @@ static cJSON *shape_json(int ndim, const int64_t *shape)
 	return a;
 }
 
+double tb_noise_ratio(double rel_l2, double noise)
+{
+	if (rel_l2 == 0)
+		return 0;
+	return noise > 0 ? rel_l2 / noise : INFINITY;
+}
+
 void tb_layout_text(const tb_tree_layout *lo, char *buf, size_t size)
 {
 	size_t len = 0;
@@ -132,7 +140,7 @@ static cJSON *layout_json(const tb_tree_layout *lo)
 	return o;
 }
 
-static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at, int step)
+static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t at, int step, const tb_tolfile *tf)
 {
 	cJSON *o = cJSON_CreateObject();
 	const tb_metrics *m = &c->m;
@@ -187,6 +195,9 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	}
 	if (m->n_pos > 0)
 		cJSON_AddNumberToObject(o, "positions", (double)m->n_pos);
+	double noise = tb_tolfile_noise(tf, &c->cell, c->ref->name, c->cand->name);
+	if (noise >= 0)
+		add_num(o, "noise_ratio", tb_noise_ratio(m->rel_l2, noise));
 	if (d) {
 		add_num(o, "input_rel_l2", d->origin.input_rel_l2[at]);
 		add_num(o, "amplification", d->origin.amplification[at]);
@@ -335,7 +346,7 @@ char *tb_report_json(const tb_report *r)
 	}
 	cells = cJSON_AddArrayToObject(root, "cells");
 	for (size_t i = 0; i < res->n_cells; i++)
-		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i, tb_report_step(r)));
+		cJSON_AddItemToArray(cells, cell_json(&res->cells[i], r->diag, i, tb_report_step(r), r->tolfile));
 	if (r->layout[0] && r->layout[1]) {
 		cJSON *lay = cJSON_AddObjectToObject(root, "layout");
 		cJSON_AddItemToObject(lay, "ref", layout_json(r->layout[0]));
@@ -504,7 +515,7 @@ void tb_report_grid(FILE *out, const tb_result *res, int fold_above)
 	fprintf(out, "legend: . match  ~ close  X diverged  - missing  (blank: not dumped)\n");
 }
 
-static void text_cell(FILE *out, const tb_cell_result *c)
+static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 {
 	const tb_metrics *m = &c->m;
 	char name[TB_CELL_NAME_MAX], shape[128], idx[128];
@@ -534,6 +545,10 @@ static void text_cell(FILE *out, const tb_cell_result *c)
 	fprintf(out, "  mean_abs %.3e  allclose %.2f%%  NaN %llu/%llu  Inf %llu/%llu\n", m->mean_abs,
 		100 * m->allclose_frac, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
 		(unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	double noise = c->ref && c->cand ? tb_tolfile_noise(tf, &c->cell, c->ref->name, c->cand->name) : -1;
+	if (noise >= 0)
+		fprintf(out, "  noise: rel_l2 is %.3g times the reference's own between its two runs (%.3e, tbisect calibrate)\n",
+			tb_noise_ratio(m->rel_l2, noise), noise);
 	if (m->n_pos > 0) {
 		if (m->first_bad_position >= 0)
 			fprintf(out, "  first bad position: %lld of %lld (rel_l2 there %.3e, cosine %.4f)\n",
@@ -624,7 +639,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
 		fprintf(out, "\nfirst divergence: %s\n", name);
-		text_cell(out, &res->cells[res->first_div]);
+		text_cell(out, &res->cells[res->first_div], r->tolfile);
 	}
 	if (r->diag)
 		text_diagnosis(out, r);

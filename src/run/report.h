@@ -12,6 +12,7 @@
 
 #include "diagnose/cause.h"
 #include "compare/compare.h"
+#include "compare/tolfile.h"
 #include "diagnose/diagnose.h"
 #include "run/history.h"
 #include "model/pairing.h"
@@ -29,7 +30,12 @@ typedef struct tb_report {
 	bool show_history;                /* text report: print the trajectory */
 	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
 	const tb_tree_layout *layout[2];  /* ranks and steps of ref, cand (NULL: not reported) */
+	const tb_tolfile *tolfile;        /* --tol, whose calibrated noise gives noise_ratio (may be NULL) */
 } tb_report;
+
+/* A cell's rel_l2 in units of the reference's own noise (calibrate): 0
+ * when it is 0, infinite over a noise of 0. */
+double tb_noise_ratio(double rel_l2, double noise);
 
 /* "2 tensor-parallel ranks joined, step 1 of 0..3" for a tree's layout;
  * "" when it had neither ranks nor steps. */

@@ -98,13 +98,44 @@ static char *quoted_command(const tb_options *o, char *out, size_t size)
 }
 
 /* --html FILE: the report as a self-contained page, written whole or not at all. */
-static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
+int tb_write_file(const char *path, const char *what, int (*fill)(FILE *f, const void *ctx), const void *ctx,
+		  tb_err *err)
 {
-	char command[4096], stamp[64], tmp[4200];
-	tb_html_opts ho = {.command = quoted_command(o, command, sizeof command), .heads = o->heads,
-			   .kv_heads = o->kv_heads};
+	char tmp[4200];
 	FILE *f;
 	int bad;
+
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return tb_err_set(err, path, "cannot write %s: %s", what, strerror(errno));
+	bad = fill(f, ctx) < 0;
+	if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+		int e = errno;
+		remove(tmp);
+		return tb_err_set(err, path, "cannot write %s: %s", what, strerror(e));
+	}
+	return 0;
+}
+
+typedef struct html_job {
+	const tb_report *rep;
+	const tb_html_opts *ho;
+} html_job;
+
+static int fill_html(FILE *f, const void *ctx)
+{
+	const html_job *j = ctx;
+
+	return tb_report_html(f, j->rep, j->ho);
+}
+
+static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
+{
+	char command[4096], stamp[64];
+	tb_html_opts ho = {.command = quoted_command(o, command, sizeof command), .heads = o->heads,
+			   .kv_heads = o->kv_heads};
+	html_job job = {rep, &ho};
 
 	if (o->html_timestamp) {
 		time_t now = time(NULL);
@@ -112,17 +143,7 @@ static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
 		strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm));
 		ho.timestamp = stamp;
 	}
-	snprintf(tmp, sizeof tmp, "%s.tmp", o->html_file);
-	f = fopen(tmp, "w");
-	if (!f)
-		return tb_err_set(err, o->html_file, "cannot write the HTML report: %s", strerror(errno));
-	bad = tb_report_html(f, rep, &ho) < 0;
-	if (fclose(f) != 0 || bad || rename(tmp, o->html_file) != 0) {
-		int e = errno;
-		remove(tmp);
-		return tb_err_set(err, o->html_file, "cannot write the HTML report: %s", strerror(e));
-	}
-	return 0;
+	return tb_write_file(o->html_file, "the HTML report", fill_html, &job, err);
 }
 
 int tb_cmd_check(const tb_options *o)
@@ -169,6 +190,7 @@ int tb_cmd_check(const tb_options *o)
 	rep.show_features = o->features;
 	rep.layout[0] = &run.sess.ref->layout;
 	rep.layout[1] = &run.sess.cand->layout;
+	rep.tolfile = cfg.tolfile;
 	if ((o->html_file && write_html(o, &rep, &err) < 0) || write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);
 	else

@@ -13,6 +13,7 @@
 int tb_cmd_check(const tb_options *o);
 int tb_cmd_ls(const tb_options *o);
 int tb_cmd_suggest(const tb_options *o);
+int tb_cmd_calibrate(const tb_options *o);
 int tb_cmd_tui(const tb_options *o);
 /* The key and command tables, one tab-separated row each, for the man page. */
 int tb_cmd_keys(void);
@@ -23,6 +24,10 @@ int tb_cmd_completion(const char *format);
 int tb_die(const tb_err *err);
 /* Print err as a warning line on stderr. */
 void tb_warn(const tb_err *err);
+/* Write path whole or not at all (a temporary beside it, renamed): fill
+ * writes the content; what names the content in the error. */
+int tb_write_file(const char *path, const char *what, int (*fill)(FILE *f, const void *ctx), const void *ctx,
+		  tb_err *err);
 /* The comparison the options describe. */
 void tb_run_opts_from(const tb_options *o, tb_run_opts *ro);
 

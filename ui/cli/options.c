@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "run/calibrate.h"
 #include "tensor/dtype.h"
 
 /* Indexes into tb_option_infos, in the usage text's order. */
@@ -42,6 +43,8 @@ enum {
 	OPT_STEPS,
 	OPT_SHARD,
 	OPT_THREADS,
+	OPT_OUTPUT,
+	OPT_FACTOR,
 	OPT_WATCH,
 	OPT_NO_MOUSE,
 	OPT_VERSION,
@@ -63,6 +66,9 @@ const tb_command_info tb_commands[] = {
 	 .bad_paths = "ls takes one TREE", .help = "list tensors and their canonical cells"},
 	{.word = "suggest-map", .label = "suggest-map", .mode = TB_MODE_SUGGEST, .args = "REF CAND", .n_paths = 2,
 	 .bad_paths = "expected REF and CAND", .help = "print a --map file for the names that do not pair"},
+	{.word = "calibrate", .label = "calibrate", .mode = TB_MODE_CALIBRATE, .args = "REF REF2 -o FILE", .n_paths = 2,
+	 .bad_paths = "expected REF and REF2 (two runs of the reference)",
+	 .help = "write per-cell tolerances (--tol) from the noise between two runs of the reference"},
 };
 const size_t tb_n_commands = sizeof tb_commands / sizeof tb_commands[0];
 
@@ -123,6 +129,10 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		       .help = "how a tap's tensor-parallel ranks join: 's h[tp]' split on h, partial, replicated"},
 	[OPT_THREADS] = {.name = "threads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			 .help = "worker threads (default: one per CPU)"},
+	[OPT_OUTPUT] = {.name = "output", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN(TB_MODE_CALIBRATE),
+			.help = "(-o) where calibrate writes the tolerance file"},
+	[OPT_FACTOR] = {.name = "factor", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_CALIBRATE),
+			.help = "calibrate's safety factor over the observed noise (default 4)"},
 	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
 		       .help = "reload when either tree changes, once quiet"},
 	[OPT_NO_MOUSE] = {.name = "no-mouse", .modes = TB_IN(TB_MODE_TUI),
@@ -313,6 +323,15 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 		break;
 	}
 	case OPT_THREADS: return int_arg(opt, arg, 1, 64, &o->threads, msg, size);
+	case OPT_OUTPUT: o->output = arg; break;
+	case OPT_FACTOR:
+		if (num_arg(opt, arg, &o->factor, msg, size) < 0)
+			return -1;
+		if (o->factor < 1) {
+			snprintf(msg, size, "--factor: must be 1 or more");
+			return -1;
+		}
+		break;
 	case OPT_WATCH: o->watch = true; break;
 	}
 	return 0;
@@ -378,6 +397,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	tb_layout_opts_init(&o->layout);
 	o->layout.shards = o->shards;
 	o->origin_factor = 10;
+	o->factor = TB_CALIBRATE_FACTOR;
 	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
 		if (!strcmp(argv[1], tb_commands[i].word))
 			cmd = &tb_commands[i];
@@ -400,10 +420,12 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	long_opts[OPT_COUNT] = (struct option){NULL, 0, NULL, 0};
 	optind = cmd->word ? 2 : 1;
 	opterr = 0;
-	/* -h, the one short option, is as common a spelling as --help. */
-	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+	/* -h is as common a spelling as --help; -o FILE as --output FILE. */
+	while ((c = getopt_long(argc, argv, ":ho:", long_opts, NULL)) != -1) {
 		if (c == 'h')
 			c = OPT_BASE + OPT_HELP;
+		if (c == 'o')
+			c = OPT_BASE + OPT_OUTPUT;
 		if (c == ':') {
 			snprintf(msg, size, "option '%s' needs an argument", argv[optind - 1]);
 			return -1;
@@ -447,6 +469,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	}
 	if (o->json && o->markdown) {
 		snprintf(msg, size, "--json and --markdown exclude each other (both write the report on standard output)");
+		return -1;
+	}
+	if (o->mode == TB_MODE_CALIBRATE && !o->output) {
+		snprintf(msg, size, "calibrate needs -o FILE (where to write the tolerances)");
 		return -1;
 	}
 	if (given[OPT_STEP] && given[OPT_STEPS]) {

@@ -207,6 +207,7 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.map_warning = v->run.map_warning;
 	rep.layout[0] = &v->run.sess.ref->layout;
 	rep.layout[1] = &v->run.sess.cand->layout;
+	rep.tolfile = v->cfg->tolfile;
 	/* What the diagnosis measured, as `check --json --features` writes it. */
 	rep.show_features = rep.diag != NULL;
 	if (fmt == EXPORT_JSON && !(text = tb_report_json(&rep))) {
