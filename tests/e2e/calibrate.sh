@@ -40,6 +40,11 @@ expect_exit 0 "--factor 10" "$TBISECT" calibrate --factor 10 "$T/ref" "$T/ref2" 
 run_cmd cat "$T/tol10.json"
 json_is "--factor is recorded" calibrated.factor 10
 
+printf 'f\nEnter\n:save-display %s\nq\n' "$T/detail.txt" >"$T/script"
+expect_exit 1 "the interactive view (script mode) opens the first divergence" env TERM=xterm-256color LINES=30 \
+	COLUMNS=100 TBISECT_SCRIPT="$T/script" "$TBISECT" --tol "$T/tol.json" "$T/ref" "$T/bug"
+check_that "the detail screen gives the noise ratio" grep -q "^noise: rel_l2 is [0-9.]* times the reference's own" "$T/detail.txt"
+
 # --- refusals ---
 expect_exit 2 "calibrate without -o" "$TBISECT" calibrate "$T/ref" "$T/ref2"
 check_that "without -o: says so" grep -q "calibrate needs -o FILE" "$TAP_ERR"

@@ -407,6 +407,10 @@ static void detail_draw(view *v, WINDOW *w)
 		doc_line(&dc, ui_attr(UI_DIM), "partial: %s; the metrics are of those", shape);
 	}
 	if (c->ref && c->cand) {
+		double noise = tb_tolfile_noise(v->cfg->tolfile, &c->cell, c->ref->name, c->cand->name);
+		if (noise >= 0)
+			doc_line(&dc, ui_attr(UI_DIM), "noise: rel_l2 is %.3g times the reference's own (%.3e, calibrate)",
+				 tb_noise_ratio(c->m.rel_l2, noise), noise);
 		numbers_block(&dc, c);
 		if (dg) {
 			long p = d->pair;
