@@ -33,6 +33,8 @@ typedef struct lay {
 	size_t n;
 	tb_tensor **made;
 	size_t n_made, cap_made;
+	int64_t core_shard; /* one rank's attn.core width (core_width), once known */
+	bool core_known;
 } lay;
 
 void tb_layout_opts_init(tb_layout_opts *o)
@@ -391,28 +393,27 @@ static join_kind join_of(const lay *L, const tb_cell *c, const tb_tensor *t, int
 	}
 }
 
-/* The width of one rank's shard of the same layer's attn.core, or 0. */
-static int64_t core_width(const lay *L, const entry *g)
+/* The width of one rank's shard of attn.core (any layer's: the head
+ * counts are the model's), or 0; found once per tree. */
+static int64_t core_width(lay *L)
 {
-	tb_cell c = cell_of(L, g->base);
-
+	if (L->core_known)
+		return L->core_shard;
+	L->core_known = true;
 	for (size_t i = 0; i < L->n; i++) {
 		const entry *e = &L->e[i];
-		tb_cell d;
 		/* NULL: an entry already joined into another; rank -1: joined */
-		if (!e->base || (e->rank != g->rank && e->rank >= 0) || e->step != g->step || e->t->ndim < 1)
+		if (!e->base || e->t->ndim < 1 || cell_of(L, e->base).id != TB_TAP_ATTN_CORE)
 			continue;
-		d = cell_of(L, e->base);
-		if (d.layer == c.layer && d.id == TB_TAP_ATTN_CORE) {
-			int64_t w = e->t->shape[e->t->ndim - 1];
-			return e->rank >= 0 ? w : w % L->tree->layout.ranks ? 0 : w / L->tree->layout.ranks;
-		}
+		int64_t w = e->t->shape[e->t->ndim - 1];
+		L->core_shard = e->rank >= 0 ? w : w % L->tree->layout.ranks ? 0 : w / L->tree->layout.ranks;
+		break;
 	}
-	return 0;
+	return L->core_shard;
 }
 
 /* Column widths of one rank's shard of a fused projection. */
-static int fused_widths(const lay *L, const entry *g, bool qkv, int64_t *w, tb_err *err)
+static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *err)
 {
 	const tb_tensor *t = g->t;
 	int64_t width = t->shape[t->ndim - 1];
@@ -437,7 +438,7 @@ static int fused_widths(const lay *L, const entry *g, bool qkv, int64_t *w, tb_e
 			return 0;
 		}
 	}
-	int64_t q = core_width(L, g);
+	int64_t q = core_width(L);
 	if (q > 0 && q < width && (width - q) % 2 == 0) {
 		w[0] = q;
 		w[1] = w[2] = (width - q) / 2;
