@@ -184,7 +184,7 @@ void demo_model_free(demo_model *m)
 typedef struct fwd {
 	const demo_model *m;
 	demo_bugset bugs;
-	bool sub;
+	demo_taps taps;
 	int S;
 	demo_run *run;
 	int failed;
@@ -391,7 +391,7 @@ static void mlp(fwd *f, int l, scratch *s)
 		to_f16(s->g, n);
 		to_f16(s->u, n);
 	}
-	if (f->sub) {
+	if (f->taps != DEMO_TAPS_MAIN) {
 		emit(f, l, "mlp.gate", s->g, FF);
 		emit(f, l, "mlp.up", s->u, FF);
 	}
@@ -405,6 +405,8 @@ static void mlp(fwd *f, int l, scratch *s)
 	}
 	if (half)
 		to_f16(s->a, n);
+	if (f->taps == DEMO_TAPS_REPLAY)
+		emit(f, l, "mlp.act", s->a, FF);
 	linear(s->a, f->S, FF, L->wd, H, s->mlp, false);
 	if (DEMO_HAS(f->bugs, MLP_BIAS))
 		for (int i = 0; i < f->S; i++)
@@ -412,7 +414,7 @@ static void mlp(fwd *f, int l, scratch *s)
 				s->mlp[(size_t)i * H + c] += f->m->mlp_bias[c];
 	if (half)
 		to_f16(s->mlp, (size_t)f->S * H);
-	if (f->sub)
+	if (f->taps != DEMO_TAPS_MAIN)
 		emit(f, l, "mlp.down", s->mlp, H);
 }
 
@@ -428,15 +430,25 @@ static void layer(fwd *f, int l, scratch *s)
 	linear(s->xn, f->S, H, L->wq, NH * HD, s->q, false);
 	linear(s->xn, f->S, H, L->wk, NKV * HD, s->k, false);
 	linear(s->xn, f->S, H, L->wv, NKV * HD, s->v, false);
-	position_qk(f, s->q, s->k);
-	if (f->sub) {
+	if (f->taps == DEMO_TAPS_REPLAY) {
 		emit(f, l, "attn.q", s->q, NH * HD);
 		emit(f, l, "attn.k", s->k, NKV * HD);
 		emit(f, l, "attn.v", s->v, NKV * HD);
 	}
+	position_qk(f, s->q, s->k);
+	if (f->taps == DEMO_TAPS_SUB) {
+		emit(f, l, "attn.q", s->q, NH * HD);
+		emit(f, l, "attn.k", s->k, NKV * HD);
+		emit(f, l, "attn.v", s->v, NKV * HD);
+	} else if (f->taps == DEMO_TAPS_REPLAY) {
+		emit(f, l, "attn.q_rope", s->q, NH * HD);
+		emit(f, l, "attn.k_rope", s->k, NKV * HD);
+	}
 	attend(f, s->q, s->k, s->v, s->ctx, s->p);
+	if (f->taps == DEMO_TAPS_REPLAY)
+		emit(f, l, "attn.core", s->ctx, NH * HD);
 	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);
-	if (f->sub)
+	if (f->taps != DEMO_TAPS_MAIN)
 		emit(f, l, "attn.o", s->o, H);
 	if (DEMO_HAS(f->bugs, SCALE_MULTIPLIER))
 		for (size_t i = 0; i < nx; i++)
@@ -471,11 +483,11 @@ static void tokens_for(const fwd *f, int64_t *ids)
 		memcpy(ids + 1, t, (size_t)(f->S - 1) * sizeof *ids);
 }
 
-int demo_forward(const demo_model *m, demo_bugset bugs, bool sub, demo_run *out)
+int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run *out)
 {
 	int S = m->cfg.seq;
 	size_t nx = (size_t)S * H;
-	fwd f = {m, bugs, sub, S, out, 0};
+	fwd f = {m, bugs, taps, S, out, 0};
 	scratch s;
 	float *blob;
 	size_t need = nx * 8 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 2 + (size_t)S * FF * 3 +

@@ -61,11 +61,20 @@ typedef struct demo_run {
 	int seq;
 } demo_run;
 
-/* Run the model with the given bugs (0: the reference).  sub: also record
- * attn.q, attn.k (after RoPE), attn.v, attn.o (o_proj's own output, before
- * any multiplier), mlp.gate, mlp.up and mlp.down.  Fills *out;
- * -1 when out of memory (*out is then empty). */
-int demo_forward(const demo_model *m, demo_bugset bugs, bool sub, demo_run *out);
+/* Which taps a run records besides the main ones. */
+typedef enum demo_taps {
+	DEMO_TAPS_MAIN,   /* embed, attn_norm, attn, mlp_norm, mlp, block, final_norm, logits */
+	DEMO_TAPS_SUB,    /* and attn.q, attn.k (after RoPE), attn.v, attn.o (o_proj's own
+			   * output, before any multiplier), mlp.gate, mlp.up, mlp.down */
+	DEMO_TAPS_REPLAY, /* and the taps a replay needs (CONTRACT §4): attn.q and attn.k
+			   * before RoPE, attn.q_rope and attn.k_rope after it, attn.core
+			   * (o_proj's input), mlp.act (down_proj's input), with attn.v,
+			   * attn.o, mlp.gate, mlp.up, mlp.down */
+} demo_taps;
+
+/* Run the model with the given bugs (0: the reference), recording taps.
+ * Fills *out; -1 when out of memory (*out is then empty). */
+int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run *out);
 void demo_run_free(demo_run *r);
 
 /* The recorded tap for a cell, or NULL. */

@@ -20,7 +20,7 @@ typedef struct output {
 	const char *format; /* "npy" or "safetensors" */
 	const char *naming; /* "hf" or "canonical" */
 	tb_dtype dtype;
-	bool sub;
+	demo_taps taps;
 } output;
 
 /* Hugging Face module paths of the taps (%d: the layer). */
@@ -134,7 +134,7 @@ static int run_and_write(const demo_model *m, demo_bugset bugs, const output *o,
 {
 	demo_run r;
 
-	if (demo_forward(m, bugs, o->sub, &r) < 0)
+	if (demo_forward(m, bugs, o->taps, &r) < 0)
 		return die(dir, "out of memory");
 	if (write_run(o, &r, dir) < 0) {
 		int e = errno;
@@ -162,6 +162,9 @@ static void usage(FILE *out)
 	      "  --dtype D      f32 (default), bf16 or f16\n"
 	      "  --sub          also write attn.q, attn.k (after RoPE), attn.v, attn.o, mlp.gate,\n"
 	      "                 mlp.up, mlp.down\n"
+	      "  --replay       also write the taps a replay needs: attn.q, attn.k (before RoPE),\n"
+	      "                 attn.v, attn.q_rope, attn.k_rope, attn.core (o_proj's input),\n"
+	      "                 attn.o, mlp.gate, mlp.up, mlp.act (down_proj's input), mlp.down\n"
 	      "  --seq S        positions, 8..2048 (default 16)\n"
 	      "  --layers N     decoder layers, 2..64 (default 4)\n"
 	      "  --window W     the sliding-window bug's window (default 8)\n"
@@ -195,7 +198,7 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
+enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
        OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP };
 
 int main(int argc, char **argv)
@@ -208,6 +211,7 @@ int main(int argc, char **argv)
 		{"seed", required_argument, NULL, OPT_SEED},     {"ref-only", no_argument, NULL, OPT_REF_ONLY},
 		{"cand-only", no_argument, NULL, OPT_CAND_ONLY}, {"list", no_argument, NULL, OPT_LIST},
 		{"expect", required_argument, NULL, OPT_EXPECT}, {"help", no_argument, NULL, OPT_HELP},
+		{"replay", no_argument, NULL, OPT_REPLAY},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -248,7 +252,8 @@ int main(int argc, char **argv)
 			else
 				return die("--dtype", "expected f32, bf16 or f16");
 			break;
-		case OPT_SUB: o.sub = true; break;
+		case OPT_SUB: o.taps = DEMO_TAPS_SUB; break;
+		case OPT_REPLAY: o.taps = DEMO_TAPS_REPLAY; break;
 		case OPT_SEQ:
 			if (int_opt("seq", optarg, DEMO_MIN_SEQ, DEMO_MAX_SEQ, &v) < 0)
 				return 2;
@@ -281,7 +286,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (expect) {
-		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.sub};
+		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB};
+		if (o.taps == DEMO_TAPS_REPLAY)
+			return die("--expect", "knows the main taps and --sub's, not --replay's");
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
 		demo_expect(bugs, &ctx, msg, sizeof msg);

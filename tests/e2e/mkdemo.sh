@@ -165,6 +165,22 @@ expect_exit 2 "unknown option" "$MKDEMO" --bogus "$T/e/ref" "$T/e/cand"
 expect_exit 2 "--expect of an unknown bug" "$MKDEMO" --expect nope
 check_that "nothing written on errors" test ! -e "$T/e"
 : >"$T/file"
+# --- the taps a replay needs (--replay): each bug first shows in the op it is in ---
+for case in rope-style:L0.attn.q_rope mlp-activation:L0.mlp.act attention-mask:L0.attn.core \
+	softmax-scale:L0.attn.core norm-formulation:L0.attn_norm; do
+	bug=${case%%:*} want=${case#*:}
+	expect_exit 0 "--replay --bug $bug" "$MKDEMO" --replay --layers 2 --bug "$bug" "$T/replay-$bug/ref" "$T/replay-$bug/cand"
+	expect_exit 1 "--replay --bug $bug: check" "$TBISECT" check --json "$T/replay-$bug/ref" "$T/replay-$bug/cand"
+	json_is "--replay --bug $bug: first divergence $want" first_divergence.cell "$want"
+done
+expect_exit 0 "--replay: ls" "$TBISECT" ls "$T/replay-rope-style/ref"
+for tap in attn.q attn.k attn.v attn.q_rope attn.k_rope attn.core attn.o mlp.gate mlp.up mlp.act mlp.down; do
+	check_that "--replay writes L1.$tap" grep -q " L1\.$tap  *f32 " "$TAP_OUT"
+done
+expect_exit 1 "--replay --bug rope-style: check again" "$TBISECT" check --json "$T/replay-rope-style/ref" "$T/replay-rope-style/cand"
+json_is "--replay: the third cell is L0.attn.q" cells.2.tap attn.q
+json_is "--replay: q before RoPE matches under a RoPE bug" cells.2.status match
+expect_exit 2 "--expect does not know --replay's taps" "$MKDEMO" --expect rope-style --replay
 expect_exit 2 "output under a regular file" "$MKDEMO" "$T/file/ref" "$T/file/cand"
 expect_exit 0 "--help" "$MKDEMO" --help
 check_that "--help shows usage" grep -q '^usage: mkdemo' "$TAP_OUT"
