@@ -12,6 +12,7 @@ void tb_causes_free(tb_causes *c)
 		free(c->v[i].id);
 		free(c->v[i].why);
 		free(c->v[i].look_at);
+		free(c->v[i].confirmed);
 	}
 	free(c->v);
 	c->v = NULL;

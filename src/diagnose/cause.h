@@ -13,6 +13,8 @@ typedef struct tb_cause {
 	double score;  /* 0..1 */
 	char *why;     /* the measured facts that matched */
 	char *look_at; /* what to open in the reference forward and check */
+	char *confirmed; /* the variant a replay confirmed it by ("gelu (tanh)"), or NULL */
+	double confirmed_rel_l2; /* that variant's residual against the candidate */
 } tb_cause;
 
 typedef struct tb_causes {

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "diagnose/diagnose.h"
@@ -48,6 +49,48 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	return tb_ruleset_eval(o->rules, features, &ctx, TB_MAX_CAUSES, out, err);
 }
 
+/* What to check for a cause a replay confirmed, when no rule named it. */
+static const char *confirmed_look_at(const char *id)
+{
+	if (!strcmp(id, "mlp-gating"))
+		return "The MLP's gate_proj and up_proj: which one goes through the activation (act(gate) * up).";
+	return "The MLP's activation function (hidden_act in the config, and the kernel the port calls for it).";
+}
+
+/* A cause the replay confirmed ranks first, with its variant; one no rule
+ * named joins the list. */
+static int confirm(tb_diagnosis *d, tb_err *err)
+{
+	const tb_replay *rp = &d->replay;
+	tb_causes *c = &d->causes;
+	size_t i = 0;
+
+	while (i < c->n && strcmp(c->v[i].id, rp->cause))
+		i++;
+	if (i == c->n) {
+		tb_cause *v = realloc(c->v, (c->n + 1) * sizeof *v);
+		if (!v)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+		c->v = v;
+		memset(&v[c->n], 0, sizeof *v);
+		v[c->n].id = strdup(rp->cause);
+		v[c->n].why = strdup(rp->note);
+		v[c->n].look_at = strdup(confirmed_look_at(rp->cause));
+		c->n++;
+		if (!v[i].id || !v[i].why || !v[i].look_at)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	tb_cause found = c->v[i];
+	found.confirmed = strdup(rp->variant);
+	if (!found.confirmed)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	found.confirmed_rel_l2 = rp->rel_l2;
+	found.score = 1;
+	memmove(c->v + 1, c->v, i * sizeof *c->v);
+	c->v[0] = found;
+	return 0;
+}
+
 int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long target, tb_diagnosis *d,
 		tb_err *err)
 {
@@ -60,6 +103,11 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 	}
 	d->target = group_cell(r, target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target);
 	if (eval_target(s, r, o, d, d->target, d->features, &d->causes, err) < 0) {
+		tb_diagnosis_done(d);
+		return -1;
+	}
+	if (target == TB_TARGET_FIRST_DIVERGENCE && r->verdict == TB_ST_DIVERGED &&
+	    (tb_replay_first_divergence(s, r, &d->replay, err) < 0 || (d->replay.cause && confirm(d, err) < 0))) {
 		tb_diagnosis_done(d);
 		return -1;
 	}

@@ -11,6 +11,7 @@
 #include "compare/compare.h"
 #include "diagnose/features.h"
 #include "diagnose/origin.h"
+#include "diagnose/replay.h"
 #include "diagnose/rules.h"
 #include "diagnose/sanity.h"
 #include "model/session.h"
@@ -29,7 +30,8 @@ typedef struct tb_diagnosis {
 	tb_sanity sanity;
 	long target;                  /* cell the causes are for, -1: none */
 	double features[TB_F_COUNT];
-	tb_causes causes;             /* empty when the verdict is match */
+	tb_causes causes;             /* empty when the verdict is match; a confirmed one first */
+	tb_replay replay;             /* the first divergence's op replayed, where it could be */
 } tb_diagnosis;
 
 /* target: a cell index, or TB_TARGET_FIRST_DIVERGENCE. */

@@ -398,7 +398,14 @@ static void causes(FILE *out, const tb_report *r)
 		esc(out, c->id, true);
 		fprintf(out, "\" data-score=\"%.2f\"><strong>", c->score);
 		esc(out, c->id, false);
-		fprintf(out, "</strong> (score %.2f)<p>Why: ", c->score);
+		fprintf(out, "</strong> (score %.2f)", c->score);
+		char cf[160];
+		if (tb_cause_confirmation(c, cf, sizeof cf)) {
+			fputs("<p class=\"confirmed\">", out);
+			esc(out, cf, false);
+			fputs("</p>", out);
+		}
+		fputs("<p>Why: ", out);
 		esc(out, c->why, false);
 		fputs("</p><p>Look at: ", out);
 		esc(out, c->look_at, false);

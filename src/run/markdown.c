@@ -137,7 +137,12 @@ static void causes(FILE *out, const tb_report *r)
 	}
 	for (size_t i = 0; i < d->causes.n && i < MD_CAUSES; i++) {
 		const tb_cause *c = &d->causes.v[i];
+		char cf[160];
 		fprintf(out, "%zu. **%s** (score %.2f): ", i + 1, c->id, c->score);
+		if (tb_cause_confirmation(c, cf, sizeof cf)) {
+			md_text(out, cf);
+			fputs("; ", out);
+		}
 		md_text(out, c->why);
 		fprintf(out, "  \n   *Look at:* ");
 		md_text(out, c->look_at);

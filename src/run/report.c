@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,20 @@ static cJSON *shape_json(int ndim, const int64_t *shape)
 	for (int i = 0; i < ndim; i++)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
 	return a;
+}
+
+bool tb_cause_confirmation(const tb_cause *c, char *buf, size_t size)
+{
+	if (!c->confirmed)
+		return false;
+	snprintf(buf, size, "confirmed by replay: %s reproduces the candidate (rel_l2 %.2g)", c->confirmed,
+		 c->confirmed_rel_l2);
+	return true;
+}
+
+bool tb_replay_worth_saying(const tb_replay *rp)
+{
+	return rp->tried ? !rp->cause : strstr(rp->note, " needs ") != NULL;
 }
 
 double tb_noise_ratio(double rel_l2, double noise)
@@ -342,6 +357,13 @@ char *tb_report_json(const tb_report *r)
 		add_num(o, "score", c->score);
 		cJSON_AddStringToObject(o, "why", c->why ? c->why : "");
 		cJSON_AddStringToObject(o, "look_at", c->look_at ? c->look_at : "");
+		if (c->confirmed) {
+			cJSON *cf = cJSON_AddObjectToObject(o, "confirmed");
+			cJSON_AddStringToObject(cf, "variant", c->confirmed);
+			add_num(cf, "rel_l2", c->confirmed_rel_l2);
+		} else {
+			cJSON_AddNullToObject(o, "confirmed");
+		}
 		cJSON_AddItemToArray(causes, o);
 	}
 	cells = cJSON_AddArrayToObject(root, "cells");
@@ -589,9 +611,14 @@ static void text_diagnosis(FILE *out, const tb_report *r)
 	fprintf(out, "\nlikely causes:\n");
 	for (size_t i = 0; i < d->causes.n; i++) {
 		const tb_cause *c = &d->causes.v[i];
-		fprintf(out, "  %zu. %s (score %.2f)\n     why: %s\n     look at: %s\n", i + 1, c->id, c->score, c->why,
-			c->look_at);
+		char cf[160];
+		fprintf(out, "  %zu. %s (score %.2f)\n", i + 1, c->id, c->score);
+		if (tb_cause_confirmation(c, cf, sizeof cf))
+			fprintf(out, "     %s\n", cf);
+		fprintf(out, "     why: %s\n     look at: %s\n", c->why, c->look_at);
 	}
+	if (tb_replay_worth_saying(&d->replay))
+		fprintf(out, "  %s\n", d->replay.note);
 }
 
 int tb_report_text(FILE *out, const tb_report *r)

@@ -33,6 +33,13 @@ typedef struct tb_report {
 	const tb_tolfile *tolfile;        /* --tol, whose calibrated noise gives noise_ratio (may be NULL) */
 } tb_report;
 
+/* "confirmed by replay: gelu (tanh) reproduces the candidate (rel_l2
+ * 3.1e-07)" for a cause a replay confirmed; false for the others. */
+bool tb_cause_confirmation(const tb_cause *c, char *buf, size_t size);
+/* Whether the reports say what the replay found though it confirmed
+ * nothing: it ran, or it lacked the taps it needs (its note says which). */
+bool tb_replay_worth_saying(const tb_replay *rp);
+
 /* A cell's rel_l2 in units of the reference's own noise (calibrate): 0
  * when it is 0, infinite over a noise of 0. */
 double tb_noise_ratio(double rel_l2, double noise);

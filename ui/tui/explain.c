@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 
+#include "run/report.h"
 #include "tui/explain.h"
 #include "tui/theme.h"
 
@@ -51,7 +52,10 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 	}
 	for (size_t i = 0; i < cs->n; i++) {
 		const tb_cause *c = &cs->v[i];
+		char cf[160];
 		doc_line(dc, ui_attr(i == 0 ? UI_BAD : UI_HEADER), "  %zu. %s  score %.2f", i + 1, c->id, c->score);
+		if (tb_cause_confirmation(c, cf, sizeof cf))
+			doc_wrap(dc, ui_attr(UI_GOOD), "     ", 8, cf);
 		doc_line(dc, ui_attr(UI_LABEL), "     why:");
 		doc_wrap(dc, 0, "", 8, c->why);
 		doc_line(dc, ui_attr(UI_LABEL), "     look at:");

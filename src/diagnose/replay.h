@@ -1,0 +1,40 @@
+/*
+ * replay: proof of a cause instead of a suggestion.  Where a dump holds an
+ * op's inputs and output, the op is recomputed from the dumped inputs
+ * under each hypothesis: first from the reference's inputs, which must
+ * reproduce the reference's output (that validates the configuration the
+ * replay infers), then from the candidate's inputs, against the
+ * candidate's output.  A variant other than the reference's that
+ * reproduces the candidate within the noise of the dtype and of the
+ * reference's own replay confirms the cause it stands for.
+ *
+ * This round replays the MLP's gated activation, mlp.act = act(gate) * up,
+ * from mlp.gate and mlp.up: silu, gelu (exact and tanh), relu, relu^2, and
+ * gate and up swapped.  Reads the three tensors of each side a block at a
+ * time; never confirms from non-finite values.
+ */
+#ifndef TB_REPLAY_H
+#define TB_REPLAY_H
+
+#include <stdbool.h>
+
+#include "base/error.h"
+#include "compare/compare.h"
+#include "model/session.h"
+
+typedef struct tb_replay {
+	bool tried;          /* the op's inputs and output were dumped on both sides */
+	const char *cause;   /* the cause id the variant stands for, when confirmed; else NULL */
+	char variant[64];    /* "gelu (tanh)", the candidate's variant when confirmed */
+	char ref_variant[64]; /* what the reference computes */
+	double rel_l2;       /* the confirmed variant's residual against the candidate */
+	double ref_rel_l2;   /* the reference's own replay residual */
+	char note[256];      /* why nothing was confirmed, or what was */
+} tb_replay;
+
+/* Replay the op of the result's first divergence, where it has one.  A
+ * replay that cannot run says why in out->note (not an error); -1 and err
+ * only when a tensor cannot be read. */
+int tb_replay_first_divergence(const tb_session *s, const tb_result *r, tb_replay *out, tb_err *err);
+
+#endif
