@@ -5,8 +5,6 @@
 
 #include "compare/pairstat.h"
 
-#define BLOCK (1u << 14)
-
 float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
 {
 	float *x;
@@ -27,32 +25,6 @@ float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
 	tb_tensor_read_f32(t, 0, t->numel, x);
 	tb_tensor_release(t);
 	return x;
-}
-
-int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err)
-{
-	float x[BLOCK], y[BLOCK];
-	int rc = 0;
-
-	if (n == 0 || n > a->numel)
-		n = a->numel;
-	if (n > b->numel)
-		n = b->numel;
-	if (tb_tensor_acquire(a, err) < 0)
-		return -1;
-	if (tb_tensor_acquire(b, err) < 0) {
-		tb_tensor_release(a);
-		return -1;
-	}
-	for (uint64_t off = 0; rc == 0 && off < n; off += BLOCK) {
-		size_t k = n - off < BLOCK ? (size_t)(n - off) : BLOCK;
-		tb_tensor_read_f32(a, off, k, x);
-		tb_tensor_read_f32(b, off, k, y);
-		rc = fn(ctx, x, y, k, off);
-	}
-	tb_tensor_release(a);
-	tb_tensor_release(b);
-	return rc;
 }
 
 typedef struct metrics_ctx {

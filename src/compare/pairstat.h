@@ -1,7 +1,6 @@
 /*
  * pairstat: synchronous helpers for the diagnosis steps that re-read a few
- * tensors: load a whole tensor as float32, walk two tensors a block at a
- * time, their metrics (any two of equal element count, not only a paired
+ * tensors: load a whole tensor as float32, two tensors' metrics (any two of equal element count, not only a paired
  * cell) and whether they are equal.  Callers own the returned buffers
  * (free()).
  */
@@ -20,14 +19,6 @@
 /* The tensor decoded to float32 in C order (malloc'd); NULL and err when it
  * cannot be read or is over TB_LOAD_MAX_ELEMS. */
 float *tb_tensor_load_f32(tb_tensor *t, tb_err *err);
-
-/* Called with blocks of two tensors' elements (float32, C order) starting
- * at element off; a positive return stops the walk and is returned. */
-typedef int (*tb_block_fn)(void *ctx, const float *a, const float *b, size_t n, uint64_t off);
-/* Walk the first n elements of a and b (all they share when n is 0) a
- * block at a time: fn's last return, or -1 and err when either cannot be
- * read. */
-int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err);
 
 /* Metrics of a against b as reference over their first n elements (all
  * when n is 0 or more than they have; no per-position profile).  Fails

@@ -262,16 +262,38 @@ static int keep_made(lay *L, tb_tensor *t, tb_err *err)
 	return 0;
 }
 
+typedef struct diff_ctx {
+	bool same;  /* bit for bit, as float32 */
+	double max; /* the largest |a - b| (infinite at a NaN) */
+} diff_ctx;
+
+static int diff_block(void *ctx, const float *x, const float *y, size_t n, uint64_t off)
+{
+	diff_ctx *d = ctx;
+
+	(void)off;
+	if (memcmp(x, y, n * sizeof *x))
+		d->same = false;
+	for (size_t k = 0; k < n; k++) {
+		double e = fabs((double)x[k] - (double)y[k]);
+		if (e > d->max || isnan(e))
+			d->max = isnan(e) ? INFINITY : e;
+	}
+	return 0;
+}
+
 /* Are a and b equal value for value?  *max_diff: the largest |a - b|. */
 static int same_values(tb_tensor *a, tb_tensor *b, bool *equal, double *max_diff, tb_err *err)
 {
-	float x[1024], y[1024];
+	diff_ctx d = {true, 0};
 	const void *pa, *pb;
+	bool bytes_equal;
 
 	*equal = false;
 	*max_diff = INFINITY;
 	if (a->numel != b->numel || a->ndim != b->ndim || memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape))
 		return 0;
+	/* replicated ranks usually are: compare their bytes in place first */
 	if (tb_tensor_acquire(a, err) < 0)
 		return -1;
 	if (tb_tensor_acquire(b, err) < 0) {
@@ -280,29 +302,13 @@ static int same_values(tb_tensor *a, tb_tensor *b, bool *equal, double *max_diff
 	}
 	pa = tb_tensor_data(a);
 	pb = tb_tensor_data(b);
-	if (pa && pb && a->dtype == b->dtype && !memcmp(pa, pb, a->numel * tb_dtype_size(a->dtype))) {
-		*equal = true;
-		*max_diff = 0;
-	} else {
-		double m = 0;
-		bool same = true;
-		for (uint64_t i = 0; i < a->numel; i += 1024) {
-			uint64_t n = a->numel - i < 1024 ? a->numel - i : 1024;
-			tb_tensor_read_f32(a, i, n, x);
-			tb_tensor_read_f32(b, i, n, y);
-			for (uint64_t k = 0; k < n; k++) {
-				double d = fabs((double)x[k] - (double)y[k]);
-				if (memcmp(&x[k], &y[k], sizeof *x))
-					same = false;
-				if (d > m || isnan(d))
-					m = isnan(d) ? INFINITY : d;
-			}
-		}
-		*equal = same;
-		*max_diff = m;
-	}
+	bytes_equal = pa && pb && a->dtype == b->dtype && !memcmp(pa, pb, a->numel * tb_dtype_size(a->dtype));
 	tb_tensor_release(a);
 	tb_tensor_release(b);
+	if (!bytes_equal && tb_tensor_pair_blocks(a, b, 0, diff_block, &d, err) < 0)
+		return -1;
+	*equal = d.same;
+	*max_diff = d.max;
 	return 0;
 }
 

@@ -443,6 +443,35 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 	}
 }
 
+/* Elements per block of tb_tensor_pair_blocks. */
+#define PAIR_BLOCK (1u << 14)
+
+int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err)
+{
+	float x[PAIR_BLOCK], y[PAIR_BLOCK];
+	int rc = 0;
+
+	if (n == 0 || n > a->numel)
+		n = a->numel;
+	if (n > b->numel)
+		n = b->numel;
+	if (tb_tensor_acquire(a, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(b, err) < 0) {
+		tb_tensor_release(a);
+		return -1;
+	}
+	for (uint64_t off = 0; rc == 0 && off < n; off += PAIR_BLOCK) {
+		size_t k = n - off < PAIR_BLOCK ? (size_t)(n - off) : PAIR_BLOCK;
+		tb_tensor_read_f32(a, off, k, x);
+		tb_tensor_read_f32(b, off, k, y);
+		rc = fn(ctx, x, y, k, off);
+	}
+	tb_tensor_release(a);
+	tb_tensor_release(b);
+	return rc;
+}
+
 /* Runs of a shard split on a late axis are short (a row's share): giving
  * back pages run by run would cost a system call per row, so only long
  * runs are given back. */

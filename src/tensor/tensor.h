@@ -143,6 +143,14 @@ const float *tb_tensor_f32_direct(const tb_tensor *t);
 /* Decode elements [start, start+n) in C order to float32 (only while acquired). */
 void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out);
 
+/* Called with blocks of two tensors' elements (float32, C order) starting
+ * at element off; a positive return stops the walk and is returned. */
+typedef int (*tb_block_fn)(void *ctx, const float *a, const float *b, size_t n, uint64_t off);
+/* Walk the first n elements of a and b (all they share when n is 0) a
+ * block at a time, acquiring and releasing both: fn's last return, or -1
+ * and err when either cannot be read. */
+int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err);
+
 /* Give back the pages of elements [start, start+n) once they are read
  * (a no-op unless the bytes are a contiguous view of a file mapping). */
 void tb_tensor_drop(const tb_tensor *t, uint64_t start, uint64_t n);
