@@ -94,15 +94,11 @@ static variant best(const double *rel)
 	return b;
 }
 
-/* The residual a replay in the dtype's rounding leaves (the coarser side's
- * storage of act), below which a match is exact for the purpose. */
+/* The residual below which a replay matches: the rounding of a half-width
+ * act's storage, else the replay's own float error. */
 static double rounding(tb_dtype dt)
 {
-	switch (dt) {
-	case TB_DT_BF16: return 0x1p-8;
-	case TB_DT_F16: return 0x1p-11;
-	default: return 0x1p-20;
-	}
+	return dt == TB_DT_BF16 || dt == TB_DT_F16 ? tb_dtype_rounding(dt) : 0x1p-20;
 }
 
 /* The session's pair of a result cell (its tensors are the readable ones). */

@@ -7,21 +7,6 @@
 
 #include "run/calibrate.h"
 
-/* A difference this small is rounding in the runs' dtypes (the coarser
- * of the two): a tolerance below it would call the next run's rounding a
- * divergence. */
-static double rounding(tb_dtype dt)
-{
-	switch (dt) {
-	case TB_DT_BF16: return 0x1p-8;
-	case TB_DT_F16: return 0x1p-11;
-	case TB_DT_F8_E4M3FN: return 0x1p-4;
-	case TB_DT_F8_E5M2: return 0x1p-3;
-	case TB_DT_F64: return 0x1p-52;
-	default: return 0x1p-23;
-	}
-}
-
 /* The cell's name as a POSIX extended regex that matches it alone. */
 static void literal(const char *name, char *buf, size_t size)
 {
@@ -58,7 +43,9 @@ char *tb_calibrate_json(const tb_result *res, const char *ref, const char *ref2,
 		cJSON *e, *noise;
 		if (!c->ref || !c->cand || c->shape_mismatch || !isfinite(m->rel_l2) || !isfinite(m->max_abs))
 			continue;
-		floor = fmax(rounding(c->ref->dtype), rounding(c->cand->dtype));
+		/* below the rounding of the coarser dtype, the next run's
+		 * rounding would read as a divergence */
+		floor = fmax(tb_dtype_rounding(c->ref->dtype), tb_dtype_rounding(c->cand->dtype));
 		tb_cell_name(&c->cell, name, sizeof name);
 		literal(name, re, sizeof re);
 		e = cJSON_CreateObject();

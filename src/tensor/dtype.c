@@ -51,6 +51,18 @@ bool tb_dtype_is_float(tb_dtype dt)
 	return dt < TB_DT_COUNT && dtypes[dt].is_float;
 }
 
+double tb_dtype_rounding(tb_dtype dt)
+{
+	switch (dt) {
+	case TB_DT_BF16: return 0x1p-8;
+	case TB_DT_F16: return 0x1p-11;
+	case TB_DT_F8_E4M3FN: return 0x1p-4;
+	case TB_DT_F8_E5M2: return 0x1p-3;
+	case TB_DT_F64: return 0x1p-52;
+	default: return 0x1p-23;
+	}
+}
+
 int tb_dtype_parse(const char *name, tb_dtype *out)
 {
 	for (int i = 0; i < TB_DT_COUNT; i++) {

@@ -40,6 +40,9 @@ const char *tb_dtype_name(tb_dtype dt);
 /* Bytes per element. */
 size_t tb_dtype_size(tb_dtype dt);
 bool tb_dtype_is_float(tb_dtype dt);
+/* The relative rounding of a value stored in dt, as tolerances are floored
+ * at it (2^-8 for bf16, 2^-11 for f16, 2^-23 for f32 and the integers). */
+double tb_dtype_rounding(tb_dtype dt);
 /* Accepts canonical names and common spellings ("float32", "bfloat16",
  * "float8_e4m3fn", "torch.float16", ...).  Returns 0, or -1 if unknown. */
 int tb_dtype_parse(const char *name, tb_dtype *out);
