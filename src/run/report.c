@@ -626,16 +626,13 @@ int tb_report_text(FILE *out, const tb_report *r)
 	const tb_result *res = r->result;
 	const tb_pairing *p = r->pairing;
 
-	char lay[2][160];
-
+	fprintf(out, "tbisect %s\n", PACKAGE_VERSION);
 	for (int side = 0; side < 2; side++) {
-		tb_layout_text(r->layout[side], lay[side] + 2, sizeof lay[side] - 3);
-		lay[side][0] = lay[side][2] ? ' ' : '\0';
-		lay[side][1] = '(';
-		if (lay[side][2])
-			strcat(lay[side], ")");
+		char lay[160];
+		tb_layout_text(r->layout[side], lay, sizeof lay);
+		fprintf(out, "  %s %s%s%s%s\n", side ? "cand" : "ref ", side ? r->cand_path : r->ref_path, lay[0] ? " (" : "",
+			lay, lay[0] ? ")" : "");
 	}
-	fprintf(out, "tbisect %s\n  ref  %s%s\n  cand %s%s\n", PACKAGE_VERSION, r->ref_path, lay[0], r->cand_path, lay[1]);
 	fprintf(out, "tolerance: atol %g  rtol %g  diverge %g  max-kl %g\n", res->tol.atol, res->tol.rtol,
 		res->tol.diverge, res->tol.max_kl);
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",

@@ -57,11 +57,6 @@ static int finish(tb_tensor *t, tb_tensor **out, tb_err *err)
 	return 0;
 }
 
-static void describe(const tb_tensor *t, char *buf, size_t size)
-{
-	tb_shape_format(t->ndim, t->shape, buf, size);
-}
-
 /* Do the parts agree on dtype and rank, and on every dim but skip (-1: none)? */
 static int check_parts(tb_tensor *const *parts, int n, int skip, const char *name, tb_err *err)
 {
@@ -78,8 +73,8 @@ static int check_parts(tb_tensor *const *parts, int n, int skip, const char *nam
 		for (int d = 0; same && d < x->ndim; d++)
 			same = d == skip || x->shape[d] == y->shape[d];
 		if (!same) {
-			describe(x, a, sizeof a);
-			describe(y, b, sizeof b);
+			tb_shape_format(x->ndim, x->shape, a, sizeof a);
+			tb_shape_format(y->ndim, y->shape, b, sizeof b);
 			if (skip >= 0)
 				return tb_err_set(err, y->path, "tensor '%s': parts of shape %s and %s do not join on axis %d",
 						  name, a, b, skip);
