@@ -815,26 +815,61 @@ static bool vllm_logits(const char *base)
 	return p && (p == base || p[-1] == '.') && (!strcmp(p + 16, "") || !strncmp(p + 16, ".outputs", 8));
 }
 
+/* Every tensor of tree with its tags stripped, into L->e, and the prefix
+ * their names share, into L->shared; *tagged: whether any had a tag. */
+static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
+{
+	const char **bases;
+
+	*tagged = false;
+	L->e = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *L->e);
+	if (!L->e)
+		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		char base[NAME_ROOM];
+		entry *e = &L->e[L->n];
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &e->rank, &e->step);
+		e->t = tree->tensors[i];
+		e->base = strdup(base[0] ? base : tree->tensors[i]->name);
+		if (!e->base)
+			return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+		/* vLLM computes a step's logits after its step counter moved on,
+		 * so they are logged in the next step's folder */
+		if (e->step > 0 && vllm_logits(e->base))
+			e->step--;
+		L->n++;
+		*tagged |= e->rank >= 0 || e->step >= 0;
+	}
+	bases = malloc((L->n ? L->n : 1) * sizeof *bases);
+	if (!bases)
+		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
+	for (size_t i = 0; i < L->n; i++)
+		bases[i] = L->e[i].base;
+	tb_common_prefix(bases, L->n, L->shared, sizeof L->shared);
+	free(bases);
+	return 0;
+}
+
+static void free_entries(lay *L)
+{
+	for (size_t i = 0; i < L->n; i++)
+		free(L->e[i].base);
+	free(L->e);
+}
+
 void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q, int64_t *kv)
 {
-	char base[NAME_ROOM], shared[1024];
-	const char **bases = malloc((tree->n_tensors ? tree->n_tensors : 1) * sizeof *bases);
-	char **own = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *own);
-	int rank, step;
+	lay L = {.namer = namer};
+	int64_t core = 0, qkv = 0;
+	bool tagged;
+	tb_err err;
 
 	*q = *kv = 0;
-	for (size_t i = 0; bases && own && i < tree->n_tensors; i++) {
-		strip_tags(tree->tensors[i]->name, base, sizeof base, &rank, &step);
-		own[i] = strdup(base);
-		bases[i] = own[i] ? own[i] : "";
-	}
-	if (bases && own) {
-		tb_common_prefix(bases, tree->n_tensors, shared, sizeof shared);
-		int64_t core = 0, qkv = 0;
-		for (size_t i = 0; i < tree->n_tensors && !(*q && *kv); i++) {
-			const tb_tensor *t = tree->tensors[i];
-			tb_cell c;
-			if (t->ndim < 1 || !tb_namer_map(namer, bases[i], shared, &c, NULL, 0))
+	if (read_entries(&L, tree, &tagged, &err) == 0) {
+		for (size_t i = 0; i < L.n && !(*q && *kv); i++) {
+			const tb_tensor *t = L.e[i].t;
+			tb_cell c = cell_of(&L, L.e[i].base);
+			if (t->ndim < 1)
 				continue;
 			int64_t w = t->shape[t->ndim - 1];
 			if (c.id == TB_TAP_ATTN_Q)
@@ -853,10 +888,7 @@ void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q,
 		if (!*kv && *q > 0 && qkv > *q && (qkv - *q) % 2 == 0)
 			*kv = (qkv - *q) / 2;
 	}
-	for (size_t i = 0; own && i < tree->n_tensors; i++)
-		free(own[i]);
-	free(own);
-	free(bases);
+	free_entries(&L);
 }
 
 bool tb_layout_has_steps(const tb_tree *tree)
@@ -875,47 +907,19 @@ bool tb_layout_has_steps(const tb_tree *tree)
 int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *o, tb_err *err)
 {
 	lay L = {.tree = tree, .namer = namer, .o = o};
-	bool tagged = false;
+	bool tagged;
 	tb_tensor **list = NULL;
 	size_t n_list = 0;
-	const char **bases;
 	int rc = -1;
 
 	memset(&tree->layout, 0, sizeof tree->layout);
 	tree->layout.step = -1;
-	L.e = calloc(tree->n_tensors ? tree->n_tensors : 1, sizeof *L.e);
-	if (!L.e)
-		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
-	for (size_t i = 0; i < tree->n_tensors; i++) {
-		char base[NAME_ROOM];
-		entry *e = &L.e[L.n];
-		strip_tags(tree->tensors[i]->name, base, sizeof base, &e->rank, &e->step);
-		e->t = tree->tensors[i];
-		e->base = strdup(base[0] ? base : tree->tensors[i]->name);
-		if (!e->base) {
-			tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
-			goto out;
-		}
-		/* vLLM computes a step's logits after its step counter moved on,
-		 * so they are logged in the next step's folder */
-		if (e->step > 0 && vllm_logits(e->base))
-			e->step--;
-		L.n++;
-		tagged |= e->rank >= 0 || e->step >= 0;
-	}
+	if (read_entries(&L, tree, &tagged, err) < 0)
+		goto out;
 	if (!tagged) {
 		rc = 0;
 		goto out;
 	}
-	bases = malloc(L.n * sizeof *bases);
-	if (!bases) {
-		tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < L.n; i++)
-		bases[i] = L.e[i].base;
-	tb_common_prefix(bases, L.n, L.shared, sizeof L.shared);
-	free(bases);
 	qsort(L.e, L.n, sizeof *L.e, cmp_entry);
 	if (join_all_ranks(&L, err) < 0 || resolve_steps(&L, &list, &n_list, err) < 0)
 		goto out;
@@ -927,8 +931,6 @@ out:
 	for (size_t i = 0; i < L.n_made; i++)
 		tb_view_free(L.made[i]);
 	free(L.made);
-	for (size_t i = 0; i < L.n; i++)
-		free(L.e[i].base);
-	free(L.e);
+	free_entries(&L);
 	return rc;
 }
