@@ -345,8 +345,9 @@ static int settle(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *na
 /* A cell dumped in part on one side (llama.cpp's text dumps print a few
  * values of each axis) and whole on the other, where the whole one can be
  * read at those elements (tb_partial_place): it is read at them only, so
- * both sides hold the same ones.  Other partial cells are left as they are: compare sees
- * their shapes differ unless both dumped the same elements. */
+ * both sides hold the same ones.  Other partial cells are left as they
+ * are: compare sees their shapes differ unless both dumped the same
+ * elements. */
 static int gather_partial(tb_pairing *p, tb_pair *pr, tb_err *err)
 {
 	tb_tensor **whole, *g;
@@ -356,23 +357,24 @@ static int gather_partial(tb_pairing *p, tb_pair *pr, tb_err *err)
 		return 0;
 	whole = pr->ref->partial ? &pr->cand : &pr->ref;
 	pa = pr->ref->partial ? pr->ref->partial : pr->cand->partial;
-	uint64_t base;
+	const uint64_t *index = pa->index;
+	uint64_t base, *at = NULL;
+	int rc;
 	if (!tb_partial_place(pa, *whole, &base))
 		return 0;
-	if (base == 0) {
-		if (tb_compose_gather(*whole, pa->index, pa->n, (*whole)->name, &g, err) < 0)
-			return -1;
-	} else {
-		uint64_t *at = malloc(pa->n ? pa->n * sizeof *at : 1);
+	if (base) {
+		/* the same elements, base further on (a later position) */
+		at = malloc(pa->n ? pa->n * sizeof *at : 1);
 		if (!at)
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 		for (uint64_t k = 0; k < pa->n; k++)
 			at[k] = base + pa->index[k];
-		int rc = tb_compose_gather(*whole, at, pa->n, (*whole)->name, &g, err);
-		free(at);
-		if (rc < 0)
-			return -1;
+		index = at;
 	}
+	rc = tb_compose_gather(*whole, index, pa->n, (*whole)->name, &g, err);
+	free(at);
+	if (rc < 0)
+		return -1;
 	if (keep_view(p, g) < 0)
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 	g->partial = pa;
