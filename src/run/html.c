@@ -223,8 +223,10 @@ static void header(FILE *out, const tb_report *r, const tb_html_opts *o)
 	fputs("</dl>\n", out);
 }
 
-static void warning(FILE *out, const char *what, const char *text)
+static void warning(void *ctx, const char *what, const char *text)
 {
+	FILE *out = ctx;
+
 	fprintf(out, "<p class=\"warn\"><strong>Warning (%s):</strong> ", what);
 	esc(out, text, false);
 	fputs("</p>\n", out);
@@ -232,15 +234,7 @@ static void warning(FILE *out, const char *what, const char *text)
 
 static void warnings(FILE *out, const tb_report *r)
 {
-	if (r->partial && r->coverage) {
-		char text[320];
-		tb_report_coverage_warning(r, text, sizeof text);
-		warning(out, "coverage", text);
-	}
-	if (r->map_warning && r->map_warning[0])
-		warning(out, "map", r->map_warning);
-	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
-		warning(out, r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
+	tb_report_each_warning(r, warning, out);
 	fputs("</header>\n", out);
 }
 

@@ -91,31 +91,27 @@ static void facts(FILE *out, const tb_report *r)
 	fputc('\n', out);
 }
 
+typedef struct md_warnings {
+	FILE *out;
+	int n; /* written so far: quote lines between them */
+} md_warnings;
+
+static void md_warning(void *ctx, const char *id, const char *text)
+{
+	md_warnings *w = ctx;
+
+	fprintf(w->out, "%s> **Warning (%s):** ", w->n++ ? ">\n" : "", id);
+	md_text(w->out, text);
+	fputc('\n', w->out);
+}
+
 /* Warnings first in the reader's eye: coverage, the map, the dumps. */
 static void warnings(FILE *out, const tb_report *r)
 {
-	int n = 0;
+	md_warnings w = {out, 0};
 
-	if (r->partial && r->coverage) {
-		char text[320];
-		tb_report_coverage_warning(r, text, sizeof text);
-		fprintf(out, "> **Warning (coverage):** ");
-		md_text(out, text);
-		fputc('\n', out);
-		n++;
-	}
-	if (r->map_warning && r->map_warning[0]) {
-		fprintf(out, "%s> **Warning (map):** ", n ? ">\n" : "");
-		md_text(out, r->map_warning);
-		fputc('\n', out);
-		n++;
-	}
-	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++, n++) {
-		fprintf(out, "%s> **Warning (%s):** ", n ? ">\n" : "", r->diag->sanity.warnings[i].id);
-		md_text(out, r->diag->sanity.warnings[i].text);
-		fputc('\n', out);
-	}
-	if (n)
+	tb_report_each_warning(r, md_warning, &w);
+	if (w.n)
 		fputc('\n', out);
 }
 

@@ -90,6 +90,24 @@ static cJSON *shape_json(int ndim, const int64_t *shape)
 	return a;
 }
 
+void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char *id, const char *text), void *ctx)
+{
+	if (r->partial && r->coverage) {
+		char text[320];
+		tb_report_coverage_warning(r, text, sizeof text);
+		fn(ctx, "coverage", text);
+	}
+	if (r->map_warning && r->map_warning[0])
+		fn(ctx, "map", r->map_warning);
+	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
+		fn(ctx, r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
+}
+
+static void text_warning(void *ctx, const char *id, const char *text)
+{
+	fprintf(ctx, "warning (%s): %s\n\n", id, text);
+}
+
 bool tb_cause_confirmation(const tb_cause *c, char *buf, size_t size)
 {
 	if (!c->confirmed)
@@ -638,16 +656,8 @@ int tb_report_text(FILE *out, const tb_report *r)
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",
 		res->n_cells, res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED],
 		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
-	if (r->partial && r->coverage) {
-		char text[320];
-		tb_report_coverage_warning(r, text, sizeof text);
-		fprintf(out, "warning (coverage): %s\n\n", text);
-	}
-	if (r->map_warning && r->map_warning[0])
-		fprintf(out, "warning (map): %s\n\n", r->map_warning);
 	/* Faults of the dumps themselves come before any metric is read. */
-	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
-		fprintf(out, "warning (%s): %s\n\n", r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
+	tb_report_each_warning(r, text_warning, out);
 	tb_report_grid(out, res, 0);
 	for (int side = 0; side < 2; side++) {
 		size_t n = p->n_unp[side];

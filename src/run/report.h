@@ -33,6 +33,10 @@ typedef struct tb_report {
 	const tb_tolfile *tolfile;        /* --tol, whose calibrated noise gives noise_ratio (may be NULL) */
 } tb_report;
 
+/* Each warning a report gives, in order: coverage, the map's unused
+ * rules, then the dumps' own faults (sanity); fn gets its id and text. */
+void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char *id, const char *text), void *ctx);
+
 /* "confirmed by replay: gelu (tanh) reproduces the candidate (rel_l2
  * 3.1e-07)" for a cause a replay confirmed; false for the others. */
 bool tb_cause_confirmation(const tb_cause *c, char *buf, size_t size);
