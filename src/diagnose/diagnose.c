@@ -49,20 +49,13 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	return tb_ruleset_eval(o->rules, features, &ctx, TB_MAX_CAUSES, out, err);
 }
 
-/* What to check for a cause a replay confirmed, when no rule named it. */
-static const char *confirmed_look_at(const char *id)
-{
-	if (!strcmp(id, "mlp-gating"))
-		return "The MLP's gate_proj and up_proj: which one goes through the activation (act(gate) * up).";
-	return "The MLP's activation function (hidden_act in the config, and the kernel the port calls for it).";
-}
-
 /* A cause the replay confirmed ranks first, with its variant; one no rule
  * named joins the list. */
-static int confirm(tb_diagnosis *d, tb_err *err)
+static int confirm(tb_diagnosis *d, const tb_ruleset *rules, tb_err *err)
 {
 	const tb_replay *rp = &d->replay;
 	tb_causes *c = &d->causes;
+	const char *look_at;
 	size_t i = 0;
 
 	while (i < c->n && strcmp(c->v[i].id, rp->cause))
@@ -75,7 +68,8 @@ static int confirm(tb_diagnosis *d, tb_err *err)
 		memset(&v[c->n], 0, sizeof *v);
 		v[c->n].id = strdup(rp->cause);
 		v[c->n].why = strdup(rp->note);
-		v[c->n].look_at = strdup(confirmed_look_at(rp->cause));
+		look_at = tb_ruleset_look_at(rules, rp->cause);
+		v[c->n].look_at = strdup(look_at ? look_at : "The op the replay names, in the reference's forward.");
 		c->n++;
 		if (!v[i].id || !v[i].why || !v[i].look_at)
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
@@ -107,7 +101,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		return -1;
 	}
 	if (target == TB_TARGET_FIRST_DIVERGENCE && r->verdict == TB_ST_DIVERGED &&
-	    (tb_replay_first_divergence(s, r, &d->replay, err) < 0 || (d->replay.cause && confirm(d, err) < 0))) {
+	    (tb_replay_first_divergence(s, r, o->heads, o->kv_heads, &d->replay, err) < 0 || (d->replay.cause && confirm(d, o->rules, err) < 0))) {
 		tb_diagnosis_done(d);
 		return -1;
 	}

@@ -32,9 +32,11 @@ typedef struct tb_replay {
 	char note[256];      /* why nothing was confirmed, or what was */
 } tb_replay;
 
-/* Replay the op of the result's first divergence, where it has one.  A
+/* Replay the op of the result's first divergence, where it has one;
+ * heads and kv_heads are the user's counts (0: unknown).  A
  * replay that cannot run says why in out->note (not an error); -1 and err
  * only when a tensor cannot be read. */
-int tb_replay_first_divergence(const tb_session *s, const tb_result *r, tb_replay *out, tb_err *err);
+int tb_replay_first_divergence(const tb_session *s, const tb_result *r, int heads, int kv_heads, tb_replay *out,
+			       tb_err *err);
 
 #endif

@@ -78,6 +78,14 @@ void tb_ruleset_free(tb_ruleset *rs)
 	free(rs);
 }
 
+const char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id)
+{
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (!strcmp(rs->v[i].id, id))
+			return rs->v[i].look_at;
+	return NULL;
+}
+
 size_t tb_ruleset_count(const tb_ruleset *rs)
 {
 	return rs->n;

@@ -38,6 +38,8 @@ int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err);
  * $XDG_CONFIG_HOME/tbisect/rules.json when present, then extra (may be NULL). */
 int tb_ruleset_add_standard(tb_ruleset *rs, const char *extra, tb_err *err);
 size_t tb_ruleset_count(const tb_ruleset *rs);
+/* The look_at text of the first rule naming the cause id, or NULL. */
+const char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id);
 /* Where the shipped rules were read from ("built-in" or a path). */
 const char *tb_ruleset_shipped_source(const tb_ruleset *rs);
 

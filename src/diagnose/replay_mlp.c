@@ -1,0 +1,129 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "diagnose/replay_ops.h"
+
+#define BLOCK 4096
+
+/* The variants of mlp.act = f(gate, up). */
+typedef enum variant { SILU, GELU, GELU_TANH, RELU, RELU2, SILU_SWAPPED, N_VARIANTS } variant;
+
+static const struct {
+	const char *name;
+	const char *cause; /* what the candidate computing it instead means */
+} variants[N_VARIANTS] = {
+	[SILU] = {"silu", "mlp-activation"},
+	[GELU] = {"gelu (exact)", "mlp-activation"},
+	[GELU_TANH] = {"gelu (tanh)", "mlp-activation"},
+	[RELU] = {"relu", "mlp-activation"},
+	[RELU2] = {"relu^2", "mlp-activation"},
+	[SILU_SWAPPED] = {"gate and up swapped", "mlp-gating"},
+};
+
+static double act(variant v, double x)
+{
+	switch (v) {
+	case GELU: return 0.5 * x * (1 + erf(x / sqrt(2)));
+	case GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+	case RELU: return x > 0 ? x : 0;
+	case RELU2: return x > 0 ? x * x : 0;
+	default: return x / (1 + exp(-x));
+	}
+}
+
+static double predict(variant v, double g, double u)
+{
+	return v == SILU_SWAPPED ? act(SILU, u) * g : act(v, g) * u;
+}
+
+/* rel_l2 of each variant's prediction from (gate, up) against act, over
+ * one side's tensors, read a block at a time; *finite false when they
+ * hold a non-finite value. */
+static int residuals(tb_tensor *gate, tb_tensor *up, tb_tensor *out, double *rel, bool *finite, tb_err *err)
+{
+	float g[BLOCK], u[BLOCK], a[BLOCK];
+	double dd[N_VARIANTS] = {0}, aa = 0;
+
+	*finite = true;
+	if (tb_tensor_acquire(gate, err) < 0)
+		return -1;
+	if (tb_tensor_acquire(up, err) < 0) {
+		tb_tensor_release(gate);
+		return -1;
+	}
+	if (tb_tensor_acquire(out, err) < 0) {
+		tb_tensor_release(gate);
+		tb_tensor_release(up);
+		return -1;
+	}
+	for (uint64_t i = 0; i < out->numel && *finite; i += BLOCK) {
+		uint64_t n = out->numel - i < BLOCK ? out->numel - i : BLOCK;
+		tb_tensor_read_f32(gate, i, n, g);
+		tb_tensor_read_f32(up, i, n, u);
+		tb_tensor_read_f32(out, i, n, a);
+		*finite = tb_replay_finite(g, n) && tb_replay_finite(u, n) && tb_replay_finite(a, n);
+		for (uint64_t k = 0; k < n && *finite; k++) {
+			aa += (double)a[k] * a[k];
+			for (int v = 0; v < N_VARIANTS; v++) {
+				double d = predict((variant)v, g[k], u[k]) - a[k];
+				dd[v] += d * d;
+			}
+		}
+	}
+	tb_tensor_release(gate);
+	tb_tensor_release(up);
+	tb_tensor_release(out);
+	for (int v = 0; v < N_VARIANTS; v++)
+		rel[v] = aa > 0 ? sqrt(dd[v] / aa) : dd[v] > 0 ? INFINITY : 0;
+	return 0;
+}
+
+static variant best(const double *rel, int skip)
+{
+	int b = -1;
+
+	for (int v = 0; v < N_VARIANTS; v++)
+		if (v != skip && (b < 0 || rel[v] < rel[b]))
+			b = v;
+	return (variant)b;
+}
+
+int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
+{
+	int layer = in->first->cell.layer;
+	const tb_pair *gate = tb_replay_pair(in, layer, TB_TAP_MLP_GATE), *up = tb_replay_pair(in, layer, TB_TAP_MLP_UP);
+	const tb_pair *act = tb_replay_pair(in, layer, TB_TAP_MLP_ACT);
+	double rel_ref[N_VARIANTS], rel_cand[N_VARIANTS];
+	bool finite_r, finite_c;
+	char cell[TB_CELL_NAME_MAX];
+	variant vr, vc;
+
+	if (!gate || !up || !act) {
+		snprintf(out->note, sizeof out->note,
+			 "replaying mlp.act needs mlp.gate and mlp.up dumped on both sides (mkdemo --replay, forward hooks on gate_proj and up_proj)");
+		return 0;
+	}
+	if (gate->ref->numel != act->ref->numel || up->ref->numel != act->ref->numel ||
+	    gate->cand->numel != act->cand->numel || up->cand->numel != act->cand->numel) {
+		snprintf(out->note, sizeof out->note, "mlp.gate, mlp.up and mlp.act differ in size: not one gated MLP");
+		return 0;
+	}
+	out->tried = true;
+	if (residuals(gate->ref, up->ref, act->ref, rel_ref, &finite_r, err) < 0 ||
+	    residuals(gate->cand, up->cand, act->cand, rel_cand, &finite_c, err) < 0)
+		return -1;
+	if (!finite_r || !finite_c) {
+		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
+		return 0;
+	}
+	vr = best(rel_ref, -1);
+	vc = best(rel_cand, vr);
+	tb_cell_name(&act->cell, cell, sizeof cell);
+	tb_replay_decide(out, cell, tb_replay_floor(act->ref, act->cand, 0x1p-20),
+			 &(tb_replay_fit){variants[vr].name, rel_ref[vr], rel_cand[vr], variants[vc].name, variants[vc].cause,
+					  rel_cand[vc]});
+	return 0;
+}
