@@ -15,6 +15,9 @@ static const struct {
 	tb_tap_id tap;
 	int (*replay)(const tb_replay_in *in, tb_replay *out, tb_err *err);
 } ops[] = {
+	{TB_TAP_ATTN_Q_ROPE, tb_replay_rope},
+	{TB_TAP_ATTN_K_ROPE, tb_replay_rope},
+	{TB_TAP_ATTN_CORE, tb_replay_attn_core},
 	{TB_TAP_MLP_ACT, tb_replay_mlp_act},
 };
 

@@ -49,5 +49,10 @@ typedef struct tb_replay_fit {
 void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_replay_fit *fit);
 
 int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* attn.q_rope / attn.k_rope from attn.q and attn.k: the RoPE family. */
+int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* attn.core from attn.q_rope, attn.k_rope and attn.v: scale, mask,
+ * window, GQA mapping, soft-capping, head order. */
+int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err);
 
 #endif

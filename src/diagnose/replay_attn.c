@@ -1,0 +1,1008 @@
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/replay_ops.h"
+
+/* The float error of the ops themselves on f32 dumps.  Hugging Face builds
+ * its RoPE angles in float32, which is off by about 1e-4 at position
+ * 2048, and a softmax over thousands of keys in float loses about as
+ * much; half-width dumps get HALF_ROUNDINGS of their rounding, since
+ * both q*cos + rotate(q)*sin and the attention are rounded several times. */
+#define ROPE_F32_FLOOR 2e-4
+#define CORE_F32_FLOOR 1e-4
+#define HALF_ROUNDINGS 4
+
+#define MAX_HD 1024
+#define SAMPLE_EARLY 32 /* rows 0..31, where the RoPE angles are small */
+#define SAMPLE_LATE 32  /* and rows spread to the end */
+#define MAX_SAMPLE (SAMPLE_EARLY + SAMPLE_LATE)
+#define PROBE_ROWS 8 /* rows that choose the head dim */
+
+/* Head dims people's models use, tried when neither the shapes nor
+ * --heads say which. */
+static const int head_dims[] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
+
+/* An activation of S positions and nh heads of hd channels, held as
+ * [S, nh*hd] (a projection's output, [S, nh, hd] alike) or [nh, S, hd]
+ * (Hugging Face's states after the transpose). */
+typedef struct heads_view {
+	const float *v;
+	int64_t S;
+	int nh, hd;
+	bool hsd;
+} heads_view;
+
+static const float *head_row(const heads_view *h, int64_t pos, int head)
+{
+	return h->hsd ? h->v + ((size_t)head * h->S + pos) * h->hd : h->v + ((size_t)pos * h->nh + head) * h->hd;
+}
+
+/* Distance between a head's rows: the leading dimension of [S, hd]. */
+static int head_stride(const heads_view *h)
+{
+	return h->hsd ? h->hd : h->nh * h->hd;
+}
+
+/* Dimensions after dropping leading size-1 axes. */
+static int squeezed(const tb_tensor *t, int64_t *d)
+{
+	int k = 0;
+
+	while (k < t->ndim - 1 && t->shape[k] == 1)
+		k++;
+	for (int i = k; i < t->ndim; i++)
+		d[i - k] = t->shape[i];
+	return t->ndim - k;
+}
+
+/* How t holds S positions of heads of hd channels. */
+static bool fit_heads(const tb_tensor *t, int64_t S, int hd, heads_view *out)
+{
+	int64_t d[TB_MAX_DIMS];
+	int n = squeezed(t, d);
+
+	out->S = S;
+	out->hd = hd;
+	if (n == 3 && d[2] == hd && d[1] == S) {
+		out->nh = (int)d[0];
+		out->hsd = true;
+		return d[0] <= INT32_MAX;
+	}
+	out->hsd = false;
+	if (n == 3 && d[2] == hd && d[0] == S) {
+		out->nh = (int)d[1];
+		return d[1] <= INT32_MAX;
+	}
+	if (n == 2 && d[0] == S && d[1] % hd == 0 && d[1] / hd <= INT32_MAX) {
+		out->nh = (int)(d[1] / hd);
+		return true;
+	}
+	return false;
+}
+
+/* The positions of an op's inputs: the rows of a 2-D one, else the
+ * middle axis of [nh, S, hd]. */
+static int64_t positions(const tb_tensor *const *t, int n)
+{
+	int64_t d[TB_MAX_DIMS];
+
+	for (int i = 0; i < n; i++)
+		if (squeezed(t[i], d) == 2)
+			return d[0];
+	for (int i = 0; i < n; i++)
+		if (squeezed(t[i], d) == 3)
+			return d[1];
+	return 0;
+}
+
+/* The head dims to try: what a 3-D input says, what --heads says, else
+ * every usual one that divides the width.  Returns how many. */
+static int head_dim_choices(const tb_tensor *const *t, int n, int heads, int64_t S, int *out)
+{
+	int64_t d[TB_MAX_DIMS], width = 0;
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		int nd = squeezed(t[i], d);
+		if (nd == 3 && d[2] <= MAX_HD) {
+			out[0] = (int)d[2];
+			return 1;
+		}
+		if (nd == 2 && !width)
+			width = d[1];
+	}
+	if (!width || !S)
+		return 0;
+	if (heads > 0 && width % heads == 0 && width / heads <= MAX_HD) {
+		out[0] = (int)(width / heads);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof head_dims / sizeof *head_dims; i++)
+		if (width % head_dims[i] == 0)
+			out[k++] = head_dims[i];
+	return k;
+}
+
+/* The rows a replay compares: all of a short sequence, else the first
+ * SAMPLE_EARLY and SAMPLE_LATE spread to the last.  Returns how many. */
+static int sample_rows(int64_t S, int64_t *rows)
+{
+	int n = 0;
+
+	if (S <= MAX_SAMPLE) {
+		for (int64_t i = 0; i < S; i++)
+			rows[n++] = i;
+		return n;
+	}
+	for (int i = 0; i < SAMPLE_EARLY; i++)
+		rows[n++] = i;
+	for (int i = 1; i <= SAMPLE_LATE; i++)
+		rows[n++] = SAMPLE_EARLY + (S - 1 - SAMPLE_EARLY) * i / SAMPLE_LATE;
+	return n;
+}
+
+static double floor_of(const tb_tensor *ref, const tb_tensor *cand, double f32_floor)
+{
+	return fmax(tb_replay_floor(ref, cand, f32_floor), HALF_ROUNDINGS * tb_replay_floor(ref, cand, 0));
+}
+
+/* The four tensors of one side of an op, loaded once, and their views as
+ * heads of hd channels (which the replay may try several of). */
+typedef struct side4 {
+	tb_tensor *t[4];
+	float *data[4]; /* owned */
+	heads_view v[4];
+} side4;
+
+static void side_free(side4 *s)
+{
+	for (int i = 0; i < 4; i++)
+		free(s->data[i]);
+	memset(s, 0, sizeof *s);
+}
+
+static int side_load(side4 *s, const tb_pair *const *p, bool cand, tb_err *err)
+{
+	memset(s, 0, sizeof *s);
+	for (int i = 0; i < 4; i++) {
+		s->t[i] = cand ? p[i]->cand : p[i]->ref;
+		if (!(s->data[i] = tb_replay_load(s->t[i], err))) {
+			side_free(s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static bool side_finite(const side4 *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (!tb_replay_finite(s->data[i], s->t[i]->numel))
+			return false;
+	return true;
+}
+
+/* View the side as S positions of hd-channel heads; false when a tensor
+ * does not hold them, or heads[i] != heads[same[i]] for the pairs the op
+ * needs equal (same[i] < 0: no constraint). */
+static bool side_view(side4 *s, int64_t S, int hd, const int *same)
+{
+	for (int i = 0; i < 4; i++) {
+		if (!fit_heads(s->t[i], S, hd, &s->v[i]))
+			return false;
+		s->v[i].v = s->data[i];
+	}
+	for (int i = 0; i < 4; i++)
+		if (same[i] >= 0 && s->v[i].nh != s->v[same[i]].nh)
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* RoPE: attn.q, attn.k (before) -> attn.q_rope, attn.k_rope            */
+
+typedef struct rope_cfg {
+	bool interleaved; /* pairs (2i, 2i+1), else rotate-half (i, i + rot/2) */
+	int sign;         /* +1: Hugging Face's rotate_half; -1: rotation by -theta */
+	int rot;          /* channels rotated per head (partial rotary) */
+	double theta;
+	int64_t clamp;    /* positions from clamp on reuse clamp - 1; 0: none */
+	unsigned transposed; /* 1: q, 2: k viewed as [hd, heads] before RoPE */
+	bool head_norm;   /* an RMSNorm per head (unit weight) before RoPE */
+} rope_cfg;
+
+/* Rotate one head's vector x (read through its view, transposed or not)
+ * at position pos; adds the squared error against y and y's norm. */
+static void rope_head(const rope_cfg *c, const heads_view *in, int64_t pos, int head, bool transposed,
+		      const double *cs, const double *sn, const float *y, double *dd, double *yy)
+{
+	double x[MAX_HD], r[MAX_HD];
+	int hd = in->hd;
+
+	if (transposed) {
+		const float *row = head_row(in, pos, 0);
+		for (int d = 0; d < hd; d++)
+			x[d] = row[(size_t)d * in->nh + head];
+	} else {
+		const float *row = head_row(in, pos, head);
+		for (int d = 0; d < hd; d++)
+			x[d] = row[d];
+	}
+	if (c->head_norm) {
+		double ss = 0;
+		for (int d = 0; d < hd; d++)
+			ss += x[d] * x[d];
+		double inv = 1 / sqrt(ss / hd + 1e-6);
+		for (int d = 0; d < hd; d++)
+			x[d] *= inv;
+	}
+	memcpy(r, x, (size_t)hd * sizeof *r);
+	for (int i = 0; i < c->rot / 2; i++) {
+		int a = c->interleaved ? 2 * i : i, b = c->interleaved ? 2 * i + 1 : i + c->rot / 2;
+		r[a] = x[a] * cs[i] - x[b] * sn[i];
+		r[b] = x[b] * cs[i] + x[a] * sn[i];
+	}
+	for (int d = 0; d < hd; d++) {
+		double e = r[d] - y[d];
+		*dd += e * e;
+		*yy += (double)y[d] * y[d];
+	}
+}
+
+/* rel_l2 of the configuration's q_rope and k_rope over the rows; per
+ * row too when row_rel is not NULL. */
+static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *rows, int nrows, double *row_rel)
+{
+	double cs[MAX_HD / 2], sn[MAX_HD / 2], dd = 0, yy = 0;
+
+	for (int k = 0; k < nrows; k++) {
+		int64_t pos = c->clamp && rows[k] >= c->clamp ? c->clamp - 1 : rows[k];
+		double rd = 0, ry = 0;
+		for (int i = 0; i < c->rot / 2; i++) {
+			double ang = (double)pos * pow(c->theta, -2.0 * i / c->rot);
+			cs[i] = cos(ang);
+			sn[i] = c->sign * sin(ang);
+		}
+		for (int t = 0; t < 2; t++)
+			for (int h = 0; h < s->v[t].nh; h++)
+				rope_head(c, &s->v[t], rows[k], h, c->transposed >> t & 1, cs, sn, head_row(&s->v[2 + t], rows[k], h),
+					  &rd, &ry);
+		dd += rd;
+		yy += ry;
+		if (row_rel)
+			row_rel[k] = ry > 0 ? sqrt(rd / ry) : rd > 0 ? INFINITY : 0;
+	}
+	return yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
+}
+
+/* Golden-section search of log10 theta in [a, b] for the rest of c on
+ * the rows; returns the best exponent. */
+static double golden_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows, double a, double b, int iters)
+{
+	const double g = (sqrt(5) - 1) / 2;
+	double x1 = b - g * (b - a), x2 = a + g * (b - a), r1, r2;
+
+	c->theta = pow(10, x1);
+	r1 = rope_residual(s, c, rows, nrows, NULL);
+	c->theta = pow(10, x2);
+	r2 = rope_residual(s, c, rows, nrows, NULL);
+	while (iters-- > 0) {
+		if (r1 < r2) {
+			b = x2;
+			x2 = x1;
+			r2 = r1;
+			x1 = b - g * (b - a);
+			c->theta = pow(10, x1);
+			r1 = rope_residual(s, c, rows, nrows, NULL);
+		} else {
+			a = x1;
+			x1 = x2;
+			r1 = r2;
+			x2 = a + g * (b - a);
+			c->theta = pow(10, x2);
+			r2 = rope_residual(s, c, rows, nrows, NULL);
+		}
+	}
+	return r1 < r2 ? x1 : x2;
+}
+
+/* Fit theta for the rest of c: a grid over 1e2..1e8 on the rows whose
+ * angles are small (positions 1..8, where the error is smooth in theta),
+ * then narrower searches on ever later rows, whose error has ever
+ * narrower minima. */
+static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows)
+{
+	int64_t early[8];
+	int ne = 0, nmid = 0;
+	double best = 4, best_rel = INFINITY;
+
+	for (int k = 0; k < nrows && ne < 8; k++)
+		if (rows[k] >= 1 && rows[k] <= 8)
+			early[ne++] = rows[k];
+	while (nmid < nrows && rows[nmid] < SAMPLE_EARLY)
+		nmid++;
+	for (double e = 2; e <= 8 + 1e-9; e += 0.125) {
+		c->theta = pow(10, e);
+		double rel = rope_residual(s, c, early, ne, NULL);
+		if (rel < best_rel) {
+			best_rel = rel;
+			best = e;
+		}
+	}
+	best = golden_theta(s, c, early, ne, best - 0.125, best + 0.125, 24);
+	best = golden_theta(s, c, rows, nmid, best - 0.01, best + 0.01, 16);
+	best = golden_theta(s, c, rows, nrows, best - 0.001, best + 0.001, 12);
+	c->theta = pow(10, best);
+	best_rel = rope_residual(s, c, rows, nrows, NULL);
+	/* configs say 500000, not 499993: the round value, where it fits as well */
+	double fitted = c->theta;
+	for (int digits = 1; digits <= 3; digits++) {
+		double unit = pow(10, floor(best) - digits + 1), round_theta = unit * nearbyint(fitted / unit), rel;
+		c->theta = round_theta;
+		rel = rope_residual(s, c, rows, nrows, NULL);
+		if (rel <= best_rel * 1.01) {
+			best_rel = rel;
+			return best_rel;
+		}
+	}
+	c->theta = fitted;
+	return best_rel;
+}
+
+/* The reference's RoPE: every style, sign and rotary fraction at the
+ * usual bases, then (fit_theta) theta fitted for the best three. */
+static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows, int nrows, double floor,
+			     bool fit_theta_too)
+{
+	static const double bases[] = {1e4, 5e5, 1e6, 1e5};
+	rope_cfg top[3];
+	double top_rel[3] = {INFINITY, INFINITY, INFINITY};
+	int hd = s->v[0].hd;
+
+	for (int style = 0; style < 2; style++)
+		for (int sign = 1; sign >= -1; sign -= 2)
+			for (int frac = 1; frac <= 4; frac *= 2) {
+				if (hd % (2 * frac))
+					continue;
+				for (size_t b = 0; b < sizeof bases / sizeof *bases; b++) {
+					rope_cfg c = {style, sign, hd / frac, bases[b], 0, 0, false};
+					double rel = rope_residual(s, &c, rows, nrows, NULL);
+					for (int k = 0; k < 3; k++)
+						if (rel < top_rel[k]) {
+							memmove(top + k + 1, top + k, (size_t)(2 - k) * sizeof *top);
+							memmove(top_rel + k + 1, top_rel + k, (size_t)(2 - k) * sizeof *top_rel);
+							top[k] = c;
+							top_rel[k] = rel;
+							break;
+						}
+				}
+			}
+	*best = top[0];
+	if (top_rel[0] <= floor || !fit_theta_too)
+		return top_rel[0];
+	double rel = top_rel[0];
+	for (int k = 0; k < 3; k++) {
+		rope_cfg c = top[k];
+		double r = fit_theta(s, &c, rows, nrows);
+		if (r < rel) {
+			rel = r;
+			*best = c;
+		}
+	}
+	return rel;
+}
+
+static void describe_rope(const rope_cfg *c, int hd, char *buf, size_t size)
+{
+	snprintf(buf, size, "RoPE %s%s, theta %.3g%s", c->interleaved ? "interleaved pairs" : "rotate-half",
+		 c->sign < 0 ? " by -theta" : "", c->theta, c->rot < hd ? ", partial" : "");
+	if (c->rot < hd)
+		snprintf(buf + strlen(buf), size - strlen(buf), " (%d of %d channels)", c->rot, hd);
+}
+
+typedef struct rope_variant {
+	rope_cfg cfg;
+	const char *cause;
+	char name[64];
+	double rel;
+} rope_variant;
+
+/* The first row the reference's configuration misses on the candidate:
+ * where a RoPE table that ends early starts to repeat its last row. */
+static int64_t first_missed_row(const side4 *s, const rope_cfg *c0, double floor)
+{
+	int64_t S = s->v[2].S;
+	int64_t *rows = malloc((size_t)S * sizeof *rows);
+	double *rel = malloc((size_t)S * sizeof *rel);
+	int64_t first = 0;
+
+	if (!rows || !rel || S > INT32_MAX) {
+		free(rows);
+		free(rel);
+		return 0;
+	}
+	for (int64_t i = 0; i < S; i++)
+		rows[i] = i;
+	rope_residual(s, c0, rows, (int)S, rel);
+	for (int64_t i = 0; i < S && !first; i++)
+		if (rel[i] > 10 * floor)
+			first = i;
+	free(rows);
+	free(rel);
+	return first;
+}
+
+/* The candidate's variants: the reference's configuration with one
+ * thing changed.  Returns the best one. */
+static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int64_t *rows, int nrows,
+				   double floor, bool can_transpose)
+{
+	rope_variant v[12], best;
+	int n = 0, hd = s->v[0].hd;
+
+	v[n] = (rope_variant){*c0, "rope-style", "", 0};
+	v[n].cfg.interleaved = !c0->interleaved;
+	snprintf(v[n++].name, sizeof v->name, "%s", c0->interleaved ? "rotate-half pairs" : "interleaved pairs (2i, 2i+1)");
+	v[n] = (rope_variant){*c0, "rotate-half-sign", "", 0};
+	v[n].cfg.sign = -c0->sign;
+	snprintf(v[n++].name, sizeof v->name, "%s", "rotation by -theta (rotate_half's sign)");
+	for (int frac = 1; frac <= 4; frac *= 2)
+		if (hd / frac != c0->rot && hd % (2 * frac) == 0) {
+			v[n] = (rope_variant){*c0, "partial-rope", "", 0};
+			v[n].cfg.rot = hd / frac;
+			snprintf(v[n++].name, sizeof v->name, "rotary on %d of %d channels", hd / frac, hd);
+		}
+	if (can_transpose) {
+		for (unsigned t = 1; t <= 3; t += 2) {
+			v[n] = (rope_variant){*c0, "attention-layout", "", 0};
+			v[n].cfg.transposed = c0->transposed ^ t;
+			snprintf(v[n++].name, sizeof v->name, "%s viewed as [head_dim, heads]", t == 1 ? "q" : "q and k");
+		}
+	}
+	v[n] = (rope_variant){*c0, "qk-norm", "", 0};
+	v[n].cfg.head_norm = !c0->head_norm;
+	snprintf(v[n++].name, sizeof v->name, "%s", c0->head_norm ? "no norm on q and k" : "an RMSNorm per head on q and k");
+	int64_t from = first_missed_row(s, c0, floor);
+	if (from > 1) {
+		v[n] = (rope_variant){*c0, "decode-position", "", 0};
+		v[n].cfg.clamp = from;
+		snprintf(v[n++].name, sizeof v->name, "a RoPE table of %lld positions", (long long)from);
+	}
+	for (int i = 0; i < n; i++)
+		v[i].rel = rope_residual(s, &v[i].cfg, rows, nrows, NULL);
+	best = v[0];
+	for (int i = 1; i < n; i++)
+		if (v[i].rel < best.rel)
+			best = v[i];
+	if (best.rel > floor) {
+		rope_variant t = {*c0, "rope-theta", "", 0};
+		t.rel = fit_theta(s, &t.cfg, rows, nrows);
+		if (fabs(log10(t.cfg.theta / c0->theta)) > 0.01 && t.rel < best.rel) {
+			snprintf(t.name, sizeof t.name, "theta %.3g (the reference: %.3g)", t.cfg.theta, c0->theta);
+			best = t;
+		}
+	}
+	return best;
+}
+
+int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
+{
+	int layer = in->first->cell.layer;
+	/* the side's order: q, k before RoPE, q, k after it; before and after hold as many heads */
+	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q), tb_replay_pair(in, layer, TB_TAP_ATTN_K),
+			       tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE)};
+	static const int same[4] = {2, 3, -1, -1};
+	const tb_tensor *shapes[4];
+	int64_t rows[MAX_SAMPLE], probe[PROBE_ROWS], S;
+	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, hd = 0;
+	side4 ref, cand;
+	rope_cfg c0 = {0};
+	double floor, ref_rel = INFINITY;
+	char cell[TB_CELL_NAME_MAX], ref_name[64];
+
+	for (int i = 0; i < 4; i++)
+		if (!p[i]) {
+			snprintf(out->note, sizeof out->note, "%s",
+				 "replaying RoPE needs attn.q and attn.k before RoPE and attn.q_rope and attn.k_rope after it, on "
+				 "both sides (mkdemo --replay; dump_hf.py --replay)");
+			return 0;
+		}
+	for (int i = 0; i < 4; i++)
+		shapes[i] = p[i]->ref;
+	S = positions(shapes, 4);
+	nhd = head_dim_choices(shapes, 4, in->heads, S, hds);
+	nrows = sample_rows(S, rows);
+	floor = fmax(floor_of(p[2]->ref, p[2]->cand, ROPE_F32_FLOOR), floor_of(p[3]->ref, p[3]->cand, ROPE_F32_FLOOR));
+	if (side_load(&ref, p, false, err) < 0)
+		return -1;
+	if (side_load(&cand, p, true, err) < 0) {
+		side_free(&ref);
+		return -1;
+	}
+	if (!side_finite(&ref) || !side_finite(&cand)) {
+		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
+		goto done;
+	}
+	/* the head dim: the one the usual RoPEs fit best on a few rows */
+	for (int k = 0; k < PROBE_ROWS; k++)
+		probe[k] = rows[(int64_t)k * nrows / PROBE_ROWS];
+	for (int k = 0; k < nhd; k++) {
+		double rel;
+		if (!side_view(&ref, S, hds[k], same) ||
+		    (rel = rope_reference(&ref, &c0, probe, nrows < PROBE_ROWS ? nrows : PROBE_ROWS, floor, false)) >= ref_rel)
+			continue;
+		ref_rel = rel;
+		hd = hds[k];
+	}
+	if (hd && side_view(&ref, S, hd, same))
+		ref_rel = rope_reference(&ref, &c0, rows, nrows, floor, true);
+	if (!hd || !side_view(&ref, S, hd, same) || !side_view(&cand, S, hd, same)) {
+		snprintf(out->note, sizeof out->note, "%s",
+			 hd ? "the candidate's q and k differ in shape from the reference's: no RoPE replay"
+			    : "attn.q, attn.k, attn.q_rope and attn.k_rope do not hold the same positions and heads: no RoPE replay");
+		goto done;
+	}
+	out->tried = true;
+	rope_variant best = rope_candidate(&cand, &c0, rows, nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
+	describe_rope(&c0, hd, ref_name, sizeof ref_name);
+	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_replay_decide(out, cell, floor,
+			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, rows, nrows, NULL), best.name,
+					  best.cause, best.rel});
+done:
+	side_free(&ref);
+	side_free(&cand);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Attention core: attn.q_rope, attn.k_rope, attn.v -> attn.core        */
+
+typedef enum mask_kind { CAUSAL, FULL, BEFORE, AHEAD, N_MASKS } mask_kind;
+
+static const char *const mask_names[N_MASKS] = {
+	[CAUSAL] = "causal mask",
+	[FULL] = "no causal mask",
+	[BEFORE] = "causal mask without the diagonal (j < i)",
+	[AHEAD] = "causal mask one position ahead (j <= i + 1)",
+};
+
+typedef struct core_cfg {
+	double scale;
+	mask_kind mask;
+	int64_t window; /* keys i - window + 1 .. i; 0: none */
+	bool tile;      /* q head h reads kv head h % kv_heads, else h / group */
+	double softcap; /* scores = cap * tanh(scores / cap); 0: none */
+} core_cfg;
+
+/* One side's q (after RoPE), k (after RoPE), v and attention output, and
+ * what the replay computes from them on the sampled rows. */
+typedef struct core_side {
+	side4 in;
+	const int64_t *rows;
+	int nrows;
+	float *scores[2]; /* [nh][nrows][S] q.k for each kv mapping (repeat, tile); NULL until needed */
+	float *p;         /* [nrows][S] one head's attention weights */
+	float *pred;      /* [nrows][nh * hd] the last prediction */
+} core_side;
+
+/* Drop what the replay computed, keeping the loaded tensors. */
+static void core_side_reset(core_side *s)
+{
+	free(s->scores[0]);
+	free(s->scores[1]);
+	free(s->p);
+	free(s->pred);
+	s->scores[0] = s->scores[1] = s->p = s->pred = NULL;
+}
+
+static void core_side_free(core_side *s)
+{
+	core_side_reset(s);
+	side_free(&s->in);
+}
+
+/* Ready the side, viewed as heads of hd channels, for replays on rows:
+ * false when its tensors are not one attention of such heads. */
+static int core_side_view(core_side *s, int64_t S, int hd, const int64_t *rows, int nrows, bool *fits, tb_err *err)
+{
+	static const int same[4] = {3, 2, -1, -1}; /* q and output, k and v hold as many heads */
+
+	core_side_reset(s);
+	*fits = side_view(&s->in, S, hd, same) && s->in.v[1].nh > 0 && s->in.v[0].nh % s->in.v[1].nh == 0;
+	if (!*fits)
+		return 0;
+	s->rows = rows;
+	s->nrows = nrows;
+	s->p = malloc((size_t)nrows * S * sizeof *s->p);
+	s->pred = malloc((size_t)nrows * s->in.v[0].nh * hd * sizeof *s->pred);
+	if (!s->p || !s->pred)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	return 0;
+}
+
+static int kv_head(const core_side *s, const core_cfg *c, int h)
+{
+	int nh = s->in.v[0].nh, nkv = s->in.v[1].nh;
+
+	return c->tile ? h % nkv : h / (nh / nkv);
+}
+
+/* The raw scores q.k of every head on the sampled rows, for a kv mapping;
+ * -1 on allocation failure. */
+static int core_scores(core_side *s, bool tile, tb_err *err)
+{
+	const heads_view *q = &s->in.v[0], *k = &s->in.v[1];
+	int R = s->nrows, hd = q->hd;
+	int64_t S = q->S;
+	core_cfg c = {.tile = tile};
+	float *qr;
+
+	if (s->scores[tile])
+		return 0;
+	s->scores[tile] = malloc((size_t)q->nh * R * S * sizeof(float));
+	qr = malloc((size_t)R * hd * sizeof *qr);
+	if (!s->scores[tile] || !qr) {
+		free(qr);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	for (int h = 0; h < q->nh; h++) {
+		int g = kv_head(s, &c, h);
+		for (int r = 0; r < R; r++)
+			memcpy(qr + (size_t)r * hd, head_row(q, s->rows[r], h), (size_t)hd * sizeof *qr);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, (int)S, hd, 1.0f, qr, hd, head_row(k, 0, g),
+			    head_stride(k), 0.0f, s->scores[tile] + (size_t)h * R * S, (int)S);
+	}
+	free(qr);
+	return 0;
+}
+
+/* The keys row i attends to under c: [*lo, *hi], empty when *lo > *hi. */
+static void key_range(const core_cfg *c, int64_t i, int64_t S, int64_t *lo, int64_t *hi)
+{
+	*lo = 0;
+	*hi = c->mask == FULL ? S - 1 : c->mask == BEFORE ? i - 1 : c->mask == AHEAD && i + 1 < S ? i + 1 : i;
+	if (c->window > 0 && i - c->window + 1 > 0)
+		*lo = i - c->window + 1;
+}
+
+static double score(const core_cfg *c, float raw)
+{
+	double x = raw * c->scale;
+
+	return c->softcap > 0 ? c->softcap * tanh(x / c->softcap) : x;
+}
+
+/* rel_l2 of c's attention output against the side's on the sampled rows;
+ * perm (NULL: identity) says which predicted head each output head holds.
+ * The prediction stays in s->pred. */
+static int core_residual(core_side *s, const core_cfg *c, const int *perm, double *rel, tb_err *err)
+{
+	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	int R = s->nrows, nh = q->nh, hd = q->hd;
+	int64_t S = q->S;
+	double dd = 0, yy = 0;
+
+	if (core_scores(s, c->tile, err) < 0)
+		return -1;
+	for (int h = 0; h < nh; h++) {
+		const float *sc = s->scores[c->tile] + (size_t)h * R * S;
+		for (int r = 0; r < R; r++) {
+			float *p = s->p + (size_t)r * S;
+			int64_t lo, hi;
+			double mx = -INFINITY, sum = 0;
+			key_range(c, s->rows[r], S, &lo, &hi);
+			memset(p, 0, (size_t)S * sizeof *p);
+			for (int64_t j = lo; j <= hi; j++)
+				mx = fmax(mx, score(c, sc[(size_t)r * S + j]));
+			for (int64_t j = lo; j <= hi; j++)
+				sum += (p[j] = (float)exp(score(c, sc[(size_t)r * S + j]) - mx));
+			for (int64_t j = lo; j <= hi; j++)
+				p[j] = (float)(p[j] / sum);
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, (int)S, 1.0f, s->p, (int)S,
+			    head_row(v, 0, kv_head(s, c, h)), head_stride(v), 0.0f, s->pred + (size_t)h * hd, nh * hd);
+	}
+	for (int r = 0; r < R; r++)
+		for (int h = 0; h < nh; h++) {
+			const float *y = head_row(o, s->rows[r], h), *x = s->pred + ((size_t)r * nh + (perm ? perm[h] : h)) * hd;
+			for (int d = 0; d < hd; d++) {
+				double e = (double)x[d] - y[d];
+				dd += e * e;
+				yy += (double)y[d] * y[d];
+			}
+		}
+	*rel = yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
+	return 0;
+}
+
+/* The window that best explains the side's output under c: for a few late
+ * rows, every first key lo is tried at once by summing the keys from the
+ * row back (a running softmax); 0 when no row shows a window. */
+static int64_t fit_window(core_side *s, const core_cfg *c)
+{
+	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	int R = s->nrows, nh = q->nh, hd = q->hd;
+	int64_t S = q->S;
+	double num[MAX_HD];
+
+	for (int r = R - 1; r >= 0 && r >= R - 4; r--) {
+		int64_t i = s->rows[r], best = 0;
+		double *err = calloc((size_t)i + 1, sizeof *err);
+		if (!err || i < 2) {
+			free(err);
+			continue;
+		}
+		for (int h = 0; h < nh; h++) {
+			const float *sc = s->scores[c->tile] + ((size_t)h * R + r) * S, *y = head_row(o, i, h);
+			double mx = -INFINITY, den = 0;
+			for (int64_t j = 0; j <= i; j++)
+				mx = fmax(mx, score(c, sc[j]));
+			memset(num, 0, (size_t)hd * sizeof *num);
+			for (int64_t lo = i; lo >= 0; lo--) {
+				const float *vj = head_row(v, lo, kv_head(s, c, h));
+				double w = exp(score(c, sc[lo]) - mx);
+				den += w;
+				for (int d = 0; d < hd; d++) {
+					num[d] += w * vj[d];
+					double e = num[d] / den - y[d];
+					err[lo] += e * e;
+				}
+			}
+		}
+		for (int64_t lo = 1; lo <= i; lo++)
+			if (err[lo] < err[best])
+				best = lo;
+		free(err);
+		if (best > 0)
+			return i - best + 1;
+	}
+	return 0;
+}
+
+/* Which predicted head each of the side's output heads matches best;
+ * true when that is a permutation other than the identity. */
+static bool fit_permutation(const core_side *s, int *perm)
+{
+	int R = s->nrows, nh = s->in.v[0].nh, hd = s->in.v[0].hd;
+	bool moved = false;
+	unsigned char *taken = calloc((size_t)nh, 1);
+
+	if (!taken)
+		return false;
+	for (int h = 0; h < nh; h++) {
+		double best = INFINITY;
+		for (int g = 0; g < nh; g++) {
+			double dd = 0;
+			for (int r = 0; r < R; r++) {
+				const float *y = head_row(&s->in.v[3], s->rows[r], h), *x = s->pred + ((size_t)r * nh + g) * hd;
+				for (int d = 0; d < hd; d++)
+					dd += ((double)x[d] - y[d]) * ((double)x[d] - y[d]);
+			}
+			if (dd < best) {
+				best = dd;
+				perm[h] = g;
+			}
+		}
+		moved |= perm[h] != h;
+		if (taken[perm[h]]++) {
+			free(taken);
+			return false;
+		}
+	}
+	free(taken);
+	return moved;
+}
+
+typedef struct core_variant {
+	core_cfg cfg;
+	const char *cause;
+	char name[80];
+	double rel;
+	bool permuted;
+} core_variant;
+
+static void describe_core(const core_cfg *c, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "scale %.3g, %s", c->scale, mask_names[c->mask]);
+
+	if (c->window && n >= 0 && (size_t)n < size)
+		n += snprintf(buf + n, size - (size_t)n, ", window %lld", (long long)c->window);
+	if (c->softcap > 0 && n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, ", soft-cap %g", c->softcap);
+}
+
+/* The side's variants of c0 that change one thing; returns how many. */
+static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
+{
+	int n = 0, hd = s->in.v[0].hd, nh = s->in.v[0].nh, nkv = s->in.v[1].nh;
+	const double scales[] = {1 / sqrt(hd), 1.0 / hd, 1};
+	char ref[32];
+
+	snprintf(ref, sizeof ref, "%.3g", c0->scale);
+	for (size_t i = 0; i < sizeof scales / sizeof *scales; i++)
+		if (fabs(scales[i] / c0->scale - 1) > 1e-6) {
+			v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+			v[n].cfg.scale = scales[i];
+			snprintf(v[n++].name, sizeof v->name, "softmax scale %.3g (the reference: %s)", scales[i], ref);
+		}
+	for (int m = 0; m < N_MASKS; m++)
+		if ((mask_kind)m != c0->mask) {
+			v[n] = (core_variant){*c0, "attention-mask", "", 0, false};
+			v[n].cfg.mask = (mask_kind)m;
+			snprintf(v[n++].name, sizeof v->name, "%s", mask_names[m]);
+		}
+	int64_t w = fit_window(s, c0);
+	if (w && w != c0->window) {
+		v[n] = (core_variant){*c0, "sliding-window", "", 0, false};
+		v[n].cfg.window = w;
+		snprintf(v[n++].name, sizeof v->name, "a sliding window of %lld positions", (long long)w);
+	}
+	if (c0->window) {
+		v[n] = (core_variant){*c0, "sliding-window", "", 0, false};
+		v[n].cfg.window = 0;
+		snprintf(v[n++].name, sizeof v->name, "no sliding window (the reference: %lld)", (long long)c0->window);
+	}
+	if (nkv > 1 && nkv < nh) {
+		v[n] = (core_variant){*c0, "gqa-repeat", "", 0, false};
+		v[n].cfg.tile = !c0->tile;
+		snprintf(v[n++].name, sizeof v->name, "%s", c0->tile ? "kv heads repeated (h / group)" : "kv heads tiled (h % kv_heads)");
+	}
+	for (double cap = 50; cap >= 30; cap -= 20)
+		if (cap != c0->softcap) {
+			v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+			v[n].cfg.softcap = cap;
+			snprintf(v[n++].name, sizeof v->name, "logit soft-capping at %g", cap);
+		}
+	if (c0->softcap > 0) {
+		v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+		v[n].cfg.softcap = 0;
+		snprintf(v[n++].name, sizeof v->name, "no logit soft-capping (the reference: %g)", c0->softcap);
+	}
+	return n;
+}
+
+#define MAX_CORE_VARIANTS 16
+
+/* The best variant of c0 on the side, the head permutation included. */
+static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permute, core_variant *best, tb_err *err)
+{
+	core_variant v[MAX_CORE_VARIANTS];
+	int n;
+
+	best->rel = INFINITY;
+	if (permute) {
+		int *perm = malloc((size_t)s->in.v[0].nh * sizeof *perm);
+		double rel;
+		if (!perm)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+		if (core_residual(s, c0, NULL, &rel, err) < 0 || (fit_permutation(s, perm) && core_residual(s, c0, perm, &rel, err) < 0)) {
+			free(perm);
+			return -1;
+		}
+		if (rel < at_c0) {
+			int h = 0;
+			while (perm[h] == h)
+				h++;
+			*best = (core_variant){*c0, "attention-layout", "", rel, true};
+			snprintf(best->name, sizeof best->name, "heads in another order (output head %d holds head %d)", h, perm[h]);
+		}
+		free(perm);
+	}
+	n = core_variants(s, c0, v);
+	for (int i = 0; i < n; i++) {
+		if (core_residual(s, &v[i].cfg, NULL, &v[i].rel, err) < 0)
+			return -1;
+		if (v[i].rel < best->rel)
+			*best = v[i];
+	}
+	return 0;
+}
+
+/* The reference's attention: the usual one, else the best single change
+ * of it, taken while it helps, at most three times. */
+static int core_reference(core_side *s, core_cfg *c, double floor, double *rel, tb_err *err)
+{
+	*c = (core_cfg){1 / sqrt(s->in.v[0].hd), CAUSAL, 0, false, 0};
+	if (core_residual(s, c, NULL, rel, err) < 0)
+		return -1;
+	for (int round = 0; round < 3 && *rel > floor; round++) {
+		core_variant b;
+		if (core_best(s, c, *rel, false, &b, err) < 0)
+			return -1;
+		if (!(b.rel < *rel / 2))
+			break;
+		*c = b.cfg;
+		*rel = b.rel;
+	}
+	return 0;
+}
+
+int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
+{
+	int layer = in->first->cell.layer;
+	/* the side's order */
+	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE),
+			       tb_replay_pair(in, layer, TB_TAP_ATTN_V), tb_replay_pair(in, layer, TB_TAP_ATTN_CORE)};
+	const tb_tensor *shapes[4];
+	int64_t rows[MAX_SAMPLE], probe[PROBE_ROWS], S;
+	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, hd = 0;
+	core_side ref = {0}, cand = {0};
+	core_cfg c0;
+	core_variant best;
+	double floor, ref_rel = INFINITY, cand_at_ref;
+	char cell[TB_CELL_NAME_MAX], ref_name[80];
+	bool fits;
+
+	for (int i = 0; i < 4; i++)
+		if (!p[i]) {
+			snprintf(out->note, sizeof out->note,
+				 "replaying attn.core needs attn.q_rope, attn.k_rope (after RoPE) and attn.v on both sides "
+				 "(mkdemo --replay; dump_hf.py --replay)");
+			return 0;
+		}
+	for (int i = 0; i < 4; i++)
+		shapes[i] = p[i]->ref;
+	S = positions(shapes, 4);
+	nhd = head_dim_choices(shapes, 4, in->heads, S, hds);
+	nrows = sample_rows(S, rows);
+	for (int k = 0; k < PROBE_ROWS; k++)
+		probe[k] = rows[(int64_t)k * nrows / PROBE_ROWS];
+	floor = floor_of(p[3]->ref, p[3]->cand, CORE_F32_FLOOR);
+	if (side_load(&ref.in, p, false, err) < 0)
+		return -1;
+	if (side_load(&cand.in, p, true, err) < 0)
+		goto fail;
+	if (!side_finite(&ref.in) || !side_finite(&cand.in)) {
+		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
+		goto done;
+	}
+	/* the head dim: the usual attention's best fit on a few rows */
+	for (int k = 0; k < nhd; k++) {
+		double rel;
+		if (core_side_view(&ref, S, hds[k], probe, nrows < PROBE_ROWS ? nrows : PROBE_ROWS, &fits, err) < 0)
+			goto fail;
+		if (!fits)
+			continue;
+		c0 = (core_cfg){1 / sqrt(hds[k]), CAUSAL, 0, false, 0};
+		if (core_residual(&ref, &c0, NULL, &rel, err) < 0)
+			goto fail;
+		if (rel < ref_rel) {
+			ref_rel = rel;
+			hd = hds[k];
+		}
+	}
+	if (!hd) {
+		snprintf(out->note, sizeof out->note,
+			 "attn.q_rope, attn.k_rope, attn.v and attn.core do not hold the same positions and heads: no attention replay");
+		goto done;
+	}
+	if (core_side_view(&ref, S, hd, rows, nrows, &fits, err) < 0 || core_side_view(&cand, S, hd, rows, nrows, &fits, err) < 0)
+		goto fail;
+	if (!fits) {
+		snprintf(out->note, sizeof out->note, "the candidate's attention differs in shape from the reference's: no replay");
+		goto done;
+	}
+	out->tried = true;
+	if (core_reference(&ref, &c0, floor, &ref_rel, err) < 0 || core_residual(&cand, &c0, NULL, &cand_at_ref, err) < 0 ||
+	    core_best(&cand, &c0, cand_at_ref, true, &best, err) < 0)
+		goto fail;
+	describe_core(&c0, ref_name, sizeof ref_name);
+	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_replay_decide(out, cell, floor,
+			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
+					  best.rel});
+done:
+	core_side_free(&ref);
+	core_side_free(&cand);
+	return 0;
+fail:
+	core_side_free(&ref);
+	core_side_free(&cand);
+	return -1;
+}
