@@ -76,7 +76,10 @@ bool tb_replay_finite(const float *v, uint64_t n)
 
 void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_replay_fit *fit)
 {
-	double within = fmax(floor, 4 * fit->ref_rel_l2);
+	/* the reference's own residual measures the noise of this op on these
+	 * dumps; the floor, meant to let the reference's replay through, is
+	 * too loose a bound for the candidate's on half-width dumps */
+	double within = fmax(floor / 4, 4 * fit->ref_rel_l2);
 
 	snprintf(out->ref_variant, sizeof out->ref_variant, "%s", fit->ref_variant);
 	out->ref_rel_l2 = fit->ref_rel_l2;

@@ -211,7 +211,8 @@ typedef struct rope_cfg {
 	int sign;         /* +1: Hugging Face's rotate_half; -1: rotation by -theta */
 	int rot;          /* channels rotated per head (partial rotary) */
 	double theta;
-	int64_t clamp;    /* positions from clamp on reuse clamp - 1; 0: none */
+	int64_t table;    /* positions from table on reuse the last row, or wrap (0: none) */
+	bool wrap;        /* ... read position % table */
 	unsigned transposed; /* 1: q, 2: k viewed as [hd, heads] before RoPE */
 	bool head_norm;   /* an RMSNorm per head (unit weight) before RoPE */
 } rope_cfg;
@@ -261,7 +262,7 @@ static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *ro
 	double cs[MAX_HD / 2], sn[MAX_HD / 2], dd = 0, yy = 0;
 
 	for (int k = 0; k < nrows; k++) {
-		int64_t pos = c->clamp && rows[k] >= c->clamp ? c->clamp - 1 : rows[k];
+		int64_t pos = !c->table || rows[k] < c->table ? rows[k] : c->wrap ? rows[k] % c->table : c->table - 1;
 		double rd = 0, ry = 0;
 		for (int i = 0; i < c->rot / 2; i++) {
 			double ang = (double)pos * pow(c->theta, -2.0 * i / c->rot);
@@ -370,7 +371,7 @@ static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows
 				if (hd % (2 * frac))
 					continue;
 				for (size_t b = 0; b < sizeof bases / sizeof *bases; b++) {
-					rope_cfg c = {style, sign, hd / frac, bases[b], 0, 0, false};
+					rope_cfg c = {.interleaved = style, .sign = sign, .rot = hd / frac, .theta = bases[b]};
 					double rel = rope_residual(s, &c, rows, nrows, NULL);
 					for (int k = 0; k < 3; k++)
 						if (rel < top_rel[k]) {
@@ -442,7 +443,7 @@ static int64_t first_missed_row(const side4 *s, const rope_cfg *c0, double floor
 static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int64_t *rows, int nrows,
 				   double floor, bool can_transpose)
 {
-	rope_variant v[12], best;
+	rope_variant v[16], best;
 	int n = 0, hd = s->v[0].hd;
 
 	v[n] = (rope_variant){*c0, "rope-style", "", 0};
@@ -468,10 +469,12 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 	v[n].cfg.head_norm = !c0->head_norm;
 	snprintf(v[n++].name, sizeof v->name, "%s", c0->head_norm ? "no norm on q and k" : "an RMSNorm per head on q and k");
 	int64_t from = first_missed_row(s, c0, floor);
-	if (from > 1) {
+	for (int wrap = 0; wrap < 2 && from > 1; wrap++) {
 		v[n] = (rope_variant){*c0, "decode-position", "", 0};
-		v[n].cfg.clamp = from;
-		snprintf(v[n++].name, sizeof v->name, "a RoPE table of %lld positions", (long long)from);
+		v[n].cfg.table = from;
+		v[n].cfg.wrap = wrap;
+		snprintf(v[n++].name, sizeof v->name, "a RoPE table of %lld positions%s", (long long)from,
+			 wrap ? ", read modulo its length" : "");
 	}
 	for (int i = 0; i < n; i++)
 		v[i].rel = rope_residual(s, &v[i].cfg, rows, nrows, NULL);

@@ -6,9 +6,9 @@
  * Every op follows one rule (tbisect-rules(5) "CONFIRMED CAUSES"): the
  * configuration that reproduces the reference from the reference's inputs
  * is found first; a variant that differs from it in one thing confirms
- * its cause when it reproduces the candidate within max(floor, 4 x the
- * reference's own residual) and the reference's configuration misses the
- * candidate by at least ten times that.
+ * its cause when it reproduces the candidate within max(floor / 4, 4 x
+ * the reference's own residual) and the reference's configuration misses
+ * the candidate by at least ten times that.
  */
 #ifndef TB_REPLAY_OPS_H
 #define TB_REPLAY_OPS_H

@@ -34,11 +34,21 @@ VARIANTS = {
     "8x32 bf16": ("bf16", 3, dict(hidden=256, heads=8, head_dim=32, kv_heads=4, mlp=512, seq=24, layers=3)),
     "4x32 npy with o_proj/down_proj": ("npy", 5, dict(hidden=128, heads=4, head_dim=32, kv_heads=2, mlp=256,
                                                       seq=32, layers=3, subtaps=True)),
+    "4x32 npy with the replay taps": ("npy", 6, dict(hidden=128, heads=4, head_dim=32, kv_heads=2, mlp=256,
+                                                     seq=32, layers=3, replay=True)),
+    "8x64 bf16 with the replay taps, theta 1e6": ("bf16", 7, dict(hidden=256, heads=8, head_dim=64, kv_heads=2,
+                                                                  mlp=512, seq=48, layers=3, theta=1e6,
+                                                                  replay=True)),
 }
+# The bugs a replay of the op they first show in must confirm (the others
+# may be confirmed too, but never as another cause than the injected one).
+REPLAYED = {"rope-style", "rope-theta", "rotate-half-sign", "partial-rope", "qk-norm", "attention-layout",
+            "decode-position", "gqa-repeat", "softmax-scale", "attention-mask", "sliding-window",
+            "mlp-activation", "mlp-gating"}
 # Faults tbisect ranks together with rope-style (CONTRACT §6 signatures alike).
 WITHIN = {"rotate-half-sign": 3, "partial-rope": 3}
-SUBTAPS = ("attn_norm", "attn.q", "attn.k", "attn.v", "attn.o", "attn",
-           "mlp_norm", "mlp.gate", "mlp.up", "mlp.down", "mlp", "block")
+SUBTAPS = ("attn_norm", "attn.q", "attn.k", "attn.v", "attn.q_rope", "attn.k_rope", "attn.core", "attn.o", "attn",
+           "mlp_norm", "mlp.gate", "mlp.up", "mlp.act", "mlp.down", "mlp", "block")
 
 
 def read_safetensors(path):
@@ -121,7 +131,7 @@ def make_case(bug, fmts, seed, shape, work):
 def main():
     tbisect, work = sys.argv[1], sys.argv[2]
     cases = [(b, v) for v in VARIANTS for b in model.BUGS]
-    print("1..%d" % (3 * len(cases)))
+    print("1..%d" % sum(4 if VARIANTS[v][2].get("replay") else 3 for _, v in cases))
     n = 0
     for bug, var in cases:
         fmts, seed, shape = VARIANTS[var]
@@ -172,6 +182,16 @@ def main():
         else:
             print("not ok %d - %s: origin\n# got %s (%s), allowed %s" % (n, what, origin, rep.get("origin_text"),
                                                                        " or ".join(allowed)))
+        if shape.get("replay"):
+            n += 1
+            confirmed = [c["id"] for c in rep.get("causes", []) if c.get("confirmed")]
+            must = bug in REPLAYED
+            if confirmed in ([bug],) if must else ([], [bug]):
+                print("ok %d - %s: %s" % (n, what, "confirmed by replay" if confirmed else "nothing confirmed"))
+            else:
+                print("not ok %d - %s: replay\n# confirmed %s, must confirm %s\n# %s" % (
+                    n, what, confirmed, bug if must else "nothing or " + bug,
+                    [c.get("confirmed") for c in rep.get("causes", [])[:2]]))
         sys.stdout.flush()
         shutil.rmtree(d)
 

@@ -6,10 +6,13 @@ with one injected porting bug.
 
     python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
-        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] REF CAND
+        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] [--replay] REF CAND
 
 npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
-safetensors files canonical names.  Compute is float64 (the nan-overflow
+safetensors files canonical names.  --replay adds the taps a replay needs,
+as dump_hf.py --replay writes them: q and k after RoPE in Hugging Face's
+[1, heads, seq, head_dim], o_proj's and down_proj's inputs, under canonical
+names (layers/0/attn.q_rope.npy).  Compute is float64 (the nan-overflow
 candidate computes one MLP in float16, dtype-precision rounds the residual
 stream to bf16); dumps are float32 or bf16.
 
@@ -182,6 +185,9 @@ def attention(x, W, l, cfg, bug, sub=None):
     else:
         q = rope_half(q, cos, sin)
         k = rope_half(k, cos, sin)
+    if sub is not None and cfg.replay:
+        sub["layers.%d.attn.q_rope" % l] = q.transpose(1, 0, 2)
+        sub["layers.%d.attn.k_rope" % l] = k.transpose(1, 0, 2)
     rep = nh // nkv
     if bug == "gqa-repeat":
         k = np.tile(k, (1, rep, 1))
@@ -209,6 +215,8 @@ def attention(x, W, l, cfg, bug, sub=None):
         else:
             perm = np.arange(nh * hd).reshape(nh, hd)[::-1].reshape(-1)
             Wo = Wo[:, perm]
+    if sub is not None and cfg.replay:
+        sub["layers.%d.attn.core" % l] = out
     o = out @ Wo.T
     if bug == "scale-multiplier":
         o = o * 0.5
@@ -231,6 +239,7 @@ def mlp(x, W, l, cfg, bug, sub=None):
             o = (h @ W[p + "down"].T.astype(f16)).astype(f16)
         sub["layers.%d.mlp.gate" % l] = g.astype(np.float64)
         sub["layers.%d.mlp.up" % l] = u.astype(np.float64)
+        sub["layers.%d.mlp.act" % l] = h.astype(np.float64)
         sub["layers.%d.mlp.down" % l] = o.astype(np.float64)
         return o.astype(np.float64)
     g = x @ W[p + "gate"].T
@@ -243,6 +252,7 @@ def mlp(x, W, l, cfg, bug, sub=None):
         o = o + 0.3 * rms * W[p + "bias"][None, :]
     sub["layers.%d.mlp.gate" % l] = g
     sub["layers.%d.mlp.up" % l] = u
+    sub["layers.%d.mlp.act" % l] = h
     sub["layers.%d.mlp.down" % l] = o
     return o
 
@@ -254,7 +264,7 @@ def forward(cfg, W, tokens, bug, subtaps=False):
     plus1 = bug == "norm-formulation"
     rnd = bf16_round if bug == "dtype-precision" else (lambda a: a)
     taps = {}
-    sub = {} if subtaps else None
+    sub = {} if subtaps or cfg.replay else None
     E = W["embed"]
     if bug == "embedding-weights":
         h = E[(tokens + 1) % cfg.vocab]
@@ -298,9 +308,12 @@ def forward(cfg, W, tokens, bug, subtaps=False):
         for l in range(1, L):
             taps["layers.%d.mlp" % l] = taps["layers.0.mlp"]
     if sub:
-        taps.update(sub)
+        taps.update({k: v for k, v in sub.items() if cfg.replay or k.rsplit(".", 1)[1] not in REPLAY_TAPS})
     return taps
 
+
+# the taps --replay adds; no Hugging Face module returns them
+REPLAY_TAPS = ("q_rope", "k_rope", "core", "act")
 
 HF_NAMES = {"attn_norm": "input_layernorm", "attn": "self_attn",
             "mlp_norm": "post_attention_layernorm", "mlp": "mlp"}
@@ -318,6 +331,8 @@ def hf_path(name):
         return "tokens.npy"
     if name.count(".") == 3:
         _, l, tap, st = name.split(".")
+        if st in REPLAY_TAPS:
+            return "layers/%s/%s.%s.npy" % (l, tap, st)
         if tap == "attn":
             return "model/layers/%s/self_attn/%s_proj.npy" % (l, st)
         return "model/layers/%s/mlp/%s_proj.npy" % (l, st)
@@ -411,6 +426,8 @@ def parse(argv=None):
     ap.add_argument("--theta", type=float, default=10000.0)
     ap.add_argument("--subtaps", action="store_true",
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
+    ap.add_argument("--replay", action="store_true",
+                    help="--subtaps and the replay taps: attn.q_rope, attn.k_rope, attn.core, mlp.act")
     ap.add_argument("out_ref")
     ap.add_argument("out_cand")
     cfg = ap.parse_args(argv)
