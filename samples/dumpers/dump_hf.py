@@ -15,7 +15,18 @@ Gemma, Phi-3 and anything else with the same module names):
     lm_head                           -> lm_head                   (logits)
 
 and, with sub=True, self_attn.{q,k,v,o}_proj and mlp.{gate,up,down}_proj
-(q_proj and k_proj are before RoPE, as the projections compute them).  The
+(q_proj and k_proj are before RoPE, as the projections compute them).
+With replay=True (sub implied) also the taps tbisect replays ops from,
+under canonical names (no module returns them):
+
+    apply_rotary_pos_emb's (q, k) -> layers.N.attn.q_rope, layers.N.attn.k_rope
+                                     ([1, heads, seq, head_dim], after RoPE)
+    self_attn.o_proj's input      -> layers.N.attn.core
+    mlp.down_proj's input         -> layers.N.mlp.act
+
+apply_rotary_pos_emb is recorded by wrapping the function of that name in
+the attention class's own module (modeling_llama, modeling_qwen2, ...),
+which its forward looks up at each call; the wrapper is removed on close.  The
 names written are the CONTRACT names above whatever the model's own module
 paths are (a bare LlamaModel, a PEFT wrapper, a multimodal model's language
 model via root=...), or the canonical names with naming="canonical".
@@ -68,6 +79,14 @@ SUB_TAPS = [
     ("mlp.up_proj", "mlp.up"),
     ("mlp.down_proj", "mlp.down"),
 ]
+# Replay taps (CONTRACT §4) read from a module's input: (attribute path, tap).
+REPLAY_INPUT_TAPS = [
+    ("self_attn.o_proj", "attn.core"),
+    ("mlp.down_proj", "mlp.act"),
+]
+# The function a Hugging Face attention applies RoPE with, returning (q, k).
+ROPE_FUNCTION = "apply_rotary_pos_emb"
+
 # CONTRACT §4 names of the canonical taps in the Hugging Face convention.
 HF_NAMES = {
     "embed": "model.embed_tokens",
@@ -194,10 +213,14 @@ class Recorder:
     how often each module ran (more than once: a generate() loop or a
     module reused; the first call is kept)."""
 
-    def __init__(self, model, sub=False, naming="hf", root=None):
+    def __init__(self, model, sub=False, naming="hf", root=None, replay=False):
         self.tensors = {}
         self.calls = {}
         self._handles = []
+        self._patched = []
+        self._layer = None
+        self._naming = naming
+        sub = sub or replay
         path, decoder = find_decoder(model, root)
         targets = [(decoder.embed_tokens, "embed", None)]
         for i, layer in enumerate(decoder.layers):
@@ -219,6 +242,8 @@ class Recorder:
                         targets.append((layer.get_submodule(attr), tap, i))
                     except AttributeError:
                         pass
+            if replay:
+                self._hook_replay(layer, i)
         norm = getattr(decoder, "norm", None)
         if norm is not None:
             targets.append((norm, "final_norm", None))
@@ -233,22 +258,69 @@ class Recorder:
             seen[id(m)] = name
             self._handles.append(m.register_forward_hook(self._hook(name)))
 
+    def _keep(self, name, t):
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if name in self.tensors:
+            return
+        if t is None:
+            raise DumpError("{}: holds no tensor".format(name))
+        self.tensors[name] = t.detach().to("cpu").contiguous()
+
     def _hook(self, name):
         def hook(module, inputs, output):
-            self.calls[name] = self.calls.get(name, 0) + 1
-            if name in self.tensors:
-                return
-            t = first_tensor(output)
-            if t is None:
-                raise DumpError("{}: output of type {} holds no tensor".format(
-                    name, type(output).__name__))
-            self.tensors[name] = t.detach().to("cpu").contiguous()
+            self._keep(name, first_tensor(output))
         return hook
+
+    def _input_hook(self, name):
+        def hook(module, inputs):
+            self._keep(name, first_tensor(inputs))
+        return hook
+
+    def _hook_replay(self, layer, i):
+        """o_proj's and down_proj's inputs, and RoPE's output while layer i's
+        attention runs."""
+        for attr, tap in REPLAY_INPUT_TAPS:
+            try:
+                m = layer.get_submodule(attr)
+            except AttributeError:
+                raise DumpError("layer {} has no {} (replay taps)".format(i, attr)) from None
+            self._handles.append(m.register_forward_pre_hook(
+                self._input_hook(tensor_name(tap, i, self._naming))))
+        attn = getattr(layer, "self_attn", None)
+        mod = sys.modules.get(type(attn).__module__)
+        if attn is None or not callable(getattr(mod, ROPE_FUNCTION, None)):
+            raise DumpError("layer {}: the attention's module {} has no {} to record q and k "
+                            "after RoPE with".format(i, type(attn).__module__, ROPE_FUNCTION))
+        if not any(m is mod for m, _ in self._patched):
+            self._patched.append((mod, getattr(mod, ROPE_FUNCTION)))
+            setattr(mod, ROPE_FUNCTION, self._rope_recorder(getattr(mod, ROPE_FUNCTION)))
+
+        def enter(module, inputs):
+            self._layer = i
+
+        def leave(module, inputs, output):
+            self._layer = None
+        self._handles.append(attn.register_forward_pre_hook(enter))
+        self._handles.append(attn.register_forward_hook(leave))
+
+    def _rope_recorder(self, fn):
+        def apply_rotary_pos_emb(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            if self._layer is not None:
+                if not (isinstance(out, tuple) and len(out) >= 2):
+                    raise DumpError("{} returned {}, not (q, k)".format(ROPE_FUNCTION, type(out).__name__))
+                self._keep(tensor_name("attn.q_rope", self._layer, self._naming), out[0])
+                self._keep(tensor_name("attn.k_rope", self._layer, self._naming), out[1])
+            return out
+        return apply_rotary_pos_emb
 
     def close(self):
         for h in self._handles:
             h.remove()
         self._handles = []
+        for mod, fn in self._patched:
+            setattr(mod, ROPE_FUNCTION, fn)
+        self._patched = []
 
     def __enter__(self):
         return self
@@ -327,9 +399,9 @@ def save(tensors, out, fmt=None, dtype=None):
 
 
 def dump(model, input_ids, out, fmt=None, naming="hf", sub=False, dtype=None, root=None,
-         save_tokens=False):
+         save_tokens=False, replay=False):
     """Run model(input_ids) once under no_grad with the hooks on, and save."""
-    with Recorder(model, sub=sub, naming=naming, root=root) as rec:
+    with Recorder(model, sub=sub, naming=naming, root=root, replay=replay) as rec:
         with torch.no_grad():
             model(input_ids)
     again = sorted(n for n, c in rec.calls.items() if c > 1)
@@ -380,6 +452,8 @@ def main(argv=None):
     p.add_argument("--dtype", choices=sorted(DTYPES), help="cast recorded activations")
     p.add_argument("--model-dtype", choices=sorted(DTYPES), help="run the model in this dtype")
     p.add_argument("--sub", action="store_true", help="also q/k/v/o and gate/up/down projections")
+    p.add_argument("--replay", action="store_true", help="--sub, and q and k after RoPE, o_proj's "
+                   "and down_proj's inputs (the taps tbisect replays ops from)")
     p.add_argument("--root", help="module path of the decoder, when there are several")
     p.add_argument("--save-tokens", action="store_true", help="also write the ids as 'tokens'")
     p.add_argument("out", help="output directory (or FILE.safetensors)")
@@ -400,7 +474,7 @@ def main(argv=None):
         else:
             raise DumpError("--prompt needs --model (a tokenizer); use --tokens")
         paths = dump(model, input_ids, args.out, args.format, args.naming, args.sub,
-                     DTYPES[args.dtype] if args.dtype else None, args.root, args.save_tokens)
+                     DTYPES[args.dtype] if args.dtype else None, args.root, args.save_tokens, args.replay)
     except DumpError as e:
         print("dump_hf: {}".format(e), file=sys.stderr)
         return 2

@@ -43,6 +43,11 @@ def rope(x, interleaved):
     return x * cos + rot * sin
 
 
+def apply_rotary_pos_emb(q, k, interleaved):
+    """Hugging Face's name for the step: dump_hf.py --replay records its (q, k)."""
+    return rope(q, interleaved), rope(k, interleaved)
+
+
 class Attention(nn.Module):
     def __init__(self, interleaved=False):
         super().__init__()
@@ -57,7 +62,7 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, s, HEADS, HEAD_DIM).transpose(1, 2)
         k = self.k_proj(x).view(b, s, KV_HEADS, HEAD_DIM).transpose(1, 2)
         v = self.v_proj(x).view(b, s, KV_HEADS, HEAD_DIM).transpose(1, 2)
-        q, k = rope(q, self.interleaved), rope(k, self.interleaved)
+        q, k = apply_rotary_pos_emb(q, k, self.interleaved)
         k = k.repeat_interleave(HEADS // KV_HEADS, dim=1)
         v = v.repeat_interleave(HEADS // KV_HEADS, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(HEAD_DIM)

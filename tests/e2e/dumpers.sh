@@ -58,6 +58,26 @@ if TORCH_PY=$(find_python torch); then
 	json_is "sub-taps: L1.mlp.up is the cell before" cells.21.tap mlp.up
 	json_is "sub-taps: L1.mlp.up matches" cells.21.status match
 
+	# --replay: q and k after RoPE (apply_rotary_pos_emb wrapped), o_proj's and down_proj's inputs
+	expect_exit 0 "dump_hf --replay: reference" hf --replay "$T/rref"
+	expect_exit 0 "ls the replay dump" "$TBISECT" ls "$T/rref"
+	check_that "replay: 3*16+3 tensors, no unmapped name" grep -q "^51 tensors, 0 unmapped$" "$TAP_OUT"
+	check_that "replay: q after RoPE as [1, heads, seq, head_dim]" grep -q '^layers.1.attn.q_rope  *L1.attn.q_rope  *f32  *\[1, 4, 12, 8\]' "$TAP_OUT"
+	check_that "replay: k after RoPE" grep -q '^layers.1.attn.k_rope  *L1.attn.k_rope  *f32  *\[1, 2, 12, 8\]' "$TAP_OUT"
+	check_that "replay: o_proj's input" grep -q '^layers.0.attn.core  *L0.attn.core  *f32  *\[1, 12, 32\]' "$TAP_OUT"
+	check_that "replay: down_proj's input" grep -q '^layers.2.mlp.act  *L2.mlp.act  *f32  *\[1, 12, 64\]' "$TAP_OUT"
+	check_that "replay: apply_rotary_pos_emb restored after the dump" "$TORCH_PY" -c \
+		'import sys; sys.path[:0] = sys.argv[1:]; import dump_hf, tinyllama; m = tinyllama.build(); rec = dump_hf.Recorder(m, replay=True); f = tinyllama.apply_rotary_pos_emb; rec.close(); assert tinyllama.apply_rotary_pos_emb is not f' \
+		"$D" "$top_srcdir/tests/dumpers"
+	expect_exit 0 "dump_hf --replay: interleaved RoPE in layer 0" hf --replay --factory-arg bug=rope-style --factory-arg layer=0 "$T/rrope"
+	expect_exit 1 "replay: check the RoPE bug" "$TBISECT" check --json "$T/rref" "$T/rrope"
+	first_is "replay: first divergence L0.attn.q_rope" L0.attn.q_rope
+	json_is "replay: rope-style confirmed" causes.0.confirmed.variant "interleaved pairs (2i, 2i+1)"
+	expect_exit 0 "dump_hf --replay: gelu in layer 1's MLP" hf --replay --factory-arg bug=mlp-activation "$T/rgelu"
+	expect_exit 1 "replay: check the activation bug" "$TBISECT" check --json "$T/rref" "$T/rgelu"
+	first_is "replay: first divergence L1.mlp.act" L1.mlp.act
+	json_is "replay: mlp-activation confirmed" causes.0.confirmed.variant "gelu (exact)"
+
 	expect_exit 0 "dump_hf: bf16 activations as npy" hf --dtype bfloat16 "$T/bf16"
 	check_that "bf16 npy: dtypes.json manifest" grep -q bfloat16 "$T/bf16/dtypes.json"
 	expect_exit 0 "bf16 vs f32 reference: not diverged" "$TBISECT" check --json "$T/ref" "$T/bf16"
