@@ -16,9 +16,15 @@ static const struct {
 	tb_tap_id tap;
 	int (*replay)(const tb_replay_in *in, tb_replay *out, tb_err *err);
 } ops[] = {
+	{TB_TAP_EMBED, tb_replay_embed_scale},
 	{TB_TAP_ATTN_NORM, tb_replay_norm},
+	{TB_TAP_ATTN_O, tb_replay_bias},
+	{TB_TAP_ATTN, tb_replay_multiplier},
 	{TB_TAP_MLP_NORM, tb_replay_norm},
 	{TB_TAP_MLP_ACT, tb_replay_mlp_act},
+	{TB_TAP_MLP_DOWN, tb_replay_bias},
+	{TB_TAP_MLP, tb_replay_multiplier},
+	{TB_TAP_BLOCK, tb_replay_wiring},
 	{TB_TAP_FINAL_NORM, tb_replay_norm},
 };
 

@@ -10,8 +10,10 @@
  *
  * The ops replayed, by the first divergence's tap: the MLP's gated
  * activation (mlp.act from mlp.gate and mlp.up); the norms (attn_norm,
- * mlp_norm, final_norm from their input).  Never confirms from non-finite
- * values.
+ * mlp_norm, final_norm from their input); the embedding scale (embed); an
+ * output multiplier (attn from attn.o, mlp from mlp.down); a bias of
+ * o_proj or down_proj; the residual wiring (block from its inputs).  Never
+ * confirms from non-finite values.
  */
 #ifndef TB_REPLAY_H
 #define TB_REPLAY_H

@@ -82,4 +82,11 @@ void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_r
 int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_norm.c: attn_norm, mlp_norm and final_norm from their input. */
 int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_resid.c: the embedding scale, an output multiplier on attn or
+ * mlp, a bias of o_proj or down_proj, and the block's residual wiring. */
+int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err);
+
 #endif
