@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diagnose/origin.h"
+#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 65536

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 4096
