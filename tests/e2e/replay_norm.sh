@@ -53,6 +53,37 @@ expect_exit 1 "the text report" "$TBISECT" check --no-history "$T/ref" "$T/norm-
 check_that "text: confirmed by replay, with the fitted eps" \
 	grep -q "^     confirmed by replay: eps 1e-05 (the reference: 1e-06) reproduces the candidate (rel_l2 " "$TAP_OUT"
 
+# mlp_norm reads the residual stream, embed + attn here.  No demo bug
+# diverges there first, so the reference is copied with its L0.mlp_norm
+# recomputed as x*(1+w): the norm output plus the unweighted norm.
+if PY=$(find_python struct); then
+	mkdir "$T/mlp-norm"
+	cp "$T/ref"/* "$T/mlp-norm/"
+	(cd "$T/mlp-norm" && "$PY" -c '
+import math, struct
+def load(p):
+    b = open(p, "rb").read()
+    n = 10 + struct.unpack("<H", b[8:10])[0]
+    return b[:n], struct.unpack("<%df" % ((len(b) - n) // 4), b[n:])
+_, e = load("model.embed_tokens.npy")
+_, a = load("model.layers.0.self_attn.npy")
+head, y = load("model.layers.0.post_attention_layernorm.npy")
+H, out = 64, []
+for i in range(len(y) // H):
+    x = [e[i * H + c] + a[i * H + c] for c in range(H)]
+    inv = 1 / math.sqrt(sum(v * v for v in x) / H + 1e-6)
+    out += [y[i * H + c] + x[c] * inv for c in range(H)]
+open("model.layers.0.post_attention_layernorm.npy", "wb").write(head + struct.pack("<%df" % len(out), *out))
+') || bail_out "could not write the mlp_norm pair"
+	expect_exit 1 "mlp_norm x*(1+w)" "$TBISECT" check --json --no-history "$T/ref" "$T/mlp-norm"
+	json_is "mlp_norm: first divergence L0.mlp_norm" first_divergence.cell L0.mlp_norm
+	json_is "mlp_norm: norm-formulation confirmed first" causes.0.id norm-formulation
+	json_is "mlp_norm: by x*(1+w), from embed + attn" causes.0.confirmed.variant "x*(1+w) instead of x*w"
+	rel_below "mlp_norm" 1e-6
+else
+	skip "mlp_norm x*(1+w)" "no python3 to write the pair"
+fi
+
 # bf16 dumps: the floor is bf16's rounding (2^-8).  x*(1+w) doubles the
 # norm and stands far above it; eps 1e-5 against 1e-6 moves the demo's
 # first norm by 4.5%, under ten times the bf16 noise of the reference's
