@@ -1,11 +1,13 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "diagnose/origin.h"
+#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 65536
@@ -15,10 +17,19 @@ static const struct {
 	tb_tap_id tap;
 	int (*replay)(const tb_replay_in *in, tb_replay *out, tb_err *err);
 } ops[] = {
+	{TB_TAP_EMBED, tb_replay_embed_scale},
+	{TB_TAP_ATTN_NORM, tb_replay_norm},
 	{TB_TAP_ATTN_Q_ROPE, tb_replay_rope},
 	{TB_TAP_ATTN_K_ROPE, tb_replay_rope},
 	{TB_TAP_ATTN_CORE, tb_replay_attn_core},
+	{TB_TAP_ATTN_O, tb_replay_bias},
+	{TB_TAP_ATTN, tb_replay_multiplier},
+	{TB_TAP_MLP_NORM, tb_replay_norm},
 	{TB_TAP_MLP_ACT, tb_replay_mlp_act},
+	{TB_TAP_MLP_DOWN, tb_replay_bias},
+	{TB_TAP_MLP, tb_replay_multiplier},
+	{TB_TAP_BLOCK, tb_replay_wiring},
+	{TB_TAP_FINAL_NORM, tb_replay_norm},
 };
 
 const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id)
@@ -72,6 +83,85 @@ bool tb_replay_finite(const float *v, uint64_t n)
 		if (!isfinite(v[i]))
 			return false;
 	return true;
+}
+
+int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err)
+{
+	memset(v, 0, n * sizeof *v);
+	*finite = true;
+	for (size_t i = 0; i < n; i++) {
+		if (!p[i])
+			continue;
+		v[i].ref = tb_replay_load(p[i]->ref, err);
+		v[i].cand = v[i].ref ? tb_replay_load(p[i]->cand, err) : NULL;
+		if (!v[i].cand) {
+			tb_replay_unload(v, n);
+			return -1;
+		}
+		*finite = *finite && tb_replay_finite(v[i].ref, p[i]->ref->numel) &&
+			  tb_replay_finite(v[i].cand, p[i]->cand->numel);
+	}
+	return 0;
+}
+
+void tb_replay_unload(tb_replay_sides *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].ref);
+		free(v[i].cand);
+		v[i].ref = v[i].cand = NULL;
+	}
+}
+
+bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t min_rows, uint64_t *rows,
+		    uint64_t *cols)
+{
+	const tb_pair *first = NULL;
+	char a[TB_CELL_NAME_MAX], b[TB_CELL_NAME_MAX];
+
+	for (size_t i = 0; i < n; i++) {
+		const tb_tensor *t[2] = {p[i] ? p[i]->ref : NULL, p[i] ? p[i]->cand : NULL};
+		for (int k = 0; k < 2 && t[k]; k++) {
+			if (!first) {
+				first = p[i];
+				*cols = t[k]->ndim ? (uint64_t)t[k]->shape[t[k]->ndim - 1] : 1;
+				*rows = *cols ? t[k]->numel / *cols : 0;
+			}
+			if (t[k]->numel == *rows * *cols && (t[k]->ndim ? (uint64_t)t[k]->shape[t[k]->ndim - 1] : 1) == *cols)
+				continue;
+			tb_cell_name(&first->cell, a, sizeof a);
+			tb_cell_name(&p[i]->cell, b, sizeof b);
+			snprintf(out->note, sizeof out->note, "replay: %s and %s differ in shape: not one op's input and output", a,
+				 b);
+			return false;
+		}
+	}
+	if (first && *rows < min_rows) {
+		tb_cell_name(&first->cell, a, sizeof a);
+		snprintf(out->note, sizeof out->note,
+			 "replay: %s holds %llu positions, too few to fit per-channel parameters (%llu at least)", a,
+			 (unsigned long long)*rows, (unsigned long long)min_rows);
+		return false;
+	}
+	return first != NULL;
+}
+
+double tb_replay_rel(double dd, double yy)
+{
+	return yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
+}
+
+void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (b->name[0] && !(rel_l2 < b->rel_l2))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->name, sizeof b->name, fmt, ap);
+	va_end(ap);
+	b->cause = cause;
+	b->rel_l2 = rel_l2;
 }
 
 void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_replay_fit *fit)

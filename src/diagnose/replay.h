@@ -8,10 +8,12 @@
  * reproduces the candidate within the noise of the dtype and of the
  * reference's own replay confirms the cause it stands for.
  *
- * This round replays the MLP's gated activation, mlp.act = act(gate) * up,
- * from mlp.gate and mlp.up: silu, gelu (exact and tanh), relu, relu^2, and
- * gate and up swapped.  Reads the three tensors of each side a block at a
- * time; never confirms from non-finite values.
+ * The ops replayed, by the first divergence's tap: the MLP's gated
+ * activation (mlp.act from mlp.gate and mlp.up); the norms (attn_norm,
+ * mlp_norm, final_norm from their input); the embedding scale (embed); an
+ * output multiplier (attn from attn.o, mlp from mlp.down); a bias of
+ * o_proj or down_proj; the residual wiring (block from its inputs).  Never
+ * confirms from non-finite values.
  */
 #ifndef TB_REPLAY_H
 #define TB_REPLAY_H

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 4096
@@ -77,7 +78,7 @@ static int residuals(tb_tensor *gate, tb_tensor *up, tb_tensor *out, double *rel
 	tb_tensor_release(up);
 	tb_tensor_release(out);
 	for (int v = 0; v < N_VARIANTS; v++)
-		rel[v] = aa > 0 ? sqrt(dd[v] / aa) : dd[v] > 0 ? INFINITY : 0;
+		rel[v] = tb_replay_rel(dd[v], aa);
 	return 0;
 }
 

@@ -13,7 +13,17 @@
 #ifndef TB_REPLAY_OPS_H
 #define TB_REPLAY_OPS_H
 
-#include "diagnose/replay.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compare/compare.h"
+#include "model/session.h"
+
+/* Declared, not included: replay.c includes this header, and the module
+ * graph has no cycle (tests/e2e/layout.sh).  The ops include replay.h for
+ * the fields. */
+typedef struct tb_replay tb_replay;
 
 typedef struct tb_replay_in {
 	const tb_session *s;
@@ -33,6 +43,37 @@ double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_f
 float *tb_replay_load(tb_tensor *t, tb_err *err);
 /* Are all n values finite? */
 bool tb_replay_finite(const float *v, uint64_t n);
+
+/* Both sides of a pair as float32, for the ops that read whole tensors. */
+typedef struct tb_replay_sides {
+	float *ref, *cand; /* owned; NULL for a NULL pair */
+} tb_replay_sides;
+
+/* Load both sides of the n pairs (NULL pairs are skipped) into v[n] and
+ * say whether every value is finite; 0, or -1 and err with nothing left
+ * loaded.  tb_replay_unload frees them. */
+int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err);
+void tb_replay_unload(tb_replay_sides *v, size_t n);
+
+/* Do both sides of every pair (NULL ones skipped) hold rows x cols values,
+ * cols the last axis, with rows >= min_rows (a per-channel fit over fewer
+ * positions fits anything)?  Else false and out->note says why. */
+bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t min_rows, uint64_t *rows,
+		    uint64_t *cols);
+
+/* rel_l2 from the squared residual and the squared norm of the target. */
+double tb_replay_rel(double dd, double yy);
+
+/* The best variant tried so far on the candidate, for tb_replay_decide. */
+typedef struct tb_replay_best {
+	char name[64];     /* "" until one was considered */
+	const char *cause;
+	double rel_l2;
+} tb_replay_best;
+
+/* Keep the variant named by fmt when it beats the best so far. */
+void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* What one op's replay measured, for tb_replay_decide. */
 typedef struct tb_replay_fit {
@@ -54,5 +95,13 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.core from attn.q_rope, attn.k_rope and attn.v: scale, mask,
  * window, GQA mapping, soft-capping, head order. */
 int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_norm.c: attn_norm, mlp_norm and final_norm from their input. */
+int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_resid.c: the embedding scale, an output multiplier on attn or
+ * mlp, a bias of o_proj or down_proj, and the block's residual wiring. */
+int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err);
+int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err);
 
 #endif

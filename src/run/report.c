@@ -622,11 +622,10 @@ static void text_diagnosis(FILE *out, const tb_report *r)
 		fprintf(out, "\nlikely causes: none named on a partial pairing (pair the rest with --map)\n");
 		return;
 	}
-	if (!d->causes.n) {
+	if (!d->causes.n)
 		fprintf(out, "\nlikely causes: no diagnosis rule matches this pattern\n");
-		return;
-	}
-	fprintf(out, "\nlikely causes:\n");
+	else
+		fprintf(out, "\nlikely causes:\n");
 	for (size_t i = 0; i < d->causes.n; i++) {
 		const tb_cause *c = &d->causes.v[i];
 		char cf[160];

@@ -14,7 +14,7 @@ T=$TAP_TMP
 demo() {
 	"$MKDEMO" --replay --layers 3 --bug "$1" "$T/ref" "$T/$1" >/dev/null || bail_out "mkdemo --bug $1 failed"
 }
-for bug in none mlp-activation mlp-gating mlp-bias dtype-precision nan-overflow; do
+for bug in none mlp-activation mlp-gating dtype-precision nan-overflow; do
 	demo "$bug"
 done
 
@@ -38,7 +38,7 @@ check_that "causes pane: confirmed by replay" grep -q "confirmed by replay: gate
 
 expect_exit 0 "a clean port" "$TBISECT" check --json --no-history "$T/ref" "$T/none"
 json_is "clean: no cause" 'causes.#' 0
-for bug in mlp-bias dtype-precision nan-overflow; do
+for bug in dtype-precision nan-overflow; do
 	run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/$bug"
 	json_is "$bug: nothing confirmed" causes.0.confirmed null
 done

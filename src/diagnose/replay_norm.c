@@ -1,0 +1,314 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diagnose/replay.h"
+#include "diagnose/replay_ops.h"
+
+/* With fewer positions a per-channel weight fits any formulation and eps
+ * on the reference, which then says nothing about its configuration. */
+#define MIN_ROWS 4
+
+/* A norm in float32 rounds x^2, their mean, the rsqrt and two products:
+ * a few units of 2^-24 per element, and a framework that fuses or upcasts
+ * otherwise a few times more (the demo's reference replays at ~1e-7).  The
+ * smallest change the variants stand for is far above: eps 1e-5 against
+ * 1e-6 on activations of rms 1e-2 moves the output by ~5e-2. */
+#define F32_FLOOR 0x1p-17
+
+typedef enum form { RMS, LAYER, N_FORMS } form;
+
+static const char *const form_name[N_FORMS] = {"RMSNorm", "LayerNorm"};
+
+/* The eps values norms ship with: 1e-5 and 1e-6 (Llama, Mistral, Qwen),
+ * 1e-8 and 1e-12 (BERT-era LayerNorms), 1e-3 (some ports' typo). */
+static const double eps_grid[] = {1e-3, 1e-5, 1e-6, 1e-8, 1e-12};
+#define N_EPS (sizeof eps_grid / sizeof *eps_grid)
+
+/* One side's norm input and output, rows x cols. */
+typedef struct side {
+	const float *x, *y;
+	uint64_t rows, cols;
+} side;
+
+/* A norm: y = (x - mean) / sqrt(var + eps) * w + b over each row, with
+ * mean 0 and var the mean square for RMSNorm. */
+typedef struct norm {
+	form f;
+	double eps;
+	const double *w; /* cols */
+	const double *b; /* cols, or NULL: no bias */
+} norm;
+
+/* Row i's mean and 1/sqrt(var + eps). */
+static void row_stats(const float *x, uint64_t cols, form f, double eps, double *mean, double *inv)
+{
+	double s = 0, ss = 0;
+
+	for (uint64_t c = 0; c < cols; c++)
+		s += x[c];
+	*mean = f == LAYER ? s / (double)cols : 0;
+	for (uint64_t c = 0; c < cols; c++)
+		ss += (x[c] - *mean) * (x[c] - *mean);
+	*inv = 1 / sqrt(ss / (double)cols + eps);
+}
+
+static double residual(const side *s, const norm *n)
+{
+	double dd = 0, yy = 0;
+
+	for (uint64_t i = 0; i < s->rows; i++) {
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double mean, inv;
+		row_stats(x, s->cols, n->f, n->eps, &mean, &inv);
+		for (uint64_t c = 0; c < s->cols; c++) {
+			double d = (x[c] - mean) * inv * n->w[c] + (n->b ? n->b[c] : 0) - y[c];
+			dd += d * d;
+			yy += (double)y[c] * y[c];
+		}
+	}
+	return tb_replay_rel(dd, yy);
+}
+
+/* Least squares per channel over the rows: w, and b when b is not NULL,
+ * for the formulation and eps of n; sums holds 4 x cols doubles. */
+static void fit(const side *s, form f, double eps, double *w, double *b, double *sums)
+{
+	double *snn = sums, *sny = sums + s->cols, *sn = sums + 2 * s->cols, *sy = sums + 3 * s->cols;
+	double rows = (double)s->rows;
+
+	memset(sums, 0, 4 * s->cols * sizeof *sums);
+	for (uint64_t i = 0; i < s->rows; i++) {
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double mean, inv;
+		row_stats(x, s->cols, f, eps, &mean, &inv);
+		for (uint64_t c = 0; c < s->cols; c++) {
+			double n = (x[c] - mean) * inv;
+			snn[c] += n * n;
+			sny[c] += n * y[c];
+			sn[c] += n;
+			sy[c] += y[c];
+		}
+	}
+	for (uint64_t c = 0; c < s->cols; c++) {
+		double den = b ? rows * snn[c] - sn[c] * sn[c] : snn[c];
+		w[c] = den > 0 ? (b ? rows * sny[c] - sn[c] * sy[c] : sny[c]) / den : 0;
+		if (b)
+			b[c] = (sy[c] - w[c] * sn[c]) / rows;
+	}
+}
+
+/* The per-channel offset that n leaves on a side: mean over rows of y - n(x). */
+static void fit_offset(const side *s, const norm *n, double *b)
+{
+	memset(b, 0, s->cols * sizeof *b);
+	for (uint64_t i = 0; i < s->rows; i++) {
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double mean, inv;
+		row_stats(x, s->cols, n->f, n->eps, &mean, &inv);
+		for (uint64_t c = 0; c < s->cols; c++)
+			b[c] += (y[c] - (x[c] - mean) * inv * n->w[c] - (n->b ? n->b[c] : 0)) / (double)s->rows;
+	}
+}
+
+/* The reference's norm: of the formulations and eps values, the one that
+ * reproduces it best without a bias, unless only a bias reproduces it.
+ * Fills w and b (b unused without a bias) and *alike, the eps values
+ * (bits of eps_grid) that reproduce it within the floor as well: where
+ * the activations are large, eps is invisible.  Returns the residual. */
+static double fit_reference(const side *ref, double floor, norm *n, unsigned *alike, double *w, double *b,
+			    double *sums)
+{
+	double rel[2][N_FORMS][N_EPS];
+	int best[2][2] = {{0, 0}, {0, 0}}; /* [bias]: form and eps of the best */
+	int bias;
+
+	for (bias = 0; bias < 2; bias++)
+		for (int f = 0; f < N_FORMS; f++)
+			for (size_t e = 0; e < N_EPS; e++) {
+				norm t = {(form)f, eps_grid[e], w, bias ? b : NULL};
+				fit(ref, t.f, t.eps, w, bias ? b : NULL, sums);
+				rel[bias][f][e] = residual(ref, &t);
+				if (rel[bias][f][e] < rel[bias][best[bias][0]][best[bias][1]]) {
+					best[bias][0] = f;
+					best[bias][1] = (int)e;
+				}
+			}
+	bias = !(rel[0][best[0][0]][best[0][1]] <= floor) &&
+	       rel[1][best[1][0]][best[1][1]] < rel[0][best[0][0]][best[0][1]];
+	*n = (norm){(form)best[bias][0], eps_grid[best[bias][1]], w, bias ? b : NULL};
+	*alike = 1u << best[bias][1];
+	for (size_t e = 0; e < N_EPS; e++)
+		if (rel[bias][n->f][e] <= floor)
+			*alike |= 1u << e;
+	fit(ref, n->f, n->eps, w, bias ? b : NULL, sums);
+	return rel[bias][n->f][best[bias][1]];
+}
+
+/* "1e-06", or "1e-06 to 1e-12" when several eps fit the reference alike. */
+static void eps_text(unsigned alike, char *buf, size_t size)
+{
+	size_t lo = N_EPS, hi = 0;
+
+	for (size_t e = 0; e < N_EPS; e++)
+		if (alike & (1u << e)) {
+			lo = e < lo ? e : lo;
+			hi = e;
+		}
+	if (lo == hi)
+		snprintf(buf, size, "%g", eps_grid[lo]);
+	else
+		snprintf(buf, size, "%g to %g", eps_grid[lo], eps_grid[hi]);
+}
+
+/* The cause a weight of ones stands for: final-norm at the last norm.  A
+ * layer's norm weight left at its initial ones is a norm weight that the
+ * checkpoint conversion did not map, which norm-formulation's look-at
+ * names ("the weight mapping of that norm"); weight-mapping stands for a
+ * whole layer's conversion going wrong from some depth on. */
+static const char *ones_cause(tb_tap_id tap)
+{
+	return tap == TB_TAP_FINAL_NORM ? "final-norm" : "norm-formulation";
+}
+
+/* One change at a time to the reference's norm, on the candidate. */
+static void try_variants(const side *cand, const norm *ref, unsigned alike, tb_tap_id tap, double *work,
+			 tb_replay_best *best)
+{
+	char eps[32];
+	uint64_t H = cand->cols;
+	double *w = work, *b = work + H;
+	norm v = *ref;
+
+	v.f = ref->f == RMS ? LAYER : RMS;
+	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "%s instead of %s", form_name[v.f],
+			   form_name[ref->f]);
+	v = *ref;
+	eps_text(alike, eps, sizeof eps);
+	for (size_t e = 0; e < N_EPS; e++) {
+		v.eps = eps_grid[e];
+		if (!(alike & (1u << e)))
+			tb_replay_consider(best, residual(cand, &v), "norm-epsilon", "eps %g (the reference: %s)", v.eps,
+					   eps);
+	}
+	v = *ref;
+	v.w = w;
+	for (uint64_t c = 0; c < H; c++)
+		w[c] = 1 + ref->w[c];
+	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "x*(1+w) instead of x*w");
+	for (uint64_t c = 0; c < H; c++)
+		w[c] = ref->w[c] - 1;
+	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "x*w instead of x*(1+w)");
+	for (uint64_t c = 0; c < H; c++)
+		w[c] = 1;
+	tb_replay_consider(best, residual(cand, &v), ones_cause(tap), "weight of ones (not loaded)");
+	v = *ref;
+	if (ref->b) {
+		v.b = NULL;
+		tb_replay_consider(best, residual(cand, &v), "norm-formulation", "no bias (the reference's %s has one)",
+				   form_name[ref->f]);
+	} else {
+		/* The bias the candidate adds is unknown: fit it there, one value
+		 * per channel over all positions (MIN_ROWS keeps that honest). */
+		fit_offset(cand, ref, b);
+		v.b = b;
+		tb_replay_consider(best, residual(cand, &v), "norm-formulation", "a bias of its own per channel");
+	}
+}
+
+/* The norm's input: the previous block (or embed) for attn_norm, the last
+ * block for final_norm, and for mlp_norm the residual stream after
+ * attention: attn.resid, else the block's input plus attn (two taps). */
+static int input_taps(const tb_replay_in *in, const tb_pair **p, char *need, size_t size)
+{
+	int L = in->first->cell.layer;
+	const tb_pair *prev = L > 0 ? tb_replay_pair(in, L - 1, TB_TAP_BLOCK) : tb_replay_pair(in, -1, TB_TAP_EMBED);
+	char prev_name[32];
+
+	if (L > 0)
+		snprintf(prev_name, sizeof prev_name, "L%d.block", L - 1);
+	else
+		snprintf(prev_name, sizeof prev_name, "embed");
+	p[0] = p[1] = NULL;
+	switch (in->first->cell.id) {
+	case TB_TAP_ATTN_NORM:
+		p[0] = prev;
+		snprintf(need, size, "%s", prev_name);
+		return p[0] ? 1 : 0;
+	case TB_TAP_MLP_NORM:
+		p[0] = tb_replay_pair(in, L, TB_TAP_ATTN_RESID);
+		if (p[0])
+			return 1;
+		p[0] = prev;
+		p[1] = tb_replay_pair(in, L, TB_TAP_ATTN);
+		snprintf(need, size, "L%d.attn.resid, or %s and L%d.attn,", L, prev_name, L);
+		return p[0] && p[1] ? 2 : 0;
+	default:
+		p[0] = tb_replay_pair(in, in->r->n_layers - 1, TB_TAP_BLOCK);
+		snprintf(need, size, "L%d.block", in->r->n_layers - 1);
+		return p[0] ? 1 : 0;
+	}
+}
+
+int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
+{
+	const tb_pair *p[3];
+	tb_replay_sides v[3];
+	char cell[TB_CELL_NAME_MAX], need[64], ref_variant[64], eps[32];
+	uint64_t rows, cols;
+	bool finite;
+	int n_in = input_taps(in, p, need, sizeof need);
+	double *work, floor, ref_rel;
+	tb_replay_best best = {"", NULL, 0};
+	norm ref;
+	unsigned alike;
+
+	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	p[2] = tb_replay_pair(in, in->first->cell.layer, in->first->cell.id);
+	if (!n_in || !p[2]) {
+		snprintf(out->note, sizeof out->note,
+			 "replaying %.24s needs its input %.64s dumped on both sides (forward hooks on embed_tokens and "
+			 "the decoder layers; mkdemo writes them)",
+			 cell, need);
+		return 0;
+	}
+	if (!tb_replay_rows(out, p, 3, MIN_ROWS, &rows, &cols))
+		return 0;
+	out->tried = true;
+	if (tb_replay_load_pairs(p, 3, v, &finite, err) < 0)
+		return -1;
+	work = finite ? malloc(8 * cols * sizeof *work) : NULL;
+	if (finite && !work) {
+		tb_replay_unload(v, 3);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	if (!finite) {
+		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
+		tb_replay_unload(v, 3);
+		return 0;
+	}
+	if (n_in == 2)
+		for (uint64_t i = 0; i < rows * cols; i++) {
+			v[0].ref[i] += v[1].ref[i];
+			v[0].cand[i] += v[1].cand[i];
+		}
+	{
+		side r = {v[0].ref, v[2].ref, rows, cols}, c = {v[0].cand, v[2].cand, rows, cols};
+		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR);
+		/* work, in columns: the reference's w and b, a variant's w and
+		 * b, the four sums of a fit. */
+		ref_rel = fit_reference(&r, floor, &ref, &alike, work, work + cols, work + 4 * cols);
+		eps_text(alike, eps, sizeof eps);
+		snprintf(ref_variant, sizeof ref_variant, "%s%s, eps %s", form_name[ref.f], ref.b ? " with bias" : "", eps);
+		try_variants(&c, &ref, alike, in->first->cell.id, work + 2 * cols, &best);
+		tb_replay_decide(out, cell, floor,
+				 &(tb_replay_fit){ref_variant, ref_rel, residual(&c, &ref), best.name, best.cause,
+						  best.rel_l2});
+	}
+	free(work);
+	tb_replay_unload(v, 3);
+	return 0;
+}

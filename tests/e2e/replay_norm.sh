@@ -1,0 +1,146 @@
+#!/bin/sh
+# Replay of the norms, the embedding scale, an output multiplier, a
+# projection's bias and the residual wiring (mkdemo --replay pairs): each
+# demo bug of these ops is confirmed with its variant and a residual at
+# the rounding of the dtype; nothing is confirmed on a clean port, a
+# precision-only port, non-finite values, or a bug of another op whose
+# first divergence lands on one of these taps; a missing input tap is
+# named in the report.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+T=$TAP_TMP
+
+# demo REF DIR BUG [mkdemo options]: the pair $T/REF, $T/DIR.
+demo() {
+	_ref=$1 _dir=$2 _bug=$3
+	shift 3
+	"$MKDEMO" --replay --layers 3 "$@" --bug "$_bug" "$T/$_ref" "$T/$_dir" >/dev/null ||
+		bail_out "mkdemo --bug $_bug failed"
+}
+for bug in none norm-formulation norm-epsilon embedding-scale scale-multiplier mlp-bias residual-wiring final-norm \
+	dtype-precision tokenizer embedding-weights weight-mapping dump-offset dump-duplicate; do
+	demo ref "$bug" "$bug"
+done
+demo ref-bf16 norm-formulation-bf16 norm-formulation --dtype bf16
+demo ref-bf16 norm-epsilon-bf16 norm-epsilon --dtype bf16
+
+# rel_l2 NAME BOUND: causes[0].confirmed.rel_l2 of $TAP_OUT is below BOUND.
+rel_below() {
+	check_that "$1: the residual is below $2" sh -c '"$1" "$2" causes.0.confirmed.rel_l2 | awk -v b="$3" "{ exit !(\$1 < b) }"' \
+		x "$JSONQ" "$TAP_OUT" "$2"
+}
+
+# confirmed BUG VARIANT: the pair's first divergence is where demobugs.h
+# puts the bug (mkdemo --sub --expect: --replay's extra taps all match for
+# these bugs), and the bug is confirmed first by VARIANT at f32 rounding.
+confirmed() {
+	expect_exit 1 "$1" "$TBISECT" check --json --no-history "$T/ref" "$T/$1"
+	json_is "$1: first divergence as demobugs.h says" first_divergence.cell \
+		"$("$MKDEMO" --sub --layers 3 --expect "$1")"
+	json_is "$1: confirmed first" causes.0.id "$1"
+	json_is "$1: by its variant" causes.0.confirmed.variant "$2"
+	rel_below "$1" 1e-6
+}
+confirmed norm-formulation "x*(1+w) instead of x*w"
+confirmed norm-epsilon "eps 1e-05 (the reference: 1e-06)"
+confirmed embedding-scale "embeddings scaled by sqrt(hidden) = 8"
+confirmed scale-multiplier "output multiplied by 0.5"
+confirmed mlp-bias "a bias per channel on one side only"
+confirmed residual-wiring "mlp_norm + mlp (second residual from the norm output)"
+confirmed final-norm "weight of ones (not loaded)"
+expect_exit 1 "the text report" "$TBISECT" check --no-history "$T/ref" "$T/norm-epsilon"
+check_that "text: confirmed by replay, with the fitted eps" \
+	grep -q "^     confirmed by replay: eps 1e-05 (the reference: 1e-06) reproduces the candidate (rel_l2 " "$TAP_OUT"
+
+# mlp_norm reads the residual stream, embed + attn here.  No demo bug
+# diverges there first, so the reference is copied with its L0.mlp_norm
+# recomputed as x*(1+w): the norm output plus the unweighted norm.
+if PY=$(find_python struct); then
+	mkdir "$T/mlp-norm"
+	cp "$T/ref"/* "$T/mlp-norm/"
+	(cd "$T/mlp-norm" && "$PY" -c '
+import math, struct
+def load(p):
+    b = open(p, "rb").read()
+    n = 10 + struct.unpack("<H", b[8:10])[0]
+    return b[:n], struct.unpack("<%df" % ((len(b) - n) // 4), b[n:])
+_, e = load("model.embed_tokens.npy")
+_, a = load("model.layers.0.self_attn.npy")
+head, y = load("model.layers.0.post_attention_layernorm.npy")
+H, out = 64, []
+for i in range(len(y) // H):
+    x = [e[i * H + c] + a[i * H + c] for c in range(H)]
+    inv = 1 / math.sqrt(sum(v * v for v in x) / H + 1e-6)
+    out += [y[i * H + c] + x[c] * inv for c in range(H)]
+open("model.layers.0.post_attention_layernorm.npy", "wb").write(head + struct.pack("<%df" % len(out), *out))
+') || bail_out "could not write the mlp_norm pair"
+	expect_exit 1 "mlp_norm x*(1+w)" "$TBISECT" check --json --no-history "$T/ref" "$T/mlp-norm"
+	json_is "mlp_norm: first divergence L0.mlp_norm" first_divergence.cell L0.mlp_norm
+	json_is "mlp_norm: norm-formulation confirmed first" causes.0.id norm-formulation
+	json_is "mlp_norm: by x*(1+w), from embed + attn" causes.0.confirmed.variant "x*(1+w) instead of x*w"
+	rel_below "mlp_norm" 1e-6
+else
+	skip "mlp_norm x*(1+w)" "no python3 to write the pair"
+fi
+
+# bf16 dumps: the floor is bf16's rounding (2^-8).  x*(1+w) doubles the
+# norm and stands far above it; eps 1e-5 against 1e-6 moves the demo's
+# first norm by 4.5%, under ten times the bf16 noise of the reference's
+# own replay (~1.5e-3), so the rule does not confirm it there: the report
+# names it as the best variant.
+expect_exit 1 "bf16: the norm formulation" "$TBISECT" check --json --no-history "$T/ref-bf16" "$T/norm-formulation-bf16"
+json_is "bf16: norm-formulation confirmed first" causes.0.id norm-formulation
+json_is "bf16: by x*(1+w)" causes.0.confirmed.variant "x*(1+w) instead of x*w"
+rel_below "bf16 norm-formulation" 0.00390625
+expect_exit 1 "bf16: the norm epsilon" "$TBISECT" check --json --no-history "$T/ref-bf16" "$T/norm-epsilon-bf16"
+json_is "bf16: norm-epsilon not confirmed" causes.0.confirmed null
+expect_exit 1 "bf16: the norm epsilon, text" "$TBISECT" check --no-history "$T/ref-bf16" "$T/norm-epsilon-bf16"
+check_that "bf16: eps 1e-5 named as the best variant" \
+	grep -q "no variant reproduces the candidate's L0.attn_norm (best: eps 1e-05" "$TAP_OUT"
+
+expect_exit 0 "a clean port" "$TBISECT" check --json --no-history "$T/ref" "$T/none"
+json_is "clean: no cause" 'causes.#' 0
+run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/dtype-precision"
+json_is "dtype-precision: nothing confirmed" causes.0.confirmed null
+
+# Bugs of other ops whose first divergence is a tap replayed here: the
+# replay runs and confirms nothing.
+for case in tokenizer:embed embedding-weights:embed weight-mapping:L1.attn.o dump-offset:L0.block \
+	dump-duplicate:L1.mlp; do
+	bug=${case%%:*} cell=${case#*:}
+	expect_exit 1 "$bug" "$TBISECT" check --no-history "$T/ref" "$T/$bug"
+	check_that "$bug: replayed at $cell, no variant reproduces it" \
+		grep -q "replay: no variant reproduces the candidate's $cell (best: " "$TAP_OUT"
+	run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/$bug"
+	json_is "$bug: nothing confirmed" causes.0.confirmed null
+done
+
+# A NaN in the candidate's first norm: no replay from it.
+mkdir "$T/nan"
+cp "$T/none"/* "$T/nan/"
+f=$T/nan/model.layers.0.input_layernorm.npy
+poke "$f" $((10 + $(peek "$f" 8 2))) '\000\000\300\177'
+expect_exit 1 "a NaN in attn_norm" "$TBISECT" check --no-history "$T/ref" "$T/nan"
+check_that "NaN: no replay from non-finite values" grep -q "no replay from non-finite values" "$TAP_OUT"
+run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/nan"
+json_is "NaN: nothing confirmed" causes.0.confirmed null
+
+# missing_tap BUG FILE TEXT: without FILE in a copy of the candidate,
+# nothing is confirmed and the report says which taps to dump.
+missing_tap() {
+	rm -rf "$T/cut"
+	mkdir "$T/cut"
+	cp "$T/$1"/* "$T/cut/"
+	rm "$T/cut/$2"
+	expect_exit 1 "$1 without $2" "$TBISECT" check --no-history "$T/ref" "$T/cut"
+	check_that "$1 without $2: the report names the taps" grep -qF "$3" "$TAP_OUT"
+	check_that "$1 without $2: nothing confirmed" sh -c '! grep -q "confirmed by replay" "$1"' x "$TAP_OUT"
+}
+missing_tap norm-formulation model.embed_tokens.npy "replaying L0.attn_norm needs its input embed dumped on both sides"
+missing_tap final-norm model.layers.2.npy "replaying final_norm needs its input L2.block dumped on both sides"
+missing_tap residual-wiring model.layers.0.mlp.npy \
+	"replaying L0.block needs its inputs embed, L0.attn and L0.mlp (or L0.attn.resid and L0.mlp) dumped on both sides"
+missing_tap scale-multiplier model.layers.0.self_attn.o_proj.npy "replaying L0.attn needs L0.attn.o dumped on both sides"
+missing_tap mlp-bias layers.0.mlp.act.npy "replaying L0.mlp.down needs its input L0.mlp.act dumped on both sides"
+tap_done
