@@ -98,7 +98,8 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_norm.c: attn_norm, mlp_norm and final_norm from their input. */
 int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_resid.c: the embedding scale, an output multiplier on attn or
- * mlp, a bias of o_proj or down_proj, and the block's residual wiring. */
+ * mlp, a bias or multiplier of o_proj or down_proj, and the block's
+ * residual wiring. */
 int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err);
 int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err);
 int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err);

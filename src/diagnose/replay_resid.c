@@ -160,8 +160,10 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 
 /* o_proj or down_proj whose input matched: the candidate's output less
  * the reference's is a constant per channel when one side adds a bias the
- * other has not.  The reference's configuration, no bias, is its own
- * output (residual 0). */
+ * other has not, and the candidate's a multiple of the reference's when
+ * a multiplier was folded into the projection (or applied before the
+ * hook saw its output).  The reference's configuration, neither, is its
+ * own output (residual 0). */
 int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
 	int L = in->first->cell.layer;
@@ -199,6 +201,14 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	 * replay says what it found in its note and confirms nothing. */
 	tb_replay_consider(&best, sum_rel(&(term){v.ref, 1}, 1, b, v.cand, rows, cols), attn ? NULL : "mlp-bias",
 			   "a bias per channel on one side only");
+	double rc = 0, rr = 0;
+	for (uint64_t i = 0; i < rows * cols; i++) {
+		rc += (double)v.ref[i] * v.cand[i];
+		rr += (double)v.ref[i] * v.ref[i];
+	}
+	if (rr > 0)
+		tb_replay_consider(&best, sum_rel(&(term){v.ref, rc / rr}, 1, NULL, v.cand, rows, cols), "scale-multiplier",
+				   "output multiplied by %.4g", rc / rr);
 	tb_replay_decide(out, cell, tb_replay_floor(p->ref, p->cand, F32_FLOOR),
 			 &(tb_replay_fit){"no bias", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols), best.name,
 					  best.cause, best.rel_l2});
