@@ -37,8 +37,8 @@ median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 
 echo "bench: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores," \
     "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo); preset $preset, median of $reps"
-printf '%-17s %5s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n' case GB tbisect numpy numpy32 probe \
-    numpy/tb np32/tb tb/probe "RSS MB" "open ms"
+printf '%-17s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n' case GB tbisect numpy numpy32 probe1 probe \
+    numpy/tb np32/tb tb/pr1 tb/probe "RSS MB" "open ms"
 # gen DATA DTYPE FORMAT [--ranks N]: the pair in DATA, generated once.
 gen() {
     if [ ! -f "$1/.stamp" ]; then
@@ -60,6 +60,7 @@ for case in "$@"; do
     np32() { "$bin/bench/tbbench-time" "$tmp/$1" "$py" "$src/bench/baseline.py" --f32 "$data/ref" "$data/cand"; }
     op() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-open" "$data/ref" "$data/cand"; }
     pr() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-probe" "$data/ref" "$data/cand"; }
+    pr1() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-probe" --threads 1 "$data/ref" "$data/cand"; }
     # Warm-up round, which also checks that both tools agree.
     tb warm >"$tmp/tb.json" || [ $? -eq 1 ]
     np warm "$tmp/np.json" >/dev/null
@@ -83,7 +84,7 @@ for name, m in np_.items():
 if bad:
     sys.exit("bench: tbisect and numpy disagree:\n  " + "\n  ".join(bad[:20]))
 EOF
-    rm -f "$tmp/tb" "$tmp/np" "$tmp/np32" "$tmp/pr" "$tmp/op"
+    rm -f "$tmp/tb" "$tmp/np" "$tmp/np32" "$tmp/pr" "$tmp/pr1" "$tmp/op"
     i=0
     while [ $i -lt "$reps" ]; do
         # Rotate the order so no program always runs first.
@@ -93,6 +94,7 @@ EOF
         2) np32 np32 >/dev/null; pr pr >/dev/null; tb tb >/dev/null || true; np np >/dev/null ;;
         3) pr pr >/dev/null; tb tb >/dev/null || true; np np >/dev/null; np32 np32 >/dev/null ;;
         esac
+        pr1 pr1 >/dev/null
         op op >/dev/null
         i=$((i + 1))
     done
@@ -100,12 +102,13 @@ EOF
     t_np=$(cut -d' ' -f1 "$tmp/np" | median)
     t_np32=$(cut -d' ' -f1 "$tmp/np32" | median)
     t_pr=$(cut -d' ' -f1 "$tmp/pr" | median)
+    t_pr1=$(cut -d' ' -f1 "$tmp/pr1" | median)
     t_op=$(cut -d' ' -f1 "$tmp/op" | median)
     rss=$(cut -d' ' -f2 "$tmp/tb" | sort -n | tail -1)
-    awk -v c="$case" -v gb="$gb" -v tb="$t_tb" -v np="$t_np" -v np32="$t_np32" -v pr="$t_pr" -v rss="$rss" \
-        -v op="$t_op" 'BEGIN {
-        printf "%-17s %5.2f %7.3fs %7.3fs %7.3fs %7.3fs %7.1fx %7.1fx %7.0f%% %7.0f %7.1f\n", c, gb, tb, np, np32, pr,
-            np / tb, np32 / tb, 100 * pr / tb, rss / 1024, 1000 * op }'
+    awk -v c="$case" -v gb="$gb" -v tb="$t_tb" -v np="$t_np" -v np32="$t_np32" -v pr="$t_pr" -v pr1="$t_pr1" \
+        -v rss="$rss" -v op="$t_op" 'BEGIN {
+        printf "%-17s %5.2f %7.3fs %7.3fs %7.3fs %7.3fs %7.3fs %7.1fx %7.1fx %7.0f%% %7.0f%% %7.0f %7.1f\n", c, gb, tb, np,
+            np32, pr1, pr, np / tb, np32 / tb, 100 * pr1 / tb, 100 * pr / tb, rss / 1024, 1000 * op }'
 done
 # DTYPE:npy-tpN: the candidate in N rank folders, joined by tbisect on load
 # (every tap split on its last axis), against the same pair unsharded.
@@ -152,5 +155,6 @@ PY
             c, gb, tp, n, one, tp / one, r / 1024, r1 / 1024 }'
 done
 echo "numpy: float64 sums; numpy32: float32 (--f32); numpy/tb, np32/tb: how many times faster tbisect is;"
-echo "tb/probe: tbisect's bandwidth as a share of the probe's; RSS: tbisect's peak resident set;"
+echo "probe1, probe: the bandwidth probe on one thread and on all cores; tb/pr1, tb/probe: tbisect's bandwidth"
+echo "as a share of each; RSS: tbisect's peak resident set;"
 echo "open: process start to exit around tb_session_open (both trees indexed and paired, no tensor data read)."
