@@ -47,12 +47,15 @@ gen() {
         touch "$1/.stamp"
     fi
 }
-tp_cases=
+tp_cases= replay_cases=
 for case in "$@"; do
     dtype=${case%%:*} format=${case#*:}
     data=$dir/$preset-$dtype-$format
-    # tensor-parallel cases are timed against tbisect itself, below
-    case $format in npy-tp*) tp_cases="$tp_cases $case"; continue ;; esac
+    # tensor-parallel and replay cases are timed against tbisect itself, below
+    case $format in
+    npy-tp*) tp_cases="$tp_cases $case"; continue ;;
+    replay) replay_cases="$replay_cases $case"; continue ;;
+    esac
     gen "$data" "$dtype" "$format"
     gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
     tb() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json "$data/ref" "$data/cand"; }
@@ -153,6 +156,27 @@ PY
     awk -v c="$case" -v gb="$gb" -v tp="$t_tp" -v one="$t_one" -v r="$rss_tp" -v r1="$rss_one" -v n="$ranks" 'BEGIN {
         printf "%-17s %5.2f %7.3fs joined from %s ranks; %7.3fs unsharded: %.2fx the time; RSS %.0f MB vs %.0f MB\n",
             c, gb, tp, n, one, tp / one, r / 1024, r1 / 1024 }'
+done
+# f32:replay: the replay of the first divergence's op (tbbench-replay, best of
+# BENCH_REPS) on one attention layer: 2048 positions of 32 heads of 128
+# (8 kv heads), or 512 of 8 heads with the small preset.
+for case in $replay_cases; do
+    data=$dir/$preset-replay
+    if [ ! -f "$data/.stamp" ]; then
+        rm -rf "$data"
+        if [ "$preset" = small ]; then shape="--seq 512 --heads 8 --kv-heads 2"; else shape="--seq 2048 --heads 32 --kv-heads 8"; fi
+        # shellcheck disable=SC2086 # the shape is words
+        "$py" "$src/bench/replaygen.py" $shape --head-dim 128 "$data" >&2
+        touch "$data/.stamp"
+    fi
+    for bug in softmax-scale rope-theta; do
+        out=$("$bin/bench/tbbench-replay" "$data/ref" "$data/$bug" "$reps") || {
+            echo "bench: the replay did not confirm $bug: $out" >&2
+            exit 1
+        }
+        printf '%-17s replay of %s (%s): %ss, confirmed\n' "$case" "$(echo "$out" | cut -d' ' -f2)" "$bug" \
+            "$(echo "$out" | cut -d' ' -f1)"
+    done
 done
 echo "numpy: float64 sums; numpy32: float32 (--f32); numpy/tb, np32/tb: how many times faster tbisect is;"
 echo "probe1, probe: the bandwidth probe on one thread and on all cores; tb/pr1, tb/probe: tbisect's bandwidth"
