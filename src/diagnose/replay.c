@@ -179,6 +179,13 @@ void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_r
 			 cell, fit->ref_variant, fit->ref_rel_l2);
 		return;
 	}
+	if (fit->cand_at_ref <= within) {
+		snprintf(out->note, sizeof out->note,
+			 "replay of %s: the candidate computes it as the reference does (%s, rel_l2 %.2g); its difference comes "
+			 "from its inputs",
+			 cell, fit->ref_variant, fit->cand_at_ref);
+		return;
+	}
 	if (!fit->variant || !(fit->rel_l2 <= within) || !(fit->cand_at_ref >= 10 * within)) {
 		snprintf(out->note, sizeof out->note,
 			 "replay: no variant reproduces the candidate's %s (best: %s, rel_l2 %.2g); the bug is elsewhere", cell,
@@ -194,18 +201,25 @@ void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_r
 		 fit->variant, fit->rel_l2, fit->ref_variant, fit->ref_rel_l2);
 }
 
+int tb_replay_cell(const tb_session *s, const tb_result *r, long cell, int heads, int kv_heads, tb_replay *out,
+		   tb_err *err)
+{
+	tb_replay_in in = {s, r, &r->cells[cell], heads, kv_heads};
+
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+		if (in.target->cell.id == ops[i].tap)
+			return ops[i].replay(&in, out, err);
+	snprintf(out->note, sizeof out->note, "no replay for %s", in.target->cell.tap);
+	return 0;
+}
+
 int tb_replay_first_divergence(const tb_session *s, const tb_result *r, int heads, int kv_heads, tb_replay *out,
 			       tb_err *err)
 {
-	tb_replay_in in = {s, r, NULL, heads, kv_heads};
-
-	memset(out, 0, sizeof *out);
-	if (r->first_div < 0)
+	if (r->first_div < 0) {
+		memset(out, 0, sizeof *out);
 		return 0;
-	in.first = &r->cells[r->first_div];
-	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-		if (in.first->cell.id == ops[i].tap)
-			return ops[i].replay(&in, out, err);
-	snprintf(out->note, sizeof out->note, "no replay for %s", in.first->cell.tap);
-	return 0;
+	}
+	return tb_replay_cell(s, r, r->first_div, heads, kv_heads, out, err);
 }

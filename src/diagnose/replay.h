@@ -34,10 +34,13 @@ typedef struct tb_replay {
 	char note[256];      /* why nothing was confirmed, or what was */
 } tb_replay;
 
-/* Replay the op of the result's first divergence, where it has one;
- * heads and kv_heads are the user's counts (0: unknown).  A
+/* Replay the op of a result cell (its index in r->cells), where its tap
+ * has one; heads and kv_heads are the user's counts (0: unknown).  A
  * replay that cannot run says why in out->note (not an error); -1 and err
  * only when a tensor cannot be read. */
+int tb_replay_cell(const tb_session *s, const tb_result *r, long cell, int heads, int kv_heads, tb_replay *out,
+		   tb_err *err);
+/* The same for the first divergence (nothing when there is none). */
 int tb_replay_first_divergence(const tb_session *s, const tb_result *r, int heads, int kv_heads, tb_replay *out,
 			       tb_err *err);
 

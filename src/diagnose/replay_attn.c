@@ -496,7 +496,7 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 
 int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int layer = in->first->cell.layer;
+	int layer = in->target->cell.layer;
 	/* the side's order: q, k before RoPE, q, k after it; before and after hold as many heads */
 	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q), tb_replay_pair(in, layer, TB_TAP_ATTN_K),
 			       tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE)};
@@ -554,7 +554,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	out->tried = true;
 	rope_variant best = rope_candidate(&cand, &c0, rows, nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	tb_replay_decide(out, cell, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, rows, nrows, NULL), best.name,
 					  best.cause, best.rel});
@@ -929,7 +929,7 @@ static int core_reference(core_side *s, core_cfg *c, double floor, double *rel, 
 
 int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int layer = in->first->cell.layer;
+	int layer = in->target->cell.layer;
 	/* the side's order */
 	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE),
 			       tb_replay_pair(in, layer, TB_TAP_ATTN_V), tb_replay_pair(in, layer, TB_TAP_ATTN_CORE)};
@@ -997,7 +997,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	    core_best(&cand, &c0, cand_at_ref, true, &best, err) < 0)
 		goto fail;
 	describe_core(&c0, ref_name, sizeof ref_name);
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	tb_replay_decide(out, cell, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
 					  best.rel});

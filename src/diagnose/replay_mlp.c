@@ -94,7 +94,7 @@ static variant best(const double *rel, int skip)
 
 int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int layer = in->first->cell.layer;
+	int layer = in->target->cell.layer;
 	const tb_pair *gate = tb_replay_pair(in, layer, TB_TAP_MLP_GATE), *up = tb_replay_pair(in, layer, TB_TAP_MLP_UP);
 	const tb_pair *act = tb_replay_pair(in, layer, TB_TAP_MLP_ACT);
 	double rel_ref[N_VARIANTS], rel_cand[N_VARIANTS];

@@ -224,7 +224,7 @@ static void try_variants(const side *cand, const norm *ref, unsigned alike, tb_t
  * attention: attn.resid, else the block's input plus attn (two taps). */
 static int input_taps(const tb_replay_in *in, const tb_pair **p, char *need, size_t size)
 {
-	int L = in->first->cell.layer;
+	int L = in->target->cell.layer;
 	const tb_pair *prev = L > 0 ? tb_replay_pair(in, L - 1, TB_TAP_BLOCK) : tb_replay_pair(in, -1, TB_TAP_EMBED);
 	char prev_name[32];
 
@@ -233,7 +233,7 @@ static int input_taps(const tb_replay_in *in, const tb_pair **p, char *need, siz
 	else
 		snprintf(prev_name, sizeof prev_name, "embed");
 	p[0] = p[1] = NULL;
-	switch (in->first->cell.id) {
+	switch (in->target->cell.id) {
 	case TB_TAP_ATTN_NORM:
 		p[0] = prev;
 		snprintf(need, size, "%s", prev_name);
@@ -266,8 +266,8 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	norm ref;
 	unsigned alike;
 
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
-	p[2] = tb_replay_pair(in, in->first->cell.layer, in->first->cell.id);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
+	p[2] = tb_replay_pair(in, in->target->cell.layer, in->target->cell.id);
 	if (!n_in || !p[2]) {
 		snprintf(out->note, sizeof out->note,
 			 "replaying %.24s needs its input %.64s dumped on both sides (forward hooks on embed_tokens and "
@@ -303,7 +303,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		ref_rel = fit_reference(&r, floor, &ref, &alike, work, work + cols, work + 4 * cols);
 		eps_text(alike, eps, sizeof eps);
 		snprintf(ref_variant, sizeof ref_variant, "%s%s, eps %s", form_name[ref.f], ref.b ? " with bias" : "", eps);
-		try_variants(&c, &ref, alike, in->first->cell.id, work + 2 * cols, &best);
+		try_variants(&c, &ref, alike, in->target->cell.id, work + 2 * cols, &best);
 		tb_replay_decide(out, cell, floor,
 				 &(tb_replay_fit){ref_variant, ref_rel, residual(&c, &ref), best.name, best.cause,
 						  best.rel_l2});

@@ -28,7 +28,7 @@ typedef struct tb_replay tb_replay;
 typedef struct tb_replay_in {
 	const tb_session *s;
 	const tb_result *r;
-	const tb_cell_result *first; /* the first divergence */
+	const tb_cell_result *target; /* the cell replayed (the first divergence, or one the user chose) */
 	int heads, kv_heads;         /* 0: unknown */
 } tb_replay_in;
 

@@ -113,10 +113,10 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
  * a residual scale) between the projection and the sublayer's output. */
 int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int L = in->first->cell.layer;
-	bool attn = in->first->cell.id == TB_TAP_ATTN;
+	int L = in->target->cell.layer;
+	bool attn = in->target->cell.id == TB_TAP_ATTN;
 	const tb_pair *p[2] = {tb_replay_pair(in, L, attn ? TB_TAP_ATTN_O : TB_TAP_MLP_DOWN),
-			       tb_replay_pair(in, L, in->first->cell.id)};
+			       tb_replay_pair(in, L, in->target->cell.id)};
 	const char *proj = attn ? "o_proj" : "down_proj";
 	tb_replay_sides v[2];
 	char cell[TB_CELL_NAME_MAX], ref_variant[64];
@@ -125,7 +125,7 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	bool unit;
 	int ok;
 
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	if (!p[0] || !p[1]) {
 		snprintf(out->note, sizeof out->note,
 			 "replaying %s needs L%d.%s dumped on both sides (a forward hook on %s; mkdemo --sub or --replay)", cell,
@@ -166,10 +166,10 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
  * own output (residual 0). */
 int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int L = in->first->cell.layer;
-	bool attn = in->first->cell.id == TB_TAP_ATTN_O;
+	int L = in->target->cell.layer;
+	bool attn = in->target->cell.id == TB_TAP_ATTN_O;
 	const tb_pair *input = tb_replay_pair(in, L, attn ? TB_TAP_ATTN_CORE : TB_TAP_MLP_ACT);
-	const tb_pair *p = tb_replay_pair(in, L, in->first->cell.id);
+	const tb_pair *p = tb_replay_pair(in, L, in->target->cell.id);
 	tb_replay_sides v;
 	tb_replay_best best = {"", NULL, 0};
 	char cell[TB_CELL_NAME_MAX];
@@ -177,7 +177,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	double *b;
 	int ok;
 
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	if (!input || !p) {
 		/* Without the input the replay cannot know both sides fed the
 		 * projection the same values. */
@@ -262,7 +262,7 @@ static double wiring_rel(unsigned sum, float *const *in, const float *y, uint64_
 
 int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
-	int L = in->first->cell.layer;
+	int L = in->target->cell.layer;
 	static const tb_tap_id tap[N_INPUTS] = {
 		[ATTN] = TB_TAP_ATTN, [MLP] = TB_TAP_MLP,		[ATTN_NORM] = TB_TAP_ATTN_NORM,
 		[MLP_NORM] = TB_TAP_MLP_NORM, [RESID] = TB_TAP_ATTN_RESID,
@@ -278,7 +278,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	double ref_rel = INFINITY, floor;
 	int ok;
 
-	tb_cell_name(&in->first->cell, cell, sizeof cell);
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	for (int i = 0; i < N_INPUTS; i++) {
 		p[i] = i == X ? (L > 0 ? tb_replay_pair(in, L - 1, TB_TAP_BLOCK) : tb_replay_pair(in, -1, TB_TAP_EMBED))
 			      : tb_replay_pair(in, L, tap[i]);

@@ -46,6 +46,8 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 		doc_line(dc, ui_attr(UI_DIM), "  no diagnosis rules loaded: causes are not ranked");
 		return;
 	}
+	if (which == first && tb_replay_worth_saying(&dg->replay))
+		doc_wrap(dc, ui_attr(UI_DIM), "  ", 4, dg->replay.note);
 	if (cs->n == 0) {
 		doc_line(dc, ui_attr(UI_DIM), "  no rule matched the measured facts");
 		return;

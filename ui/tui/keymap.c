@@ -44,6 +44,7 @@ const tb_binding tb_bindings[] = {
 	{'\r', TB_ACT_OPEN},
 	{KEY_ENTER, TB_ACT_OPEN},
 	{'c', TB_ACT_CAUSES},
+	{'R', TB_ACT_REPLAY},
 	{'u', TB_ACT_UNPAIRED},
 	{'M', TB_ACT_SUGGEST},
 	{'y', TB_ACT_CONFIRM},

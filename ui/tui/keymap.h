@@ -26,6 +26,7 @@
 	X(FOLD, "fold", "fold or unfold the sub-tap columns (attn.q, mlp.gate, ...)")         \
 	X(OPEN, "open", "open the selected cell: statistics, positions, heads, worst elements") \
 	X(CAUSES, "causes", "show the causes pane (ranked causes, why, where to look)")       \
+	X(REPLAY, "replay", "detail: replay the cell's op from the dumped inputs under each hypothesis") \
 	X(UNPAIRED, "unpaired", "list the tensors that did not pair, both trees side by side, and why") \
 	X(SUGGEST, "suggest-map", "suggest map rules for the names that did not pair (y applies them)") \
 	X(CONFIRM, "confirm", "apply what the screen proposes (the suggested map)")             \

@@ -16,6 +16,7 @@
 
 #include "compare/inspect.h"
 #include "diagnose/heads.h"
+#include "diagnose/replay.h"
 #include "run/report.h"
 #include "tui/doc.h"
 #include "tui/draw.h"
@@ -49,6 +50,8 @@ typedef struct detail {
 	const char *heads_from;  /* "--heads", "inferred from attn.q/attn.k shapes" */
 	tb_head_metrics *head;   /* heads entries, owned */
 	tb_causes causes;        /* causes of this cell when it is not the first divergence, owned */
+	tb_replay replay;        /* the cell's op replayed (R) */
+	bool replayed;
 	char note[sizeof ((tb_err *)0)->msg]; /* why the per-head view is absent */
 	int strip_y, strip_x;    /* where the position strip was drawn, -1: not shown */
 } detail;
@@ -380,6 +383,22 @@ static void hist_block(doc *dc)
 		hist_row(dc, "NaN/Inf", h->nonfinite, max);
 }
 
+/* What R found: the variant that reproduces the candidate and its cause,
+ * or why nothing was confirmed. */
+static void replay_block(doc *dc, const detail *d)
+{
+	const tb_replay *rp = &d->replay;
+
+	doc_line(dc, 0, "%s", "");
+	doc_line(dc, ui_attr(UI_TITLE), "replay  (R)");
+	if (rp->cause) {
+		doc_line(dc, ui_attr(UI_GOOD), "  confirmed: %s", rp->cause);
+		doc_wrap(dc, 0, "  ", 4, rp->note);
+	} else {
+		doc_wrap(dc, ui_attr(UI_DIM), "  ", 4, rp->note);
+	}
+}
+
 static void detail_draw(view *v, WINDOW *w)
 {
 	const tb_cell_result *c = cur_cell(v);
@@ -432,7 +451,28 @@ static void detail_draw(view *v, WINDOW *w)
 	}
 	doc_line(&dc, 0, "%s", "");
 	explain_causes(v, &dc, d->pair, &d->causes);
+	if (d->replayed)
+		replay_block(&dc, d);
 	d->lines = dc.y;
+}
+
+/* Replay the cell's op now (under a second at 2048 positions of 32
+ * heads); the document ends with what it found. */
+static void replay_cell(view *v)
+{
+	detail *d = &d_state;
+	tb_diag_opts o = tb_run_diag_opts(v->cfg);
+	tb_err err;
+
+	if (view_refuse_stale(v, cur_cell(v)))
+		return;
+	if (tb_replay_cell(&v->run.sess, v->run.res, d->pair, o.heads, o.kv_heads, &d->replay, &err) < 0) {
+		view_message(v, true, "%s", err.msg);
+		return;
+	}
+	d->replayed = true;
+	d->scroll = d->lines;
+	view_message(v, false, "%s", d->replay.cause ? "replay: confirmed" : "replay: nothing confirmed");
 }
 
 static void set_pos(view *v, int64_t pos)
@@ -486,6 +526,9 @@ static ui_ret detail_action(view *v, WINDOW *w, tb_action a)
 		else
 			set_pos(v, p);
 		break;
+	case TB_ACT_REPLAY:
+		replay_cell(v);
+		return ui_flags(0);
 	case TB_ACT_BACK:
 	case TB_ACT_QUIT: return ui_flags(UI_BACK);
 	default: return ui_flags(0);
@@ -514,6 +557,7 @@ static const screen_hint hints[] = {
 	{.action = TB_ACT_NEXT_DIV, .label = "next bad"},
 	{.action = TB_ACT_DOWN, .label = "scroll", .keys = "Up/Down"},
 	{.action = TB_ACT_BACK, .label = "back"},
+	{.action = TB_ACT_REPLAY, .label = "replay"},
 	{.action = TB_ACT_NONE},
 };
 
