@@ -152,6 +152,35 @@ static double floor_of(const tb_tensor *ref, const tb_tensor *cand, double f32_f
 	return fmax(tb_replay_floor(ref, cand, f32_floor), HALF_ROUNDINGS * tb_replay_floor(ref, cand, 0));
 }
 
+/* What both attention replays start from: the positions, the head dims
+ * to try, the sampled rows and the few that choose the head dim. */
+typedef struct attn_plan {
+	int64_t S, rows[MAX_SAMPLE], probe[PROBE_ROWS];
+	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, nprobe;
+} attn_plan;
+
+/* Plan the replay of the four taps p; false, with out->note saying which
+ * taps to dump (missing), when one is not dumped on both sides. */
+static bool plan(const tb_replay_in *in, const tb_pair *const *p, const char *missing, tb_replay *out, attn_plan *pl)
+{
+	const tb_tensor *shapes[4];
+
+	for (int i = 0; i < 4; i++) {
+		if (!p[i]) {
+			snprintf(out->note, sizeof out->note, "%s", missing);
+			return false;
+		}
+		shapes[i] = p[i]->ref;
+	}
+	pl->S = positions(shapes, 4);
+	pl->nhd = head_dim_choices(shapes, 4, in->heads, pl->S, pl->hds);
+	pl->nrows = sample_rows(pl->S, pl->rows);
+	pl->nprobe = pl->nrows < PROBE_ROWS ? pl->nrows : PROBE_ROWS;
+	for (int k = 0; k < PROBE_ROWS; k++)
+		pl->probe[k] = pl->rows[(int64_t)k * pl->nrows / PROBE_ROWS];
+	return true;
+}
+
 /* The four tensors of one side of an op, loaded once, and their views as
  * heads of hd channels (which the replay may try several of). */
 typedef struct side4 {
@@ -501,26 +530,18 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q), tb_replay_pair(in, layer, TB_TAP_ATTN_K),
 			       tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE)};
 	static const int same[4] = {2, 3, -1, -1};
-	const tb_tensor *shapes[4];
-	int64_t rows[MAX_SAMPLE], probe[PROBE_ROWS], S;
-	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, hd = 0;
+	attn_plan pl;
+	int hd = 0;
 	side4 ref, cand;
 	rope_cfg c0 = {0};
 	double floor, ref_rel = INFINITY;
 	char cell[TB_CELL_NAME_MAX], ref_name[64];
 
-	for (int i = 0; i < 4; i++)
-		if (!p[i]) {
-			snprintf(out->note, sizeof out->note, "%s",
-				 "replaying RoPE needs attn.q and attn.k before RoPE and attn.q_rope and attn.k_rope after it, on "
-				 "both sides (mkdemo --replay; dump_hf.py --replay)");
-			return 0;
-		}
-	for (int i = 0; i < 4; i++)
-		shapes[i] = p[i]->ref;
-	S = positions(shapes, 4);
-	nhd = head_dim_choices(shapes, 4, in->heads, S, hds);
-	nrows = sample_rows(S, rows);
+	if (!plan(in, p,
+		  "replaying RoPE needs attn.q and attn.k before RoPE and attn.q_rope and attn.k_rope after it, on both "
+		  "sides (mkdemo --replay; dump_hf.py --replay)",
+		  out, &pl))
+		return 0;
 	floor = fmax(floor_of(p[2]->ref, p[2]->cand, ROPE_F32_FLOOR), floor_of(p[3]->ref, p[3]->cand, ROPE_F32_FLOOR));
 	if (side_load(&ref, p, false, err) < 0)
 		return -1;
@@ -533,30 +554,28 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		goto done;
 	}
 	/* the head dim: the one the usual RoPEs fit best on a few rows */
-	for (int k = 0; k < PROBE_ROWS; k++)
-		probe[k] = rows[(int64_t)k * nrows / PROBE_ROWS];
-	for (int k = 0; k < nhd; k++) {
+	for (int k = 0; k < pl.nhd; k++) {
 		double rel;
-		if (!side_view(&ref, S, hds[k], same) ||
-		    (rel = rope_reference(&ref, &c0, probe, nrows < PROBE_ROWS ? nrows : PROBE_ROWS, floor, false)) >= ref_rel)
+		if (!side_view(&ref, pl.S, pl.hds[k], same) ||
+		    (rel = rope_reference(&ref, &c0, pl.probe, pl.nprobe, floor, false)) >= ref_rel)
 			continue;
 		ref_rel = rel;
-		hd = hds[k];
+		hd = pl.hds[k];
 	}
-	if (hd && side_view(&ref, S, hd, same))
-		ref_rel = rope_reference(&ref, &c0, rows, nrows, floor, true);
-	if (!hd || !side_view(&ref, S, hd, same) || !side_view(&cand, S, hd, same)) {
+	if (hd && side_view(&ref, pl.S, hd, same))
+		ref_rel = rope_reference(&ref, &c0, pl.rows, pl.nrows, floor, true);
+	if (!hd || !side_view(&ref, pl.S, hd, same) || !side_view(&cand, pl.S, hd, same)) {
 		snprintf(out->note, sizeof out->note, "%s",
 			 hd ? "the candidate's q and k differ in shape from the reference's: no RoPE replay"
 			    : "attn.q, attn.k, attn.q_rope and attn.k_rope do not hold the same positions and heads: no RoPE replay");
 		goto done;
 	}
 	out->tried = true;
-	rope_variant best = rope_candidate(&cand, &c0, rows, nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
+	rope_variant best = rope_candidate(&cand, &c0, pl.rows, pl.nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
 	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	tb_replay_decide(out, cell, floor,
-			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, rows, nrows, NULL), best.name,
+			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,
 					  best.cause, best.rel});
 done:
 	side_free(&ref);
@@ -933,9 +952,8 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	/* the side's order */
 	const tb_pair *p[4] = {tb_replay_pair(in, layer, TB_TAP_ATTN_Q_ROPE), tb_replay_pair(in, layer, TB_TAP_ATTN_K_ROPE),
 			       tb_replay_pair(in, layer, TB_TAP_ATTN_V), tb_replay_pair(in, layer, TB_TAP_ATTN_CORE)};
-	const tb_tensor *shapes[4];
-	int64_t rows[MAX_SAMPLE], probe[PROBE_ROWS], S;
-	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, hd = 0;
+	attn_plan pl;
+	int hd = 0;
 	core_side ref = {0}, cand = {0};
 	core_cfg c0;
 	core_variant best;
@@ -943,20 +961,11 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	char cell[TB_CELL_NAME_MAX], ref_name[80];
 	bool fits;
 
-	for (int i = 0; i < 4; i++)
-		if (!p[i]) {
-			snprintf(out->note, sizeof out->note,
-				 "replaying attn.core needs attn.q_rope, attn.k_rope (after RoPE) and attn.v on both sides "
-				 "(mkdemo --replay; dump_hf.py --replay)");
-			return 0;
-		}
-	for (int i = 0; i < 4; i++)
-		shapes[i] = p[i]->ref;
-	S = positions(shapes, 4);
-	nhd = head_dim_choices(shapes, 4, in->heads, S, hds);
-	nrows = sample_rows(S, rows);
-	for (int k = 0; k < PROBE_ROWS; k++)
-		probe[k] = rows[(int64_t)k * nrows / PROBE_ROWS];
+	if (!plan(in, p,
+		  "replaying attn.core needs attn.q_rope, attn.k_rope (after RoPE) and attn.v on both sides "
+		  "(mkdemo --replay; dump_hf.py --replay)",
+		  out, &pl))
+		return 0;
 	floor = floor_of(p[3]->ref, p[3]->cand, CORE_F32_FLOOR);
 	if (side_load(&ref.in, p, false, err) < 0)
 		return -1;
@@ -967,18 +976,18 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		goto done;
 	}
 	/* the head dim: the usual attention's best fit on a few rows */
-	for (int k = 0; k < nhd; k++) {
+	for (int k = 0; k < pl.nhd; k++) {
 		double rel;
-		if (core_side_view(&ref, S, hds[k], probe, nrows < PROBE_ROWS ? nrows : PROBE_ROWS, &fits, err) < 0)
+		if (core_side_view(&ref, pl.S, pl.hds[k], pl.probe, pl.nprobe, &fits, err) < 0)
 			goto fail;
 		if (!fits)
 			continue;
-		c0 = (core_cfg){1 / sqrt(hds[k]), CAUSAL, 0, false, 0};
+		c0 = (core_cfg){1 / sqrt(pl.hds[k]), CAUSAL, 0, false, 0};
 		if (core_residual(&ref, &c0, NULL, &rel, err) < 0)
 			goto fail;
 		if (rel < ref_rel) {
 			ref_rel = rel;
-			hd = hds[k];
+			hd = pl.hds[k];
 		}
 	}
 	if (!hd) {
@@ -986,7 +995,8 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			 "attn.q_rope, attn.k_rope, attn.v and attn.core do not hold the same positions and heads: no attention replay");
 		goto done;
 	}
-	if (core_side_view(&ref, S, hd, rows, nrows, &fits, err) < 0 || core_side_view(&cand, S, hd, rows, nrows, &fits, err) < 0)
+	if (core_side_view(&ref, pl.S, hd, pl.rows, pl.nrows, &fits, err) < 0 ||
+	    core_side_view(&cand, pl.S, hd, pl.rows, pl.nrows, &fits, err) < 0)
 		goto fail;
 	if (!fits) {
 		snprintf(out->note, sizeof out->note, "the candidate's attention differs in shape from the reference's: no replay");
