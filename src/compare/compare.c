@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "compare/compare.h"
+#include "tensor/sketch.h"
 
 /* Elements per work unit and per conversion block. */
 #define UNIT_ELEMS (1u << 22)
@@ -53,6 +54,7 @@ typedef struct pair_work {
 	pthread_mutex_t lock;
 	bool acquired;
 	int acquire_rc;
+	bool sketched;     /* either side is a sketch: estimated in one unit (sketch_pair) */
 } pair_work;
 
 typedef struct unit {
@@ -237,6 +239,85 @@ static void pair_finish(tb_job *job, pair_work *pw)
 	atomic_fetch_add(&job->cells_done, 1);
 }
 
+/* Fill m from what two sketches say, owning the estimate's arrays. */
+static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e,
+			      double diverge)
+{
+	const tb_sketch *side[2] = {r, c};
+
+	m->n = r->p.numel;
+	m->estimated = true;
+	m->exact = e->exact;
+	m->rel_l2 = e->exact ? 0 : e->rel_l2;
+	m->rel_l2_lo = e->exact ? 0 : e->rel_l2_lo;
+	m->rel_l2_hi = e->exact ? 0 : e->rel_l2_hi;
+	m->cosine = e->exact ? 1 : e->cosine;
+	m->norm_ratio = e->norm_ratio;
+	m->max_abs = m->mean_abs = e->exact ? 0 : NAN;
+	m->allclose_frac = e->exact ? 1 : NAN;
+	m->mismatch = e->mismatch;
+	for (int i = 0; i < 2; i++) {
+		const tb_sketch *s = side[i];
+		double n = (double)s->finite;
+		m->nan[i] = s->nan;
+		m->inf[i] = s->inf;
+		m->mean[i] = n > 0 ? s->sum / n : NAN;
+		m->std[i] = n > 0 ? sqrt(fmax(0, s->sumsq / n - m->mean[i] * m->mean[i])) : NAN;
+		m->min[i] = n > 0 ? s->min : NAN;
+		m->max[i] = n > 0 ? s->max : NAN;
+		m->l2[i] = sqrt(s->sumsq);
+	}
+	m->n_pos = r->p.n_pos;
+	m->pos_rel_l2 = e->pos_rel_l2;
+	m->pos_cos = e->pos_cos;
+	m->pos_norm_ratio = e->pos_norm_ratio;
+	m->first_bad_position = -1;
+	for (int64_t p = 0; p < m->n_pos && !e->exact; p++)
+		if (!(m->pos_rel_l2[p] <= diverge)) {
+			m->first_bad_position = p;
+			break;
+		}
+	if (e->exact)
+		for (int64_t p = 0; p < m->n_pos; p++)
+			m->pos_rel_l2[p] = 0, m->pos_cos[p] = 1;
+}
+
+/* A pair with a sketch on either side: the side that holds values is
+ * sketched alike (one pass over them), and the metrics are estimated. */
+static int sketch_pair(pair_work *pw, tb_err *err)
+{
+	tb_cell_result *c = pw->res;
+	tb_tensor *t[2] = {pw->ref, pw->cand};
+	const tb_sketch *given = t[0]->sketch ? t[0]->sketch : t[1]->sketch, *s[2];
+	tb_sketch own[2];
+	tb_sketch_estimate e;
+	int rc = 0;
+
+	memset(own, 0, sizeof own);
+	c->m.estimated = true;
+	c->m.first_bad_position = -1;
+	if (c->shape_mismatch)
+		return 0;
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		s[i] = t[i]->sketch;
+		if (s[i])
+			continue;
+		if (tb_sketch_alloc(&own[i], &given->p) < 0)
+			rc = tb_err_setc(err, TB_ERR_NOMEM, t[i]->path, "out of memory sketching tensor '%s'", t[i]->name);
+		else
+			rc = tb_sketch_tensor(t[i], &own[i], err);
+		s[i] = &own[i];
+	}
+	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) < 0)
+		tb_err_setc(err, TB_ERR_USAGE, t[1]->sketch ? t[1]->path : t[0]->path, "'%s' against '%s': %s (sketch both alike)",
+			    t[0]->name, t[1]->name, err->msg);
+	if (rc == 0)
+		estimated_metrics(&c->m, s[0], s[1], &e, c->tol.diverge);
+	tb_sketch_free(&own[0]);
+	tb_sketch_free(&own[1]);
+	return rc;
+}
+
 static void *worker(void *arg)
 {
 	tb_job *job = arg;
@@ -249,6 +330,17 @@ static void *worker(void *arg)
 		tb_acc *acc = &pw->unit_acc[u - pw->first_unit];
 		tb_err e;
 
+		if (pw->sketched) {
+			if (sketch_pair(pw, &e) < 0) {
+				fail(job, &e);
+				break;
+			}
+			atomic_fetch_add(&job->bytes_done, pw->n * (elem_bytes(pw->ref) + elem_bytes(pw->cand)));
+			tb_cell_judge(pw->res);
+			atomic_store(&job->done[pw->res - job->res->cells], 1);
+			atomic_fetch_add(&job->cells_done, 1);
+			continue;
+		}
 		if (pair_acquire(pw, &e) < 0) {
 			fail(job, &e);
 			break;
@@ -353,6 +445,16 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		if (!pw->ref || !pw->cand)
 			continue;
 		plan_pair(pw);
+		if ((pw->sketched = pw->ref->sketch || pw->cand->sketch)) {
+			pw->logits = false;
+			pw->n_units = 1;
+			pw->first_unit = n_units++;
+			pw->unit_acc = calloc(1, sizeof *pw->unit_acc);
+			if (!pw->unit_acc)
+				return -1;
+			job->bytes_total += pw->n * (elem_bytes(pw->ref) + elem_bytes(pw->cand));
+			continue;
+		}
 		uint64_t rows_per_unit = unit_elems / pw->row_len ? unit_elems / pw->row_len : 1;
 		pw->rows_per_unit = rows_per_unit;
 		pw->n_units = (size_t)((pw->n_rows + rows_per_unit - 1) / rows_per_unit);
@@ -533,6 +635,20 @@ const tb_partial *tb_cell_partial(const tb_cell_result *c)
 	return c->cand ? c->cand->partial : NULL;
 }
 
+/* A cell judged on a sketch's estimate: diverged or close (match needs
+ * every value, which only equal block hashes prove), saying when the
+ * bound straddles the threshold. */
+static void estimated_judge(tb_cell_result *c)
+{
+	const tb_metrics *m = &c->m;
+	double d = c->tol.diverge;
+	const char *straddle = m->rel_l2_lo <= d && !(m->rel_l2_hi <= d) ? "; the bound straddles the threshold" : "";
+
+	c->status = m->rel_l2 <= d ? TB_ST_CLOSE : TB_ST_DIVERGED;
+	snprintf(c->reason, sizeof c->reason, "rel_l2 ~%.3g %s diverge %.3g (estimated from a sketch, within [%.3g, %.3g]%s)",
+		 m->rel_l2, c->status == TB_ST_CLOSE ? "<=" : ">", d, m->rel_l2_lo, m->rel_l2_hi, straddle);
+}
+
 void tb_cell_judge(tb_cell_result *c)
 {
 	const tb_tolerance *t = &c->tol;
@@ -553,6 +669,8 @@ void tb_cell_judge(tb_cell_result *c)
 		snprintf(c->reason, sizeof c->reason, "NaN/Inf mismatch at %llu elements (NaN %llu/%llu, Inf %llu/%llu)",
 			 (unsigned long long)m->mismatch, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
 			 (unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	} else if (m->estimated && !m->exact) {
+		estimated_judge(c);
 	} else if (t->absolute && !(m->max_abs <= t->diverge)) {
 		snprintf(c->reason, sizeof c->reason, "max_abs %.3g > %.3g (absolute test)", m->max_abs, t->diverge);
 	} else if (!t->absolute && !(m->rel_l2 <= t->diverge)) {

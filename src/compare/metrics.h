@@ -81,6 +81,12 @@ typedef struct tb_metrics {
 	double *pos_cos;
 	double *pos_norm_ratio;
 	int64_t first_bad_position; /* -1: none */
+	/* A sketch took part (CONTRACT §3 "estimated"): rel_l2, cosine and the
+	 * per-position profile are estimates, rel_l2 within [rel_l2_lo,
+	 * rel_l2_hi]; max_abs, mean_abs and allclose_frac are unknown (NaN),
+	 * unless exact: every block of values hashed equal. */
+	bool estimated, exact;
+	double rel_l2_lo, rel_l2_hi;
 } tb_metrics;
 
 /* rel_l2, cosine and norm ratio from the four sums (0 / 1 conventions for zeros). */

@@ -38,7 +38,7 @@ const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id)
 	long i = c ? tb_pairing_find(in->s->pairing, &c->cell) : -1;
 	const tb_pair *p = i >= 0 ? &in->s->pairing->pairs[i] : NULL;
 
-	if (!p || !p->ref || !p->cand || p->ref->partial || p->cand->partial)
+	if (!p || !p->ref || !p->cand || p->ref->partial || p->cand->partial || p->ref->sketch || p->cand->sketch)
 		return NULL;
 	return p;
 }
@@ -207,6 +207,10 @@ int tb_replay_cell(const tb_session *s, const tb_result *r, long cell, int heads
 	tb_replay_in in = {s, r, &r->cells[cell], heads, kv_heads};
 
 	memset(out, 0, sizeof *out);
+	if ((in.target->ref && in.target->ref->sketch) || (in.target->cand && in.target->cand->sketch)) {
+		snprintf(out->note, sizeof out->note, "no replay from a sketch: replaying an op needs its tensors");
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
 		if (in.target->cell.id == ops[i].tap)
 			return ops[i].replay(&in, out, err);

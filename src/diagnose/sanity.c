@@ -197,7 +197,7 @@ int64_t *tb_tree_token_ids(const tb_tree *tree, size_t *n)
 	}
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
-		if (!tb_name_is_token_ids(t->name) || t->numel > (1u << 24))
+		if (!tb_name_is_token_ids(t->name) || t->numel > (1u << 24) || t->sketch)
 			continue;
 		tb_err err;
 		float *f = tb_tensor_load_f32(t, &err);

@@ -63,6 +63,7 @@ extern const tb_format tb_fmt_vllm_sidecar;
 extern const tb_format tb_fmt_hfdebug_tree;
 extern const tb_format tb_fmt_ggmltext;
 extern const tb_format tb_fmt_rawlogits;
+extern const tb_format tb_fmt_tbsk;
 
 /* Caps shared by every reader. */
 #define TB_MAX_TENSORS 1000000

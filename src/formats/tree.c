@@ -18,6 +18,7 @@
 #define MAX_FILES 1000000
 
 const tb_format *const tb_formats[] = {
+	&tb_fmt_tbsk,
 	&tb_fmt_npy,
 	&tb_fmt_safetensors_index,
 	&tb_fmt_safetensors,

@@ -101,6 +101,15 @@ void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char
 		fn(ctx, "map", r->map_warning);
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fn(ctx, r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
+	for (size_t i = 0; r->result && i < r->result->n_cells; i++)
+		if (r->result->cells[i].m.estimated) {
+			fn(ctx, "sketch",
+			   "a sketch took part: rel_l2, cosine and the positions' profile are estimates within the "
+			   "bounds shown; max_abs, allclose, the logits' KL and top-k need the values, and so do the "
+			   "causes' per-head, per-channel, token, bias and tied-embedding facts, the dump checks and "
+			   "replay: rules that test them do not match, so a cause may go unnamed");
+			break;
+		}
 }
 
 static void text_warning(void *ctx, const char *id, const char *text)
@@ -205,6 +214,10 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	add_num(o, "cosine", m->cosine);
 	add_num(o, "norm_ratio", m->norm_ratio);
 	add_num(o, "allclose_frac", m->allclose_frac);
+	if (m->estimated) {
+		cJSON_AddTrueToObject(o, "estimated");
+		add_pair(o, "rel_l2_bound", m->rel_l2_lo, m->rel_l2_hi);
+	}
 	add_pair(o, "nan", (double)m->nan[0], (double)m->nan[1]);
 	add_pair(o, "inf", (double)m->inf[0], (double)m->inf[1]);
 	if (m->first_bad_position >= 0)
@@ -215,7 +228,7 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	cJSON_AddStringToObject(o, "ref_dtype", tb_dtype_name(c->ref->dtype));
 	cJSON_AddStringToObject(o, "cand_dtype", tb_dtype_name(c->cand->dtype));
 	cJSON_AddNumberToObject(o, "elements", (double)m->n);
-	if (m->n && isfinite(m->max_abs)) {
+	if (m->n && isfinite(m->max_abs) && !m->estimated) {
 		int64_t idx[TB_MAX_DIMS];
 		cJSON *w = cJSON_CreateObject(), *where = cJSON_AddArrayToObject(w, "index");
 		/* An array of integers, as "shape" is, for scripts to index with. */
@@ -577,14 +590,22 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 	if (!c->ref || !c->cand)
 		return;
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
-	if (isfinite(m->max_abs))
+	if (m->estimated && !m->exact)
+		fprintf(out, "  rel_l2 ~%.3e in [%.3e, %.3e]  cosine ~%.6f  norm_ratio %.4f  (estimated from a sketch: "
+			     "max_abs, mean_abs and allclose need the values)\n",
+			m->rel_l2, m->rel_l2_lo, m->rel_l2_hi, m->cosine, m->norm_ratio);
+	else if (isfinite(m->max_abs))
 		fprintf(out, "  rel_l2 %.3e  cosine %.6f  norm_ratio %.4f  max_abs %.3e at %s (ref %g, cand %g)\n",
 			m->rel_l2, m->cosine, m->norm_ratio, m->max_abs, idx, m->worst_ref, m->worst_cand);
 	else
 		fprintf(out, "  rel_l2 nan  cosine nan  norm_ratio nan  max_abs nan (no element finite on both sides)\n");
-	fprintf(out, "  mean_abs %.3e  allclose %.2f%%  NaN %llu/%llu  Inf %llu/%llu\n", m->mean_abs,
-		100 * m->allclose_frac, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
-		(unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	if (m->estimated && !m->exact)
+		fprintf(out, "  NaN %llu/%llu  Inf %llu/%llu\n", (unsigned long long)m->nan[0],
+			(unsigned long long)m->nan[1], (unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
+	else
+		fprintf(out, "  mean_abs %.3e  allclose %.2f%%  NaN %llu/%llu  Inf %llu/%llu\n", m->mean_abs,
+			100 * m->allclose_frac, (unsigned long long)m->nan[0], (unsigned long long)m->nan[1],
+			(unsigned long long)m->inf[0], (unsigned long long)m->inf[1]);
 	double noise = c->ref && c->cand ? tb_tolfile_noise(tf, &c->cell, c->ref->name, c->cand->name) : -1;
 	if (noise >= 0)
 		fprintf(out, "  noise: rel_l2 is %.3g times the reference's own between its two runs (%.3e, tbisect calibrate)\n",

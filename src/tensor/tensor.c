@@ -248,6 +248,9 @@ static uint64_t extent_bytes(const tb_tensor *t)
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 {
+	if (t->sketch)
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
+				   "'%s' is a sketch: its values are not here (this needs the tree itself)", t->name);
 	if (t->parts) {
 		for (int k = 0; k < t->parts->n; k++) {
 			if (tb_tensor_acquire(t->parts->part[k], err) < 0) {

@@ -92,6 +92,8 @@ typedef struct tb_tensor {
 			      * owned by the tree */
 	const tb_partial *partial; /* only some values were dumped (see tb_partial), or NULL;
 				    * owned by the tree */
+	const struct tb_sketch *sketch; /* a fingerprint in place of the values (a .tbsk file's
+					 * tensor, see sketch.h), or NULL; owned by the tree */
 } tb_tensor;
 
 /* A blob with no source yet; tb_blob_free releases it and what it owns. */

@@ -35,6 +35,8 @@ int main(int argc, char **argv)
 		return tb_cmd_suggest(&o);
 	case TB_MODE_CALIBRATE:
 		return tb_cmd_calibrate(&o);
+	case TB_MODE_SKETCH:
+		return tb_cmd_sketch(&o);
 	case TB_MODE_KEYS:
 		return tb_cmd_keys();
 	case TB_MODE_COMPLETION:

@@ -11,6 +11,7 @@
 
 #include "cli/options.h"
 #include "run/calibrate.h"
+#include "run/fingerprint.h"
 #include "tensor/dtype.h"
 
 /* Indexes into tb_option_infos, in the usage text's order. */
@@ -45,6 +46,7 @@ enum {
 	OPT_THREADS,
 	OPT_OUTPUT,
 	OPT_FACTOR,
+	OPT_SEED,
 	OPT_WATCH,
 	OPT_NO_MOUSE,
 	OPT_VERSION,
@@ -69,6 +71,9 @@ const tb_command_info tb_commands[] = {
 	{.word = "calibrate", .label = "calibrate", .mode = TB_MODE_CALIBRATE, .args = "REF REF2 -o FILE", .n_paths = 2,
 	 .bad_paths = "expected REF and REF2 (two runs of the reference)",
 	 .help = "write per-cell tolerances (--tol) from the noise between two runs of the reference"},
+	{.word = "sketch", .label = "sketch", .mode = TB_MODE_SKETCH, .args = "TREE -o FILE.tbsk", .n_paths = 1,
+	 .bad_paths = "sketch takes one TREE",
+	 .help = "write a fingerprint of TREE, which any mode takes in place of the tree"},
 };
 const size_t tb_n_commands = sizeof tb_commands / sizeof tb_commands[0];
 
@@ -129,8 +134,11 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		       .help = "how a tap's tensor-parallel ranks join: 's h[tp]' split on h, partial, replicated"},
 	[OPT_THREADS] = {.name = "threads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			 .help = "worker threads (default: one per CPU)"},
-	[OPT_OUTPUT] = {.name = "output", .metavar = "FILE", .arg = TB_ARG_FILE, .modes = TB_IN(TB_MODE_CALIBRATE),
-			.help = "(-o) where calibrate writes the tolerance file"},
+	[OPT_OUTPUT] = {.name = "output", .metavar = "FILE", .arg = TB_ARG_FILE,
+			.modes = TB_IN(TB_MODE_CALIBRATE) | TB_IN(TB_MODE_SKETCH),
+			.help = "(-o) where calibrate writes the tolerance file, sketch the fingerprint"},
+	[OPT_SEED] = {.name = "seed", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_SKETCH),
+		      .help = "the sketch's seed (default 1): sketches compare only with the same seed"},
 	[OPT_FACTOR] = {.name = "factor", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_CALIBRATE),
 			.help = "calibrate's safety factor over the observed noise (default 4)"},
 	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
@@ -332,6 +340,13 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 			return -1;
 		}
 		break;
+	case OPT_SEED: {
+		int seed;
+		if (int_arg(opt, arg, 0, INT32_MAX, &seed, msg, size) < 0)
+			return -1;
+		o->seed = (uint64_t)seed;
+		break;
+	}
 	case OPT_WATCH: o->watch = true; break;
 	}
 	return 0;
@@ -398,6 +413,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	o->layout.shards = o->shards;
 	o->origin_factor = 10;
 	o->factor = TB_CALIBRATE_FACTOR;
+	o->seed = TB_SKETCH_SEED;
 	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
 		if (!strcmp(argv[1], tb_commands[i].word))
 			cmd = &tb_commands[i];
@@ -473,6 +489,10 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	}
 	if (o->mode == TB_MODE_CALIBRATE && !o->output) {
 		snprintf(msg, size, "calibrate needs -o FILE (where to write the tolerances)");
+		return -1;
+	}
+	if (o->mode == TB_MODE_SKETCH && !o->output) {
+		snprintf(msg, size, "sketch needs -o FILE.tbsk (where to write the fingerprint)");
 		return -1;
 	}
 	if (given[OPT_STEP] && given[OPT_STEPS]) {

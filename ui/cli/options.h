@@ -20,13 +20,14 @@
 /* --shard may be given this many times. */
 #define TB_MAX_SHARD_RULES 32
 
-typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_SUGGEST, TB_MODE_CALIBRATE, TB_MODE_HELP,
+typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_SUGGEST, TB_MODE_CALIBRATE, TB_MODE_SKETCH,
+	       TB_MODE_HELP,
 	       TB_MODE_VERSION, TB_MODE_KEYS, TB_MODE_COMPLETION } tb_mode;
 
 /* A set of modes, for the modes an option belongs to. */
 #define TB_IN(mode) (1u << (mode))
 #define TB_IN_ANY (TB_IN(TB_MODE_TUI) | TB_IN(TB_MODE_CHECK) | TB_IN(TB_MODE_LS) | TB_IN(TB_MODE_SUGGEST) | \
-		   TB_IN(TB_MODE_CALIBRATE))
+		   TB_IN(TB_MODE_CALIBRATE) | TB_IN(TB_MODE_SKETCH))
 
 /* What an option's argument is: how it is completed. */
 typedef enum tb_arg_kind {
@@ -80,7 +81,8 @@ typedef struct tb_options {
 	int heads, kv_heads;  /* 0: infer */
 	bool json, markdown;
 	const char *html_file; /* (check) --html FILE, or NULL */
-	const char *output;    /* (calibrate) -o FILE */
+	const char *output;    /* (calibrate, sketch) -o FILE */
+	uint64_t seed;         /* (sketch) --seed N */
 	double factor;         /* (calibrate) --factor F over the observed noise */
 	bool html_timestamp;
 	int argc;             /* the command line as given, for reports that quote it */

@@ -1,0 +1,28 @@
+/*
+ * fingerprint: `tbisect sketch`: a tree opened as any mode opens it (the
+ * configuration's map, layout, step), each tensor sketched (sketch.h) in
+ * one streaming pass and written to a .tbsk file (tbsk.h), which any mode
+ * then takes in place of the tree.
+ */
+#ifndef TB_FINGERPRINT_H
+#define TB_FINGERPRINT_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+#include "run/run.h"
+
+/* The seed unless --seed says otherwise. */
+#define TB_SKETCH_SEED 1
+
+typedef struct tb_fingerprint_stats {
+	size_t tensors;
+	uint64_t tree_bytes;   /* the tensors' values as the tree holds them */
+	uint64_t sketch_bytes; /* the .tbsk file */
+} tb_fingerprint_stats;
+
+/* Sketch the tree at path into out (a .tbsk file, replaced whole). */
+int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, uint64_t seed,
+		  tb_fingerprint_stats *stats, tb_err *err);
+
+#endif

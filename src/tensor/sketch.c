@@ -1,0 +1,267 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/sketch.h"
+
+#define READ_BLOCK 65536 /* values decoded at a time; TB_SKETCH_BLOCK is a multiple */
+
+/* splitmix64's finaliser: the hash of (seed, index) behind every bucket
+ * and sign, so that any host sketching any shard agrees. */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15u;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	return x ^ (x >> 31);
+}
+
+/* Salts that make the whole-tensor and per-position hashes independent. */
+#define SALT_WHOLE 0x5747484f4c45ull
+#define SALT_POS 0x504f534954494f4eull
+
+static uint32_t pow2_clamp(uint64_t x, uint32_t lo, uint32_t hi)
+{
+	uint32_t k = lo;
+
+	while (k < hi && (uint64_t)k * 2 <= x)
+		k *= 2;
+	return k;
+}
+
+void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p)
+{
+	int64_t d[TB_MAX_DIMS];
+	int nd = tb_tensor_squeezed(t, d);
+
+	memset(p, 0, sizeof *p);
+	p->seed = seed;
+	p->numel = t->numel;
+	/* about 1 bucket of 8 bytes per 1024 values: 0.2% of an f32 tensor */
+	p->k = pow2_clamp(t->numel / 1024, 64, 4096);
+	if (nd >= 2 && d[nd - 1] > 0 && d[nd - 2] > 0) {
+		p->n_pos = d[nd - 2];
+		p->row_len = (uint64_t)d[nd - 1];
+		/* 8 buckets of 4 bytes a position: 0.2% of an f32 row of 4096 */
+		p->kp = pow2_clamp(p->row_len, 1, 8);
+	}
+}
+
+uint64_t tb_sketch_size(const tb_sketch_params *p)
+{
+	uint64_t blocks = (p->numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
+
+	return 8 * (uint64_t)p->k + (uint64_t)p->n_pos * (8 + 4 * (uint64_t)p->kp) + 8 * blocks;
+}
+
+int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
+{
+	memset(s, 0, sizeof *s);
+	s->p = *p;
+	s->min = INFINITY;
+	s->max = -INFINITY;
+	s->n_blocks = (p->numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
+	s->bucket = calloc(p->k ? p->k : 1, sizeof *s->bucket);
+	s->pos_sumsq = calloc(p->n_pos ? (size_t)p->n_pos : 1, sizeof *s->pos_sumsq);
+	s->pos_bucket = calloc(p->n_pos ? (size_t)p->n_pos * p->kp : 1, sizeof *s->pos_bucket);
+	s->hash = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->hash);
+	if (!s->bucket || !s->pos_sumsq || !s->pos_bucket || !s->hash) {
+		tb_sketch_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+void tb_sketch_free(tb_sketch *s)
+{
+	free(s->bucket);
+	free(s->pos_sumsq);
+	free(s->pos_bucket);
+	free(s->hash);
+	memset(s, 0, sizeof *s);
+}
+
+/* Fold values [i0, i0 + n) into the sketch; pos_acc holds the current
+ * position buckets in double until they are stored. */
+static void fold(tb_sketch *s, const float *v, uint64_t i0, uint64_t n, double *pos_acc)
+{
+	const tb_sketch_params *p = &s->p;
+	uint64_t seed_w = p->seed ^ SALT_WHOLE, seed_p = p->seed ^ SALT_POS;
+
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t i = i0 + k;
+		double x = v[k];
+		if (p->n_pos > 0 && i % p->row_len == 0 && i > 0) {
+			int64_t prev = (int64_t)((i / p->row_len - 1) % (uint64_t)p->n_pos);
+			for (uint32_t b = 0; b < p->kp; b++) {
+				s->pos_bucket[(size_t)prev * p->kp + b] += (float)pos_acc[b];
+				pos_acc[b] = 0;
+			}
+		}
+		if (isnan(x)) {
+			s->nan++;
+			continue;
+		}
+		if (isinf(x)) {
+			s->inf++;
+			continue;
+		}
+		s->finite++;
+		s->sum += x;
+		s->sumsq += x * x;
+		s->min = x < s->min ? x : s->min;
+		s->max = x > s->max ? x : s->max;
+		uint64_t h = mix(seed_w ^ i);
+		s->bucket[h % p->k] += (h >> 63) ? -x : x;
+		if (p->n_pos > 0) {
+			uint64_t pos = (i / p->row_len) % (uint64_t)p->n_pos, g = mix(seed_p ^ i);
+			s->pos_sumsq[pos] += x * x;
+			pos_acc[g % p->kp] += (g >> 63) ? -x : x;
+		}
+	}
+}
+
+/* The 64-bit hash of a block's float32 bits. */
+static uint64_t block_hash(const float *v, uint64_t n)
+{
+	uint64_t h = 0xcbf29ce484222325u ^ n;
+
+	for (uint64_t k = 0; k < n; k++) {
+		uint32_t bits;
+		memcpy(&bits, &v[k], sizeof bits);
+		h = (h ^ bits) * 0x100000001b3u;
+		h ^= h >> 29;
+	}
+	return mix(h);
+}
+
+int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err)
+{
+	float *v = malloc(READ_BLOCK * sizeof *v);
+	double pos_acc[8] = {0};
+
+	if (!v)
+		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
+	if (tb_tensor_acquire(t, err) < 0) {
+		free(v);
+		return -1;
+	}
+	for (uint64_t i = 0; i < t->numel; i += READ_BLOCK) {
+		uint64_t n = t->numel - i < READ_BLOCK ? t->numel - i : READ_BLOCK;
+		tb_tensor_read_f32(t, i, n, v);
+		fold(s, v, i, n, pos_acc);
+		s->hash[i / TB_SKETCH_BLOCK] = block_hash(v, n);
+		tb_tensor_drop(t, i, n);
+	}
+	if (s->p.n_pos > 0 && t->numel > 0) {
+		int64_t last = (int64_t)(((t->numel - 1) / s->p.row_len) % (uint64_t)s->p.n_pos);
+		for (uint32_t b = 0; b < s->p.kp; b++)
+			s->pos_bucket[(size_t)last * s->p.kp + b] += (float)pos_acc[b];
+	}
+	tb_tensor_release(t);
+	free(v);
+	return 0;
+}
+
+bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size)
+{
+	if (a->seed != b->seed)
+		snprintf(buf, size, "sketched with seeds %llu and %llu", (unsigned long long)a->seed,
+			 (unsigned long long)b->seed);
+	else if (a->numel != b->numel || a->n_pos != b->n_pos || a->row_len != b->row_len)
+		snprintf(buf, size, "sketches of %llu and %llu values", (unsigned long long)a->numel,
+			 (unsigned long long)b->numel);
+	else if (a->k != b->k || a->kp != b->kp)
+		snprintf(buf, size, "sketches of %u and %u buckets", a->k, b->k);
+	else
+		return true;
+	return false;
+}
+
+/* ||d|| / ||r|| from the squares (0 when both are zero). */
+static double rel_of(double dd, double srr)
+{
+	return srr > 0 ? sqrt(dd / srr) : dd > 0 ? INFINITY : 0;
+}
+
+/* ||d||^2 from the squared bucket differences, and its bound as a relative
+ * rel_l2 interval. */
+static void bounded(double dd, double srr, uint32_t k, double *rel, double *lo, double *hi)
+{
+	double eps = TB_SKETCH_Z * sqrt(2.0 / k);
+
+	*rel = rel_of(dd, srr);
+	*lo = rel_of(dd / (1 + eps), srr);
+	*hi = eps < 1 ? rel_of(dd / (1 - eps), srr) : INFINITY;
+}
+
+static double cosine_of(double dd, double srr, double scc)
+{
+	double c;
+
+	if (srr == 0 && scc == 0)
+		return 1;
+	if (srr == 0 || scc == 0)
+		return 0;
+	c = (srr + scc - dd) / (2 * sqrt(srr) * sqrt(scc));
+	return c > 1 ? 1 : c < -1 ? -1 : c;
+}
+
+int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err)
+{
+	const tb_sketch_params *p = &r->p;
+	double dd = 0, brc = 0, brr = 0, bcc = 0, eps = TB_SKETCH_Z * sqrt(2.0 / p->k);
+	char why[128];
+
+	memset(e, 0, sizeof *e);
+	if (!tb_sketch_params_match(&r->p, &c->p, why, sizeof why))
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cannot compare %s", why);
+	e->exact = true;
+	for (uint64_t b = 0; b < r->n_blocks; b++)
+		e->exact &= r->hash[b] == c->hash[b];
+	e->mismatch = (r->nan > c->nan ? r->nan - c->nan : c->nan - r->nan) +
+		      (r->inf > c->inf ? r->inf - c->inf : c->inf - r->inf);
+	e->norm_ratio = r->sumsq == 0 && c->sumsq == 0 ? 1 : r->sumsq == 0 ? INFINITY : sqrt(c->sumsq / r->sumsq);
+	for (uint32_t k = 0; k < p->k && !e->exact; k++) {
+		dd += (c->bucket[k] - r->bucket[k]) * (c->bucket[k] - r->bucket[k]);
+		brc += r->bucket[k] * c->bucket[k];
+		brr += r->bucket[k] * r->bucket[k];
+		bcc += c->bucket[k] * c->bucket[k];
+	}
+	bounded(dd, r->sumsq, p->k, &e->rel_l2, &e->rel_l2_lo, &e->rel_l2_hi);
+	e->cosine_lo = cosine_of(eps < 1 ? dd / (1 - eps) : INFINITY, r->sumsq, c->sumsq);
+	e->cosine_hi = cosine_of(dd / (1 + eps), r->sumsq, c->sumsq);
+	/* The buckets' own cosine: exact for proportional tensors (the sketch
+	 * is linear), where the one from ||d|| and the exact norms is not. */
+	e->cosine = e->exact ? 1 : brr > 0 && bcc > 0 ? brc / sqrt(brr * bcc) : cosine_of(dd, r->sumsq, c->sumsq);
+	e->cosine = fmin(fmax(e->cosine, e->cosine_lo), e->cosine_hi);
+	if (p->n_pos <= 0)
+		return 0;
+	e->pos_rel_l2 = malloc((size_t)p->n_pos * sizeof *e->pos_rel_l2);
+	e->pos_cos = malloc((size_t)p->n_pos * sizeof *e->pos_cos);
+	e->pos_norm_ratio = malloc((size_t)p->n_pos * sizeof *e->pos_norm_ratio);
+	if (!e->pos_rel_l2 || !e->pos_cos || !e->pos_norm_ratio) {
+		free(e->pos_rel_l2);
+		free(e->pos_cos);
+		free(e->pos_norm_ratio);
+		memset(e, 0, sizeof *e);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	for (int64_t q = 0; q < p->n_pos; q++) {
+		double d = 0, rr = r->pos_sumsq[q], cc = c->pos_sumsq[q], xy = 0, xx = 0, yy = 0;
+		for (uint32_t k = 0; k < p->kp && !e->exact; k++) {
+			double x = r->pos_bucket[q * p->kp + k], y = c->pos_bucket[q * p->kp + k];
+			d += (y - x) * (y - x);
+			xy += x * y;
+			xx += x * x;
+			yy += y * y;
+		}
+		e->pos_rel_l2[q] = rel_of(d, rr);
+		e->pos_cos[q] = xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : cosine_of(d, rr, cc);
+		e->pos_norm_ratio[q] = rr == 0 && cc == 0 ? 1 : rr == 0 ? INFINITY : sqrt(cc / rr);
+	}
+	return 0;
+}

@@ -1,0 +1,88 @@
+/*
+ * sketch: a fingerprint of one tensor, small enough to carry where the
+ * tensor cannot go, from which the metrics of CONTRACT §2 against another
+ * tensor's fingerprint are estimated with a stated bound.
+ *
+ * One pass over the values, in float32 as tb_tensor_read_f32 gives them:
+ *   - each side's statistics (finite count, sum, sum of squares, min, max,
+ *     NaN and Inf counts), exact;
+ *   - the sum of squares of each position (the second-to-last axis), exact;
+ *   - a CountSketch of the whole tensor: k buckets, element i added with a
+ *     sign s(i) into bucket h(i), both hashed from the seed and i alone, so
+ *     the sketch is linear: the sketch of c - r is the difference of the
+ *     sketches, and shards sketched apart add up;
+ *   - a CountSketch of each position, kp buckets;
+ *   - a 64-bit hash of each block of values (their float32 bits): equal
+ *     hashes everywhere prove equal tensors, exactly.
+ * Non-finite values count in the statistics and stay out of the sums.
+ *
+ * ||CS(d)||^2 estimates ||d||^2 without bias, with variance at most
+ * 2 ||d||^4 / k; the bound reported is TB_SKETCH_Z standard deviations of
+ * that (normal approximation): the relative error of ||d||^2 is at most
+ * eps = Z sqrt(2 / k), so ||d||^2 lies in [D / (1 + eps), D / (1 - eps)].
+ *
+ * A tb_sketch owns its arrays; tb_sketch_free releases them.
+ */
+#ifndef TB_SKETCH_H
+#define TB_SKETCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "tensor/tensor.h"
+
+#define TB_SKETCH_VERSION 1
+#define TB_SKETCH_Z 4.0
+#define TB_SKETCH_BLOCK 65536 /* values per exact hash */
+
+/* The shape of a sketch, which two sketches must share to be compared. */
+typedef struct tb_sketch_params {
+	uint64_t seed;
+	uint64_t numel;
+	uint32_t k;        /* whole-tensor buckets */
+	int64_t n_pos;     /* positions (0: not an activation) */
+	uint64_t row_len;  /* values per row (the last axis) when n_pos > 0 */
+	uint32_t kp;       /* buckets per position */
+} tb_sketch_params;
+
+typedef struct tb_sketch {
+	tb_sketch_params p;
+	uint64_t nan, inf, finite;
+	double sum, sumsq, min, max;
+	double *bucket;    /* k */
+	double *pos_sumsq; /* n_pos */
+	float *pos_bucket; /* n_pos * kp */
+	uint64_t n_blocks;
+	uint64_t *hash;    /* n_blocks, of TB_SKETCH_BLOCK values each */
+} tb_sketch;
+
+/* The parameters tbisect sketches a tensor of this shape with. */
+void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p);
+/* Allocate a zeroed sketch of these parameters; -1 when out of memory. */
+int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p);
+void tb_sketch_free(tb_sketch *s);
+/* Sketch t's values (acquires and releases t).  s must be allocated. */
+int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err);
+/* Bytes the sketch takes in a .tbsk file, besides its name and shape. */
+uint64_t tb_sketch_size(const tb_sketch_params *p);
+
+/* What two sketches of one shape say about the pair (r, c). */
+typedef struct tb_sketch_estimate {
+	bool exact;                /* every block hash equal: the tensors are equal */
+	double rel_l2, rel_l2_lo, rel_l2_hi;
+	double cosine, cosine_lo, cosine_hi;
+	double norm_ratio;         /* exact */
+	uint64_t mismatch;         /* NaN/Inf count differences: a lower bound of the mismatched pairs */
+	double *pos_rel_l2;        /* n_pos each (malloc'd, the caller owns them), or NULL */
+	double *pos_cos;
+	double *pos_norm_ratio;
+} tb_sketch_estimate;
+
+/* Estimate; -1 (err) when the sketches do not share their parameters or
+ * out of memory. */
+int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
+/* Do two parameter sets allow a comparison?  When not, why in buf. */
+bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,28 @@
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "run/fingerprint.h"
+
+int tb_cmd_sketch(const tb_options *o)
+{
+	tb_run_opts ro;
+	tb_run_config cfg;
+	tb_fingerprint_stats st;
+	tb_err err;
+	int rc = TB_EXIT_OK;
+
+	tb_run_opts_from(o, &ro);
+	if (tb_run_config_load(&cfg, &ro, &err) < 0)
+		return tb_die(&err);
+	if (tb_run_sketch(&cfg, o->paths[0], o->output, o->seed, &st, &err) < 0)
+		rc = tb_die(&err);
+	else
+		fprintf(stderr, "tbisect: wrote %s: %zu tensors, %llu bytes (%.2f%% of the tree's %llu), seed %llu\n",
+			o->output, st.tensors, (unsigned long long)st.sketch_bytes,
+			st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 0.0,
+			(unsigned long long)st.tree_bytes, (unsigned long long)o->seed);
+	tb_run_config_done(&cfg);
+	return rc;
+}
