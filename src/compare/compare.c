@@ -308,9 +308,12 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 			rc = tb_sketch_tensor(t[i], &own[i], err);
 		s[i] = &own[i];
 	}
-	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) < 0)
+	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) < 0) {
+		char why[sizeof err->msg];
+		snprintf(why, sizeof why, "%s", err->msg);
 		tb_err_setc(err, TB_ERR_USAGE, t[1]->sketch ? t[1]->path : t[0]->path, "'%s' against '%s': %s (sketch both alike)",
-			    t[0]->name, t[1]->name, err->msg);
+			    t[0]->name, t[1]->name, why);
+	}
 	if (rc == 0)
 		estimated_metrics(&c->m, s[0], s[1], &e, c->tol.diverge);
 	tb_sketch_free(&own[0]);

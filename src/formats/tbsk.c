@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "formats/reader.h"
@@ -70,7 +71,10 @@ int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	sprintf(w->tmp, "%s.tmp.XXXXXX", path);
-	if ((fd = mkstemp(w->tmp)) < 0 || !(w->f = fdopen(fd, "wb"))) {
+	/* mkstemp makes the file private; a sketch is meant to be copied */
+	mode_t mask = umask(0);
+	umask(mask);
+	if ((fd = mkstemp(w->tmp)) < 0 || fchmod(fd, 0666 & ~mask) < 0 || !(w->f = fdopen(fd, "wb"))) {
 		if (fd >= 0)
 			close(fd);
 		free(w->tmp);

@@ -103,13 +103,19 @@ int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char
 	}
 	if (__builtin_mul_overflow(n, (uint64_t)tb_dtype_size(t->dtype), &bytes) || bytes > INT64_MAX)
 		return tb_err_set(err, file, "tensor '%s': byte size overflows", t->name);
+	/* With a zero dimension the element count cannot overflow, but the
+	 * strides of the other dimensions still can. */
+	int64_t s = 1, stride[TB_MAX_DIMS];
+	for (int i = ndim - 1; i >= 0; i--) {
+		stride[i] = s;
+		if (__builtin_mul_overflow(s, shape[i] ? shape[i] : 1, &s))
+			return tb_err_set(err, file, "tensor '%s': its strides overflow", t->name);
+	}
 	t->ndim = ndim;
 	t->numel = n;
-	int64_t s = 1;
-	for (int i = ndim - 1; i >= 0; i--) {
+	for (int i = 0; i < ndim; i++) {
 		t->shape[i] = shape[i];
-		t->stride[i] = s;
-		s *= shape[i] ? shape[i] : 1;
+		t->stride[i] = stride[i];
 	}
 	t->contiguous = true;
 	return 0;

@@ -207,7 +207,11 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
 	ui_fmt_num(m->worst_ref, a, sizeof a);
 	ui_fmt_num(m->worst_cand, b, sizeof b);
-	if (isfinite(m->max_abs))
+	if (m->estimated && !m->exact)
+		doc_line(dc, ui_attr(UI_DIM), "estimated from a sketch: rel_l2 within [%.3g, %.3g]; the worst element, "
+			 "max_abs and allclose need the values   (%llu elements)", m->rel_l2_lo, m->rel_l2_hi,
+			 (unsigned long long)m->n);
+	else if (isfinite(m->max_abs))
 		doc_line(dc, 0, "worst element %s  ref %s  cand %s   (%llu elements)", idx, a, b,
 			 (unsigned long long)m->n);
 	else

@@ -1,0 +1,93 @@
+#!/bin/sh
+# tbisect sketch: a fingerprint of a tree, taken in place of the tree by
+# check and ls.  Sketch against tree and sketch against sketch agree with
+# the full comparison on the verdict, the first divergence and its first
+# bad position; every estimated rel_l2 lies inside its stated bound (JSON
+# estimated, rel_l2_bound); equal tensors are known equal (match, exit 0).
+# Bad sketches (other seed, truncated, corrupted, another version) give
+# exit 2 and one line naming the file; the trees are never written to.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+T=$TAP_TMP
+
+"$MKDEMO" --sub --layers 3 --seq 64 --ref-only "$T/ref" >/dev/null || bail_out "mkdemo failed"
+for bug in none rope-style sliding-window mlp-activation dtype-precision nan-overflow; do
+	"$MKDEMO" --sub --layers 3 --seq 64 --bug "$bug" --cand-only "$T/$bug" >/dev/null || bail_out "mkdemo $bug failed"
+done
+snapshot "$T/ref" >"$T/ref.before"
+
+expect_exit 0 "sketch the reference" "$TBISECT" sketch "$T/ref" -o "$T/ref.tbsk"
+check_that "it says what it wrote" grep -q "^tbisect: wrote $T/ref.tbsk: 40 tensors, [0-9]* bytes (.*% of the tree's [0-9]*), seed 1\$" "$TAP_ERR"
+snapshot "$T/ref" >"$T/ref.after"
+check_that "the tree is not written to" cmp -s "$T/ref.before" "$T/ref.after"
+expect_exit 0 "ls the sketch" "$TBISECT" ls "$T/ref.tbsk"
+check_that "ls: the tensors and their cells" grep -q '^model.layers.1.self_attn.q_proj  *L1.attn.q  *f32  *\[1, 64, 64\]  *.*ref.tbsk' "$TAP_OUT"
+check_that "ls: 40 tensors, none unmapped" grep -q '^40 tensors, 0 unmapped$' "$TAP_OUT"
+
+expect_exit 0 "a sketch against its own tree" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/ref"
+json_is "own tree: match (every block hash equal)" verdict match
+json_is "own tree: estimated" cells.0.estimated true
+json_is "own tree: bound [0, 0]" cells.3.rel_l2_bound '[0,0]'
+expect_exit 0 "a correct port: match" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/none"
+json_is "correct port: match" verdict match
+
+# agree: the full comparison and the sketch's, on verdict, first divergence, first bad position, bounds
+agree() {
+	run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/$1"
+	cp "$TAP_OUT" "$T/full.json"
+	run_cmd "$TBISECT" check --json --no-history "$2" "$3"
+	cp "$TAP_OUT" "$T/est.json"
+	for k in verdict first_divergence.cell first_divergence.first_bad_position; do
+		_a=$("$JSONQ" "$T/full.json" "$k" 2>&1 || :)
+		_b=$("$JSONQ" "$T/est.json" "$k" 2>&1 || :)
+		check_that "$1 ($4): $k $_a" test "$_a" = "$_b"
+	done
+	_n=$("$JSONQ" "$T/est.json" 'cells.#')
+	_i=0 _out=0
+	while [ "$_i" -lt "$_n" ]; do
+		_r=$("$JSONQ" "$T/full.json" "cells.$_i.rel_l2")
+		# where NaN or Inf differ the sketch's sums are over each side's finite
+		# values, not the common ones (the cell is diverged either way)
+		[ "$("$JSONQ" "$T/full.json" "cells.$_i.nan.0")" = "$("$JSONQ" "$T/full.json" "cells.$_i.nan.1")" ] || _r=null
+		_lo=$("$JSONQ" "$T/est.json" "cells.$_i.rel_l2_bound.0")
+		_hi=$("$JSONQ" "$T/est.json" "cells.$_i.rel_l2_bound.1")
+		awk -v r="$_r" -v lo="$_lo" -v hi="$_hi" 'BEGIN { exit !(r == "null" || (r + 0 >= lo * (1 - 1e-9) && (hi == "null" || r + 0 <= hi * (1 + 1e-9)))) }' ||
+			_out=$((_out + 1))
+		_i=$((_i + 1))
+	done
+	check_that "$1 ($4): every rel_l2 inside its bound ($_n cells, $_out outside)" test "$_out" -eq 0
+}
+for bug in rope-style sliding-window mlp-activation dtype-precision nan-overflow; do
+	agree "$bug" "$T/ref.tbsk" "$T/$bug" "sketch against tree"
+done
+expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
+agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
+agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
+
+expect_exit 1 "the text report of a sketch" "$TBISECT" check --no-history "$T/ref.tbsk" "$T/rope-style"
+check_that "text: the estimate and its bound" grep -q '^  rel_l2 ~[0-9.e+-]* in \[[0-9.e+-]*, [0-9.e+-]*\]  cosine ~' "$TAP_OUT"
+check_that "text: the reason says estimated" grep -q '(estimated from a sketch, within \[' "$TAP_OUT"
+check_that "text: a warning names what needs the values" grep -q '^warning (sketch): a sketch took part' "$TAP_OUT"
+expect_exit 1 "JSON of a sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/rope-style"
+json_is "JSON: max_abs unknown" cells.3.max_abs null
+json_is "JSON: allclose unknown" cells.3.allclose_frac null
+
+# bad sketches: one line naming the file, exit 2
+expect_exit 0 "another seed" "$TBISECT" sketch --seed 7 "$T/rope-style" -o "$T/seed7.tbsk"
+expect_error 2 "seed7.tbsk" "sketches of other seeds" "$TBISECT" check --no-history "$T/ref.tbsk" "$T/seed7.tbsk"
+check_that "other seeds: the message says so" grep -q "sketched with seeds 1 and 7" "$TAP_ERR"
+head -c 3000 "$T/ref.tbsk" >"$T/trunc.tbsk"
+expect_error 2 "trunc.tbsk" "a truncated sketch" "$TBISECT" check --no-history "$T/trunc.tbsk" "$T/rope-style"
+cp "$T/ref.tbsk" "$T/bad.tbsk"
+poke "$T/bad.tbsk" 5000 7
+expect_error 2 "bad.tbsk" "a corrupted sketch" "$TBISECT" ls "$T/bad.tbsk"
+check_that "corrupted: the checksum says so" grep -q "checksum does not match" "$TAP_ERR"
+cp "$T/ref.tbsk" "$T/v2.tbsk"
+poke "$T/v2.tbsk" 8 '\002'
+expect_error 2 "v2.tbsk" "another version" "$TBISECT" check --no-history "$T/v2.tbsk" "$T/rope-style"
+check_that "version: the message names both" grep -q "sketch version 2; this tbisect reads version 1" "$TAP_ERR"
+expect_error 2 "ref.tbsk" "a sketch of a sketch" "$TBISECT" sketch "$T/ref.tbsk" -o "$T/again.tbsk"
+check_that "nothing left behind" test ! -e "$T/again.tbsk"
+expect_exit 2 "sketch without -o: a usage error" "$TBISECT" sketch "$T/ref"
+tap_done

@@ -1,0 +1,258 @@
+/*
+ * test_sketch: the fingerprint of sketch.h.  Its statistics are exact; it
+ * is linear (the sketch of c - r is the difference of the sketches, so
+ * shards sketched apart add up); equal tensors are known equal; over many
+ * random pairs and seeds the estimated rel_l2 lies inside its stated bound
+ * (a bound too tight, or a biased estimator, fails here); proportional
+ * tensors get cosine 1; sketches of other seeds refuse to compare.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tensor/sketch.h"
+
+typedef struct fixture {
+	tb_tensor t;
+	tb_blob *blob;
+} fixture;
+
+static void make(fixture *f, int64_t rows, int64_t cols, float *values)
+{
+	tb_err err = {0};
+	int64_t shape[2] = {rows, cols};
+
+	memset(f, 0, sizeof *f);
+	f->blob = tb_blob_new();
+	f->blob->data = (unsigned char *)values; /* borrowed: never set as owned */
+	f->blob->size = (uint64_t)(rows * cols) * sizeof(float);
+	f->blob->refs = 1;
+	f->t.name = (char *)"x";
+	f->t.path = "mem";
+	f->t.dtype = TB_DT_F32;
+	f->t.blob = f->blob;
+	assert_int_equal(tb_tensor_set_shape(&f->t, 2, shape, "mem", &err), 0);
+}
+
+static void unmake(fixture *f)
+{
+	f->blob->data = NULL;
+	f->blob->refs = 0;
+	tb_blob_free(f->blob);
+}
+
+static uint64_t rng_state = 12345;
+
+static double gauss(void)
+{
+	double u, v;
+
+	rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
+	u = ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+	rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
+	v = ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+	return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
+}
+
+/* Sketch n values shaped [rows, cols] with a seed. */
+static void sketch_of(float *v, int64_t rows, int64_t cols, uint64_t seed, tb_sketch *s)
+{
+	fixture f;
+	tb_sketch_params p;
+	tb_err err = {0};
+
+	make(&f, rows, cols, v);
+	tb_sketch_params_for(&f.t, seed, &p);
+	assert_int_equal(tb_sketch_alloc(s, &p), 0);
+	assert_int_equal(tb_sketch_tensor(&f.t, s, &err), 0);
+	unmake(&f);
+}
+
+static void test_statistics_exact(void **state)
+{
+	float v[6] = {1, -2, NAN, 4, INFINITY, 0.5f};
+	tb_sketch s;
+
+	(void)state;
+	sketch_of(v, 2, 3, 1, &s);
+	assert_int_equal(s.nan, 1);
+	assert_int_equal(s.inf, 1);
+	assert_int_equal(s.finite, 4);
+	assert_float_equal(s.sum, 3.5, 1e-12);
+	assert_float_equal(s.sumsq, 1 + 4 + 16 + 0.25, 1e-12);
+	assert_float_equal(s.min, -2, 0);
+	assert_float_equal(s.max, 4, 0);
+	assert_float_equal(s.pos_sumsq[0], 5, 1e-12);
+	assert_float_equal(s.pos_sumsq[1], 16.25, 1e-12);
+	tb_sketch_free(&s);
+}
+
+/* The sketch of a + b is the sum of the sketches, bucket by bucket. */
+static void test_linear(void **state)
+{
+	enum { R = 16, C = 256 };
+	float *a = malloc(R * C * sizeof *a), *b = malloc(R * C * sizeof *b), *sum = malloc(R * C * sizeof *sum);
+	tb_sketch sa, sb, ss;
+
+	(void)state;
+	for (int i = 0; i < R * C; i++) {
+		a[i] = (float)gauss();
+		b[i] = i % 3 ? 0 : (float)gauss();
+		sum[i] = a[i] + b[i];
+	}
+	sketch_of(a, R, C, 9, &sa);
+	sketch_of(b, R, C, 9, &sb);
+	sketch_of(sum, R, C, 9, &ss);
+	for (uint32_t k = 0; k < ss.p.k; k++)
+		assert_float_equal(ss.bucket[k], sa.bucket[k] + sb.bucket[k], 1e-4);
+	for (int64_t k = 0; k < ss.p.n_pos * ss.p.kp; k++)
+		assert_float_equal(ss.pos_bucket[k], sa.pos_bucket[k] + sb.pos_bucket[k], 1e-4);
+	tb_sketch_free(&sa);
+	tb_sketch_free(&sb);
+	tb_sketch_free(&ss);
+	free(a);
+	free(b);
+	free(sum);
+}
+
+static void test_equal_is_exact(void **state)
+{
+	enum { R = 8, C = 128 };
+	float a[R * C], b[R * C];
+	tb_sketch sa, sb;
+	tb_sketch_estimate e;
+	tb_err err = {0};
+
+	(void)state;
+	for (int i = 0; i < R * C; i++)
+		a[i] = b[i] = (float)gauss();
+	sketch_of(a, R, C, 3, &sa);
+	sketch_of(b, R, C, 3, &sb);
+	assert_int_equal(tb_sketch_compare(&sa, &sb, &e, &err), 0);
+	assert_true(e.exact);
+	free(e.pos_rel_l2);
+	free(e.pos_cos);
+	free(e.pos_norm_ratio);
+	b[R * C - 1] = nextafterf(b[R * C - 1], INFINITY);
+	tb_sketch_free(&sb);
+	sketch_of(b, R, C, 3, &sb);
+	assert_int_equal(tb_sketch_compare(&sa, &sb, &e, &err), 0);
+	assert_false(e.exact);
+	free(e.pos_rel_l2);
+	free(e.pos_cos);
+	free(e.pos_norm_ratio);
+	tb_sketch_free(&sa);
+	tb_sketch_free(&sb);
+}
+
+/* Over many pairs of several error shapes, sizes and seeds, the true
+ * rel_l2 lies inside the bound, and the estimate is unbiased enough that
+ * the mean of estimated over true squares stays near 1. */
+static void test_bound_holds(void **state)
+{
+	static const int64_t sizes[][2] = {{16, 64}, {64, 256}, {128, 1024}};
+	double ratio_sum = 0;
+	int trials = 0, outside = 0;
+
+	(void)state;
+	for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+		int64_t R = sizes[z][0], C = sizes[z][1], n = R * C;
+		float *r = malloc((size_t)n * sizeof *r), *c = malloc((size_t)n * sizeof *c);
+		for (int seed = 1; seed <= 40; seed++) {
+			tb_sketch sr, sc;
+			tb_sketch_estimate e;
+			tb_err err = {0};
+			double dd = 0, rr = 0, truth;
+			for (int64_t i = 0; i < n; i++) {
+				r[i] = (float)gauss();
+				/* noise everywhere, a spike on one channel, or a few rows off */
+				double d = seed % 3 == 0 ? 0.01 * gauss() : seed % 3 == 1 ? (i % C == 5 ? 0.5 * gauss() : 0)
+											 : (i / C > R - 3 ? gauss() : 0);
+				c[i] = (float)(r[i] + d);
+			}
+			for (int64_t i = 0; i < n; i++) {
+				dd += ((double)c[i] - r[i]) * ((double)c[i] - r[i]);
+				rr += (double)r[i] * r[i];
+			}
+			truth = sqrt(dd / rr);
+			sketch_of(r, R, C, (uint64_t)seed, &sr);
+			sketch_of(c, R, C, (uint64_t)seed, &sc);
+			assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
+			outside += !(e.rel_l2_lo <= truth && truth <= e.rel_l2_hi);
+			ratio_sum += (e.rel_l2 * e.rel_l2) / (truth * truth);
+			trials++;
+			free(e.pos_rel_l2);
+			free(e.pos_cos);
+			free(e.pos_norm_ratio);
+			tb_sketch_free(&sr);
+			tb_sketch_free(&sc);
+		}
+		free(r);
+		free(c);
+	}
+	assert_int_equal(outside, 0);
+	assert_true(fabs(ratio_sum / trials - 1) < 0.1);
+}
+
+static void test_proportional_cosine(void **state)
+{
+	enum { R = 32, C = 256 };
+	float *r = malloc(R * C * sizeof *r), *c = malloc(R * C * sizeof *c);
+	tb_sketch sr, sc;
+	tb_sketch_estimate e;
+	tb_err err = {0};
+
+	(void)state;
+	for (int i = 0; i < R * C; i++) {
+		r[i] = (float)gauss();
+		c[i] = 8 * r[i];
+	}
+	sketch_of(r, R, C, 5, &sr);
+	sketch_of(c, R, C, 5, &sc);
+	assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
+	assert_float_equal(e.cosine, 1, 1e-6);
+	assert_float_equal(e.norm_ratio, 8, 1e-6);
+	free(e.pos_rel_l2);
+	free(e.pos_cos);
+	free(e.pos_norm_ratio);
+	tb_sketch_free(&sr);
+	tb_sketch_free(&sc);
+	free(r);
+	free(c);
+}
+
+static void test_other_seed_refused(void **state)
+{
+	float v[64];
+	tb_sketch a, b;
+	tb_sketch_estimate e;
+	tb_err err = {0};
+
+	(void)state;
+	for (int i = 0; i < 64; i++)
+		v[i] = (float)i;
+	sketch_of(v, 4, 16, 1, &a);
+	sketch_of(v, 4, 16, 2, &b);
+	assert_int_equal(tb_sketch_compare(&a, &b, &e, &err), -1);
+	assert_non_null(strstr(err.msg, "seeds 1 and 2"));
+	tb_sketch_free(&a);
+	tb_sketch_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_statistics_exact), cmocka_unit_test(test_linear),
+		cmocka_unit_test(test_equal_is_exact),   cmocka_unit_test(test_bound_holds),
+		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_other_seed_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
