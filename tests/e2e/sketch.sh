@@ -90,4 +90,6 @@ check_that "version: the message names both" grep -q "sketch version 2; this tbi
 expect_error 2 "ref.tbsk" "a sketch of a sketch" "$TBISECT" sketch "$T/ref.tbsk" -o "$T/again.tbsk"
 check_that "nothing left behind" test ! -e "$T/again.tbsk"
 expect_exit 2 "sketch without -o: a usage error" "$TBISECT" sketch "$T/ref"
+expect_error 2 "ref.tbsk" "calibrate refuses a sketch" "$TBISECT" calibrate "$T/ref.tbsk" "$T/ref" -o "$T/tol.json"
+check_that "calibrate: no file written" test ! -e "$T/tol.json"
 tap_done

@@ -33,6 +33,15 @@ int tb_cmd_calibrate(const tb_options *o)
 	}
 	for (size_t i = 0; i < run.res->n_cells; i++) {
 		const tb_cell_result *c = &run.res->cells[i];
+		if (c->m.estimated) {
+			tb_err_setc(&err, TB_ERR_USAGE, c->ref->sketch ? c->ref->path : c->cand->path,
+				    "a sketch: calibrate measures the noise between two runs' values (give it both trees)");
+			rc = tb_die(&err);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < run.res->n_cells; i++) {
+		const tb_cell_result *c = &run.res->cells[i];
 		char name[TB_CELL_NAME_MAX];
 		if (!c->ref || !c->cand || !(c->m.rel_l2 > NOT_NOISE))
 			continue;
@@ -46,6 +55,7 @@ int tb_cmd_calibrate(const tb_options *o)
 	else
 		fprintf(stderr, "tbisect: wrote %s: %zu cells, %g times the noise between %s and %s\n", o->output,
 			run.res->n_cells, o->factor, o->paths[0], o->paths[1]);
+out:
 	free(text);
 	tb_run_free(&run);
 	tb_run_config_done(&cfg);
