@@ -11,8 +11,8 @@
 
 #define MAGIC "TBSKETCH"
 #define MAGIC_LEN 8
-#define MAX_K (1u << 20)
-#define MAX_KP 64
+#define MAX_K 4096u
+#define MAX_KP 8u
 
 /* The checksum of the file's bytes: FNV-1a over 64-bit words' bytes. */
 static uint64_t checksum(uint64_t h, const unsigned char *p, size_t n)
@@ -202,9 +202,9 @@ static void *take_array(tb_builder *b, cursor *c, uint64_t n, size_t size, tb_er
 /* Are the parameters the writer's own (tb_sketch_params_for's, bounded)? */
 static const char *bad_params(const tb_sketch_params *p)
 {
-	if (p->k == 0 || p->k > MAX_K || (p->k & (p->k - 1)))
+	if (p->k < 64 || p->k > MAX_K || (p->k & (p->k - 1)))
 		return "bucket count";
-	if (p->n_pos < 0 || (p->n_pos > 0 && (p->row_len == 0 || p->kp == 0 || p->kp > MAX_KP ||
+	if (p->n_pos < 0 || (p->n_pos > 0 && (p->row_len == 0 || p->kp == 0 || p->kp > MAX_KP || (p->kp & (p->kp - 1)) ||
 					       p->numel % p->row_len || (p->numel / p->row_len) % (uint64_t)p->n_pos)))
 		return "positions";
 	return NULL;

@@ -19,10 +19,6 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Salts that make the whole-tensor and per-position hashes independent. */
-#define SALT_WHOLE 0x5747484f4c45ull
-#define SALT_POS 0x504f534954494f4eull
-
 static uint32_t pow2_clamp(uint64_t x, uint32_t lo, uint32_t hi)
 {
 	uint32_t k = lo;
@@ -84,43 +80,64 @@ void tb_sketch_free(tb_sketch *s)
 	memset(s, 0, sizeof *s);
 }
 
-/* Fold values [i0, i0 + n) into the sketch; pos_acc holds the current
- * position buckets in double until they are stored. */
-static void fold(tb_sketch *s, const float *v, uint64_t i0, uint64_t n, double *pos_acc)
+/* Where the next value lands: its row's position and column. */
+typedef struct cursor {
+	int64_t pos;
+	uint64_t col;
+	double pos_acc[8]; /* the current position's buckets, in double until stored */
+} cursor;
+
+/* Store the position buckets of a finished row. */
+static void end_row(tb_sketch *s, cursor *c)
+{
+	for (uint32_t b = 0; b < s->p.kp; b++) {
+		s->pos_bucket[(size_t)c->pos * s->p.kp + b] += (float)c->pos_acc[b];
+		c->pos_acc[b] = 0;
+	}
+	c->col = 0;
+	c->pos = c->pos + 1 == s->p.n_pos ? 0 : c->pos + 1;
+}
+
+/* Fold values [i0, i0 + n) into the sketch, a run within one row at a
+ * time.  One hash of (seed, i) serves both sketches: its low bits pick
+ * the whole-tensor bucket and bit 63 the sign, bits 32 and up the
+ * position's bucket and bit 62 its sign. */
+static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t n)
 {
 	const tb_sketch_params *p = &s->p;
-	uint64_t seed_w = p->seed ^ SALT_WHOLE, seed_p = p->seed ^ SALT_POS;
+	uint64_t kmask = p->k - 1, pmask = p->kp ? p->kp - 1 : 0;
 
-	for (uint64_t k = 0; k < n; k++) {
-		uint64_t i = i0 + k;
-		double x = v[k];
-		if (p->n_pos > 0 && i % p->row_len == 0 && i > 0) {
-			int64_t prev = (int64_t)((i / p->row_len - 1) % (uint64_t)p->n_pos);
-			for (uint32_t b = 0; b < p->kp; b++) {
-				s->pos_bucket[(size_t)prev * p->kp + b] += (float)pos_acc[b];
-				pos_acc[b] = 0;
+	for (uint64_t k = 0; k < n;) {
+		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n;
+		double sum = 0, ss = 0, mn = s->min, mx = s->max;
+		if (run > n - k)
+			run = n - k;
+		for (uint64_t j = k; j < k + run; j++) {
+			double x = v[j];
+			if (!isfinite(x)) {
+				s->nan += isnan(x);
+				s->inf += isinf(x);
+				continue;
 			}
+			sum += x;
+			ss += x * x;
+			mn = x < mn ? x : mn;
+			mx = x > mx ? x : mx;
+			uint64_t h = mix(p->seed ^ (i0 + j));
+			s->bucket[h & kmask] += (h >> 63) ? -x : x;
+			c->pos_acc[(h >> 32) & pmask] += (h >> 62 & 1) ? -x : x;
 		}
-		if (isnan(x)) {
-			s->nan++;
-			continue;
-		}
-		if (isinf(x)) {
-			s->inf++;
-			continue;
-		}
-		s->finite++;
-		s->sum += x;
-		s->sumsq += x * x;
-		s->min = x < s->min ? x : s->min;
-		s->max = x > s->max ? x : s->max;
-		uint64_t h = mix(seed_w ^ i);
-		s->bucket[h % p->k] += (h >> 63) ? -x : x;
+		s->sum += sum;
+		s->sumsq += ss;
+		s->min = mn;
+		s->max = mx;
 		if (p->n_pos > 0) {
-			uint64_t pos = (i / p->row_len) % (uint64_t)p->n_pos, g = mix(seed_p ^ i);
-			s->pos_sumsq[pos] += x * x;
-			pos_acc[g % p->kp] += (g >> 63) ? -x : x;
+			s->pos_sumsq[c->pos] += ss;
+			c->col += run;
+			if (c->col == p->row_len)
+				end_row(s, c);
 		}
+		k += run;
 	}
 }
 
@@ -141,7 +158,7 @@ static uint64_t block_hash(const float *v, uint64_t n)
 int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err)
 {
 	float *v = malloc(READ_BLOCK * sizeof *v);
-	double pos_acc[8] = {0};
+	cursor c = {0};
 
 	if (!v)
 		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
@@ -152,15 +169,11 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err)
 	for (uint64_t i = 0; i < t->numel; i += READ_BLOCK) {
 		uint64_t n = t->numel - i < READ_BLOCK ? t->numel - i : READ_BLOCK;
 		tb_tensor_read_f32(t, i, n, v);
-		fold(s, v, i, n, pos_acc);
+		fold(s, &c, v, i, n);
 		s->hash[i / TB_SKETCH_BLOCK] = block_hash(v, n);
 		tb_tensor_drop(t, i, n);
 	}
-	if (s->p.n_pos > 0 && t->numel > 0) {
-		int64_t last = (int64_t)(((t->numel - 1) / s->p.row_len) % (uint64_t)s->p.n_pos);
-		for (uint32_t b = 0; b < s->p.kp; b++)
-			s->pos_bucket[(size_t)last * s->p.kp + b] += (float)pos_acc[b];
-	}
+	s->finite = t->numel - s->nan - s->inf;
 	tb_tensor_release(t);
 	free(v);
 	return 0;

@@ -11,7 +11,8 @@
  *     sign s(i) into bucket h(i), both hashed from the seed and i alone, so
  *     the sketch is linear: the sketch of c - r is the difference of the
  *     sketches, and shards sketched apart add up;
- *   - a CountSketch of each position, kp buckets;
+ *   - a CountSketch of each position, kp buckets, from other bits of the
+ *     same hash;
  *   - a 64-bit hash of each block of values (their float32 bits): equal
  *     hashes everywhere prove equal tensors, exactly.
  * Non-finite values count in the statistics and stay out of the sums.
