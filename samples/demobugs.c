@@ -7,7 +7,7 @@
 #include "model/taps.h"
 
 const demo_bug_info demo_bugs[DEMO_N_BUGS] = {
-#define DEMO_BUG_INFO(id, name, layer, tap, sub, shows, what) {name, layer, tap, sub, shows, what},
+#define DEMO_BUG_INFO(id, name, layer, tap, sub, replay, shows, what) {name, layer, tap, sub, replay, shows, what},
 	DEMO_BUG_LIST(DEMO_BUG_INFO)
 #undef DEMO_BUG_INFO
 };
@@ -78,8 +78,10 @@ void demo_expect(demo_bugset set, const demo_expect_ctx *ctx, char *buf, size_t 
 			close = true;
 			continue;
 		}
-		tb_cell_make(&c, b->layer == DEMO_MID ? ctx->layers / 2 : b->layer,
-			     ctx->sub && b->sub_tap ? b->sub_tap : b->tap);
+		const char *tap = ctx->replay && b->replay_tap ? b->replay_tap
+				  : (ctx->sub || ctx->replay) && b->sub_tap ? b->sub_tap
+									: b->tap;
+		tb_cell_make(&c, b->layer == DEMO_MID ? ctx->layers / 2 : b->layer, tap);
 		if (!any || tb_cell_cmp(&c, &first) < 0)
 			first = c;
 		any = true;

@@ -23,41 +23,41 @@ typedef enum demo_shows {
 	DEMO_SHOWS_PAST_100,    /* only when seq > 100 */
 } demo_shows;
 
-/*      id                name                layer  tap           with --sub  shows                   what */
+/*      id                name                layer  tap           with --sub  with --replay  shows                 what */
 #define DEMO_BUG_LIST(X) \
-	X(TOKENIZER,        "tokenizer",        -1, "embed",      NULL,       DEMO_SHOWS_ALWAYS,      "token 5 has another id (the port's tokenizer merges differently)") \
-	X(TOKENIZER_BOS,    "tokenizer-bos",    -1, "embed",      NULL,       DEMO_SHOWS_ALWAYS,      "BOS added twice: the candidate's tokens are shifted right by one") \
-	X(EMBEDDING_WEIGHTS, "embedding-weights", -1, "embed",    NULL,       DEMO_SHOWS_ALWAYS,      "embedding rows read off by one (token t gets row t+1)") \
-	X(EMBEDDING_SCALE,  "embedding-scale",  -1, "embed",      NULL,       DEMO_SHOWS_ALWAYS,      "embeddings multiplied by sqrt(hidden), as Gemma does but this model does not") \
-	X(NORM_FORMULATION, "norm-formulation", 0, "attn_norm",   NULL,       DEMO_SHOWS_ALWAYS,      "RMSNorm computes x*(1+w) instead of x*w") \
-	X(NORM_EPSILON,     "norm-epsilon",     0, "attn_norm",   NULL,       DEMO_SHOWS_ALWAYS,      "RMSNorm epsilon 1e-5 instead of 1e-6") \
-	X(ROPE_STYLE,       "rope-style",       0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "RoPE pairs interleaved channels (2i, 2i+1) instead of rotate-half (i, i+d/2)") \
-	X(ROPE_THETA,       "rope-theta",       0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "RoPE base 500000 instead of 10000") \
-	X(ROTATE_HALF_SIGN, "rotate-half-sign", 0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "rotate_half returns (x2, -x1) instead of (-x2, x1): rotation by -theta") \
-	X(PARTIAL_ROPE,     "partial-rope",     0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "RoPE applied to the first half of each head's channels only") \
-	X(DECODE_POSITION,  "decode-position",  0, "attn",        "attn.q",   DEMO_SHOWS_PAST_100,    "RoPE table of 100 positions: later positions reuse position 99") \
-	X(QK_NORM,          "qk-norm",          0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "per-head RMSNorm on q and k that the model does not have") \
-	X(ATTENTION_LAYOUT, "attention-layout", 0, "attn",        "attn.q",   DEMO_SHOWS_ALWAYS,      "q_proj output viewed as [seq, head_dim, heads] instead of [seq, heads, head_dim]") \
-	X(GQA_REPEAT,       "gqa-repeat",       0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "kv heads tiled (h % kv_heads) instead of repeated (h / group)") \
-	X(SOFTMAX_SCALE,    "softmax-scale",    0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "attention scores not divided by sqrt(head_dim)") \
-	X(ATTENTION_MASK,   "attention-mask",   0, "attn",        "attn.o",   DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
-	X(SLIDING_WINDOW,   "sliding-window",   0, "attn",        "attn.o",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
-	X(SCALE_MULTIPLIER, "scale-multiplier", 0, "attn",        NULL,       DEMO_SHOWS_ALWAYS,      "attention output multiplied by 0.5 (a MuP/residual multiplier from another model)") \
-	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "MLP activation gelu_tanh instead of silu") \
-	X(MLP_GATING,       "mlp-gating",       0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "activation applied to up instead of gate: act(up)*gate") \
-	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "a down_proj bias the model does not have (a constant offset per channel)") \
-	X(RESIDUAL_WIRING,  "residual-wiring",  0, "block",       NULL,       DEMO_SHOWS_ALWAYS,      "second residual taken from the norm output: block = mlp_norm + mlp") \
-	X(WEIGHT_MAPPING,   "weight-mapping",   DEMO_MID, "attn", "attn.o",   DEMO_SHOWS_ALWAYS,      "the middle layer's o_proj weight loaded transposed; earlier layers exact") \
-	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         "mlp.down", DEMO_SHOWS_ALWAYS,      "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
-	X(DTYPE_PRECISION,  "dtype-precision",  -1, "close",      NULL,       DEMO_SHOWS_ALWAYS,      "hidden states between layers and logits kept in bfloat16: close, not diverged") \
-	X(FINAL_NORM,       "final-norm",       -1, "final_norm", NULL,       DEMO_SHOWS_ALWAYS,      "final norm weight not loaded (ones)") \
-	X(LM_HEAD,          "lm-head",          -1, "logits",     NULL,       DEMO_SHOWS_ALWAYS,      "lm_head rows off by one (logit v computed with row v+1)") \
-	X(TIED_EMBEDDINGS,  "tied-embeddings",  -1, "logits",     NULL,       DEMO_SHOWS_ALWAYS,      "lm_head tied to embed_tokens though the model has its own lm_head weight") \
-	X(DUMP_OFFSET,      "dump-offset",      0, "block",       NULL,       DEMO_SHOWS_ALWAYS,      "block taps written off by one (hidden_states[i] as layer i: block N holds block N-1)") \
-	X(DUMP_DUPLICATE,   "dump-duplicate",   1, "mlp",         NULL,       DEMO_SHOWS_ALWAYS,      "every layer's mlp tap holds layer 0's (the hook registered on layers[0].mlp)")
+	X(TOKENIZER,        "tokenizer",        -1, "embed",      NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "token 5 has another id (the port's tokenizer merges differently)") \
+	X(TOKENIZER_BOS,    "tokenizer-bos",    -1, "embed",      NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "BOS added twice: the candidate's tokens are shifted right by one") \
+	X(EMBEDDING_WEIGHTS, "embedding-weights", -1, "embed",    NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "embedding rows read off by one (token t gets row t+1)") \
+	X(EMBEDDING_SCALE,  "embedding-scale",  -1, "embed",      NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "embeddings multiplied by sqrt(hidden), as Gemma does but this model does not") \
+	X(NORM_FORMULATION, "norm-formulation", 0, "attn_norm",   NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "RMSNorm computes x*(1+w) instead of x*w") \
+	X(NORM_EPSILON,     "norm-epsilon",     0, "attn_norm",   NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "RMSNorm epsilon 1e-5 instead of 1e-6") \
+	X(ROPE_STYLE,       "rope-style",       0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "RoPE pairs interleaved channels (2i, 2i+1) instead of rotate-half (i, i+d/2)") \
+	X(ROPE_THETA,       "rope-theta",       0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "RoPE base 500000 instead of 10000") \
+	X(ROTATE_HALF_SIGN, "rotate-half-sign", 0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "rotate_half returns (x2, -x1) instead of (-x2, x1): rotation by -theta") \
+	X(PARTIAL_ROPE,     "partial-rope",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "RoPE applied to the first half of each head's channels only") \
+	X(DECODE_POSITION,  "decode-position",  0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_PAST_100,    "RoPE table of 100 positions: later positions reuse position 99") \
+	X(QK_NORM,          "qk-norm",          0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "per-head RMSNorm on q and k that the model does not have") \
+	X(ATTENTION_LAYOUT, "attention-layout", 0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "q_proj output viewed as [seq, head_dim, heads] instead of [seq, heads, head_dim]") \
+	X(GQA_REPEAT,       "gqa-repeat",       0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "kv heads tiled (h % kv_heads) instead of repeated (h / group)") \
+	X(SOFTMAX_SCALE,    "softmax-scale",    0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "attention scores not divided by sqrt(head_dim)") \
+	X(ATTENTION_MASK,   "attention-mask",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
+	X(SLIDING_WINDOW,   "sliding-window",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
+	X(SCALE_MULTIPLIER, "scale-multiplier", 0, "attn",        NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "attention output multiplied by 0.5 (a MuP/residual multiplier from another model)") \
+	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "MLP activation gelu_tanh instead of silu") \
+	X(MLP_GATING,       "mlp-gating",       0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "activation applied to up instead of gate: act(up)*gate") \
+	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "a down_proj bias the model does not have (a constant offset per channel)") \
+	X(RESIDUAL_WIRING,  "residual-wiring",  0, "block",       NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "second residual taken from the norm output: block = mlp_norm + mlp") \
+	X(WEIGHT_MAPPING,   "weight-mapping",   DEMO_MID, "attn", "attn.o",   NULL,          DEMO_SHOWS_ALWAYS,      "the middle layer's o_proj weight loaded transposed; earlier layers exact") \
+	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
+	X(DTYPE_PRECISION,  "dtype-precision",  -1, "close",      NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "hidden states between layers and logits kept in bfloat16: close, not diverged") \
+	X(FINAL_NORM,       "final-norm",       -1, "final_norm", NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "final norm weight not loaded (ones)") \
+	X(LM_HEAD,          "lm-head",          -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "lm_head rows off by one (logit v computed with row v+1)") \
+	X(TIED_EMBEDDINGS,  "tied-embeddings",  -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "lm_head tied to embed_tokens though the model has its own lm_head weight") \
+	X(DUMP_OFFSET,      "dump-offset",      0, "block",       NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "block taps written off by one (hidden_states[i] as layer i: block N holds block N-1)") \
+	X(DUMP_DUPLICATE,   "dump-duplicate",   1, "mlp",         NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "every layer's mlp tap holds layer 0's (the hook registered on layers[0].mlp)")
 
 typedef enum demo_bug {
-#define DEMO_BUG_ENUM(id, name, layer, tap, sub, shows, what) DEMO_BUG_##id,
+#define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,
 	DEMO_BUG_LIST(DEMO_BUG_ENUM)
 #undef DEMO_BUG_ENUM
 	DEMO_N_BUGS
@@ -73,6 +73,7 @@ typedef struct demo_bug_info {
 	int layer;           /* expected first divergence: layer, DEMO_MID or -1 */
 	const char *tap;     /* ... its tap, or "close" (a verdict, no divergence) */
 	const char *sub_tap; /* the tap instead when sub-taps are written; NULL: same */
+	const char *replay_tap; /* the tap instead when the replay taps are written; NULL: sub_tap's */
 	demo_shows shows;
 	const char *what;    /* one line for --list */
 } demo_bug_info;
@@ -87,7 +88,8 @@ void demo_bugs_format(demo_bugset set, char *buf, size_t size);
 /* The shape of the run an expectation is for. */
 typedef struct demo_expect_ctx {
 	int layers, seq, window;
-	bool sub; /* attn.q/k/v and mlp.gate/up written */
+	bool sub;    /* attn.q/k/v and mlp.gate/up written */
+	bool replay; /* and the replay taps (attn.q_rope, attn.core, mlp.act, ...) */
 } demo_expect_ctx;
 
 /* What `tbisect check` must report for a candidate with these bugs: the

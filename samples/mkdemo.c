@@ -286,9 +286,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (expect) {
-		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB};
-		if (o.taps == DEMO_TAPS_REPLAY)
-			return die("--expect", "knows the main taps and --sub's, not --replay's");
+		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY};
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
 		demo_expect(bugs, &ctx, msg, sizeof msg);

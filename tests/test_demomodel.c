@@ -306,7 +306,8 @@ static void expect_is(const char *bugs, demo_expect_ctx ctx, const char *want)
 
 static void test_expect(void **state)
 {
-	demo_expect_ctx def = {4, 16, 8, false}, sub = {4, 16, 8, true}, deep = {9, 128, 8, false};
+	demo_expect_ctx def = {4, 16, 8, false, false}, sub = {4, 16, 8, true, false}, deep = {9, 128, 8, false, false},
+			replay = {4, 16, 8, false, true};
 
 	(void)state;
 	expect_is("none", def, "match");
@@ -315,12 +316,17 @@ static void test_expect(void **state)
 	expect_is("rope-style", sub, "L0.attn.q");
 	expect_is("gqa-repeat", sub, "L0.attn.o");
 	expect_is("scale-multiplier", sub, "L0.attn");
+	expect_is("rope-style", replay, "L0.attn.q_rope");
+	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true}, "L0.attn.core");
+	expect_is("mlp-gating", replay, "L0.mlp.act");
+	expect_is("mlp-bias", replay, "L0.mlp.down");
+	expect_is("weight-mapping", replay, "L2.attn.o");
 	expect_is("mlp-gating", sub, "L0.mlp.down");
 	expect_is("weight-mapping", def, "L2.attn");
 	expect_is("weight-mapping", deep, "L4.attn");
 	expect_is("decode-position", def, "match");
 	expect_is("decode-position", deep, "L0.attn");
-	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false}, "match");
+	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false}, "match");
 	expect_is("sliding-window", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation,rope-style", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation", def, "L0.mlp");

@@ -55,7 +55,7 @@ done
 check_that "--list: one line per bug, each with a description" \
 	test "$(awk 'NF >= 3' "$T/list" | wc -l)" -eq "$(wc -l <"$T/list")"
 
-for variant in "" "--sub" "--seq 128"; do
+for variant in "" "--sub" "--replay" "--seq 128"; do
 	for bug in $bugs; do
 		# shellcheck disable=SC2086
 		want=$("$MKDEMO" --expect "$bug" $variant) || bail_out "mkdemo --expect $bug failed"
@@ -180,7 +180,8 @@ done
 expect_exit 1 "--replay --bug rope-style: check again" "$TBISECT" check --json "$T/replay-rope-style/ref" "$T/replay-rope-style/cand"
 json_is "--replay: the third cell is L0.attn.q" cells.2.tap attn.q
 json_is "--replay: q before RoPE matches under a RoPE bug" cells.2.status match
-expect_exit 2 "--expect does not know --replay's taps" "$MKDEMO" --expect rope-style --replay
+run_cmd "$MKDEMO" --expect rope-style --replay
+check_that "--expect --replay: a RoPE bug shows in attn.q_rope" test "$(cat "$TAP_OUT")" = L0.attn.q_rope
 expect_exit 2 "output under a regular file" "$MKDEMO" "$T/file/ref" "$T/file/cand"
 expect_exit 0 "--help" "$MKDEMO" --help
 check_that "--help shows usage" grep -q '^usage: mkdemo' "$TAP_OUT"
