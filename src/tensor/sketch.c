@@ -36,8 +36,8 @@ void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p
 	memset(p, 0, sizeof *p);
 	p->seed = seed;
 	p->numel = t->numel;
-	/* about 1 bucket of 8 bytes per 1024 values: 0.2% of an f32 tensor */
-	p->k = pow2_clamp(t->numel / 1024, 64, 4096);
+	/* a bucket of 8 bytes per 8 KB of values: 0.1% of the tensor */
+	p->k = pow2_clamp(t->numel * tb_dtype_size(t->dtype) / 8192, 64, 4096);
 	if (nd >= 2 && d[nd - 1] > 0 && d[nd - 2] > 0) {
 		p->n_pos = d[nd - 2];
 		p->row_len = (uint64_t)d[nd - 1];
@@ -141,18 +141,28 @@ static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t 
 	}
 }
 
-/* The 64-bit hash of a block's float32 bits. */
+/* The 64-bit hash of a block's float32 bits, in four lanes (value k
+ * goes to lane k % 4) so that the multiplies of neighbouring values do
+ * not wait on each other. */
 static uint64_t block_hash(const float *v, uint64_t n)
 {
-	uint64_t h = 0xcbf29ce484222325u ^ n;
+	uint64_t h[4] = {0xcbf29ce484222325u ^ n, 1, 2, 3};
+	uint64_t k = 0;
 
-	for (uint64_t k = 0; k < n; k++) {
+	for (; k + 4 <= n; k += 4)
+		for (int l = 0; l < 4; l++) {
+			uint32_t bits;
+			memcpy(&bits, &v[k + (uint64_t)l], sizeof bits);
+			h[l] = (h[l] ^ bits) * 0x100000001b3u;
+			h[l] ^= h[l] >> 29;
+		}
+	for (; k < n; k++) {
 		uint32_t bits;
 		memcpy(&bits, &v[k], sizeof bits);
-		h = (h ^ bits) * 0x100000001b3u;
-		h ^= h >> 29;
+		h[0] = (h[0] ^ bits) * 0x100000001b3u;
+		h[0] ^= h[0] >> 29;
 	}
-	return mix(h);
+	return mix(mix(mix(mix(h[0]) ^ h[1]) ^ h[2]) ^ h[3]);
 }
 
 int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err)
