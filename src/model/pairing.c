@@ -360,6 +360,11 @@ static int gather_partial(tb_pairing *p, tb_pair *pr, tb_err *err)
 	const uint64_t *index = pa->index;
 	uint64_t base, *at = NULL;
 	int rc;
+	if ((*whole)->sketch)
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, (*whole)->path,
+				   "'%s' is a sketch, and the other side dumped only some of its values: a partial dump "
+				   "compares with the tree itself",
+				   (*whole)->name);
 	if (!tb_partial_place(pa, *whole, &base))
 		return 0;
 	if (base) {

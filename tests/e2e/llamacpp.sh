@@ -257,6 +257,10 @@ expect_exit 1 "the RoPE bug's first divergence in the interactive view, with --h
 	LINES=60 COLUMNS=100 HOME="$T" TBISECT_SCRIPT="$T/script" "$TBISECT" --heads 8 --kv-heads 2 "$T/ref.txt" "$T/rope.txt"
 check_that "a partial cell claims no heads: its values are a few of each axis" \
 	grep -q '^  only some values were dumped: no heads to split' "$T/heads.txt"
+expect_exit 0 "sketch the npy reference" "$TBISECT" sketch "$T/refnpy" -o "$T/refnpy.tbsk"
+expect_error 2 "refnpy.tbsk" "a sketch against a partial text dump: refused, naming the sketch" \
+	"$TBISECT" check --no-history "$T/refnpy.tbsk" "$T/mlp.txt"
+check_that "sketch against partial: the message says why" grep -q "compares with the tree itself" "$TAP_ERR"
 expect_exit 1 "npy against npy agrees" "$TBISECT" check --json "$T/refnpy" "$T/mlp-activation"
 json_is "npy against npy: first divergence at $want_mlp" first_divergence.cell "$want_mlp"
 
