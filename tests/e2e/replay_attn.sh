@@ -122,6 +122,48 @@ PYEOF
 		expect_exit 1 "outside the variants: $d" "$TBISECT" check --json --no-history "$T/ref-f32-32" "$T/$d"
 		not_confirmed "$d: nothing confirmed"
 	done
+
+	# variants the demo has no bug for: the output heads in another order,
+	# logit soft-capping (the attention recomputed here from the dumped q, k, v)
+	cp -r "$T/none-f32-32" "$T/permuted"
+	cp -r "$T/ref-f32-32" "$T/capref"
+	cp -r "$T/none-f32-32" "$T/capcand"
+	"$PY" - "$T" <<'PYEOF'
+import sys
+import numpy as np
+t = sys.argv[1]
+core = t + '/permuted/layers.0.attn.core.npy'
+a = np.load(core)
+s = a.shape[-2]
+h = a.reshape(s, 8, 8).copy()
+h[:, [0, 3]] = h[:, [3, 0]]
+np.save(core, h.reshape(a.shape))
+# q scaled up on both sides so that scores reach the cap: the reference
+# attends as usual, the candidate caps its scores at 30
+for side, cap in (('capref', None), ('capcand', 30.0)):
+    d = t + '/' + side + '/layers.0.attn.'
+    q = np.load(d + 'q_rope.npy') * np.float32(8)
+    np.save(d + 'q_rope.npy', q)
+    q = q.reshape(s, 8, 8).astype(np.float64)
+    k = np.load(d + 'k_rope.npy').reshape(s, 2, 8).astype(np.float64)
+    v = np.load(t + '/' + side + '/model.layers.0.self_attn.v_proj.npy').reshape(s, 2, 8).astype(np.float64)
+    out = np.empty((s, 8, 8))
+    for hd in range(8):
+        sc = q[:, hd] @ k[:, hd // 4].T / np.sqrt(8)
+        if cap:
+            sc = cap * np.tanh(sc / cap)
+        sc = np.where(np.tri(s, dtype=bool), sc, -np.inf)
+        p = np.exp(sc - sc.max(1, keepdims=True))
+        out[:, hd] = (p / p.sum(1, keepdims=True)) @ v[:, hd // 4]
+    np.save(d + 'core.npy', out.reshape(a.shape).astype(np.float32))
+PYEOF
+	expect_exit 1 "heads in another order" "$TBISECT" check --json --no-history "$T/ref-f32-32" "$T/permuted"
+	json_is "permuted heads: attention-layout first" causes.0.id attention-layout
+	json_is "permuted heads: confirmed, naming the heads" causes.0.confirmed.variant "heads in another order (output head 0 holds head 3)"
+	expect_exit 1 "logit soft-capping" "$TBISECT" check --json --no-history "$T/capref" "$T/capcand"
+	json_is "soft-capping: first divergence L0.attn.core" first_divergence.cell L0.attn.core
+	json_is "soft-capping: softmax-scale first" causes.0.id softmax-scale
+	json_is "soft-capping: confirmed at 30" causes.0.confirmed.variant "logit soft-capping at 30"
 else
 	skip "Hugging Face layout and bugs outside the variants" "no python3 with numpy (Debian: python3-numpy)"
 fi
