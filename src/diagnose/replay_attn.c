@@ -892,8 +892,56 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 
 #define MAX_CORE_VARIANTS 16
 
-/* The best variant of c0 on the side, the head permutation included. */
-static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permute, core_variant *best, tb_err *err)
+/* The softmax scale that fits the side best, the rest of c0 kept: a grid
+ * over a factor of 100 either way, then a golden-section search around
+ * its best point, in log scale. */
+static int fit_scale(core_side *s, const core_cfg *c0, core_variant *out, tb_err *err)
+{
+	const double g = (sqrt(5) - 1) / 2, span = log(100);
+	core_cfg c = *c0;
+	double best = log(c0->scale), best_rel = INFINITY, a, b, x1, x2, r1, r2;
+
+	for (int i = -8; i <= 8; i++) {
+		double rel;
+		c.scale = c0->scale * exp(span * i / 8);
+		if (core_residual(s, &c, NULL, &rel, err) < 0)
+			return -1;
+		if (rel < best_rel) {
+			best_rel = rel;
+			best = log(c.scale);
+		}
+	}
+	a = best - span / 8;
+	b = best + span / 8;
+	x1 = b - g * (b - a);
+	x2 = a + g * (b - a);
+	c.scale = exp(x1);
+	if (core_residual(s, &c, NULL, &r1, err) < 0)
+		return -1;
+	c.scale = exp(x2);
+	if (core_residual(s, &c, NULL, &r2, err) < 0)
+		return -1;
+	for (int it = 0; it < 24; it++) {
+		if (r1 < r2) {
+			b = x2, x2 = x1, r2 = r1, x1 = b - g * (b - a), c.scale = exp(x1);
+			if (core_residual(s, &c, NULL, &r1, err) < 0)
+				return -1;
+		} else {
+			a = x1, x1 = x2, r1 = r2, x2 = a + g * (b - a), c.scale = exp(x2);
+			if (core_residual(s, &c, NULL, &r2, err) < 0)
+				return -1;
+		}
+	}
+	c.scale = exp(r1 < r2 ? x1 : x2);
+	*out = (core_variant){c, "softmax-scale", "", fmin(r1, r2), false};
+	snprintf(out->name, sizeof out->name, "softmax scale %.3g, fitted (the reference: %.3g)", c.scale, c0->scale);
+	return 0;
+}
+
+/* The best variant of c0 on the side, the head permutation included, and
+ * a fitted scale when no other comes within the floor. */
+static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permute, double floor, core_variant *best,
+		     tb_err *err)
 {
 	core_variant v[MAX_CORE_VARIANTS];
 	int n;
@@ -924,6 +972,13 @@ static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permut
 		if (v[i].rel < best->rel)
 			*best = v[i];
 	}
+	if (best->rel > floor && at_c0 > floor) {
+		core_variant f;
+		if (fit_scale(s, c0, &f, err) < 0)
+			return -1;
+		if (f.rel < best->rel && fabs(log(f.cfg.scale / c0->scale)) > 0.01)
+			*best = f;
+	}
 	return 0;
 }
 
@@ -936,7 +991,7 @@ static int core_reference(core_side *s, core_cfg *c, double floor, double *rel, 
 		return -1;
 	for (int round = 0; round < 3 && *rel > floor; round++) {
 		core_variant b;
-		if (core_best(s, c, *rel, false, &b, err) < 0)
+		if (core_best(s, c, *rel, false, floor, &b, err) < 0)
 			return -1;
 		if (!(b.rel < *rel / 2))
 			break;
@@ -1004,7 +1059,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	out->tried = true;
 	if (core_reference(&ref, &c0, floor, &ref_rel, err) < 0 || core_residual(&cand, &c0, NULL, &cand_at_ref, err) < 0 ||
-	    core_best(&cand, &c0, cand_at_ref, true, &best, err) < 0)
+	    core_best(&cand, &c0, cand_at_ref, true, floor, &best, err) < 0)
 		goto fail;
 	describe_core(&c0, ref_name, sizeof ref_name);
 	tb_cell_name(&in->target->cell, cell, sizeof cell);

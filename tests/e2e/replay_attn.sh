@@ -128,6 +128,7 @@ PYEOF
 	cp -r "$T/none-f32-32" "$T/permuted"
 	cp -r "$T/ref-f32-32" "$T/capref"
 	cp -r "$T/none-f32-32" "$T/capcand"
+	cp -r "$T/none-f32-32" "$T/scale25"
 	"$PY" - "$T" <<'PYEOF'
 import sys
 import numpy as np
@@ -139,17 +140,20 @@ h = a.reshape(s, 8, 8).copy()
 h[:, [0, 3]] = h[:, [3, 0]]
 np.save(core, h.reshape(a.shape))
 # q scaled up on both sides so that scores reach the cap: the reference
-# attends as usual, the candidate caps its scores at 30
-for side, cap in (('capref', None), ('capcand', 30.0)):
+# attends as usual, the candidate caps its scores at 30;
+# capref and capcand: q scaled up on both sides; scale25: q as dumped,
+# scores scaled by 0.25 (no usual scale for a head dim of 8)
+for side, cap, qmul, scale in (('capref', None, 8, 8 ** -0.5), ('capcand', 30.0, 8, 8 ** -0.5),
+                               ('scale25', None, 1, 0.25)):
     d = t + '/' + side + '/layers.0.attn.'
-    q = np.load(d + 'q_rope.npy') * np.float32(8)
+    q = np.load(d + 'q_rope.npy') * np.float32(qmul)
     np.save(d + 'q_rope.npy', q)
     q = q.reshape(s, 8, 8).astype(np.float64)
     k = np.load(d + 'k_rope.npy').reshape(s, 2, 8).astype(np.float64)
     v = np.load(t + '/' + side + '/model.layers.0.self_attn.v_proj.npy').reshape(s, 2, 8).astype(np.float64)
     out = np.empty((s, 8, 8))
     for hd in range(8):
-        sc = q[:, hd] @ k[:, hd // 4].T / np.sqrt(8)
+        sc = q[:, hd] @ k[:, hd // 4].T * scale
         if cap:
             sc = cap * np.tanh(sc / cap)
         sc = np.where(np.tri(s, dtype=bool), sc, -np.inf)
@@ -164,6 +168,9 @@ PYEOF
 	json_is "soft-capping: first divergence L0.attn.core" first_divergence.cell L0.attn.core
 	json_is "soft-capping: softmax-scale first" causes.0.id softmax-scale
 	json_is "soft-capping: confirmed at 30" causes.0.confirmed.variant "logit soft-capping at 30"
+	expect_exit 1 "a softmax scale of no usual form" "$TBISECT" check --json --no-history "$T/ref-f32-32" "$T/scale25"
+	json_is "scale 0.25: softmax-scale first" causes.0.id softmax-scale
+	json_is "scale 0.25: fitted" causes.0.confirmed.variant "softmax scale 0.25, fitted (the reference: 0.354)"
 else
 	skip "Hugging Face layout and bugs outside the variants" "no python3 with numpy (Debian: python3-numpy)"
 fi
