@@ -62,8 +62,8 @@ static double gauss(void)
 	return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-/* Sketch n values shaped [rows, cols] with a seed. */
-static void sketch_of(float *v, int64_t rows, int64_t cols, uint64_t seed, tb_sketch *s)
+/* Sketch n values shaped [rows, cols] with a seed, on some threads. */
+static void sketch_on(float *v, int64_t rows, int64_t cols, uint64_t seed, int threads, tb_sketch *s)
 {
 	fixture f;
 	tb_sketch_params p;
@@ -72,8 +72,13 @@ static void sketch_of(float *v, int64_t rows, int64_t cols, uint64_t seed, tb_sk
 	make(&f, rows, cols, v);
 	tb_sketch_params_for(&f.t, seed, &p);
 	assert_int_equal(tb_sketch_alloc(s, &p), 0);
-	assert_int_equal(tb_sketch_tensor(&f.t, s, &err), 0);
+	assert_int_equal(tb_sketch_tensor(&f.t, s, threads, &err), 0);
 	unmake(&f);
+}
+
+static void sketch_of(float *v, int64_t rows, int64_t cols, uint64_t seed, tb_sketch *s)
+{
+	sketch_on(v, rows, cols, seed, 1, s);
 }
 
 static void test_statistics_exact(void **state)
@@ -229,6 +234,36 @@ static void test_proportional_cosine(void **state)
 	free(c);
 }
 
+/* Threads split a tensor in shares of whole rows and hash blocks: the
+ * same sketch as one thread's, hashes exactly, sums to rounding. */
+static void test_threads_agree(void **state)
+{
+	enum { R = 4100, C = 64 };
+	float *v = malloc((size_t)R * C * sizeof *v);
+	tb_sketch one, three;
+
+	(void)state;
+	for (int i = 0; i < R * C; i++)
+		v[i] = i % 1000 == 7 ? NAN : (float)gauss();
+	sketch_on(v, R, C, 4, 1, &one);
+	sketch_on(v, R, C, 4, 3, &three);
+	assert_int_equal(one.nan, three.nan);
+	assert_int_equal(one.finite, three.finite);
+	assert_float_equal(one.sumsq, three.sumsq, 1e-9 * one.sumsq);
+	assert_float_equal(one.min, three.min, 0);
+	assert_float_equal(one.max, three.max, 0);
+	assert_memory_equal(one.hash, three.hash, one.n_blocks * sizeof *one.hash);
+	for (uint32_t k = 0; k < one.p.k; k++)
+		assert_float_equal(one.bucket[k], three.bucket[k], 1e-9);
+	for (int64_t q = 0; q < one.p.n_pos; q++)
+		assert_float_equal(one.pos_sumsq[q], three.pos_sumsq[q], 1e-9);
+	for (int64_t k = 0; k < one.p.n_pos * one.p.kp; k++)
+		assert_float_equal(one.pos_bucket[k], three.pos_bucket[k], 1e-5);
+	tb_sketch_free(&one);
+	tb_sketch_free(&three);
+	free(v);
+}
+
 static void test_other_seed_refused(void **state)
 {
 	float v[64];
@@ -252,7 +287,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_statistics_exact), cmocka_unit_test(test_linear),
 		cmocka_unit_test(test_equal_is_exact),   cmocka_unit_test(test_bound_holds),
-		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_other_seed_refused),
+		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_threads_agree),
+		cmocka_unit_test(test_other_seed_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -305,7 +305,7 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 		if (tb_sketch_alloc(&own[i], &given->p) < 0)
 			rc = tb_err_setc(err, TB_ERR_NOMEM, t[i]->path, "out of memory sketching tensor '%s'", t[i]->name);
 		else
-			rc = tb_sketch_tensor(t[i], &own[i], err);
+			rc = tb_sketch_tensor(t[i], &own[i], 1, err); /* the compare's own threads share the pairs */
 		s[i] = &own[i];
 	}
 	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) < 0) {

@@ -1,11 +1,19 @@
 #include "config.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/tbsk.h"
 #include "model/naming.h"
 #include "run/fingerprint.h"
 #include "tensor/sketch.h"
+
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
 
 int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err)
@@ -48,7 +56,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, u
 			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
 			break;
 		}
-		rc = tb_sketch_tensor(t, &s, err);
+		rc = tb_sketch_tensor(t, &s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err);
 		if (rc == 0)
 			rc = tb_tbsk_add(&w, t, name, &s, err);
 		tb_sketch_free(&s);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,28 +168,117 @@ static uint64_t block_hash(const float *v, uint64_t n)
 	return mix(mix(mix(mix(h[0]) ^ h[1]) ^ h[2]) ^ h[3]);
 }
 
-int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err)
+/* One thread's share of a tensor: values [from, to), whole rows and whole
+ * hash blocks, folded into its own sketch (the block hashes into the
+ * tensor's, whose blocks the shares split between them). */
+typedef struct share {
+	tb_tensor *t;
+	tb_sketch *s;
+	uint64_t *hash;
+	uint64_t from, to;
+	bool nomem;
+} share;
+
+static void *sketch_share(void *arg)
 {
+	share *sh = arg;
+	tb_sketch *s = sh->s;
 	float *v = malloc(READ_BLOCK * sizeof *v);
 	cursor c = {0};
 
-	if (!v)
-		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
-	if (tb_tensor_acquire(t, err) < 0) {
-		free(v);
-		return -1;
+	if (!v) {
+		sh->nomem = true;
+		return NULL;
 	}
-	for (uint64_t i = 0; i < t->numel; i += READ_BLOCK) {
-		uint64_t n = t->numel - i < READ_BLOCK ? t->numel - i : READ_BLOCK;
-		tb_tensor_read_f32(t, i, n, v);
+	if (s->p.n_pos > 0)
+		c.pos = (int64_t)((sh->from / s->p.row_len) % (uint64_t)s->p.n_pos);
+	for (uint64_t i = sh->from; i < sh->to; i += READ_BLOCK) {
+		uint64_t n = sh->to - i < READ_BLOCK ? sh->to - i : READ_BLOCK;
+		tb_tensor_read_f32(sh->t, i, n, v);
 		fold(s, &c, v, i, n);
-		s->hash[i / TB_SKETCH_BLOCK] = block_hash(v, n);
-		tb_tensor_drop(t, i, n);
+		sh->hash[i / TB_SKETCH_BLOCK] = block_hash(v, n);
+		tb_tensor_drop(sh->t, i, n);
+	}
+	free(v);
+	return NULL;
+}
+
+/* Add a share's sums into the tensor's sketch (the sketch is linear). */
+static void merge_share(tb_sketch *into, const tb_sketch *from)
+{
+	for (uint32_t k = 0; k < into->p.k; k++)
+		into->bucket[k] += from->bucket[k];
+	for (int64_t q = 0; q < into->p.n_pos; q++)
+		into->pos_sumsq[q] += from->pos_sumsq[q];
+	for (int64_t k = 0; k < into->p.n_pos * into->p.kp; k++)
+		into->pos_bucket[k] += from->pos_bucket[k];
+	into->nan += from->nan;
+	into->inf += from->inf;
+	into->sum += from->sum;
+	into->sumsq += from->sumsq;
+	into->min = from->min < into->min ? from->min : into->min;
+	into->max = from->max > into->max ? from->max : into->max;
+}
+
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
+{
+	enum { MAX_SHARES = 64 };
+	uint64_t row = s->p.n_pos > 0 ? s->p.row_len : 1, unit, units;
+	share sh[MAX_SHARES];
+	tb_sketch part[MAX_SHARES];
+	pthread_t tid[MAX_SHARES];
+	int n = threads < 1 ? 1 : threads > MAX_SHARES ? MAX_SHARES : threads, started = 0, rc = 0;
+
+	/* shares start on a row and a hash block both (one share when that
+	 * unit is longer than the tensor) */
+	unit = row / gcd(row, TB_SKETCH_BLOCK);
+	unit = unit > t->numel / TB_SKETCH_BLOCK + 1 ? t->numel + 1 : unit * TB_SKETCH_BLOCK;
+	units = (t->numel + unit - 1) / unit;
+	if ((uint64_t)n > units)
+		n = units ? (int)units : 1;
+	if (tb_tensor_acquire(t, err) < 0)
+		return -1;
+	for (int k = 0; k < n; k++) {
+		sh[k] = (share){t, k ? &part[k] : s, s->hash, units * (uint64_t)k / (uint64_t)n * unit,
+				units * (uint64_t)(k + 1) / (uint64_t)n * unit, false};
+		if (sh[k].to > t->numel)
+			sh[k].to = t->numel;
+		if (k && tb_sketch_alloc(&part[k], &s->p) < 0) {
+			n = k;
+			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
+			break;
+		}
+	}
+	for (int k = 1; k < n && rc == 0; k++, started++)
+		if (pthread_create(&tid[k], NULL, sketch_share, &sh[k]) != 0) {
+			rc = tb_err_setc(err, TB_ERR_SYSTEM, NULL, "cannot start a thread");
+			break;
+		}
+	if (rc == 0)
+		sketch_share(&sh[0]);
+	for (int k = 1; k <= started; k++)
+		pthread_join(tid[k], NULL);
+	for (int k = 0; k < n; k++) {
+		if (sh[k].nomem && rc == 0)
+			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
+		if (k) {
+			merge_share(s, &part[k]);
+			tb_sketch_free(&part[k]);
+		}
 	}
 	s->finite = t->numel - s->nan - s->inf;
 	tb_tensor_release(t);
-	free(v);
-	return 0;
+	return rc;
 }
 
 bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size)

@@ -63,8 +63,10 @@ void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p
 /* Allocate a zeroed sketch of these parameters; -1 when out of memory. */
 int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p);
 void tb_sketch_free(tb_sketch *s);
-/* Sketch t's values (acquires and releases t).  s must be allocated. */
-int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, tb_err *err);
+/* Sketch t's values (acquires and releases t) on up to `threads` threads,
+ * each a share of whole rows and hash blocks (the sketch is linear, so
+ * the shares add up).  s must be allocated. */
+int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err);
 /* Bytes the sketch takes in a .tbsk file, besides its name and shape. */
 uint64_t tb_sketch_size(const tb_sketch_params *p);
 
