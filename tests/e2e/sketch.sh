@@ -1,6 +1,6 @@
 #!/bin/sh
 # tbisect sketch: a fingerprint of a tree, taken in place of the tree by
-# check and ls.  Sketch against tree and sketch against sketch agree with
+# check and ls, from any layout (ranks joined first, bf16 safetensors).  Sketch against tree and sketch against sketch agree with
 # the full comparison on the verdict, the first divergence and its first
 # bad position; every estimated rel_l2 lies inside its stated bound (JSON
 # estimated, rel_l2_bound); equal tensors are known equal (match, exit 0).
@@ -64,6 +64,21 @@ done
 expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
 agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
 agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
+
+# every layout tbisect reads: ranks joined before sketching, bf16 safetensors
+"$top_builddir/tests/layoutgen" npy "$T/ref" "$T/tp2" 2 64 || bail_out "layoutgen failed"
+expect_exit 0 "sketch a tree of two tensor-parallel ranks" "$TBISECT" sketch "$T/tp2" -o "$T/tp2.tbsk"
+expect_exit 0 "the ranks' sketch against the unsharded tree: match" "$TBISECT" check --json --no-history "$T/tp2.tbsk" "$T/ref"
+json_is "ranks joined: match, every block hash equal" verdict match
+"$MKDEMO" --sub --layers 3 --seq 64 --dtype bf16 --format safetensors --ref-only "$T/bf" >/dev/null || bail_out "mkdemo failed"
+"$MKDEMO" --sub --layers 3 --seq 64 --dtype bf16 --format safetensors --bug rope-style --cand-only "$T/bfc" >/dev/null ||
+	bail_out "mkdemo failed"
+expect_exit 0 "sketch a bf16 safetensors file" "$TBISECT" sketch "$T/bf" -o "$T/bf.tbsk"
+run_cmd "$TBISECT" check --json --no-history "$T/bf" "$T/bfc"
+cp "$TAP_OUT" "$T/full.json"
+run_cmd "$TBISECT" check --json --no-history "$T/bf.tbsk" "$T/bfc"
+json_is "bf16: the same first divergence" first_divergence.cell "$("$JSONQ" "$T/full.json" first_divergence.cell)"
+json_is "bf16: the same first bad position" first_divergence.first_bad_position "$("$JSONQ" "$T/full.json" first_divergence.first_bad_position)"
 
 expect_exit 1 "the text report of a sketch" "$TBISECT" check --no-history "$T/ref.tbsk" "$T/rope-style"
 check_that "text: the estimate and its bound" grep -q '^  rel_l2 ~[0-9.e+-]* in \[[0-9.e+-]*, [0-9.e+-]*\]  cosine ~' "$TAP_OUT"
