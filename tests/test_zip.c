@@ -1,8 +1,9 @@
 /*
  * test_zip: the zip container reader on archives written by dumpwrite
  * (stored, deflated, numpy-style zip64 extras, zip64 central entries and
- * end records, torch-style aligned data) and on archives patched byte by
- * byte into every shape the reader must refuse.
+ * end records, torch-style aligned data), on archives patched byte by
+ * byte into every shape the reader must refuse, and on a deflated member
+ * read through its window in every order readers use.
  */
 #include "config.h"
 
