@@ -1,8 +1,9 @@
 /*
  * test_zip: the zip container reader on archives written by dumpwrite
  * (stored, deflated, numpy-style zip64 extras, zip64 central entries and
- * end records, torch-style aligned data) and on archives patched byte by
- * byte into every shape the reader must refuse.
+ * end records, torch-style aligned data), on archives patched byte by
+ * byte into every shape the reader must refuse, and on a deflated member
+ * read through its window in every order readers use.
  */
 #include "config.h"
 
@@ -418,6 +419,77 @@ static void test_crc(void **state)
 	dw_zip_free(z);
 }
 
+/* Elements [at, at+n) of a u32 tensor whose element i is i, read and checked. */
+static void expect_counting(const tb_tensor *t, uint64_t at, uint64_t n, float *buf)
+{
+	tb_tensor_read_f32(t, at, n, buf);
+	for (uint64_t i = 0; i < n; i++)
+		if (buf[i] != (float)(at + i))
+			fail_msg("element %llu reads %g", (unsigned long long)(at + i), (double)buf[i]);
+}
+
+/* A deflated member several windows long, read the ways readers do: in
+ * order, past the window in one call, back a little, back to the start
+ * (the stream restarts), the end, and through a strided view that loads
+ * it whole while the windowed reader still holds the blob. */
+static void test_window_reads(void **state)
+{
+	const char *dir = tu_tmpdir();
+	const dw_zip_opts o = {.deflate = true};
+	const uint64_t n = 6u << 20; /* 24 MB of u32: more than the 16 MB window */
+	uint32_t *v = malloc(n * sizeof *v);
+	float *buf = malloc((5u << 20) * sizeof *buf);
+	dw_zip *z = dw_zip_new();
+	tb_blob *blob = tb_blob_new();
+	int64_t whole[1] = {(int64_t)n};
+	tb_tensor t = {.name = (char *)"counting", .dtype = TB_DT_U32};
+	tb_tensor view = {.name = (char *)"view", .dtype = TB_DT_U32, .ndim = 2, .shape = {64, 64}, .stride = {1, 64}};
+	tb_file *f;
+	tb_zip *zip;
+	tb_err err;
+	(void)state;
+
+	for (uint64_t i = 0; i < n; i++)
+		v[i] = (uint32_t)i;
+	dw_zip_add(z, "counting", v, n * sizeof *v, &o);
+	assert_int_equal(open_zip(z, false, tu_path(dir, "window.zip"), &f, &zip, &err), 0);
+	assert_int_equal(tb_zip_blob(zip, tb_zip_entry_at(zip, 0), blob, &err), 0);
+	assert_int_equal(tb_tensor_set_shape(&t, 1, whole, "window.zip", &err), 0);
+	t.blob = view.blob = blob;
+	assert_int_equal(tb_tensor_check_bounds(&t, "window.zip", &err), 0);
+	assert_int_equal(tb_tensor_check_bounds(&view, "window.zip", &err), 0);
+	assert_true(tb_tensor_streamed(&t));
+	assert_false(tb_tensor_streamed(&view));
+
+	assert_int_equal(tb_tensor_acquire(&t, &err), 0);
+	assert_null(tb_tensor_data(&t));
+	expect_counting(&t, 0, 1000, buf);
+	expect_counting(&t, 1000, 5u << 20, buf);    /* 20 MB in one read: past the window */
+	expect_counting(&t, (5u << 20) - 5, 10, buf); /* a step back */
+	expect_counting(&t, 3, 4097, buf);            /* back to the start: restarts */
+	expect_counting(&t, n - 7, 7, buf);           /* the end */
+	expect_counting(&t, (1u << 20) + 1, 3, buf);  /* behind the window again */
+	assert_int_equal(tb_tensor_acquire(&view, &err), 0);
+	tb_tensor_read_f32(&view, 0, 4096, buf);
+	for (uint64_t i = 0; i < 4096; i++)
+		assert_true(buf[i] == (float)((i % 64) * 64 + i / 64));
+	tb_tensor_release(&view);
+	expect_counting(&t, n - 4096, 4096, buf);
+	tb_tensor_release(&t);
+	assert_null(blob->data);
+
+	/* Acquired again, the window starts over. */
+	assert_int_equal(tb_tensor_acquire(&t, &err), 0);
+	expect_counting(&t, 12345, 100, buf);
+	tb_tensor_release(&t);
+	tb_blob_free(blob);
+	tb_zip_free(zip);
+	tb_file_free(f);
+	dw_zip_free(z);
+	free(buf);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -427,6 +499,7 @@ int main(void)
 		cmocka_unit_test(test_bad_names),
 		cmocka_unit_test(test_inflate_bounds),
 		cmocka_unit_test(test_crc),
+		cmocka_unit_test(test_window_reads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -459,6 +459,12 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 			continue;
 		}
 		uint64_t rows_per_unit = unit_elems / pw->row_len ? unit_elems / pw->row_len : 1;
+		/* A streamed side (a deflated member) inflates front to back:
+		 * two threads on its units would each move its one stream to
+		 * their own offset and restart it by turns, so one thread walks
+		 * the pair. */
+		if (tb_tensor_streamed(pw->ref) || tb_tensor_streamed(pw->cand))
+			rows_per_unit = pw->n_rows ? pw->n_rows : 1;
 		pw->rows_per_unit = rows_per_unit;
 		pw->n_units = (size_t)((pw->n_rows + rows_per_unit - 1) / rows_per_unit);
 		if (pw->n_units == 0)

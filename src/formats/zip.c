@@ -434,6 +434,54 @@ const tb_zip_entry *tb_zip_find(const tb_zip *z, const char *name)
 	return NULL;
 }
 
+/* A raw-deflate stream over a member's bytes in the mapping, fed to zlib
+ * in pieces it can count. */
+typedef struct zstream {
+	z_stream s;
+	const unsigned char *in;
+	uint64_t csize, in_left; /* the member's deflated bytes; those not yet fed */
+} zstream;
+
+static int zs_init(zstream *z, const unsigned char *in, uint64_t csize)
+{
+	memset(z, 0, sizeof *z);
+	z->in = in;
+	z->csize = z->in_left = csize;
+	z->s.next_in = (Bytef *)(uintptr_t)in;
+	return inflateInit2(&z->s, -MAX_WBITS);
+}
+
+/* Back to the member's first byte, keeping zlib's allocations. */
+static void zs_rewind(zstream *z)
+{
+	inflateReset(&z->s);
+	z->in_left = z->csize;
+	z->s.next_in = (Bytef *)(uintptr_t)z->in;
+	z->s.avail_in = 0;
+}
+
+/* One inflate call into dst[0..room): zlib's status, *made the bytes made. */
+static int zs_step(zstream *z, unsigned char *dst, uInt room, uInt *made)
+{
+	int zrc;
+
+	if (z->s.avail_in == 0 && z->in_left > 0) {
+		z->s.avail_in = z->in_left > ZCHUNK ? ZCHUNK : (uInt)z->in_left;
+		z->in_left -= z->s.avail_in;
+	}
+	z->s.next_out = dst;
+	z->s.avail_out = room;
+	zrc = inflate(&z->s, Z_NO_FLUSH);
+	*made = room - z->s.avail_out;
+	return zrc;
+}
+
+/* Has all the input gone in? */
+static bool zs_dry(const zstream *z)
+{
+	return z->s.avail_in == 0 && z->in_left == 0;
+}
+
 /* Inflate the member into out[0..want), or through a small scratch
  * buffer when out is NULL (a check that keeps nothing).  whole: want is
  * the declared size, so the stream must end exactly there (and its CRC
@@ -444,75 +492,75 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 	static const char *const ends_early = "zip: member '%s': deflate data ends early";
 	static const char *const corrupt = "zip: member '%s': corrupt deflate data";
 	unsigned char scratch[65536], spare;
-	uint64_t in_left = csize, out_done = 0;
+	uint64_t out_done = 0;
 	uLong c = crc32(0L, Z_NULL, 0);
-	z_stream s;
+	zstream z;
+	uInt made;
 	int zrc = Z_OK;
 
-	memset(&s, 0, sizeof s);
-	if (inflateInit2(&s, -MAX_WBITS) != Z_OK)
+	if (zs_init(&z, in, csize) != Z_OK)
 		return tb_err_set(err, path, "zip: member '%s': cannot start inflating", name);
-	s.next_in = (Bytef *)(uintptr_t)in;
 	while (out_done < want) {
 		uint64_t room = want - out_done, cap = out ? ZCHUNK : sizeof scratch;
 		unsigned char *dst = out ? out + out_done : scratch;
-		if (s.avail_in == 0 && in_left > 0) {
-			s.avail_in = in_left > ZCHUNK ? ZCHUNK : (uInt)in_left;
-			in_left -= s.avail_in;
-		}
-		s.next_out = dst;
-		s.avail_out = (uInt)(room < cap ? room : cap);
-		uInt before = s.avail_out;
-		zrc = inflate(&s, Z_NO_FLUSH);
-		c = crc32(c, dst, before - s.avail_out);
-		out_done += before - s.avail_out;
+		zrc = zs_step(&z, dst, (uInt)(room < cap ? room : cap), &made);
+		c = crc32(c, dst, made);
+		out_done += made;
 		if (zrc == Z_STREAM_END)
 			break;
-		if (zrc == Z_BUF_ERROR && s.avail_in == 0 && in_left == 0) {
-			inflateEnd(&s);
+		if (zrc == Z_BUF_ERROR && zs_dry(&z)) {
+			inflateEnd(&z.s);
 			return tb_err_set(err, path, ends_early, name);
 		}
 		if (zrc != Z_OK && zrc != Z_BUF_ERROR) {
-			inflateEnd(&s);
+			inflateEnd(&z.s);
 			return tb_err_set(err, path, corrupt, name);
 		}
 	}
 	if (out_done < want) {
-		inflateEnd(&s);
+		inflateEnd(&z.s);
 		return tb_err_set(err, path, "zip: member '%s' inflates to %llu bytes, fewer than the %llu declared", name,
 				  (unsigned long long)out_done, (unsigned long long)want);
 	}
 	/* Full: in a whole read the stream must end here, not produce more. */
 	while (whole && zrc != Z_STREAM_END) {
-		if (s.avail_in == 0 && in_left > 0) {
-			s.avail_in = in_left > ZCHUNK ? ZCHUNK : (uInt)in_left;
-			in_left -= s.avail_in;
-		}
-		s.next_out = &spare;
-		s.avail_out = 1;
-		zrc = inflate(&s, Z_NO_FLUSH);
-		if (s.avail_out == 0) {
-			inflateEnd(&s);
+		zrc = zs_step(&z, &spare, 1, &made);
+		if (made) {
+			inflateEnd(&z.s);
 			return tb_err_set(err, path, "zip: member '%s' inflates to more than its declared %llu bytes", name,
 					  (unsigned long long)want);
 		}
 		if (zrc != Z_OK && zrc != Z_STREAM_END) {
-			inflateEnd(&s);
+			inflateEnd(&z.s);
 			return tb_err_set(err, path, zrc == Z_BUF_ERROR ? ends_early : corrupt, name);
 		}
 	}
-	inflateEnd(&s);
+	inflateEnd(&z.s);
 	if (whole && (uint32_t)c != crc)
 		return tb_err_set(err, path, "zip: member '%s' fails its CRC check", name);
 	return 0;
 }
 
-/* What a lazy blob needs to inflate its member later. */
+/* A deflated member's blob never holds it whole: readers see a window of
+ * this many bytes that inflates forward as they read, so memory stays
+ * bounded whatever the member inflates to.  When it slides, WINDOW_KEEP
+ * bytes before the offset asked for stay, for readers that step back a
+ * little (a row again, a token's logit in a row already passed). */
+#define WINDOW_BYTES (16u << 20)
+#define WINDOW_KEEP (4u << 20)
+
+/* What a deflated member's blob needs to inflate it again: whole (for a
+ * strided view, or tb_zip_read) or a window at a time. */
 typedef struct inflate_ctx {
 	const tb_file *file;
 	char *name;
-	uint64_t data_off, csize;
+	uint64_t data_off, csize, usize;
 	uint32_t crc;
+	/* The window, while the blob is acquired: */
+	zstream zs;
+	unsigned char *buf;  /* cap bytes, or NULL when closed */
+	size_t cap;
+	uint64_t base, len;  /* buf holds the member's bytes [base, base + len), all the stream made so far */
 } inflate_ctx;
 
 static int lazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *err)
@@ -533,17 +581,137 @@ static int lazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *err
 	return 0;
 }
 
+/* Inflate exactly n more bytes of the member into dst.  The member passed
+ * every check when its archive was opened, so only a file changed since
+ * then fails here. */
+static int window_inflate(inflate_ctx *c, unsigned char *dst, size_t n)
+{
+	uInt made;
+
+	while (n > 0) {
+		int zrc = zs_step(&c->zs, dst, (uInt)n, &made);
+		dst += made;
+		n -= made;
+		if (zrc == Z_STREAM_END ? n > 0 : zrc != Z_OK)
+			return -1;
+	}
+	return 0;
+}
+
+/* Fill the window to its size, or to the member's end. */
+static int window_fill(inflate_ctx *c)
+{
+	uint64_t end = c->base + c->len, n = c->cap - c->len;
+
+	if (n > c->usize - end)
+		n = c->usize - end;
+	if (window_inflate(c, c->buf + c->len, (size_t)n) < 0)
+		return -1;
+	c->len += n;
+	return 0;
+}
+
+static void window_close(void *ctx)
+{
+	inflate_ctx *c = ctx;
+
+	if (!c->buf)
+		return;
+	inflateEnd(&c->zs.s);
+	free(c->buf);
+	c->buf = NULL;
+}
+
+static int window_open(void *ctx, tb_err *err)
+{
+	inflate_ctx *c = ctx;
+
+	c->cap = c->usize < WINDOW_BYTES ? (size_t)c->usize : WINDOW_BYTES;
+	c->base = c->len = 0;
+	c->buf = malloc(c->cap ? c->cap : 1);
+	if (!c->buf)
+		return tb_err_setc(err, TB_ERR_NOMEM, c->file->path, "zip: out of memory inflating member '%s'", c->name);
+	if (zs_init(&c->zs, c->file->data + c->data_off, c->csize) != Z_OK) {
+		free(c->buf);
+		c->buf = NULL;
+		return tb_err_setc(err, TB_ERR_NOMEM, c->file->path, "zip: member '%s': cannot start inflating", c->name);
+	}
+	/* Filling now makes zlib take its own memory here, where running out
+	 * can still be reported, and not in a read, which cannot report it. */
+	if (window_fill(c) < 0) {
+		window_close(c);
+		return tb_err_setc(err, TB_ERR_IO, c->file->path,
+				   "zip: member '%s' no longer inflates (out of memory, or the file changed since it was opened)",
+				   c->name);
+	}
+	return 0;
+}
+
+/* Slide the window to start WINDOW_KEEP before off (never before where it
+ * starts now), keeping what it holds from there on, and fill it. */
+static int window_slide(inflate_ctx *c, uint64_t off)
+{
+	uint64_t end = c->base + c->len, from = off > WINDOW_KEEP ? off - WINDOW_KEEP : 0;
+
+	if (from < c->base)
+		from = c->base;
+	if (from < end) {
+		memmove(c->buf, c->buf + (from - c->base), (size_t)(end - from));
+	} else {
+		/* Inflate through to from, keeping nothing. */
+		while (end < from) {
+			size_t n = from - end < c->cap ? (size_t)(from - end) : c->cap;
+			if (window_inflate(c, c->buf, n) < 0)
+				return -1;
+			end += n;
+		}
+	}
+	c->base = from;
+	c->len = end - from;
+	return window_fill(c);
+}
+
+static const unsigned char *window_at(void *ctx, uint64_t off, uint64_t n, uint64_t *got)
+{
+	inflate_ctx *c = ctx;
+	uint64_t end = c->base + c->len;
+
+	if (off < c->base) {
+		/* Deflate reads only forward, so a read behind the window starts
+		 * the member over.  Rare: the compare walks a streamed pair
+		 * front to back in one thread, and other readers step back by
+		 * less than WINDOW_KEEP. */
+		zs_rewind(&c->zs);
+		c->base = c->len = 0;
+		end = 0;
+	}
+	if (off >= end || (end - off < n && end - off < TB_BLOB_MIN_RUN && end < c->usize)) {
+		if (window_slide(c, off) < 0)
+			return NULL;
+		end = c->base + c->len;
+		if (off >= end)
+			return NULL;
+	}
+	*got = end - off < n ? end - off : n;
+	return c->buf + (off - c->base);
+}
+
 static void lazy_free(void *ctx)
 {
 	inflate_ctx *c = ctx;
 
-	if (c)
+	if (c) {
+		window_close(c);
 		free(c->name);
+	}
 	free(c);
 }
 
 static const tb_blob_ops inflate_ops = {
 	.load = lazy_load,
+	.open = window_open,
+	.window = window_at,
+	.close = window_close,
 	.free_ctx = lazy_free,
 };
 
@@ -588,6 +756,7 @@ int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *e
 	c->file = z->file;
 	c->data_off = e->data_off;
 	c->csize = e->csize;
+	c->usize = e->usize;
 	c->crc = e->crc;
 	tb_blob_set_lazy(blob, &inflate_ops, c, e->usize);
 	return 0;
@@ -621,7 +790,9 @@ int tb_zip_read(const tb_zip *z, const tb_zip_entry *e, uint64_t max, const unsi
 		*data = z->file->data + e->data_off;
 		return check_stored(z, e, err);
 	}
-	if (lazy_load(&(inflate_ctx){z->file, e->name, e->data_off, e->csize, e->crc}, e->usize, owned, err) < 0)
+	if (lazy_load(&(inflate_ctx){.file = z->file, .name = e->name, .data_off = e->data_off, .csize = e->csize,
+				     .crc = e->crc},
+		      e->usize, owned, err) < 0)
 		return -1;
 	*data = *owned;
 	return 0;

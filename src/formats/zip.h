@@ -3,8 +3,9 @@
  * file.  tb_zip_open reads and checks the whole central directory (zip64
  * too) and every local header up front; members come back by name or in
  * directory order.  A stored member is a zero-copy view of the mapping; a
- * deflated one is inflated on demand (into a lazy blob, or a prefix of it
- * into a caller's buffer), never past its declared size.
+ * deflated one is inflated on demand, never past its declared size: by a
+ * streamed blob through a bounded window as it is read (whole only for a
+ * strided view), or a prefix of it into a caller's buffer.
  *
  * Refused: encryption, methods other than stored/deflate, multi-disk
  * archives, data before the archive or after its end record, duplicate
@@ -26,7 +27,9 @@
 #include "tensor/tensor.h"
 
 /* Cap on the declared uncompressed size of all deflated members of one
- * archive together: inflated members live in memory while compared. */
+ * archive together: each is inflated once when the archive opens, to
+ * check it, and again on every pass that reads it (and held whole by a
+ * strided view). */
 #define TB_ZIP_MAX_INFLATE (4ull << 30)
 /* A deflated member larger than this inflating more than TB_ZIP_MAX_RATIO
  * fold is a bomb, not a tensor: deflate tops out near 1032:1, which only a
@@ -65,8 +68,9 @@ const tb_zip_entry *tb_zip_entry_at(const tb_zip *z, size_t i);
 const tb_zip_entry *tb_zip_find(const tb_zip *z, const char *name);
 
 /* Give blob the member's bytes: a view of the mapping (stored; its CRC is
- * checked) or a lazy inflate (deflated; the member is inflated once first,
- * into nothing, to check its size and CRC). */
+ * checked) or a streamed inflate (deflated; the member is inflated once
+ * first, into nothing, to check its size and CRC, so reading it later
+ * cannot fail). */
 int tb_zip_blob(const tb_zip *z, const tb_zip_entry *e, tb_blob *blob, tb_err *err);
 /* Copy up to max leading bytes of the member into buf (inflating only what
  * is needed); *got receives the count. */

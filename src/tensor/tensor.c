@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,43 +49,64 @@ void tb_blob_set_lazy(tb_blob *b, const tb_blob_ops *ops, void *ctx, uint64_t si
 	b->size = size;
 }
 
-static int blob_acquire(tb_blob *b, tb_err *err)
+/* whole: the reader needs all the bytes in place (b->data), not a window. */
+static int blob_acquire(tb_blob *b, bool whole, tb_err *err)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&b->lock);
-	if (b->refs == 0) {
-		if (b->file) {
-			b->data = tb_file_view(b->file, b->offset, b->size);
-			if (!b->data)
-				rc = tb_err_set(err, b->file->path, "data range leaves the file");
-		} else if (b->ops) {
+	if (b->file && b->refs == 0) {
+		b->data = tb_file_view(b->file, b->offset, b->size);
+		if (!b->data)
+			rc = tb_err_set(err, b->file->path, "data range leaves the file");
+	} else if (b->ops) {
+		if (b->refs == 0 && b->ops->open)
+			rc = b->ops->open(b->ctx, err);
+		if (rc == 0 && whole && b->whole == 0) {
 			unsigned char *data = NULL;
 			rc = b->ops->load(b->ctx, b->size, &data, err);
 			b->owned = data;
 			b->data = data;
+			if (rc < 0 && b->refs == 0 && b->ops->close)
+				b->ops->close(b->ctx);
 		}
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		b->refs++;
+		b->whole += whole;
+	}
 	pthread_mutex_unlock(&b->lock);
 	return rc;
 }
 
-static void blob_release(tb_blob *b)
+static void blob_release(tb_blob *b, bool whole)
 {
 	pthread_mutex_lock(&b->lock);
-	if (b->refs > 0 && --b->refs == 0) {
-		if (b->file) {
+	if (b->refs > 0) {
+		b->refs--;
+		b->whole -= whole;
+		if (b->file && b->refs == 0) {
 			tb_file_drop(b->file, b->offset, b->size);
 			b->data = NULL;
 		} else if (b->ops) {
-			free(b->owned);
-			b->owned = NULL;
-			b->data = NULL;
+			if (whole && b->whole == 0) {
+				free(b->owned);
+				b->owned = NULL;
+				b->data = NULL;
+			}
+			if (b->refs == 0 && b->ops->close)
+				b->ops->close(b->ctx);
 		}
 	}
 	pthread_mutex_unlock(&b->lock);
+}
+
+/* Does t read its blob through the blob's window?  A strided view would
+ * jump about its bytes, each jump back restarting the stream, so it loads
+ * them whole instead. */
+static bool windowed(const tb_tensor *t)
+{
+	return t->blob->ops && t->blob->ops->window && t->contiguous;
 }
 
 int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char *file, tb_err *err)
@@ -267,7 +289,7 @@ int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 		}
 		return 0;
 	}
-	if (blob_acquire(t->blob, err) < 0)
+	if (blob_acquire(t->blob, !windowed(t), err) < 0)
 		return -1;
 	/* Read-ahead for this tensor only: a blob may be a whole multi-GB
 	 * container. */
@@ -283,7 +305,18 @@ void tb_tensor_release(tb_tensor *t)
 			tb_tensor_release(t->parts->part[k]);
 		return;
 	}
-	blob_release(t->blob);
+	blob_release(t->blob, !windowed(t));
+}
+
+bool tb_tensor_streamed(const tb_tensor *t)
+{
+	if (t->parts) {
+		for (int k = 0; k < t->parts->n; k++)
+			if (tb_tensor_streamed(t->parts->part[k]))
+				return true;
+		return false;
+	}
+	return windowed(t);
 }
 
 const void *tb_tensor_data(const tb_tensor *t)
@@ -293,7 +326,9 @@ const void *tb_tensor_data(const tb_tensor *t)
 #else
 	bool native = !t->big_endian || tb_dtype_size(t->dtype) == 1;
 #endif
-	if (t->parts || !native || !t->contiguous || !t->blob->data)
+	/* A windowed tensor never holds its bytes in place: another reader's
+	 * whole load of its blob is that reader's, not this one's. */
+	if (t->parts || !native || !t->contiguous || windowed(t) || !t->blob->data)
 		return NULL;
 	return t->blob->data + t->offset;
 }
@@ -396,6 +431,33 @@ static void read_run(const tb_tensor *part, uint64_t start, uint64_t n, uint64_t
 	}
 }
 
+/* Decode elements [start, start+n) of a windowed tensor a window at a
+ * time, holding the blob's lock: the window is one stream that every
+ * reader of the blob moves. */
+static void read_window(const tb_tensor *t, uint64_t start, uint64_t n, float *out)
+{
+	tb_blob *b = t->blob;
+	size_t es = tb_dtype_size(t->dtype);
+	uint64_t at = t->offset + start * es, done = 0, got;
+
+	pthread_mutex_lock(&b->lock);
+	while (done < n) {
+		const unsigned char *p = b->ops->window(b->ctx, at + done * es, (n - done) * es, &got);
+		if (!p) {
+			/* The source was checked when its tree opened, so only a
+			 * file changed since then fails here; reads have no error
+			 * channel, and NaN shows the damage where zeros would hide
+			 * it. */
+			while (done < n)
+				out[done++] = NAN;
+			break;
+		}
+		tb_dtype_to_f32(t->dtype, p, (size_t)(got / es), t->big_endian, out + done);
+		done += got / es;
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
 void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *out)
 {
 	size_t es = tb_dtype_size(t->dtype);
@@ -416,6 +478,10 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 	if (t->parts) {
 		read_ctx rc = {.out = out};
 		parts_runs(t, start, n, read_run, &rc);
+		return;
+	}
+	if (windowed(t)) {
+		read_window(t, start, n, out);
 		return;
 	}
 	const unsigned char *base = t->blob->data + t->offset;

@@ -4,6 +4,10 @@
  * indexed; tb_tensor_acquire makes the bytes available (a view of the file
  * mapping, or a lazily loaded buffer such as an inflated zip member) and
  * tb_tensor_read_f32 decodes any range of elements, in C order, to float32.
+ * A streamed blob (a deflated zip member) is never held whole: contiguous
+ * tensors on it read through a bounded window that moves front to back, so
+ * they read fastest in order (tb_tensor_streamed); strided views of it
+ * load it whole.
  *
  * Ownership: tensors and blobs belong to the tree that indexed them
  * (tree.h); callers borrow them for the tree's lifetime.  acquire/release
@@ -25,10 +29,24 @@
 
 typedef struct tb_blob tb_blob;
 
+/* A window of a streamed blob holds at least this many bytes from the
+ * offset asked for (or all that is left): more than any element. */
+#define TB_BLOB_MIN_RUN 16
+
 /* How a lazy blob produces its bytes (an inflated zip member, ...). */
 typedef struct tb_blob_ops {
 	/* Fill *data (heap, owned by the blob until unload) with exactly size bytes. */
 	int (*load)(void *ctx, uint64_t size, unsigned char **data, tb_err *err);
+	/* Optional, for a source that can be read front to back without ever
+	 * being held whole (a deflated member): open when the first reader
+	 * acquires, close when the last releases.  window gives bytes
+	 * [off, off + *got) of the source, 0 < *got <= n and *got >=
+	 * min(n, TB_BLOB_MIN_RUN), valid until the next call; NULL when the
+	 * source fails (it changed since it was checked).  The blob's lock
+	 * serialises the calls. */
+	int (*open)(void *ctx, tb_err *err);
+	const unsigned char *(*window)(void *ctx, uint64_t off, uint64_t n, uint64_t *got);
+	void (*close)(void *ctx);
 	void (*free_ctx)(void *ctx);
 } tb_blob_ops;
 
@@ -41,7 +59,8 @@ struct tb_blob {
 	void *ctx;
 	pthread_mutex_t lock;
 	unsigned refs;
-	const unsigned char *data; /* valid while refs > 0 (always for owned) */
+	unsigned whole;      /* of refs, those that need the bytes loaded whole (lazy blobs) */
+	const unsigned char *data; /* valid while refs > 0 (whole > 0 for lazy blobs; always for owned) */
 };
 
 /* How a composite tensor (compose.h) is made of others. */
@@ -131,6 +150,11 @@ bool tb_partial_same(const tb_partial *a, const tb_partial *b);
  * against [S, heads*d]), and, when p holds one position and t several,
  * at t's last position. */
 bool tb_partial_place(const tb_partial *p, const tb_tensor *t, uint64_t *base);
+
+/* Are any of t's bytes read through a streamed blob's window?  Then one
+ * reader going front to back reads it at the stream's speed; readers
+ * taking turns at distant offsets restart the stream (correct, slow). */
+bool tb_tensor_streamed(const tb_tensor *t);
 
 int tb_tensor_acquire(tb_tensor *t, tb_err *err);
 void tb_tensor_release(tb_tensor *t);
