@@ -111,10 +111,23 @@ static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t 
 	for (uint64_t k = 0; k < n;) {
 		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n;
 		double sum = 0, ss = 0, mn = s->min, mx = s->max;
+		uint64_t block = (i0 + k) / TB_SKETCH_BLOCK, hb = 0;
 		if (run > n - k)
 			run = n - k;
 		for (uint64_t j = k; j < k + run; j++) {
 			double x = v[j];
+			uint64_t h = mix(p->seed ^ (i0 + j));
+			uint32_t bits;
+			memcpy(&bits, &v[j], sizeof bits);
+			/* the block hash adds a term per value, so that shares and
+			 * shards of a tensor add up to its hash; summed in a
+			 * register, stored when the block changes */
+			if ((i0 + j) / TB_SKETCH_BLOCK != block) {
+				s->hash[block] += hb;
+				block = (i0 + j) / TB_SKETCH_BLOCK;
+				hb = 0;
+			}
+			hb += bits * (h | 1);
 			if (!isfinite(x)) {
 				s->nan += isnan(x);
 				s->inf += isinf(x);
@@ -126,10 +139,11 @@ static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t 
 			mx = x > mx ? x : mx;
 			/* the signs by arithmetic, not branches: random, they would
 			 * be mispredicted half the time */
-			uint64_t h = mix(p->seed ^ (i0 + j));
 			s->bucket[h & kmask] += x * (1.0 - (double)(h >> 63) * 2);
 			c->pos_acc[(h >> 32) & pmask] += x * (1.0 - (double)(h >> 62 & 1) * 2);
 		}
+		if (run)
+			s->hash[block] += hb;
 		s->sum += sum;
 		s->sumsq += ss;
 		s->min = mn;
@@ -144,37 +158,11 @@ static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t 
 	}
 }
 
-/* The 64-bit hash of a block's float32 bits, in four lanes (value k
- * goes to lane k % 4) so that the multiplies of neighbouring values do
- * not wait on each other. */
-static uint64_t block_hash(const float *v, uint64_t n)
-{
-	uint64_t h[4] = {0xcbf29ce484222325u ^ n, 1, 2, 3};
-	uint64_t k = 0;
-
-	for (; k + 4 <= n; k += 4)
-		for (int l = 0; l < 4; l++) {
-			uint32_t bits;
-			memcpy(&bits, &v[k + (uint64_t)l], sizeof bits);
-			h[l] = (h[l] ^ bits) * 0x100000001b3u;
-			h[l] ^= h[l] >> 29;
-		}
-	for (; k < n; k++) {
-		uint32_t bits;
-		memcpy(&bits, &v[k], sizeof bits);
-		h[0] = (h[0] ^ bits) * 0x100000001b3u;
-		h[0] ^= h[0] >> 29;
-	}
-	return mix(mix(mix(mix(h[0]) ^ h[1]) ^ h[2]) ^ h[3]);
-}
-
-/* One thread's share of a tensor: values [from, to), whole rows and whole
- * hash blocks, folded into its own sketch (the block hashes into the
- * tensor's, whose blocks the shares split between them). */
+/* One thread's share of a tensor: values [from, to), whole rows, folded
+ * into its own sketch. */
 typedef struct share {
 	tb_tensor *t;
 	tb_sketch *s;
-	uint64_t *hash;
 	uint64_t from, to;
 	bool nomem;
 } share;
@@ -196,7 +184,6 @@ static void *sketch_share(void *arg)
 		uint64_t n = sh->to - i < READ_BLOCK ? sh->to - i : READ_BLOCK;
 		tb_tensor_read_f32(sh->t, i, n, v);
 		fold(s, &c, v, i, n);
-		sh->hash[i / TB_SKETCH_BLOCK] = block_hash(v, n);
 		tb_tensor_drop(sh->t, i, n);
 	}
 	free(v);
@@ -212,6 +199,8 @@ static void merge_share(tb_sketch *into, const tb_sketch *from)
 		into->pos_sumsq[q] += from->pos_sumsq[q];
 	for (int64_t k = 0; k < into->p.n_pos * into->p.kp; k++)
 		into->pos_bucket[k] += from->pos_bucket[k];
+	for (uint64_t b = 0; b < into->n_blocks; b++)
+		into->hash[b] += from->hash[b];
 	into->nan += from->nan;
 	into->inf += from->inf;
 	into->sum += from->sum;
@@ -239,17 +228,19 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 	pthread_t tid[MAX_SHARES];
 	int n = threads < 1 ? 1 : threads > MAX_SHARES ? MAX_SHARES : threads, started = 0, rc = 0;
 
-	/* shares start on a row and a hash block both (one share when that
-	 * unit is longer than the tensor) */
-	unit = row / gcd(row, TB_SKETCH_BLOCK);
-	unit = unit > t->numel / TB_SKETCH_BLOCK + 1 ? t->numel + 1 : unit * TB_SKETCH_BLOCK;
+	/* shares start on a row, and on a read block for the page cache's
+	 * sake (one share when that unit is longer than the tensor) */
+	unit = row / gcd(row, READ_BLOCK);
+	unit = unit > t->numel / READ_BLOCK + 1 ? t->numel + 1 : unit * READ_BLOCK;
 	units = (t->numel + unit - 1) / unit;
 	if ((uint64_t)n > units)
 		n = units ? (int)units : 1;
+	if (tb_tensor_streamed(t))
+		n = 1; /* a deflated member inflates front to back: shares would restart it by turns */
 	if (tb_tensor_acquire(t, err) < 0)
 		return -1;
 	for (int k = 0; k < n; k++) {
-		sh[k] = (share){t, k ? &part[k] : s, s->hash, units * (uint64_t)k / (uint64_t)n * unit,
+		sh[k] = (share){t, k ? &part[k] : s, units * (uint64_t)k / (uint64_t)n * unit,
 				units * (uint64_t)(k + 1) / (uint64_t)n * unit, false};
 		if (sh[k].to > t->numel)
 			sh[k].to = t->numel;

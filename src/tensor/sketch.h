@@ -13,8 +13,11 @@
  *     sketches, and shards sketched apart add up;
  *   - a CountSketch of each position, kp buckets, from other bits of the
  *     same hash;
- *   - a 64-bit hash of each block of values (their float32 bits): equal
- *     hashes everywhere prove equal tensors, exactly.
+ *   - a 64-bit hash of each block of values: the sum, modulo 2^64, of each
+ *     value's float32 bits times an odd number hashed from (seed, i); equal
+ *     hashes everywhere prove equal tensors (one differing value always
+ *     changes its block's hash; several cancel with chance 2^-64), and
+ *     being a sum, the hashes of shares and shards add up.
  * Non-finite values count in the statistics and stay out of the sums.
  *
  * ||CS(d)||^2 estimates ||d||^2 without bias, with variance at most
