@@ -31,9 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			tb_sketch_estimate e;
 			if (tree->tensors[i]->sketch &&
 			    tb_sketch_compare(tree->tensors[i]->sketch, tree->tensors[i]->sketch, &e, &err) == 0) {
-				free(e.pos_rel_l2);
-				free(e.pos_cos);
-				free(e.pos_norm_ratio);
+				tb_sketch_estimate_done(&e);
 			}
 		}
 		tb_tree_free(tree);

@@ -143,17 +143,13 @@ static void test_equal_is_exact(void **state)
 	sketch_of(b, R, C, 3, &sb);
 	assert_int_equal(tb_sketch_compare(&sa, &sb, &e, &err), 0);
 	assert_true(e.exact);
-	free(e.pos_rel_l2);
-	free(e.pos_cos);
-	free(e.pos_norm_ratio);
+	tb_sketch_estimate_done(&e);
 	b[R * C - 1] = nextafterf(b[R * C - 1], INFINITY);
 	tb_sketch_free(&sb);
 	sketch_of(b, R, C, 3, &sb);
 	assert_int_equal(tb_sketch_compare(&sa, &sb, &e, &err), 0);
 	assert_false(e.exact);
-	free(e.pos_rel_l2);
-	free(e.pos_cos);
-	free(e.pos_norm_ratio);
+	tb_sketch_estimate_done(&e);
 	tb_sketch_free(&sa);
 	tb_sketch_free(&sb);
 }
@@ -194,9 +190,7 @@ static void test_bound_holds(void **state)
 			outside += !(e.rel_l2_lo <= truth && truth <= e.rel_l2_hi);
 			ratio_sum += (e.rel_l2 * e.rel_l2) / (truth * truth);
 			trials++;
-			free(e.pos_rel_l2);
-			free(e.pos_cos);
-			free(e.pos_norm_ratio);
+			tb_sketch_estimate_done(&e);
 			tb_sketch_free(&sr);
 			tb_sketch_free(&sc);
 		}
@@ -225,9 +219,7 @@ static void test_proportional_cosine(void **state)
 	assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
 	assert_float_equal(e.cosine, 1, 1e-6);
 	assert_float_equal(e.norm_ratio, 8, 1e-6);
-	free(e.pos_rel_l2);
-	free(e.pos_cos);
-	free(e.pos_norm_ratio);
+	tb_sketch_estimate_done(&e);
 	tb_sketch_free(&sr);
 	tb_sketch_free(&sc);
 	free(r);

@@ -350,10 +350,7 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 	e->pos_cos = malloc((size_t)p->n_pos * sizeof *e->pos_cos);
 	e->pos_norm_ratio = malloc((size_t)p->n_pos * sizeof *e->pos_norm_ratio);
 	if (!e->pos_rel_l2 || !e->pos_cos || !e->pos_norm_ratio) {
-		free(e->pos_rel_l2);
-		free(e->pos_cos);
-		free(e->pos_norm_ratio);
-		memset(e, 0, sizeof *e);
+		tb_sketch_estimate_done(e);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	for (int64_t q = 0; q < p->n_pos; q++) {
@@ -370,4 +367,12 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		e->pos_norm_ratio[q] = rr == 0 && cc == 0 ? 1 : rr == 0 ? INFINITY : sqrt(cc / rr);
 	}
 	return 0;
+}
+
+void tb_sketch_estimate_done(tb_sketch_estimate *e)
+{
+	free(e->pos_rel_l2);
+	free(e->pos_cos);
+	free(e->pos_norm_ratio);
+	e->pos_rel_l2 = e->pos_cos = e->pos_norm_ratio = NULL;
 }

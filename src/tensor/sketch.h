@@ -88,6 +88,8 @@ typedef struct tb_sketch_estimate {
 /* Estimate; -1 (err) when the sketches do not share their parameters or
  * out of memory. */
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
+/* Free the estimate's per-position arrays (unless their owner took them). */
+void tb_sketch_estimate_done(tb_sketch_estimate *e);
 /* Do two parameter sets allow a comparison?  When not, why in buf. */
 bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size);
 
