@@ -294,6 +294,11 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 	int rc = 0;
 
 	memset(own, 0, sizeof own);
+	for (int i = 0; i < 2; i++)
+		if (t[i]->sketch && t[i]->sketch->ranks > 1)
+			return tb_err_setc(err, TB_ERR_USAGE, t[i]->path,
+					   "'%s' is rank %u of %u's share: merge the ranks' sketches first (tbisect sketch merge)",
+					   t[i]->name, t[i]->sketch->rank, t[i]->sketch->ranks);
 	c->m.estimated = true;
 	c->m.first_bad_position = -1;
 	if (c->shape_mismatch)

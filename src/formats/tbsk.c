@@ -100,6 +100,7 @@ int tb_tbsk_add(tb_tbsk_writer *w, const tb_tensor *t, const char *cell, const t
 	    put_str(w, tb_dtype_name(t->dtype), UINT8_MAX, 1, err) < 0 || PUT(w, ndim, err) < 0 ||
 	    put(w, t->shape, (size_t)t->ndim * sizeof *t->shape, err) < 0 || PUT(w, p->numel, err) < 0 ||
 	    PUT(w, p->k, err) < 0 || PUT(w, p->n_pos, err) < 0 || PUT(w, p->row_len, err) < 0 || PUT(w, p->kp, err) < 0 ||
+	    PUT(w, s->rank, err) < 0 || PUT(w, s->ranks, err) < 0 ||
 	    PUT(w, s->nan, err) < 0 || PUT(w, s->inf, err) < 0 || PUT(w, s->finite, err) < 0 || PUT(w, s->sum, err) < 0 ||
 	    PUT(w, s->sumsq, err) < 0 || PUT(w, s->min, err) < 0 || PUT(w, s->max, err) < 0 ||
 	    put(w, s->bucket, p->k * sizeof *s->bucket, err) < 0 ||
@@ -236,7 +237,8 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 	if (!(s = tb_builder_alloc(b, sizeof *s)))
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	if (TAKE(c, s->p.numel, err) < 0 || TAKE(c, s->p.k, err) < 0 || TAKE(c, s->p.n_pos, err) < 0 ||
-	    TAKE(c, s->p.row_len, err) < 0 || TAKE(c, s->p.kp, err) < 0 || TAKE(c, s->nan, err) < 0 ||
+	    TAKE(c, s->p.row_len, err) < 0 || TAKE(c, s->p.kp, err) < 0 || TAKE(c, s->rank, err) < 0 ||
+	    TAKE(c, s->ranks, err) < 0 || TAKE(c, s->nan, err) < 0 ||
 	    TAKE(c, s->inf, err) < 0 || TAKE(c, s->finite, err) < 0 || TAKE(c, s->sum, err) < 0 ||
 	    TAKE(c, s->sumsq, err) < 0 || TAKE(c, s->min, err) < 0 || TAKE(c, s->max, err) < 0)
 		return -1;
@@ -251,7 +253,9 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 				  (unsigned long long)s->p.numel, (unsigned long long)t->numel);
 	if ((bad = bad_params(&s->p)))
 		return tb_err_set(err, c->path, "tensor '%s': the sketch's %s is not one tbisect writes", name, bad);
-	if (s->nan + s->inf + s->finite != s->p.numel)
+	if (s->ranks == 0 || s->rank >= s->ranks)
+		return tb_err_set(err, c->path, "tensor '%s': rank %u of %u in the sketch", name, s->rank, s->ranks);
+	if (s->ranks == 1 && s->nan + s->inf + s->finite != s->p.numel)
 		return tb_err_set(err, c->path, "tensor '%s': its value counts do not add up in the sketch", name);
 	s->n_blocks = (s->p.numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
 	if (!(s->bucket = take_array(b, c, s->p.k, sizeof *s->bucket, err)) ||

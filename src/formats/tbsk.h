@@ -6,7 +6,9 @@
  *   "TBSKETCH" u32 version u32 tensors u64 seed
  *   per tensor: u16 len, name; u16 len, cell ("" when unmapped);
  *     u8 len, dtype name; u8 ndim, i64 shape[ndim];
- *     u64 numel u32 k i64 n_pos u64 row_len u32 kp;
+ *     u64 numel u32 k i64 n_pos u64 row_len u32 kp; u16 rank u16 ranks
+ *     (rank K of N: a share of a tensor split on its last axis, its
+ *     numbers over that share; the shape and parameters the joined one's);
  *     u64 nan inf finite; f64 sum sumsq min max;
  *     f64 bucket[k]; f64 pos_sumsq[n_pos]; f32 pos_bucket[n_pos * kp];
  *     u64 hash[ceil(numel / TB_SKETCH_BLOCK)]

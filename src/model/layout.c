@@ -338,13 +338,13 @@ static tb_cell cell_of(const lay *L, const char *base)
 typedef enum join_kind { JOIN_SPLIT, JOIN_PARTIAL, JOIN_REPLICATED, JOIN_AUTO, JOIN_FUSED } join_kind;
 
 /* How the ranks of a tensor of this cell join (and on which axis). */
-static join_kind join_of(const lay *L, const tb_cell *c, const tb_tensor *t, int *axis, const char **spec,
+static join_kind join_of(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, int *axis, const char **spec,
 			 tb_err *err)
 {
 	*axis = t->ndim - 1;
 	*spec = NULL;
-	for (size_t i = 0; i < L->o->n_shards; i++) {
-		const tb_shard_rule *r = &L->o->shards[i];
+	for (size_t i = 0; i < o->n_shards; i++) {
+		const tb_shard_rule *r = &o->shards[i];
 		if (strcmp(r->tap, c->tap))
 			continue;
 		*spec = r->spec;
@@ -495,7 +495,7 @@ static int join_ranks(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 	tb_cell c = cell_of(L, g->base);
 	int axis;
 	const char *spec;
-	join_kind kind = join_of(L, &c, g->t, &axis, &spec, err);
+	join_kind kind = join_of(L->o, &c, g->t, &axis, &spec, err);
 	char text[384];
 
 	if ((int)kind < 0)
@@ -933,4 +933,34 @@ out:
 	free(L.made);
 	free_entries(&L);
 	return rc;
+}
+
+int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, bool *split, tb_err *err)
+{
+	int axis;
+	const char *spec;
+	join_kind kind = join_of(o, c, t, &axis, &spec, err);
+
+	if ((int)kind < 0)
+		return -1;
+	switch (kind) {
+	case JOIN_SPLIT:
+		if (axis != t->ndim - 1)
+			return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
+					   "'%s' is split on axis %d of %d: a rank's sketch joins last axes only", t->name,
+					   axis, t->ndim);
+		*split = true;
+		return 0;
+	case JOIN_PARTIAL:
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
+				   "'%s' holds a partial sum (%s): its ranks' norms do not add up; sketch the joined tree",
+				   t->name, spec ? spec : "row-parallel");
+	case JOIN_FUSED:
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
+				   "'%s' is a fused projection: its ranks interleave q, k and v; sketch the joined tree", t->name);
+	default:
+		/* row-parallel outputs taken as all-reduced, as a rank's hook sees them */
+		*split = false;
+		return 0;
+	}
 }

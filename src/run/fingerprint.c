@@ -1,9 +1,11 @@
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "formats/tbsk.h"
+#include "model/layout.h"
 #include "model/naming.h"
 #include "run/fingerprint.h"
 #include "tensor/sketch.h"
@@ -15,7 +17,36 @@ static int online_cpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
-int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, uint64_t seed,
+/* Sketch one tensor of the tree: whole, or as rank `rank` of `ranks`'
+ * share of the tensor its cell's ranks join into. */
+static int sketch_one(const tb_run_config *cfg, tb_tensor *t, const tb_cell *cell, bool mapped, int rank, int ranks,
+		      uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
+{
+	tb_sketch_params p;
+	bool split = false;
+
+	*joined = *t;
+	if (ranks > 1 && mapped && tb_layout_rank_join(&cfg->opts.layout, cell, t, &split, err) < 0)
+		return -1;
+	if (split) {
+		int64_t shape[TB_MAX_DIMS];
+		memcpy(shape, t->shape, sizeof shape);
+		if (t->ndim == 0 || __builtin_mul_overflow(shape[t->ndim - 1], (int64_t)ranks, &shape[t->ndim - 1]) ||
+		    tb_tensor_set_shape(joined, t->ndim, shape, t->path, err) < 0)
+			return tb_err_setc(err, TB_ERR_LIMIT, t->path, "'%s': the joined shape overflows", t->name);
+	}
+	tb_sketch_params_for(joined, seed, &p);
+	if (tb_sketch_alloc(s, &p) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
+	if ((split ? tb_sketch_shard(t, s, rank, ranks, err)
+		   : tb_sketch_tensor(t, s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err)) < 0) {
+		tb_sketch_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err)
 {
 	tb_listing l;
@@ -34,11 +65,11 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, u
 		return -1;
 	}
 	for (size_t i = 0; i < l.tree->n_tensors && rc == 0; i++) {
-		tb_tensor *t = l.tree->tensors[i];
-		tb_sketch_params p;
+		tb_tensor *t = l.tree->tensors[i], joined;
 		tb_sketch s;
 		tb_cell cell;
 		char name[TB_CELL_NAME_MAX] = "";
+		bool mapped;
 
 		if (t->sketch) {
 			rc = tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' is already a sketch", t->name);
@@ -49,18 +80,13 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, u
 					 "'%s' holds only some of its values (a partial dump): no sketch of it", t->name);
 			break;
 		}
-		if (tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0))
+		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
 			tb_cell_name(&cell, name, sizeof name);
-		tb_sketch_params_for(t, seed, &p);
-		if (tb_sketch_alloc(&s, &p) < 0) {
-			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
-			break;
-		}
-		rc = tb_sketch_tensor(t, &s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err);
-		if (rc == 0)
-			rc = tb_tbsk_add(&w, t, name, &s, err);
-		tb_sketch_free(&s);
 		stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
+		if ((rc = sketch_one(cfg, t, &cell, mapped, rank, ranks, seed, &s, &joined, err)) < 0)
+			break;
+		rc = tb_tbsk_add(&w, &joined, name, &s, err);
+		tb_sketch_free(&s);
 		stats->tensors++;
 	}
 	if (rc == 0)
@@ -68,5 +94,112 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, u
 	else
 		tb_tbsk_abort(&w);
 	tb_listing_free(&l);
+	return rc;
+}
+
+/* The parts' tensors of one name, and what they add up to. */
+static int merge_one(tb_tree *const *trees, int n, const tb_tensor *first, tb_sketch *sum, tb_err *err)
+{
+	const tb_sketch *f = first->sketch;
+	bool *seen = calloc(f->ranks, sizeof *seen);
+	char why[128];
+	int have = 0;
+
+	if (!seen)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	if (tb_sketch_alloc(sum, &f->p) < 0) {
+		free(seen);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	for (int k = 0; k < n; k++)
+		for (size_t i = 0; i < trees[k]->n_tensors; i++) {
+			const tb_tensor *t = trees[k]->tensors[i];
+			const tb_sketch *s = t->sketch;
+			if (strcmp(t->name, first->name))
+				continue;
+			if (s->ranks != f->ranks || !tb_sketch_params_match(&f->p, &s->p, why, sizeof why)) {
+				tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s': %s", t->name,
+					    s->ranks != f->ranks ? "another number of ranks than in the other parts" : why);
+				goto fail;
+			}
+			if (f->ranks == 1) {
+				/* a whole tensor on every rank: the ranks must agree */
+				if (memcmp(s->hash, f->hash, f->n_blocks * sizeof *f->hash)) {
+					tb_err_setc(err, TB_ERR_USAGE, t->path,
+						    "'%s' differs from %s's: its ranks disagree (partial sums of a row-parallel "
+						    "layer? sketch the joined tree instead)",
+						    t->name, first->path);
+					goto fail;
+				}
+				if (have++ == 0)
+					tb_sketch_add(sum, s);
+				continue;
+			}
+			if (seen[s->rank]) {
+				tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s': rank %u twice", t->name, s->rank);
+				goto fail;
+			}
+			seen[s->rank] = true;
+			tb_sketch_add(sum, s);
+			have++;
+		}
+	for (unsigned r = 0; f->ranks > 1 && r < f->ranks; r++)
+		if (!seen[r]) {
+			tb_err_setc(err, TB_ERR_USAGE, first->path, "'%s': no part holds rank %u of %u", first->name, r,
+				    f->ranks);
+			goto fail;
+		}
+	sum->finite = sum->p.numel - sum->nan - sum->inf;
+	free(seen);
+	return 0;
+fail:
+	free(seen);
+	tb_sketch_free(sum);
+	return -1;
+}
+
+int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fingerprint_stats *stats, tb_err *err)
+{
+	tb_tree **trees = calloc((size_t)n, sizeof *trees);
+	tb_open_opts opts;
+	tb_tbsk_writer w;
+	const tb_tree *t0;
+	int rc = 0, opened = 0;
+
+	memset(stats, 0, sizeof *stats);
+	if (!trees)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	tb_open_opts_init(&opts);
+	for (; opened < n && rc == 0; opened++) {
+		rc = tb_tree_open(parts[opened], &opts, &trees[opened], err);
+		for (size_t i = 0; rc == 0 && i < trees[opened]->n_tensors; i++)
+			if (!trees[opened]->tensors[i]->sketch)
+				rc = tb_err_setc(err, TB_ERR_USAGE, parts[opened], "not a sketch: merge takes the ranks' .tbsk files");
+		if (rc < 0 && !trees[opened])
+			break;
+	}
+	t0 = trees[0];
+	if (rc == 0 && tb_tbsk_begin(&w, out, t0->n_tensors ? t0->tensors[0]->sketch->p.seed : 0,
+				     (uint32_t)t0->n_tensors, err) < 0)
+		rc = -1;
+	else if (rc == 0) {
+		for (size_t i = 0; i < t0->n_tensors && rc == 0; i++) {
+			tb_tensor *t = t0->tensors[i];
+			tb_sketch sum;
+			if ((rc = merge_one(trees, n, t, &sum, err)) < 0)
+				break;
+			rc = tb_tbsk_add(&w, t, "", &sum, err);
+			stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
+			stats->tensors++;
+			tb_sketch_free(&sum);
+		}
+		if (rc == 0)
+			rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
+		else
+			tb_tbsk_abort(&w);
+	}
+	for (int k = 0; k < opened; k++)
+		tb_tree_free(trees[k]);
+	free(trees);
 	return rc;
 }

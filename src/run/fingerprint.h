@@ -3,6 +3,12 @@
  * configuration's map, layout, step), each tensor sketched (sketch.h) in
  * one streaming pass and written to a .tbsk file (tbsk.h), which any mode
  * then takes in place of the tree.
+ *
+ * Where each host of a tensor-parallel dump holds only its own rank, each
+ * sketches that rank (rank K of N): a tensor split on its last axis is
+ * sketched as its share of the joined tensor, the rest whole; `sketch
+ * merge` adds the shares up into the sketch of the joined tree (the sketch
+ * is linear, so no host needs another's values).
  */
 #ifndef TB_FINGERPRINT_H
 #define TB_FINGERPRINT_H
@@ -21,8 +27,12 @@ typedef struct tb_fingerprint_stats {
 	uint64_t sketch_bytes; /* the .tbsk file */
 } tb_fingerprint_stats;
 
-/* Sketch the tree at path into out (a .tbsk file, replaced whole). */
-int tb_run_sketch(const tb_run_config *cfg, const char *path, const char *out, uint64_t seed,
+/* Sketch the tree at path into out (a .tbsk file, replaced whole); ranks
+ * > 1: the tree is rank `rank` of that many. */
+int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err);
+/* Merge the ranks' sketches (parts, n of them) into out.  Every split
+ * tensor needs each rank once; whole ones must agree (their hashes). */
+int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fingerprint_stats *stats, tb_err *err);
 
 #endif

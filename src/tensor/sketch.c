@@ -58,6 +58,7 @@ int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
 {
 	memset(s, 0, sizeof *s);
 	s->p = *p;
+	s->ranks = 1;
 	s->min = INFINITY;
 	s->max = -INFINITY;
 	s->n_blocks = (p->numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
@@ -190,8 +191,7 @@ static void *sketch_share(void *arg)
 	return NULL;
 }
 
-/* Add a share's sums into the tensor's sketch (the sketch is linear). */
-static void merge_share(tb_sketch *into, const tb_sketch *from)
+void tb_sketch_add(tb_sketch *into, const tb_sketch *from)
 {
 	for (uint32_t k = 0; k < into->p.k; k++)
 		into->bucket[k] += from->bucket[k];
@@ -263,13 +263,52 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 		if (sh[k].nomem && rc == 0)
 			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
 		if (k) {
-			merge_share(s, &part[k]);
+			tb_sketch_add(s, &part[k]);
 			tb_sketch_free(&part[k]);
 		}
 	}
 	s->finite = t->numel - s->nan - s->inf;
 	tb_tensor_release(t);
 	return rc;
+}
+
+int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err)
+{
+	int64_t d[TB_MAX_DIMS];
+	int nd = tb_tensor_squeezed(t, d);
+	uint64_t w = nd > 0 ? (uint64_t)d[nd - 1] : 1, rows, per, i = 0;
+	float *v;
+
+	if (w == 0 || t->numel % w || w * (uint64_t)ranks != (s->p.n_pos > 0 ? s->p.row_len : s->p.numel / (t->numel / w)))
+		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' does not fit its joined shape", t->name);
+	rows = t->numel / w;
+	per = READ_BLOCK / w ? READ_BLOCK / w : 1;
+	if (!(v = malloc((size_t)(per * w) * sizeof *v)))
+		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
+	if (tb_tensor_acquire(t, err) < 0) {
+		free(v);
+		return -1;
+	}
+	for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+		uint64_t n = rows - r0 < per ? rows - r0 : per;
+		tb_tensor_read_f32(t, r0 * w, n * w, v);
+		for (uint64_t r = r0; r < r0 + n; r++, i++) {
+			/* a row of the joined tensor holds the ranks' rows side by side */
+			cursor c = {.pos = s->p.n_pos > 0 ? (int64_t)(r % (uint64_t)s->p.n_pos) : 0, .col = (uint64_t)rank * w};
+			int64_t pos = c.pos;
+			fold(s, &c, v + (r - r0) * w, r * w * (uint64_t)ranks + (uint64_t)rank * w, w);
+			if (s->p.n_pos > 0 && c.col != 0)
+				for (uint32_t b = 0; b < s->p.kp; b++)
+					s->pos_bucket[(size_t)pos * s->p.kp + b] += (float)c.pos_acc[b];
+		}
+		tb_tensor_drop(t, r0 * w, n * w);
+	}
+	s->finite = t->numel - s->nan - s->inf;
+	s->rank = (uint16_t)rank;
+	s->ranks = (uint16_t)ranks;
+	tb_tensor_release(t);
+	free(v);
+	return 0;
 }
 
 bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size)

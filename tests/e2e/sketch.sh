@@ -80,6 +80,34 @@ run_cmd "$TBISECT" check --json --no-history "$T/bf.tbsk" "$T/bfc"
 json_is "bf16: the same first divergence" first_divergence.cell "$("$JSONQ" "$T/full.json" first_divergence.cell)"
 json_is "bf16: the same first bad position" first_divergence.first_bad_position "$("$JSONQ" "$T/full.json" first_divergence.first_bad_position)"
 
+# each host sketches its own rank; the merged sketch is the joined tree's
+mkdir "$T/host0" "$T/host1"
+cp -r "$T/tp2/rank_0" "$T/host0/"
+cp -r "$T/tp2/rank_1" "$T/host1/"
+expect_exit 0 "sketch rank 0 of 2 alone" "$TBISECT" sketch --rank 0/2 "$T/host0/rank_0" -o "$T/r0.tbsk"
+expect_exit 0 "sketch rank 1 of 2 alone" "$TBISECT" sketch --rank 1/2 "$T/host1/rank_1" -o "$T/r1.tbsk"
+expect_error 2 "r0.tbsk" "a rank's share is no tensor to compare" "$TBISECT" check --no-history "$T/r0.tbsk" "$T/ref"
+check_that "a share: the message says to merge" grep -q "merge the ranks' sketches first" "$TAP_ERR"
+expect_error 2 "r1.tbsk" "layoutgen's o_proj and down_proj are partial sums: merge refuses them" \
+	"$TBISECT" sketch merge "$T/r0.tbsk" "$T/r1.tbsk" -o "$T/bad-merge.tbsk"
+check_that "partial sums: the message says why" grep -q "partial sums of a row-parallel layer" "$TAP_ERR"
+check_that "a refused merge writes nothing" test ! -e "$T/bad-merge.tbsk"
+for h in 0 1; do
+	find "$T/host$h" \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
+done
+expect_exit 0 "sketch rank 0 (no row-parallel taps)" "$TBISECT" sketch --rank 0/2 "$T/host0/rank_0" -o "$T/r0.tbsk"
+expect_exit 0 "sketch rank 1 (no row-parallel taps)" "$TBISECT" sketch --rank 1/2 "$T/host1/rank_1" -o "$T/r1.tbsk"
+expect_exit 0 "sketch merge" "$TBISECT" sketch merge "$T/r0.tbsk" "$T/r1.tbsk" -o "$T/merged.tbsk"
+check_that "merge says what it wrote" grep -q "^tbisect: wrote $T/merged.tbsk: 34 tensors merged from 2 parts" "$TAP_ERR"
+mkdir "$T/refnorow"
+cp "$T/ref"/*.npy "$T/refnorow/"
+find "$T/refnorow" \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
+expect_exit 0 "the merged sketch against the unsharded tree: match" "$TBISECT" check --json --no-history "$T/merged.tbsk" "$T/refnorow"
+json_is "merged: match, every block hash equal" verdict match
+expect_error 2 "r0.tbsk" "merge: rank 0 twice" "$TBISECT" sketch merge "$T/r0.tbsk" "$T/r0.tbsk" -o "$T/twice.tbsk"
+expect_exit 2 "merge of one part: a usage error" "$TBISECT" sketch merge "$T/r0.tbsk" -o "$T/one.tbsk"
+expect_exit 2 "--rank 2/2: a usage error" "$TBISECT" sketch --rank 2/2 "$T/host0/rank_0" -o "$T/x.tbsk"
+
 expect_exit 1 "the text report of a sketch" "$TBISECT" check --no-history "$T/ref.tbsk" "$T/rope-style"
 check_that "text: the estimate and its bound" grep -q '^  rel_l2 ~[0-9.e+-]* in \[[0-9.e+-]*, [0-9.e+-]*\]  cosine ~' "$TAP_OUT"
 check_that "text: the reason says estimated" grep -q '(estimated from a sketch, within \[' "$TAP_OUT"

@@ -47,6 +47,7 @@ enum {
 	OPT_OUTPUT,
 	OPT_FACTOR,
 	OPT_SEED,
+	OPT_RANK,
 	OPT_WATCH,
 	OPT_NO_MOUSE,
 	OPT_VERSION,
@@ -71,7 +72,8 @@ const tb_command_info tb_commands[] = {
 	{.word = "calibrate", .label = "calibrate", .mode = TB_MODE_CALIBRATE, .args = "REF REF2 -o FILE", .n_paths = 2,
 	 .bad_paths = "expected REF and REF2 (two runs of the reference)",
 	 .help = "write per-cell tolerances (--tol) from the noise between two runs of the reference"},
-	{.word = "sketch", .label = "sketch", .mode = TB_MODE_SKETCH, .args = "TREE -o FILE.tbsk", .n_paths = 1,
+	{.word = "sketch", .label = "sketch", .mode = TB_MODE_SKETCH, .args = "TREE -o FILE.tbsk (or: merge PART.tbsk... -o FILE.tbsk)",
+	 .n_paths = 1,
 	 .bad_paths = "sketch takes one TREE",
 	 .help = "write a fingerprint of TREE, which any mode takes in place of the tree"},
 };
@@ -139,6 +141,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 			.help = "(-o) where calibrate writes the tolerance file, sketch the fingerprint"},
 	[OPT_SEED] = {.name = "seed", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_SKETCH),
 		      .help = "the sketch's seed (default 1): sketches compare only with the same seed"},
+	[OPT_RANK] = {.name = "rank", .metavar = "K/N", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_SKETCH),
+		      .help = "the tree is rank K of N tensor-parallel ranks: sketch its share ('sketch merge' joins them)"},
 	[OPT_FACTOR] = {.name = "factor", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN(TB_MODE_CALIBRATE),
 			.help = "calibrate's safety factor over the observed noise (default 4)"},
 	[OPT_WATCH] = {.name = "watch", .modes = TB_IN(TB_MODE_TUI),
@@ -347,6 +351,17 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 		o->seed = (uint64_t)seed;
 		break;
 	}
+	case OPT_RANK: {
+		char *end;
+		long k = strtol(arg, &end, 10), n = *end == '/' ? strtol(end + 1, &end, 10) : 0;
+		if (*end || k < 0 || n < 2 || k >= n || n > UINT16_MAX) {
+			snprintf(msg, size, "--rank: '%s' is not K/N with 0 <= K < N, N of 2 or more", arg);
+			return -1;
+		}
+		o->rank = (int)k;
+		o->ranks = (int)n;
+		break;
+	}
 	case OPT_WATCH: o->watch = true; break;
 	}
 	return 0;
@@ -459,6 +474,17 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 		given[id] = true;
 		if (set_option(o, id, optarg, msg, size) < 0)
 			return -1;
+	}
+	if (o->mode == TB_MODE_SKETCH && optind < argc && !strcmp(argv[optind], "merge")) {
+		o->merge_paths = argv + optind + 1;
+		o->n_merge = argc - optind - 1;
+		if (o->n_merge < 2 || !o->output || given[OPT_RANK] || given[OPT_SEED]) {
+			snprintf(msg, size, "%s", o->n_merge < 2 ? "sketch merge takes two or more PART.tbsk files"
+						  : !o->output ? "sketch merge needs -o FILE.tbsk"
+							       : "sketch merge takes the parts' rank and seed");
+			return -1;
+		}
+		return 0;
 	}
 	for (int i = optind; i < argc; i++) {
 		if (o->n_paths == 2) {

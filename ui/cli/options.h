@@ -83,6 +83,9 @@ typedef struct tb_options {
 	const char *html_file; /* (check) --html FILE, or NULL */
 	const char *output;    /* (calibrate, sketch) -o FILE */
 	uint64_t seed;         /* (sketch) --seed N */
+	int rank, ranks;       /* (sketch) --rank K/N; ranks 0: the whole tree */
+	char **merge_paths;    /* (sketch merge) the parts, n_merge of them */
+	int n_merge;
 	double factor;         /* (calibrate) --factor F over the observed noise */
 	bool html_timestamp;
 	int argc;             /* the command line as given, for reports that quote it */
