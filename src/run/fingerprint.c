@@ -158,20 +158,29 @@ fail:
 	return -1;
 }
 
-int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fingerprint_stats *stats, tb_err *err)
+int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int n, const char *out,
+			tb_fingerprint_stats *stats, tb_err *err)
 {
 	tb_tree **trees = calloc((size_t)n, sizeof *trees);
-	tb_open_opts opts;
+	tb_listing l = {0};
 	tb_tbsk_writer w;
 	const tb_tree *t0;
-	int rc = 0, opened = 0;
+	int rc = 0, opened = 1;
 
 	memset(stats, 0, sizeof *stats);
 	if (!trees)
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	tb_open_opts_init(&opts);
+	/* the first part opened as a tree, with its naming, for the cells */
+	if (tb_run_list(cfg, parts[0], &l, err) < 0) {
+		free(trees);
+		return -1;
+	}
+	trees[0] = l.tree;
+	for (size_t i = 0; i < trees[0]->n_tensors && rc == 0; i++)
+		if (!trees[0]->tensors[i]->sketch)
+			rc = tb_err_setc(err, TB_ERR_USAGE, parts[0], "not a sketch: merge takes the ranks' .tbsk files");
 	for (; opened < n && rc == 0; opened++) {
-		rc = tb_tree_open(parts[opened], &opts, &trees[opened], err);
+		rc = tb_tree_open(parts[opened], &cfg->opts.open, &trees[opened], err);
 		for (size_t i = 0; rc == 0 && i < trees[opened]->n_tensors; i++)
 			if (!trees[opened]->tensors[i]->sketch)
 				rc = tb_err_setc(err, TB_ERR_USAGE, parts[opened], "not a sketch: merge takes the ranks' .tbsk files");
@@ -186,9 +195,13 @@ int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fin
 		for (size_t i = 0; i < t0->n_tensors && rc == 0; i++) {
 			tb_tensor *t = t0->tensors[i];
 			tb_sketch sum;
+			tb_cell cell;
+			char name[TB_CELL_NAME_MAX] = "";
 			if ((rc = merge_one(trees, n, t, &sum, err)) < 0)
 				break;
-			rc = tb_tbsk_add(&w, t, "", &sum, err);
+			if (tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0))
+				tb_cell_name(&cell, name, sizeof name);
+			rc = tb_tbsk_add(&w, t, name, &sum, err);
 			stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
 			stats->tensors++;
 			tb_sketch_free(&sum);
@@ -198,8 +211,9 @@ int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fin
 		else
 			tb_tbsk_abort(&w);
 	}
-	for (int k = 0; k < opened; k++)
+	for (int k = 1; k < opened; k++)
 		tb_tree_free(trees[k]);
+	tb_listing_free(&l);
 	free(trees);
 	return rc;
 }

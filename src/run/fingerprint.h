@@ -31,8 +31,10 @@ typedef struct tb_fingerprint_stats {
  * > 1: the tree is rank `rank` of that many. */
 int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err);
-/* Merge the ranks' sketches (parts, n of them) into out.  Every split
- * tensor needs each rank once; whole ones must agree (their hashes). */
-int tb_run_sketch_merge(const char *const *parts, int n, const char *out, tb_fingerprint_stats *stats, tb_err *err);
+/* Merge the ranks' sketches (parts, n of them) into out, naming cells by
+ * the configuration's map.  Every split tensor needs each rank once;
+ * whole ones must agree (their hashes). */
+int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int n, const char *out,
+			tb_fingerprint_stats *stats, tb_err *err);
 
 #endif

@@ -13,16 +13,18 @@ int tb_cmd_sketch(const tb_options *o)
 	tb_err err;
 	int rc = TB_EXIT_OK;
 
-	if (o->merge_paths) {
-		if (tb_run_sketch_merge((const char *const *)o->merge_paths, o->n_merge, o->output, &st, &err) < 0)
-			return tb_die(&err);
-		fprintf(stderr, "tbisect: wrote %s: %zu tensors merged from %d parts, %llu bytes\n", o->output, st.tensors,
-			o->n_merge, (unsigned long long)st.sketch_bytes);
-		return TB_EXIT_OK;
-	}
 	tb_run_opts_from(o, &ro);
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
+	if (o->merge_paths) {
+		if (tb_run_sketch_merge(&cfg, (const char *const *)o->merge_paths, o->n_merge, o->output, &st, &err) < 0)
+			rc = tb_die(&err);
+		else
+			fprintf(stderr, "tbisect: wrote %s: %zu tensors merged from %d parts, %llu bytes\n", o->output,
+				st.tensors, o->n_merge, (unsigned long long)st.sketch_bytes);
+		tb_run_config_done(&cfg);
+		return rc;
+	}
 	if (tb_run_sketch(&cfg, o->paths[0], o->rank, o->ranks ? o->ranks : 1, o->output, o->seed, &st, &err) < 0)
 		rc = tb_die(&err);
 	else
