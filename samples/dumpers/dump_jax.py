@@ -28,10 +28,16 @@ Two ways to get the tensors out of a JAX forward pass:
    mlp_norm, mlp, block, final_norm, logits) or map your own names with a
    tbisect --map file.
 
-Run as a script, this file dumps a tiny Llama-style decoder written in
-plain JAX (its tap names are the canonical ones):
+For tbisect to replay an op and confirm a cause (tbisect-rules(5)), tap or
+sow its inputs too, under the replay taps' names: "layers.N.attn.q" and
+"attn.k" (the projections, before RoPE), "attn.q_rope" and "attn.k_rope"
+(after it), "attn.v", "attn.core" (the heads' output, o_proj's input),
+"mlp.gate", "mlp.up" and "mlp.act" (down_proj's input).
 
-    python3 dump_jax.py OUT [--tokens 1,2,3] [--bf16]
+Run as a script, this file dumps a tiny Llama-style decoder written in
+plain JAX (its tap names are the canonical ones; --replay adds those):
+
+    python3 dump_jax.py OUT [--tokens 1,2,3] [--bf16] [--replay]
 """
 
 import functools
@@ -127,7 +133,7 @@ def init(seed=0, dtype="float32"):
                 norm=jnp.ones(HIDDEN, dtype), lm_head=w(HIDDEN, VOCAB))
 
 
-def forward(params, ids, taps):
+def forward(params, ids, taps, replay=False):
     import jax
     import jax.numpy as jnp
 
@@ -143,24 +149,30 @@ def forward(params, ids, taps):
         rot = jnp.concatenate([-x[..., d // 2:], x[..., : d // 2]], -1)
         return (x * cos + rot * sin).astype(x.dtype)
 
-    def attention(p, x):
+    def tap(i, name, x):
+        return taps("layers.{}.{}".format(i, name), x) if replay else x
+
+    def attention(p, x, i):
         s = x.shape[0]
-        q = rope((x @ p["q"]).reshape(s, HEADS, HEAD_DIM))
-        k = rope((x @ p["k"]).reshape(s, KV_HEADS, HEAD_DIM))
-        v = (x @ p["v"]).reshape(s, KV_HEADS, HEAD_DIM)
+        q = rope(tap(i, "attn.q", x @ p["q"]).reshape(s, HEADS, HEAD_DIM))
+        k = rope(tap(i, "attn.k", x @ p["k"]).reshape(s, KV_HEADS, HEAD_DIM))
+        v = tap(i, "attn.v", x @ p["v"]).reshape(s, KV_HEADS, HEAD_DIM)
+        q = tap(i, "attn.q_rope", q)
+        k = tap(i, "attn.k_rope", k)
         k = jnp.repeat(k, HEADS // KV_HEADS, axis=1)
         v = jnp.repeat(v, HEADS // KV_HEADS, axis=1)
         scores = jnp.einsum("qhd,khd->hqk", q, k) / np.sqrt(HEAD_DIM)
         scores = jnp.where(jnp.tril(jnp.ones((s, s), bool)), scores, -jnp.inf)
         out = jnp.einsum("hqk,khd->qhd", jax.nn.softmax(scores, -1), v)
-        return out.reshape(s, HEADS * HEAD_DIM) @ p["o"]
+        return tap(i, "attn.core", out.reshape(s, HEADS * HEAD_DIM)) @ p["o"]
 
     x = taps("embed", params["embed"][ids])
     for i, p in enumerate(params["layers"]):
         n = taps("layers.{}.attn_norm".format(i), rms_norm(x, p["attn_norm"]))
-        h = x + taps("layers.{}.attn".format(i), attention(p, n))
+        h = x + taps("layers.{}.attn".format(i), attention(p, n, i))
         n = taps("layers.{}.mlp_norm".format(i), rms_norm(h, p["mlp_norm"]))
-        m = taps("layers.{}.mlp".format(i), (jax.nn.silu(n @ p["gate"]) * (n @ p["up"])) @ p["down"])
+        act = jax.nn.silu(tap(i, "mlp.gate", n @ p["gate"])) * tap(i, "mlp.up", n @ p["up"])
+        m = taps("layers.{}.mlp".format(i), tap(i, "mlp.act", act) @ p["down"])
         x = taps("layers.{}.block".format(i), h + m)
     x = taps("final_norm", rms_norm(x, params["norm"]))
     return taps("logits", x @ params["lm_head"])
@@ -176,11 +188,12 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--tokens", default="1,5,9,13,17,21,25,29")
     p.add_argument("--bf16", action="store_true", help="run in bfloat16")
+    p.add_argument("--replay", action="store_true", help="also tap the inputs tbisect replays ops from")
     args = p.parse_args(argv)
     taps = Taps()
     params = init(dtype="bfloat16" if args.bf16 else "float32")
     ids = jnp.array([int(t) for t in args.tokens.split(",")])
-    jax.block_until_ready(jax.jit(functools.partial(forward, taps=taps))(params, ids))
+    jax.block_until_ready(jax.jit(functools.partial(forward, taps=taps, replay=args.replay))(params, ids))
     jax.effects_barrier()
     paths = taps.save(args.out)
     print("dump_jax: wrote {} file(s) under {}".format(len(paths), args.out))

@@ -158,6 +158,10 @@ if JAX_PY=$(find_python jax); then
 	check_that "JAX dump: 2*5+3 tensors, none unmapped" grep -q '^13 tensors, 0 unmapped$' "$TAP_OUT"
 	expect_exit 0 "dump_jax.py --bf16" "$JAX_PY" "$D/dump_jax.py" --bf16 "$T/jaxbf"
 	expect_exit 0 "JAX bf16 vs f32: not diverged" "$TBISECT" check "$T/jax" "$T/jaxbf"
+	expect_exit 0 "dump_jax.py --replay" "$JAX_PY" "$D/dump_jax.py" --replay "$T/jaxr"
+	expect_exit 0 "ls the JAX replay dump" "$TBISECT" ls "$T/jaxr"
+	check_that "JAX replay dump: 2*14+3 tensors, none unmapped" grep -q '^31 tensors, 0 unmapped$' "$TAP_OUT"
+	check_that "JAX replay dump: q after RoPE" grep -q '^layers.1.attn.q_rope  *L1.attn.q_rope ' "$TAP_OUT"
 else
 	skip "dump_jax.py: the JAX example model" "no python3 with jax"
 fi
