@@ -47,7 +47,7 @@ gen() {
         touch "$1/.stamp"
     fi
 }
-tp_cases= replay_cases=
+tp_cases= replay_cases= sketch_cases=
 for case in "$@"; do
     dtype=${case%%:*} format=${case#*:}
     data=$dir/$preset-$dtype-$format
@@ -55,6 +55,7 @@ for case in "$@"; do
     case $format in
     npy-tp*) tp_cases="$tp_cases $case"; continue ;;
     replay) replay_cases="$replay_cases $case"; continue ;;
+    sketch) sketch_cases="$sketch_cases $case"; continue ;;
     esac
     gen "$data" "$dtype" "$format"
     gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
@@ -177,6 +178,49 @@ for case in $replay_cases; do
         printf '%-17s replay of %s (%s): %ss, confirmed\n' "$case" "$(echo "$out" | cut -d' ' -f2)" "$bug" \
             "$(echo "$out" | cut -d' ' -f1)"
     done
+done
+# DTYPE:sketch: `tbisect sketch` of the DTYPE:npy pair's reference alone,
+# against the probe reading that tree on one thread and on all cores, and
+# the sketch's size against the tree's; then sketch against tree, which
+# must find what the full comparison finds.
+for case in $sketch_cases; do
+    dtype=${case%%:*}
+    data=$dir/$preset-$dtype-npy
+    gen "$data" "$dtype" npy
+    sk() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" sketch "$data/ref" -o "$tmp/ref.tbsk" 2>/dev/null; }
+    skp() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/bench/tbbench-probe" ${2:+--threads "$2"} "$data/ref"; }
+    sk warm >/dev/null
+    "$bin/tbisect" check --json --no-history "$data/ref" "$data/cand" >"$tmp/full.json" || [ $? -eq 1 ]
+    "$bin/tbisect" check --json --no-history "$tmp/ref.tbsk" "$data/cand" >"$tmp/est.json" || [ $? -eq 1 ]
+    "$py" - "$tmp/full.json" "$tmp/est.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+fa, fb = a["first_divergence"], b["first_divergence"]
+if a["verdict"] != b["verdict"] or (fa or {}).get("cell") != (fb or {}).get("cell"):
+    sys.exit("bench: the sketch and the full comparison disagree: %s %s, %s %s" % (
+        a["verdict"], fa and fa["cell"], b["verdict"], fb and fb["cell"]))
+out = [c["ref_name"] for c, d in zip(a["cells"], b["cells"])
+       if d.get("rel_l2_bound") and c["nan"][0] == c["nan"][1] and c["rel_l2"] is not None
+       and not (d["rel_l2_bound"][0] <= c["rel_l2"] * (1 + 1e-9)
+                and (d["rel_l2_bound"][1] is None or c["rel_l2"] <= d["rel_l2_bound"][1] * (1 + 1e-9)))]
+if out:
+    sys.exit("bench: rel_l2 outside the sketch's bound: " + ", ".join(out[:10]))
+PY
+    rm -f "$tmp/sk" "$tmp/skp" "$tmp/skp1"
+    i=0
+    while [ $i -lt "$reps" ]; do
+        sk sk >/dev/null
+        skp skp >/dev/null
+        skp skp1 1 >/dev/null
+        i=$((i + 1))
+    done
+    gb=$(du -sb "$data/ref" | awk '{printf "%.2f", $1 / 1e9}')
+    size=$(stat -c %s "$tmp/ref.tbsk")
+    awk -v c="$case" -v gb="$gb" -v sk="$(cut -d' ' -f1 "$tmp/sk" | median)" -v p="$(cut -d' ' -f1 "$tmp/skp" | median)" \
+        -v p1="$(cut -d' ' -f1 "$tmp/skp1" | median)" -v rss="$(cut -d' ' -f2 "$tmp/sk" | sort -n | tail -1)" \
+        -v size="$size" 'BEGIN {
+        printf "%-17s %5.2f sketch %7.3fs; probe %7.3fs (1 thread %7.3fs): %.0f%% of the probe (%.0f%% of one thread); sketch %.2f MB, %.2f%% of the tree; RSS %.0f MB\n",
+            c, gb, sk, p, p1, 100 * p / sk, 100 * p1 / sk, size / 1e6, 100 * size / (gb * 1e9), rss / 1024 }'
 done
 echo "numpy: float64 sums; numpy32: float32 (--f32); numpy/tb, np32/tb: how many times faster tbisect is;"
 echo "probe1, probe: the bandwidth probe on one thread and on all cores; tb/pr1, tb/probe: tbisect's bandwidth"
