@@ -146,11 +146,6 @@ bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t 
 	return first != NULL;
 }
 
-double tb_replay_rel(double dd, double yy)
-{
-	return yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
-}
-
 void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, const char *fmt, ...)
 {
 	va_list ap;

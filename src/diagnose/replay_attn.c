@@ -306,9 +306,9 @@ static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *ro
 		dd += rd;
 		yy += ry;
 		if (row_rel)
-			row_rel[k] = ry > 0 ? sqrt(rd / ry) : rd > 0 ? INFINITY : 0;
+			row_rel[k] = tb_rel_l2(rd, ry);
 	}
-	return yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
+	return tb_rel_l2(dd, yy);
 }
 
 /* Golden-section search of log10 theta in [a, b] for the rest of c on
@@ -740,7 +740,7 @@ static int core_residual(core_side *s, const core_cfg *c, const int *perm, doubl
 				yy += (double)y[d] * y[d];
 			}
 		}
-	*rel = yy > 0 ? sqrt(dd / yy) : dd > 0 ? INFINITY : 0;
+	*rel = tb_rel_l2(dd, yy);
 	return 0;
 }
 

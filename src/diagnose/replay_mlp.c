@@ -78,7 +78,7 @@ static int residuals(tb_tensor *gate, tb_tensor *up, tb_tensor *out, double *rel
 	tb_tensor_release(up);
 	tb_tensor_release(out);
 	for (int v = 0; v < N_VARIANTS; v++)
-		rel[v] = tb_replay_rel(dd[v], aa);
+		rel[v] = tb_rel_l2(dd[v], aa);
 	return 0;
 }
 

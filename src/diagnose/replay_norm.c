@@ -70,7 +70,7 @@ static double residual(const side *s, const norm *n)
 			yy += (double)y[c] * y[c];
 		}
 	}
-	return tb_replay_rel(dd, yy);
+	return tb_rel_l2(dd, yy);
 }
 
 /* Least squares per channel over the rows: w, and b when b is not NULL,

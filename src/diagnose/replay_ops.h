@@ -61,9 +61,6 @@ void tb_replay_unload(tb_replay_sides *v, size_t n);
 bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t min_rows, uint64_t *rows,
 		    uint64_t *cols);
 
-/* rel_l2 from the squared residual and the squared norm of the target. */
-double tb_replay_rel(double dd, double yy);
-
 /* The best variant tried so far on the candidate, for tb_replay_decide. */
 typedef struct tb_replay_best {
 	char name[64];     /* "" until one was considered */

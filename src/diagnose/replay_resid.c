@@ -37,7 +37,7 @@ static double sum_rel(const term *t, size_t n, const double *offset, const float
 		dd += d * d;
 		yy += (double)y[i] * y[i];
 	}
-	return tb_replay_rel(dd, yy);
+	return tb_rel_l2(dd, yy);
 }
 
 /* The least-squares c of y = c * x. */
