@@ -233,6 +233,57 @@ static bool side_view(side4 *s, int64_t S, int hd, const int *same)
 	return true;
 }
 
+/* A replay's residual as a function of one parameter it fits. */
+typedef int (*residual_fn)(void *ctx, double x, double *rel, tb_err *err);
+
+/* The point of the grid lo, lo + step, ... (n of them) with the least
+ * residual, in *x (left as it is when none has a finite one). */
+static int grid_min(residual_fn f, void *ctx, double lo, double step, int n, double *x, tb_err *err)
+{
+	double best = INFINITY, rel;
+
+	for (int i = 0; i < n; i++) {
+		if (f(ctx, lo + step * i, &rel, err) < 0)
+			return -1;
+		if (rel < best) {
+			best = rel;
+			*x = lo + step * i;
+		}
+	}
+	return 0;
+}
+
+/* Golden-section search of [a, b] for the least residual, iters steps
+ * after its first two points: the best x in *x, its residual in *rel. */
+static int golden_min(residual_fn f, void *ctx, double a, double b, int iters, double *x, double *rel, tb_err *err)
+{
+	const double g = (sqrt(5) - 1) / 2;
+	double x1 = b - g * (b - a), x2 = a + g * (b - a), r1, r2;
+
+	if (f(ctx, x1, &r1, err) < 0 || f(ctx, x2, &r2, err) < 0)
+		return -1;
+	while (iters-- > 0) {
+		if (r1 < r2) {
+			b = x2;
+			x2 = x1;
+			r2 = r1;
+			x1 = b - g * (b - a);
+			if (f(ctx, x1, &r1, err) < 0)
+				return -1;
+		} else {
+			a = x1;
+			x1 = x2;
+			r1 = r2;
+			x2 = a + g * (b - a);
+			if (f(ctx, x2, &r2, err) < 0)
+				return -1;
+		}
+	}
+	*x = r1 < r2 ? x1 : x2;
+	*rel = fmin(r1, r2);
+	return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* RoPE: attn.q, attn.k (before) -> attn.q_rope, attn.k_rope            */
 
@@ -311,35 +362,22 @@ static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *ro
 	return tb_rel_l2(dd, yy);
 }
 
-/* Golden-section search of log10 theta in [a, b] for the rest of c on
- * the rows; returns the best exponent. */
-static double golden_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows, double a, double b, int iters)
-{
-	const double g = (sqrt(5) - 1) / 2;
-	double x1 = b - g * (b - a), x2 = a + g * (b - a), r1, r2;
+/* RoPE at theta = 10^x, the rest of c kept, on some rows. */
+typedef struct theta_fit {
+	const side4 *s;
+	rope_cfg *c;
+	const int64_t *rows;
+	int nrows;
+} theta_fit;
 
-	c->theta = pow(10, x1);
-	r1 = rope_residual(s, c, rows, nrows, NULL);
-	c->theta = pow(10, x2);
-	r2 = rope_residual(s, c, rows, nrows, NULL);
-	while (iters-- > 0) {
-		if (r1 < r2) {
-			b = x2;
-			x2 = x1;
-			r2 = r1;
-			x1 = b - g * (b - a);
-			c->theta = pow(10, x1);
-			r1 = rope_residual(s, c, rows, nrows, NULL);
-		} else {
-			a = x1;
-			x1 = x2;
-			r1 = r2;
-			x2 = a + g * (b - a);
-			c->theta = pow(10, x2);
-			r2 = rope_residual(s, c, rows, nrows, NULL);
-		}
-	}
-	return r1 < r2 ? x1 : x2;
+static int theta_residual(void *ctx, double x, double *rel, tb_err *err)
+{
+	theta_fit *t = ctx;
+
+	(void)err;
+	t->c->theta = pow(10, x);
+	*rel = rope_residual(t->s, t->c, t->rows, t->nrows, NULL);
+	return 0;
 }
 
 /* Fit theta for the rest of c: a grid over 1e2..1e8 on the rows whose
@@ -350,24 +388,19 @@ static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nr
 {
 	int64_t early[8];
 	int ne = 0, nmid = 0;
-	double best = 4, best_rel = INFINITY;
+	double best = 4, best_rel;
 
 	for (int k = 0; k < nrows && ne < 8; k++)
 		if (rows[k] >= 1 && rows[k] <= 8)
 			early[ne++] = rows[k];
 	while (nmid < nrows && rows[nmid] < SAMPLE_EARLY)
 		nmid++;
-	for (double e = 2; e <= 8 + 1e-9; e += 0.125) {
-		c->theta = pow(10, e);
-		double rel = rope_residual(s, c, early, ne, NULL);
-		if (rel < best_rel) {
-			best_rel = rel;
-			best = e;
-		}
-	}
-	best = golden_theta(s, c, early, ne, best - 0.125, best + 0.125, 24);
-	best = golden_theta(s, c, rows, nmid, best - 0.01, best + 0.01, 16);
-	best = golden_theta(s, c, rows, nrows, best - 0.001, best + 0.001, 12);
+	/* rope_residual cannot fail: the fits' errors are never set */
+	theta_fit fe = {s, c, early, ne}, fm = {s, c, rows, nmid}, fa = {s, c, rows, nrows};
+	grid_min(theta_residual, &fe, 2, 0.125, 49, &best, NULL);
+	golden_min(theta_residual, &fe, best - 0.125, best + 0.125, 24, &best, &best_rel, NULL);
+	golden_min(theta_residual, &fm, best - 0.01, best + 0.01, 16, &best, &best_rel, NULL);
+	golden_min(theta_residual, &fa, best - 0.001, best + 0.001, 12, &best, &best_rel, NULL);
 	c->theta = pow(10, best);
 	best_rel = rope_residual(s, c, rows, nrows, NULL);
 	/* configs say 500000, not 499993: the round value, where it fits as well */
@@ -892,49 +925,35 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 
 #define MAX_CORE_VARIANTS 16
 
+/* The attention at softmax scale e^x, the rest of c kept. */
+typedef struct scale_fit {
+	core_side *s;
+	core_cfg c;
+} scale_fit;
+
+static int scale_residual(void *ctx, double x, double *rel, tb_err *err)
+{
+	scale_fit *f = ctx;
+
+	f->c.scale = exp(x);
+	return core_residual(f->s, &f->c, NULL, rel, err);
+}
+
 /* The softmax scale that fits the side best, the rest of c0 kept: a grid
  * over a factor of 100 either way, then a golden-section search around
  * its best point, in log scale. */
 static int fit_scale(core_side *s, const core_cfg *c0, core_variant *out, tb_err *err)
 {
-	const double g = (sqrt(5) - 1) / 2, span = log(100);
-	core_cfg c = *c0;
-	double best = log(c0->scale), best_rel = INFINITY, a, b, x1, x2, r1, r2;
+	const double span = log(100);
+	scale_fit f = {s, *c0};
+	double best = log(c0->scale), rel;
 
-	for (int i = -8; i <= 8; i++) {
-		double rel;
-		c.scale = c0->scale * exp(span * i / 8);
-		if (core_residual(s, &c, NULL, &rel, err) < 0)
-			return -1;
-		if (rel < best_rel) {
-			best_rel = rel;
-			best = log(c.scale);
-		}
-	}
-	a = best - span / 8;
-	b = best + span / 8;
-	x1 = b - g * (b - a);
-	x2 = a + g * (b - a);
-	c.scale = exp(x1);
-	if (core_residual(s, &c, NULL, &r1, err) < 0)
+	if (grid_min(scale_residual, &f, best - span, span / 8, 17, &best, err) < 0 ||
+	    golden_min(scale_residual, &f, best - span / 8, best + span / 8, 24, &best, &rel, err) < 0)
 		return -1;
-	c.scale = exp(x2);
-	if (core_residual(s, &c, NULL, &r2, err) < 0)
-		return -1;
-	for (int it = 0; it < 24; it++) {
-		if (r1 < r2) {
-			b = x2, x2 = x1, r2 = r1, x1 = b - g * (b - a), c.scale = exp(x1);
-			if (core_residual(s, &c, NULL, &r1, err) < 0)
-				return -1;
-		} else {
-			a = x1, x1 = x2, r1 = r2, x2 = a + g * (b - a), c.scale = exp(x2);
-			if (core_residual(s, &c, NULL, &r2, err) < 0)
-				return -1;
-		}
-	}
-	c.scale = exp(r1 < r2 ? x1 : x2);
-	*out = (core_variant){c, "softmax-scale", "", fmin(r1, r2), false};
-	snprintf(out->name, sizeof out->name, "softmax scale %.3g, fitted (the reference: %.3g)", c.scale, c0->scale);
+	f.c.scale = exp(best);
+	*out = (core_variant){f.c, "softmax-scale", "", rel, false};
+	snprintf(out->name, sizeof out->name, "softmax scale %.3g, fitted (the reference: %.3g)", f.c.scale, c0->scale);
 	return 0;
 }
 
