@@ -4,7 +4,7 @@
 #include "config.h"
 
 #include "fuzz_common.h"
-#include "tensor/sketch.h"
+#include "compare/estimate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

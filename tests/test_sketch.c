@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "tensor/sketch.h"
+#include "compare/estimate.h"
 
 typedef struct fixture {
 	tb_tensor t;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "compare/compare.h"
-#include "tensor/sketch.h"
+#include "compare/estimate.h"
 
 /* Elements per work unit and per conversion block. */
 #define UNIT_ELEMS (1u << 22)

@@ -20,10 +20,7 @@
  *     being a sum, the hashes of shares and shards add up.
  * Non-finite values count in the statistics and stay out of the sums.
  *
- * ||CS(d)||^2 estimates ||d||^2 without bias, with variance at most
- * 2 ||d||^4 / k; the bound reported is TB_SKETCH_Z standard deviations of
- * that (normal approximation): the relative error of ||d||^2 is at most
- * eps = Z sqrt(2 / k), so ||d||^2 lies in [D / (1 + eps), D / (1 - eps)].
+ * What two sketches say about a pair of tensors is compare/estimate.h's.
  *
  * A tb_sketch owns its arrays; tb_sketch_free releases them.
  */
@@ -37,7 +34,6 @@
 #include "tensor/tensor.h"
 
 #define TB_SKETCH_VERSION 1
-#define TB_SKETCH_Z 4.0
 #define TB_SKETCH_BLOCK 65536 /* values per exact hash */
 
 /* The shape of a sketch, which two sketches must share to be compared. */
@@ -83,23 +79,6 @@ void tb_sketch_add(tb_sketch *into, const tb_sketch *from);
 /* Bytes the sketch takes in a .tbsk file, besides its name and shape. */
 uint64_t tb_sketch_size(const tb_sketch_params *p);
 
-/* What two sketches of one shape say about the pair (r, c). */
-typedef struct tb_sketch_estimate {
-	bool exact;                /* every block hash equal: the tensors are equal */
-	double rel_l2, rel_l2_lo, rel_l2_hi;
-	double cosine, cosine_lo, cosine_hi;
-	double norm_ratio;         /* exact */
-	uint64_t mismatch;         /* NaN/Inf count differences: a lower bound of the mismatched pairs */
-	double *pos_rel_l2;        /* n_pos each (malloc'd, the caller owns them), or NULL */
-	double *pos_cos;
-	double *pos_norm_ratio;
-} tb_sketch_estimate;
-
-/* Estimate; -1 (err) when the sketches do not share their parameters or
- * out of memory. */
-int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
-/* Free the estimate's per-position arrays (unless their owner took them). */
-void tb_sketch_estimate_done(tb_sketch_estimate *e);
 /* Do two parameter sets allow a comparison?  When not, why in buf. */
 bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b, char *buf, size_t size);
 

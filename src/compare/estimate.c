@@ -1,0 +1,87 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/estimate.h"
+#include "compare/metrics.h"
+
+/* ||d||^2 from the squared bucket differences, and its bound as a relative
+ * rel_l2 interval. */
+static void bounded(double dd, double srr, uint32_t k, double *rel, double *lo, double *hi)
+{
+	double eps = TB_SKETCH_Z * sqrt(2.0 / k);
+
+	*rel = tb_rel_l2(dd, srr);
+	*lo = tb_rel_l2(dd / (1 + eps), srr);
+	*hi = eps < 1 ? tb_rel_l2(dd / (1 - eps), srr) : INFINITY;
+}
+
+/* The cosine from ||d||^2 and the exact norms: <r, c> = (||r||^2 +
+ * ||c||^2 - ||d||^2) / 2, kept within [-1, 1] (d is an estimate). */
+static double cosine_of(double dd, double srr, double scc)
+{
+	return fmin(1, fmax(-1, tb_cosine((srr + scc - dd) / 2, srr, scc)));
+}
+
+int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err)
+{
+	const tb_sketch_params *p = &r->p;
+	double dd = 0, brc = 0, brr = 0, bcc = 0, eps = TB_SKETCH_Z * sqrt(2.0 / p->k);
+	char why[128];
+
+	memset(e, 0, sizeof *e);
+	if (!tb_sketch_params_match(&r->p, &c->p, why, sizeof why))
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cannot compare %s", why);
+	e->exact = true;
+	for (uint64_t b = 0; b < r->n_blocks; b++)
+		e->exact &= r->hash[b] == c->hash[b];
+	e->mismatch = (r->nan > c->nan ? r->nan - c->nan : c->nan - r->nan) +
+		      (r->inf > c->inf ? r->inf - c->inf : c->inf - r->inf);
+	e->norm_ratio = tb_norm_ratio(c->sumsq, r->sumsq);
+	for (uint32_t k = 0; k < p->k && !e->exact; k++) {
+		dd += (c->bucket[k] - r->bucket[k]) * (c->bucket[k] - r->bucket[k]);
+		brc += r->bucket[k] * c->bucket[k];
+		brr += r->bucket[k] * r->bucket[k];
+		bcc += c->bucket[k] * c->bucket[k];
+	}
+	bounded(dd, r->sumsq, p->k, &e->rel_l2, &e->rel_l2_lo, &e->rel_l2_hi);
+	e->cosine_lo = cosine_of(eps < 1 ? dd / (1 - eps) : INFINITY, r->sumsq, c->sumsq);
+	e->cosine_hi = cosine_of(dd / (1 + eps), r->sumsq, c->sumsq);
+	/* The buckets' own cosine: exact for proportional tensors (the sketch
+	 * is linear), where the one from ||d|| and the exact norms is not. */
+	e->cosine = e->exact ? 1 : brr > 0 && bcc > 0 ? tb_cosine(brc, brr, bcc) : cosine_of(dd, r->sumsq, c->sumsq);
+	e->cosine = fmin(fmax(e->cosine, e->cosine_lo), e->cosine_hi);
+	if (p->n_pos <= 0)
+		return 0;
+	e->pos_rel_l2 = malloc((size_t)p->n_pos * sizeof *e->pos_rel_l2);
+	e->pos_cos = malloc((size_t)p->n_pos * sizeof *e->pos_cos);
+	e->pos_norm_ratio = malloc((size_t)p->n_pos * sizeof *e->pos_norm_ratio);
+	if (!e->pos_rel_l2 || !e->pos_cos || !e->pos_norm_ratio) {
+		tb_sketch_estimate_done(e);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	for (int64_t q = 0; q < p->n_pos; q++) {
+		double d = 0, rr = r->pos_sumsq[q], cc = c->pos_sumsq[q], xy = 0, xx = 0, yy = 0;
+		for (uint32_t k = 0; k < p->kp && !e->exact; k++) {
+			double x = r->pos_bucket[q * p->kp + k], y = c->pos_bucket[q * p->kp + k];
+			d += (y - x) * (y - x);
+			xy += x * y;
+			xx += x * x;
+			yy += y * y;
+		}
+		e->pos_rel_l2[q] = tb_rel_l2(d, rr);
+		e->pos_cos[q] = xx > 0 && yy > 0 ? tb_cosine(xy, xx, yy) : cosine_of(d, rr, cc);
+		e->pos_norm_ratio[q] = tb_norm_ratio(cc, rr);
+	}
+	return 0;
+}
+
+void tb_sketch_estimate_done(tb_sketch_estimate *e)
+{
+	free(e->pos_rel_l2);
+	free(e->pos_cos);
+	free(e->pos_norm_ratio);
+	e->pos_rel_l2 = e->pos_cos = e->pos_norm_ratio = NULL;
+}

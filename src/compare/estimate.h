@@ -1,0 +1,42 @@
+/*
+ * estimate: the metrics of CONTRACT §2 for a pair of tensors, from their
+ * sketches (tensor/sketch.h) alone.
+ *
+ * ||CS(d)||^2, the squared difference of the two CountSketches, estimates
+ * ||d||^2 = ||c - r||^2 without bias, with variance at most 2 ||d||^4 / k;
+ * the bound reported is TB_SKETCH_Z standard deviations of that (normal
+ * approximation): the relative error of ||d||^2 is at most
+ * eps = Z sqrt(2 / k), so ||d||^2 lies in [D / (1 + eps), D / (1 - eps)].
+ * Norms are exact (the sketches' own sums of squares), equal block hashes
+ * everywhere make the pair exact.
+ */
+#ifndef TB_ESTIMATE_H
+#define TB_ESTIMATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "tensor/sketch.h"
+
+#define TB_SKETCH_Z 4.0
+
+/* What two sketches of one shape say about the pair (r, c). */
+typedef struct tb_sketch_estimate {
+	bool exact;                /* every block hash equal: the tensors are equal */
+	double rel_l2, rel_l2_lo, rel_l2_hi;
+	double cosine, cosine_lo, cosine_hi;
+	double norm_ratio;         /* exact */
+	uint64_t mismatch;         /* NaN/Inf count differences: a lower bound of the mismatched pairs */
+	double *pos_rel_l2;        /* n_pos each (malloc'd, the caller owns them), or NULL */
+	double *pos_cos;
+	double *pos_norm_ratio;
+} tb_sketch_estimate;
+
+/* Estimate; -1 (err) when the sketches do not share their parameters or
+ * out of memory. */
+int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
+/* Free the estimate's per-position arrays (unless their owner took them). */
+void tb_sketch_estimate_done(tb_sketch_estimate *e);
+
+#endif
