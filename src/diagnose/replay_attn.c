@@ -181,40 +181,23 @@ static bool plan(const tb_replay_in *in, const tb_pair *const *p, const char *mi
 	return true;
 }
 
-/* The four tensors of one side of an op, loaded once, and their views as
- * heads of hd channels (which the replay may try several of). */
+/* The four tensors of one side of an op, loaded once for both sides
+ * (tb_replay_load_pairs), and their views as heads of hd channels (which
+ * the replay may try several of). */
 typedef struct side4 {
 	tb_tensor *t[4];
-	float *data[4]; /* owned */
+	const float *data[4]; /* borrowed from the loaded pairs */
 	heads_view v[4];
 } side4;
 
-static void side_free(side4 *s)
-{
-	for (int i = 0; i < 4; i++)
-		free(s->data[i]);
-	memset(s, 0, sizeof *s);
-}
-
-static int side_load(side4 *s, const tb_pair *const *p, bool cand, tb_err *err)
+/* One side of the op's loaded pairs. */
+static void side_of(side4 *s, const tb_pair *const *p, const tb_replay_sides *loaded, bool cand)
 {
 	memset(s, 0, sizeof *s);
 	for (int i = 0; i < 4; i++) {
 		s->t[i] = cand ? p[i]->cand : p[i]->ref;
-		if (!(s->data[i] = tb_replay_load(s->t[i], err))) {
-			side_free(s);
-			return -1;
-		}
+		s->data[i] = cand ? loaded[i].cand : loaded[i].ref;
 	}
-	return 0;
-}
-
-static bool side_finite(const side4 *s)
-{
-	for (int i = 0; i < 4; i++)
-		if (!tb_replay_finite(s->data[i], s->t[i]->numel))
-			return false;
-	return true;
 }
 
 /* View the side as S positions of hd-channel heads; false when a tensor
@@ -566,9 +549,11 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	attn_plan pl;
 	int hd = 0;
 	side4 ref, cand;
+	tb_replay_sides loaded[4];
 	rope_cfg c0 = {0};
 	double floor, ref_rel = INFINITY;
 	char cell[TB_CELL_NAME_MAX], ref_name[64];
+	bool finite;
 
 	if (!plan(in, p,
 		  "replaying RoPE needs attn.q and attn.k before RoPE and attn.q_rope and attn.k_rope after it, on both "
@@ -576,13 +561,11 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		  out, &pl))
 		return 0;
 	floor = fmax(floor_of(p[2]->ref, p[2]->cand, ROPE_F32_FLOOR), floor_of(p[3]->ref, p[3]->cand, ROPE_F32_FLOOR));
-	if (side_load(&ref, p, false, err) < 0)
+	if (tb_replay_load_pairs(p, 4, loaded, &finite, err) < 0)
 		return -1;
-	if (side_load(&cand, p, true, err) < 0) {
-		side_free(&ref);
-		return -1;
-	}
-	if (!side_finite(&ref) || !side_finite(&cand)) {
+	side_of(&ref, p, loaded, false);
+	side_of(&cand, p, loaded, true);
+	if (!finite) {
 		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
 		goto done;
 	}
@@ -611,8 +594,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,
 					  best.cause, best.rel});
 done:
-	side_free(&ref);
-	side_free(&cand);
+	tb_replay_unload(loaded, 4);
 	return 0;
 }
 
@@ -647,7 +629,7 @@ typedef struct core_side {
 	float *pred;      /* [nrows][nh * hd] the last prediction */
 } core_side;
 
-/* Drop what the replay computed, keeping the loaded tensors. */
+/* Drop what the replay computed (the loaded tensors are not the side's). */
 static void core_side_reset(core_side *s)
 {
 	free(s->scores[0]);
@@ -655,12 +637,6 @@ static void core_side_reset(core_side *s)
 	free(s->p);
 	free(s->pred);
 	s->scores[0] = s->scores[1] = s->p = s->pred = NULL;
-}
-
-static void core_side_free(core_side *s)
-{
-	core_side_reset(s);
-	side_free(&s->in);
 }
 
 /* Ready the side, viewed as heads of hd channels, for replays on rows:
@@ -1029,11 +1005,13 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	attn_plan pl;
 	int hd = 0;
 	core_side ref = {0}, cand = {0};
+	tb_replay_sides loaded[4];
 	core_cfg c0;
 	core_variant best;
 	double floor, ref_rel = INFINITY, cand_at_ref;
 	char cell[TB_CELL_NAME_MAX], ref_name[80];
-	bool fits;
+	bool fits, finite;
+	int rc = 0;
 
 	if (!plan(in, p,
 		  "replaying attn.core needs attn.q_rope, attn.k_rope (after RoPE) and attn.v on both sides "
@@ -1041,11 +1019,11 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		  out, &pl))
 		return 0;
 	floor = floor_of(p[3]->ref, p[3]->cand, CORE_F32_FLOOR);
-	if (side_load(&ref.in, p, false, err) < 0)
+	if (tb_replay_load_pairs(p, 4, loaded, &finite, err) < 0)
 		return -1;
-	if (side_load(&cand.in, p, true, err) < 0)
-		goto fail;
-	if (!side_finite(&ref.in) || !side_finite(&cand.in)) {
+	side_of(&ref.in, p, loaded, false);
+	side_of(&cand.in, p, loaded, true);
+	if (!finite) {
 		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
 		goto done;
 	}
@@ -1085,12 +1063,12 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_decide(out, cell, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
 					  best.rel});
-done:
-	core_side_free(&ref);
-	core_side_free(&cand);
-	return 0;
+	goto done;
 fail:
-	core_side_free(&ref);
-	core_side_free(&cand);
-	return -1;
+	rc = -1;
+done:
+	core_side_reset(&ref);
+	core_side_reset(&cand);
+	tb_replay_unload(loaded, 4);
+	return rc;
 }
