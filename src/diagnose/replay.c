@@ -43,14 +43,14 @@ const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id)
 	return p;
 }
 
-double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor)
+double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor, double roundings)
 {
 	double f = f32_floor;
 
 	if (ref->dtype == TB_DT_BF16 || ref->dtype == TB_DT_F16)
-		f = fmax(f, tb_dtype_rounding(ref->dtype));
+		f = fmax(f, roundings * tb_dtype_rounding(ref->dtype));
 	if (cand->dtype == TB_DT_BF16 || cand->dtype == TB_DT_F16)
-		f = fmax(f, tb_dtype_rounding(cand->dtype));
+		f = fmax(f, roundings * tb_dtype_rounding(cand->dtype));
 	return f;
 }
 

@@ -147,10 +147,6 @@ static int sample_rows(int64_t S, int64_t *rows)
 	return n;
 }
 
-static double floor_of(const tb_tensor *ref, const tb_tensor *cand, double f32_floor)
-{
-	return fmax(tb_replay_floor(ref, cand, f32_floor), HALF_ROUNDINGS * tb_replay_floor(ref, cand, 0));
-}
 
 /* What both attention replays start from: the positions, the head dims
  * to try, the sampled rows and the few that choose the head dim. */
@@ -560,7 +556,8 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		  "sides (mkdemo --replay; dump_hf.py --replay)",
 		  out, &pl))
 		return 0;
-	floor = fmax(floor_of(p[2]->ref, p[2]->cand, ROPE_F32_FLOOR), floor_of(p[3]->ref, p[3]->cand, ROPE_F32_FLOOR));
+	floor = fmax(tb_replay_floor(p[2]->ref, p[2]->cand, ROPE_F32_FLOOR, HALF_ROUNDINGS),
+		     tb_replay_floor(p[3]->ref, p[3]->cand, ROPE_F32_FLOOR, HALF_ROUNDINGS));
 	if (tb_replay_load_pairs(p, 4, loaded, &finite, err) < 0)
 		return -1;
 	side_of(&ref, p, loaded, false);
@@ -1018,7 +1015,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		  "(mkdemo --replay; dump_hf.py --replay)",
 		  out, &pl))
 		return 0;
-	floor = floor_of(p[3]->ref, p[3]->cand, CORE_F32_FLOOR);
+	floor = tb_replay_floor(p[3]->ref, p[3]->cand, CORE_F32_FLOOR, HALF_ROUNDINGS);
 	if (tb_replay_load_pairs(p, 4, loaded, &finite, err) < 0)
 		return -1;
 	side_of(&ref.in, p, loaded, false);

@@ -297,7 +297,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		}
 	{
 		side r = {v[0].ref, v[2].ref, rows, cols}, c = {v[0].cand, v[2].cand, rows, cols};
-		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR);
+		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR, 1);
 		/* work, in columns: the reference's w and b, a variant's w and
 		 * b, the four sums of a fit. */
 		ref_rel = fit_reference(&r, floor, &ref, &alike, work, work + cols, work + 4 * cols);

@@ -35,9 +35,10 @@ typedef struct tb_replay_in {
 /* The pair of (layer, tap) when both sides dumped it whole, else NULL. */
 const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id);
 
-/* The residual below which a replay of out's values matches: the rounding
- * of half-width storage, else f32_floor (the float error of the op). */
-double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor);
+/* The residual below which a replay of out's values matches: `roundings`
+ * times the rounding of half-width storage (an op that rounds several
+ * times), else f32_floor (the float error of the op). */
+double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor, double roundings);
 
 /* The whole tensor as float32 (caller frees), or NULL with err. */
 float *tb_replay_load(tb_tensor *t, tb_err *err);

@@ -89,7 +89,7 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		return 0;
 	if ((ok = load(&p, 1, &v, out, err)) <= 0)
 		return ok;
-	floor = tb_replay_floor(p->ref, p->cand, F32_FLOOR);
+	floor = tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1);
 	c = fit_scale(v.cand, v.ref, rows * cols);
 	k = sqrt((double)cols);
 	if (fabs(c / k - 1) <= floor)
@@ -136,7 +136,7 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		return 0;
 	if ((ok = load(p, 2, v, out, err)) <= 0)
 		return ok;
-	floor = tb_replay_floor(p[1]->ref, p[1]->cand, F32_FLOOR);
+	floor = tb_replay_floor(p[1]->ref, p[1]->cand, F32_FLOOR, 1);
 	c_ref = fit_scale(v[1].ref, v[0].ref, rows * cols);
 	c_cand = fit_scale(v[1].cand, v[0].cand, rows * cols);
 	unit = fabs(c_ref - 1) <= floor;
@@ -209,7 +209,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	if (rr > 0)
 		tb_replay_consider(&best, sum_rel(&(term){v.ref, rc / rr}, 1, NULL, v.cand, rows, cols), "scale-multiplier",
 				   "output multiplied by %.4g", rc / rr);
-	tb_replay_decide(out, cell, tb_replay_floor(p->ref, p->cand, F32_FLOOR),
+	tb_replay_decide(out, cell, tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1),
 			 &(tb_replay_fit){"no bias", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols), best.name,
 					  best.cause, best.rel_l2});
 	free(b);
@@ -300,7 +300,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		ref_in[i] = v[i].ref;
 		cand_in[i] = v[i].cand;
 	}
-	floor = tb_replay_floor(p[N_INPUTS]->ref, p[N_INPUTS]->cand, F32_FLOOR);
+	floor = tb_replay_floor(p[N_INPUTS]->ref, p[N_INPUTS]->cand, F32_FLOOR, 1);
 	for (size_t w = 0; w < N_WIRINGS; w++) {
 		unsigned sum = wiring_sum(w, have);
 		double rel = sum ? wiring_rel(sum, ref_in, v[N_INPUTS].ref, rows, cols) : INFINITY;
