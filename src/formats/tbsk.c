@@ -163,6 +163,16 @@ static int take(cursor *c, void *out, size_t n, tb_err *err)
 
 #define TAKE(c, v, err) take((c), &(v), sizeof(v), (err))
 
+/* Pass over n bytes the reader has no use for (the cell's name: naming
+ * maps the tensor's name again). */
+static int skip(cursor *c, size_t n, tb_err *err)
+{
+	if ((size_t)(c->end - c->p) < n)
+		return tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+	c->p += n;
+	return 0;
+}
+
 /* A string of len bytes into tree memory. */
 static const char *take_str(tb_builder *b, cursor *c, size_t len, tb_err *err)
 {
@@ -225,7 +235,7 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 	if (TAKE(c, name_len, err) < 0 || !(name = take_str(b, c, name_len, err)))
 		return -1;
 	c->what = name;
-	if (TAKE(c, cell_len, err) < 0 || !take_str(b, c, cell_len, err) || TAKE(c, dtype_len, err) < 0 ||
+	if (TAKE(c, cell_len, err) < 0 || skip(c, cell_len, err) < 0 || TAKE(c, dtype_len, err) < 0 ||
 	    !(dtype_name = take_str(b, c, dtype_len, err)) || TAKE(c, ndim, err) < 0)
 		return -1;
 	if (tb_dtype_parse(dtype_name, &dt) < 0)
