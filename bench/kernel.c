@@ -28,7 +28,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	static const tb_dtype dts[] = {TB_DT_F32, TB_DT_BF16, TB_DT_F16};
-	static const char *const isas[] = {"generic", "avx2"};
+	static const char *const isas[] = {"generic", "avx2", "avx512"};
 	size_t n = argc > 1 ? (size_t)atol(argv[1]) : 4096, reps = (size_t)(1u << 26) / (n ? n : 1);
 	float *r = malloc(n * sizeof *r), *c = malloc(n * sizeof *c);
 	uint16_t *r16[3], *c16[3];
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 			c16[k][i] = k == 1 ? tb_f32_to_bf16(c[i]) : tb_f32_to_f16(c[i]);
 		}
 	}
-	for (int v = 0; v < 2; v++) {
+	for (int v = 0; v < 3; v++) {
 		if (tb_simd_force(isas[v]) < 0)
 			continue;
 		for (int a = 0; a < 3; a++)

@@ -3,8 +3,9 @@
  * bf16/f16 loaders, the block decoders and the logit kernel against naive
  * scalar references written here, on random data with NaN/Inf sprinkled
  * and on lengths that exercise every vector tail; every instruction-set
- * copy (generic, AVX2 when the CPU has it) must give the same bits, and so
- * must a comparison run on any number of threads.
+ * copy (generic, AVX2 and AVX-512 when the CPU has them) must give the
+ * same bits, and so must a comparison run on any number of threads.  The
+ * kernel's sums keep the error bound acc_kernel.inc states.
  */
 #include "config.h"
 
@@ -28,31 +29,33 @@
 #include "base/simd.h"
 #include "testutil.h"
 
-static const char *const isas[] = {"generic", "avx2"};
+static const char *const isas[] = {"generic", "avx2", "avx512"};
 
 /* What a case runs, its initial state: the generic copy alone, or the
- * generic and the AVX2 copies side by side (which must give the same bits). */
-static int generic_only = 1, with_avx2 = 2;
+ * generic copy and the next ones side by side (which must give the same
+ * bits). */
+static int generic_only = 1, with_avx2 = 2, with_avx512 = 3;
 
 static int n_isas(void **state)
 {
 	return *(const int *)*state;
 }
 
-static bool cpu_has_avx2(void)
+static bool cpu_has(const char *isa)
 {
-	bool has = tb_simd_force("avx2") == 0;
+	bool has = tb_simd_force(isa) == 0;
 
 	tb_simd_force(NULL);
 	return has;
 }
 
-/* The AVX2 case on a CPU without AVX2: the copy must be refused, not run. */
-static void test_avx2_refused(void **state)
+/* A case on a CPU without its copy: the copy must be refused, not run. */
+static void test_copy_refused(void **state)
 {
-	(void)state;
-	assert_int_equal(tb_simd_force("avx2"), -1);
-	assert_string_equal(tb_simd_name(), "generic");
+	const char *isa = isas[n_isas(state) - 1], *before = tb_simd_name();
+
+	assert_int_equal(tb_simd_force(isa), -1);
+	assert_string_equal(tb_simd_name(), before);
 }
 
 static void use_isa(int i)
@@ -118,21 +121,23 @@ static void naive(tb_acc *a, const float *r, const float *c, size_t n, double at
 			continue;
 		}
 		double d = cv - rv;
+		/* |d| as float has it, as numpy's isclose on float32 arrays. */
+		float ad = fabsf(c[i] - r[i]);
 		a->finite++;
 		a->sdd += d * d;
 		a->srr += rv * rv;
 		a->scc += cv * cv;
 		a->src += rv * cv;
-		a->sad += fabs(d);
+		a->sad += ad;
 		a->sr += rv;
 		a->sc += cv;
 		a->rmin = rv < a->rmin ? rv : a->rmin;
 		a->rmax = rv > a->rmax ? rv : a->rmax;
 		a->cmin = cv < a->cmin ? cv : a->cmin;
 		a->cmax = cv > a->cmax ? cv : a->cmax;
-		a->close += fabs(d) <= atol + rtol * fabs(rv);
-		if (fabs(d) > a->max_abs) {
-			a->max_abs = fabs(d);
+		a->close += ad <= (float)atol + (float)rtol * fabsf(r[i]);
+		if (ad > a->max_abs) {
+			a->max_abs = ad;
 			a->worst = i;
 			a->worst_r = r[i];
 			a->worst_c = c[i];
@@ -140,8 +145,9 @@ static void naive(tb_acc *a, const float *r, const float *c, size_t n, double at
 	}
 }
 
-/* Sums may differ from the naive loop's by rounding (another order);
- * everything else must be exact. */
+/* Sums may differ from the naive loop's by the kernel's float terms and
+ * blocks (TB_ACC_BOUND of the sum of magnitudes) and by rounding; everything
+ * else must be exact. */
 static void assert_acc_matches(const tb_acc *got, const tb_acc *want, size_t n)
 {
 	const double *g[] = {&got->sdd, &got->srr, &got->scc, &got->src, &got->sad, &got->sr, &got->sc};
@@ -156,12 +162,14 @@ static void assert_acc_matches(const tb_acc *got, const tb_acc *want, size_t n)
 		assert_int_equal(got->inf[s], want->inf[s]);
 	}
 	for (int k = 0; k < 7; k++) {
-		/* |error| <= n ulps of the sum of magnitudes, bounded by that of squares. */
+		/* the sum of magnitudes, bounded by that of squares */
 		double scale = fabs(*w[k]) + 1e-300;
+		if (k == 3) /* sum |r*c| <= the product of the norms */
+			scale = sqrt(want->srr * want->scc) + 1e-300;
 		if (k >= 4)
 			scale = want->sad + fabs(want->sr) + fabs(want->sc) + sqrt(want->srr * (double)n) +
 				sqrt(want->scc * (double)n);
-		assert_near(*g[k], *w[k], 1e-15 * (double)(n + 8) * scale);
+		assert_near(*g[k], *w[k], (TB_ACC_BOUND + 1e-15 * (double)(n + 8)) * scale);
 	}
 	assert_true(got->max_abs == want->max_abs);
 	if (want->finite) {
@@ -190,8 +198,8 @@ static void test_kernel_vs_naive(void **state)
 	for (int k = 0; k < N_LENGTHS; k++) {
 		for (int b = 0; b < 3; b++) {
 			size_t n = length(k);
-			tb_acc want, got[2];
-			tb_run_sums run[2];
+			tb_acc want, got[3];
+			tb_run_sums run[3];
 			fill_pair(r, c, n, p_bad[b]);
 			naive(&want, r, c, n, 1e-4, 1e-4);
 			for (int i = 0; i < ni; i++) {
@@ -201,10 +209,60 @@ static void test_kernel_vs_naive(void **state)
 				assert_acc_matches(&got[i], &want, n);
 				assert_true(run[i].sdd == got[i].sdd && run[i].srr == got[i].srr);
 			}
-			if (ni == 2) {
-				assert_memory_equal(&got[0], &got[1], sizeof got[0]);
-				assert_memory_equal(&run[0], &run[1], sizeof run[0]);
+			for (int i = 1; i < ni; i++) {
+				assert_memory_equal(&got[i], &got[0], sizeof got[0]);
+				assert_memory_equal(&run[i], &run[0], sizeof run[0]);
 			}
+		}
+	}
+	tb_simd_force(NULL);
+	free(r);
+	free(c);
+}
+
+/* The kernel's sums against exact ones (long double over the float
+ * inputs), on data made to push a float block to its bound: in every
+ * lane, a block's first term is large and the rest each fall just below
+ * half a unit of it, so float drops them all.  The error must reach most
+ * of TB_ACC_BOUND (so a longer float run, or float all the way, would
+ * break it) and stay within it; and on random data over many magnitudes
+ * it stays within it too. */
+static void test_kernel_error_bound(void **state)
+{
+	enum { N = 8 * TB_ACC_BLOCK * 64 };
+	float *r = malloc(N * sizeof *r), *c = malloc(N * sizeof *c);
+	int ni = n_isas(state);
+
+	for (int kind = 0; kind < 2; kind++) {
+		long double sdd = 0, srr = 0, scc = 0, src = 0, mdd = 0, mrc = 0;
+		for (size_t i = 0; i < N; i++) {
+			if (kind == 0) {
+				bool head = (i / 8) % TB_ACC_BLOCK == 0;
+				r[i] = head ? 1.0f : 0.0f;
+				c[i] = head ? 2.0f : 0x1.fp-13f;
+			} else {
+				r[i] = value(0);
+				c[i] = r[i] + value(0);
+			}
+			long double rv = r[i], cv = c[i], d = cv - rv;
+			sdd += d * d;
+			srr += rv * rv;
+			scc += cv * cv;
+			src += rv * cv;
+			mdd += d * d;
+			mrc += fabsl(rv * cv);
+		}
+		for (int i = 0; i < ni; i++) {
+			tb_acc a;
+			use_isa(i);
+			tb_acc_init(&a);
+			tb_acc_run(&a, r, c, N, 0, 1e-4, 1e-4, NULL);
+			double e_dd = (double)(fabsl(a.sdd - sdd) / mdd), e_rr = (double)(fabsl(a.srr - srr) / srr);
+			double e_cc = (double)(fabsl(a.scc - scc) / scc), e_rc = (double)(fabsl(a.src - src) / mrc);
+			assert_true(e_dd <= TB_ACC_BOUND && e_rr <= TB_ACC_BOUND);
+			assert_true(e_cc <= TB_ACC_BOUND && e_rc <= TB_ACC_BOUND);
+			if (kind == 0)
+				assert_true(e_dd > 0.7 * TB_ACC_BOUND);
 		}
 	}
 	tb_simd_force(NULL);
@@ -356,7 +414,7 @@ static void test_logits_vs_naive(void **state)
 	for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
 		for (int shape = 0; shape < 4; shape++) {
 			int64_t n = lens[li];
-			tb_logit_row row[2];
+			tb_logit_row row[3];
 			double kl, lp[2];
 			for (int64_t i = 0; i < n; i++) {
 				/* Logit-like; shape 3 spans 3000 so most terms underflow. */
@@ -375,8 +433,8 @@ static void test_logits_vs_naive(void **state)
 				if (shape == 0)
 					assert_true(row[i].kl == 0);
 			}
-			if (ni == 2)
-				assert_memory_equal(&row[0], &row[1], sizeof row[0]);
+			for (int i = 1; i < ni; i++)
+				assert_memory_equal(&row[i], &row[0], sizeof row[0]);
 		}
 	}
 	tb_simd_force(NULL);
@@ -581,22 +639,26 @@ static void test_compare_threads_and_isas(void **state)
 	free(fo);
 }
 
-/* A case on the generic copy, and again with the AVX2 copy beside it.
- * Without AVX2 the second is a TAP skip: cmocka's own skip() prints
- * "not ok N # SKIP", which the automake driver counts as a failure, so the
- * directive goes in the name of a case that checks AVX2 is refused. */
+/* A case on the generic copy, and again with the AVX2 copy beside it,
+ * and the AVX-512 one.  Without the CPU for one it is a TAP skip:
+ * cmocka's own skip() prints "not ok N # SKIP", which the automake driver
+ * counts as a failure, so the directive goes in the name of a case that
+ * checks the copy is refused. */
+#define ON_COPY(f, has, isa, state)                                                            \
+	{                                                                                       \
+		.name = has ? #f " (" isa ")" : #f " (" isa ") # SKIP no " isa " on this CPU",   \
+		.test_func = has ? f : test_copy_refused, .initial_state = state                \
+	}
 #define ON_EVERY_COPY(f)                                                                       \
 	{.name = #f " (generic)", .test_func = f, .initial_state = &generic_only},              \
-	{                                                                                       \
-		.name = avx2 ? #f " (avx2)" : #f " (avx2) # SKIP no AVX2 on this CPU",           \
-		.test_func = avx2 ? f : test_avx2_refused, .initial_state = &with_avx2          \
-	}
+		ON_COPY(f, avx2, "avx2", &with_avx2), ON_COPY(f, avx512, "avx512", &with_avx512)
 
 int main(void)
 {
-	bool avx2 = cpu_has_avx2();
+	bool avx2 = cpu_has("avx2"), avx512 = cpu_has("avx512");
 	const struct CMUnitTest tests[] = {
 		ON_EVERY_COPY(test_kernel_vs_naive),
+		ON_EVERY_COPY(test_kernel_error_bound),
 		cmocka_unit_test(test_kernel_split_runs),
 		ON_EVERY_COPY(test_raw_dtypes_match_decoded),
 		ON_EVERY_COPY(test_block_decoders_exhaustive),

@@ -157,8 +157,9 @@ static void test_merge_equals_single_pass(void **state)
 	}
 	tb_metrics_finish(&a, &whole, NULL, 0, 0, 1e-2);
 	tb_metrics_finish(&b, &parts, NULL, 0, 0, 1e-2);
-	assert_near(a.rel_l2, b.rel_l2, 1e-12);
-	assert_near(a.cosine, b.cosine, 1e-12);
+	/* other float blocks: the same within the kernel's bound */
+	assert_near(a.rel_l2, b.rel_l2, TB_ACC_BOUND * a.rel_l2);
+	assert_near(a.cosine, b.cosine, 2 * TB_ACC_BOUND);
 	assert_near(a.max_abs, b.max_abs, 0);
 	assert_int_equal(a.worst_index, 7777);
 	assert_int_equal(b.worst_index, 7777);

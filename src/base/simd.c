@@ -5,21 +5,26 @@
 
 #include "base/simd.h"
 
-/* -1: not decided yet; 0: generic; 1: AVX2.  Set once from the CPU, or by
- * tb_simd_force. */
+static const char *const names[] = {"generic", "avx2", "avx512"};
+
+/* -1: not decided yet, else a tb_simd_level.  Set once from the CPU, or
+ * by tb_simd_force. */
 static atomic_int isa = -1;
 
 static int detect(void)
 {
 #if TB_SIMD_X86
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") ? 1 : 0;
+	if (!__builtin_cpu_supports("avx2"))
+		return TB_SIMD_GENERIC;
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? TB_SIMD_AVX512
+												: TB_SIMD_AVX2;
 #else
-	return 0;
+	return TB_SIMD_GENERIC;
 #endif
 }
 
-bool tb_simd_avx2(void)
+int tb_simd_level(void)
 {
 	int v = atomic_load_explicit(&isa, memory_order_relaxed);
 
@@ -27,7 +32,7 @@ bool tb_simd_avx2(void)
 		v = detect();
 		atomic_store(&isa, v);
 	}
-	return v == 1;
+	return v;
 }
 
 int tb_simd_force(const char *name)
@@ -36,18 +41,15 @@ int tb_simd_force(const char *name)
 		atomic_store(&isa, detect());
 		return 0;
 	}
-	if (!strcmp(name, "generic")) {
-		atomic_store(&isa, 0);
-		return 0;
-	}
-	if (!strcmp(name, "avx2") && detect() == 1) {
-		atomic_store(&isa, 1);
-		return 0;
-	}
+	for (int v = TB_SIMD_GENERIC; v <= TB_SIMD_AVX512; v++)
+		if (!strcmp(name, names[v]) && v <= detect()) {
+			atomic_store(&isa, v);
+			return 0;
+		}
 	return -1;
 }
 
 const char *tb_simd_name(void)
 {
-	return tb_simd_avx2() ? "avx2" : "generic";
+	return names[tb_simd_level()];
 }

@@ -3,10 +3,11 @@
  * metric kernel, the logit kernel), in three interchangeable sets of
  * always-inline functions: avx_ (AVX2), sse_ (SSE2, the x86-64 baseline)
  * and gen_ (portable C, other CPUs).  A kernel is a template (*.inc)
- * that simd_stamp.h compiles once per set, with V(op) naming the set's op;
- * TB_SIMD_PICK calls the copy tb_simd_avx2() chooses at run time.
+ * that simd_stamp.h compiles once per set (and the avx_ set a second
+ * time for AVX-512VL), with V(op) naming the set's op; TB_SIMD_PICK
+ * calls the copy tb_simd_level() chooses at run time.
  *
- * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 4 int64) and
+ * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 8 int32) and
  * only exact IEEE operations in a fixed order, with no contraction into FMA
  * (-std=c11 turns it off), so all copies give bit-identical results.
  * Tests force a copy with tb_simd_force.  Owns nothing but that switch.
@@ -30,12 +31,19 @@
 #define TB_SIMD_X86 0
 #endif
 
-/* Run the AVX2 copies?  True when the CPU has AVX2, unless forced off. */
-bool tb_simd_avx2(void);
-/* "avx2", "generic", or NULL to choose by the CPU again.  Returns -1 (and
- * changes nothing) for an unknown name or AVX2 on a CPU without it. */
+/* The copies, each needing the CPU of the one before and more.  The
+ * avx512 copy runs the AVX2 code compiled for AVX-512VL: the same
+ * operations on the same lanes, in 32 registers instead of 16, so the
+ * kernels' sums stay in registers. */
+enum { TB_SIMD_GENERIC, TB_SIMD_AVX2, TB_SIMD_AVX512 };
+
+/* The copy to run: the best the CPU has, unless forced. */
+int tb_simd_level(void);
+/* "generic", "avx2", "avx512", or NULL to choose by the CPU again.
+ * Returns -1 (and changes nothing) for an unknown name or a copy the CPU
+ * cannot run. */
 int tb_simd_force(const char *isa);
-/* The copy in use: "avx2" or "generic". */
+/* The copy in use: "generic", "avx2" or "avx512". */
 const char *tb_simd_name(void);
 
 /* Element sources the kernels read in place (little-endian). */
@@ -95,7 +103,7 @@ typedef struct gen_f {
 	float v[8];
 } gen_f;
 typedef struct gen_i {
-	int64_t v[4];
+	int32_t v[8];
 } gen_i;
 
 #define GEN_MAP(T, N, EXPR)              \
@@ -129,12 +137,14 @@ TB_INLINE gen_d gen_pow2(gen_d t)
 	}
 	return r;
 }
-TB_INLINE gen_i gen_izero(void) { GEN_MAP(gen_i, 4, 0); }
+TB_INLINE gen_i gen_izero(void) { GEN_MAP(gen_i, 8, 0); }
 /* cnt + (a <= b), lane by lane. */
-TB_INLINE gen_i gen_count_le(gen_i cnt, gen_d a, gen_d b) { GEN_MAP(gen_i, 4, cnt.v[l] + (a.v[l] <= b.v[l])); }
+TB_INLINE gen_i gen_count_le(gen_i cnt, gen_f a, gen_f b) { GEN_MAP(gen_i, 8, cnt.v[l] + (a.v[l] <= b.v[l])); }
 TB_INLINE gen_f gen_fset(float x) { GEN_MAP(gen_f, 8, x); }
 TB_INLINE gen_f gen_fadd(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] + b.v[l]); }
 TB_INLINE gen_f gen_fsub(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] - b.v[l]); }
+TB_INLINE gen_f gen_fmul(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] * b.v[l]); }
+TB_INLINE gen_f gen_fabs(gen_f a) { GEN_MAP(gen_f, 8, fabsf(a.v[l])); }
 TB_INLINE gen_f gen_fmin(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] < b.v[l] ? a.v[l] : b.v[l]); }
 TB_INLINE gen_f gen_fmax(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
 TB_INLINE gen_f gen_load(tb_src k, const void *base, uint64_t i) { GEN_MAP(gen_f, 8, tb_sload(k, base, i + (uint64_t)l)); }
@@ -152,7 +162,7 @@ TB_INLINE bool gen_any_gt(gen_f f, float x)
 }
 TB_INLINE void gen_dstore(double *o, gen_d a) { memcpy(o, a.v, sizeof a.v); }
 TB_INLINE void gen_fstore(float *o, gen_f a) { memcpy(o, a.v, sizeof a.v); }
-TB_INLINE void gen_istore(int64_t *o, gen_i a) { memcpy(o, a.v, sizeof a.v); }
+TB_INLINE void gen_istore(int32_t *o, gen_i a) { memcpy(o, a.v, sizeof a.v); }
 
 #undef GEN_MAP
 
@@ -196,14 +206,20 @@ SSE_INLINE __m128d sse_pow2_half(__m128d t)
 }
 SSE_INLINE sse_d sse_pow2(sse_d t) { return (sse_d){sse_pow2_half(t.lo), sse_pow2_half(t.hi)}; }
 SSE_INLINE sse_i sse_izero(void) { return (sse_i){_mm_setzero_si128(), _mm_setzero_si128()}; }
-SSE_INLINE sse_i sse_count_le(sse_i cnt, sse_d a, sse_d b)
+SSE_INLINE sse_i sse_count_le(sse_i cnt, sse_f a, sse_f b)
 {
-	return (sse_i){_mm_sub_epi64(cnt.lo, _mm_castpd_si128(_mm_cmple_pd(a.lo, b.lo))),
-		       _mm_sub_epi64(cnt.hi, _mm_castpd_si128(_mm_cmple_pd(a.hi, b.hi)))};
+	return (sse_i){_mm_sub_epi32(cnt.lo, _mm_castps_si128(_mm_cmple_ps(a.lo, b.lo))),
+		       _mm_sub_epi32(cnt.hi, _mm_castps_si128(_mm_cmple_ps(a.hi, b.hi)))};
 }
 SSE_INLINE sse_f sse_fset(float x) { return (sse_f){_mm_set1_ps(x), _mm_set1_ps(x)}; }
 SSE_INLINE sse_f sse_fadd(sse_f a, sse_f b) { return (sse_f){_mm_add_ps(a.lo, b.lo), _mm_add_ps(a.hi, b.hi)}; }
 SSE_INLINE sse_f sse_fsub(sse_f a, sse_f b) { return (sse_f){_mm_sub_ps(a.lo, b.lo), _mm_sub_ps(a.hi, b.hi)}; }
+SSE_INLINE sse_f sse_fmul(sse_f a, sse_f b) { return (sse_f){_mm_mul_ps(a.lo, b.lo), _mm_mul_ps(a.hi, b.hi)}; }
+SSE_INLINE sse_f sse_fabs(sse_f a)
+{
+	__m128 m = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX));
+	return (sse_f){_mm_and_ps(a.lo, m), _mm_and_ps(a.hi, m)};
+}
 SSE_INLINE sse_f sse_fmin(sse_f a, sse_f b) { return (sse_f){_mm_min_ps(a.lo, b.lo), _mm_min_ps(a.hi, b.hi)}; }
 SSE_INLINE sse_f sse_fmax(sse_f a, sse_f b) { return (sse_f){_mm_max_ps(a.lo, b.lo), _mm_max_ps(a.hi, b.hi)}; }
 SSE_INLINE __m128 sse_half4(__m128i u)
@@ -245,10 +261,10 @@ SSE_INLINE void sse_fstore(float *o, sse_f a)
 	_mm_storeu_ps(o, a.lo);
 	_mm_storeu_ps(o + 4, a.hi);
 }
-SSE_INLINE void sse_istore(int64_t *o, sse_i a)
+SSE_INLINE void sse_istore(int32_t *o, sse_i a)
 {
 	_mm_storeu_si128((__m128i *)(void *)o, a.lo);
-	_mm_storeu_si128((__m128i *)(void *)(o + 2), a.hi);
+	_mm_storeu_si128((__m128i *)(void *)(o + 4), a.hi);
 }
 
 #undef SSE_D2
@@ -275,13 +291,15 @@ AVX_INLINE avx_d avx_pow2(avx_d t)
 	return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
 }
 AVX_INLINE avx_i avx_izero(void) { return _mm256_setzero_si256(); }
-AVX_INLINE avx_i avx_count_le(avx_i cnt, avx_d a, avx_d b)
+AVX_INLINE avx_i avx_count_le(avx_i cnt, avx_f a, avx_f b)
 {
-	return _mm256_sub_epi64(cnt, _mm256_castpd_si256(_mm256_cmp_pd(a, b, _CMP_LE_OQ)));
+	return _mm256_sub_epi32(cnt, _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LE_OQ)));
 }
 AVX_INLINE avx_f avx_fset(float x) { return _mm256_set1_ps(x); }
 AVX_INLINE avx_f avx_fadd(avx_f a, avx_f b) { return _mm256_add_ps(a, b); }
 AVX_INLINE avx_f avx_fsub(avx_f a, avx_f b) { return _mm256_sub_ps(a, b); }
+AVX_INLINE avx_f avx_fmul(avx_f a, avx_f b) { return _mm256_mul_ps(a, b); }
+AVX_INLINE avx_f avx_fabs(avx_f a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX))); }
 AVX_INLINE avx_f avx_fmin(avx_f a, avx_f b) { return _mm256_min_ps(a, b); }
 AVX_INLINE avx_f avx_fmax(avx_f a, avx_f b) { return _mm256_max_ps(a, b); }
 AVX_INLINE avx_f avx_load(tb_src k, const void *base, uint64_t i)
@@ -305,19 +323,23 @@ AVX_INLINE avx_d avx_hi(avx_f f) { return _mm256_cvtps_pd(_mm256_extractf128_ps(
 AVX_INLINE bool avx_any_gt(avx_f f, float x) { return _mm256_movemask_ps(_mm256_cmp_ps(f, _mm256_set1_ps(x), _CMP_GT_OQ)) != 0; }
 AVX_INLINE void avx_dstore(double *o, avx_d a) { _mm256_storeu_pd(o, a); }
 AVX_INLINE void avx_fstore(float *o, avx_f a) { _mm256_storeu_ps(o, a); }
-AVX_INLINE void avx_istore(int64_t *o, avx_i a) { _mm256_storeu_si256((__m256i *)(void *)o, a); }
+AVX_INLINE void avx_istore(int32_t *o, avx_i a) { _mm256_storeu_si256((__m256i *)(void *)o, a); }
 
 #endif /* TB_SIMD_X86 */
 
 /*
  * The op set and target attribute of the "generic" copy (SSE2 on x86,
  * portable C elsewhere), and the copy to call: TB_SIMD_PICK(prefix, name)
- * is prefix_avx2_name or prefix_generic_name (see simd_stamp.h).
+ * is prefix_avx512_name, prefix_avx2_name or prefix_generic_name (see
+ * simd_stamp.h).
  */
 #if TB_SIMD_X86
 #define TB_SIMD_GENERIC_SET(x) sse_##x
 #define TB_SIMD_GENERIC_ATTR __attribute__((target("sse2")))
-#define TB_SIMD_PICK(prefix, name) (tb_simd_avx2() ? prefix##_avx2_##name : prefix##_generic_##name)
+#define TB_SIMD_PICK(prefix, name)                                                                     \
+	(tb_simd_level() == TB_SIMD_AVX512 ? prefix##_avx512_##name                                    \
+	 : tb_simd_level() == TB_SIMD_AVX2 ? prefix##_avx2_##name                                      \
+					   : prefix##_generic_##name)
 #else
 #define TB_SIMD_GENERIC_SET(x) gen_##x
 #define TB_SIMD_GENERIC_ATTR

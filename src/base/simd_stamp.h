@@ -2,8 +2,8 @@
  * simd_stamp: compiles a kernel template once per op set of simd.h.  The
  * includer defines TB_KERNEL_FILE (the template, a "*.inc") and
  * TB_KERNEL_PREFIX; the template's functions KNAME(x) become
- * PREFIX_generic_x and, on x86, PREFIX_avx2_x, called through
- * TB_SIMD_PICK(PREFIX, x).  No include guard: included once per kernel.
+ * PREFIX_generic_x and, on x86, PREFIX_avx2_x and PREFIX_avx512_x,
+ * called through TB_SIMD_PICK(PREFIX, x).  No include guard: included once per kernel.
  */
 #include "base/simd.h"
 
@@ -22,6 +22,11 @@
 #define V(op) avx_##op
 #define KNAME(name) TB_KPASTE(TB_KERNEL_PREFIX, _avx2_, name)
 #define KATTR __attribute__((target("avx2")))
+#include TB_KERNEL_FILE
+#undef KNAME
+#undef KATTR
+#define KNAME(name) TB_KPASTE(TB_KERNEL_PREFIX, _avx512_, name)
+#define KATTR __attribute__((target("avx2,avx512f,avx512vl")))
 #include TB_KERNEL_FILE
 #undef V
 #undef KNAME

@@ -80,25 +80,44 @@ TB_INLINE double elem(tb_src k, const void *p, size_t i)
 	return (double)tb_sload(k, p, i);
 }
 
+/* |c - r| of finite values as every path has it: rounded to float, as
+ * the kernel computes it (and numpy on float32 arrays), except where
+ * that overflows. */
+static inline double abs_diff(float rf, float cf)
+{
+	float d = fabsf(cf - rf);
+
+	return isinf(d) ? fabs((double)cf - rf) : d;
+}
+
+/* Does |c - r| pass allclose?  The bound in float, as the kernel has it. */
+static inline bool close_f(double ad, float rf, float atol, float rtol)
+{
+	return ad <= atol + rtol * fabsf(rf);
+}
+
+/* The first pair of the run whose |c - r|, in float as the kernel has
+ * it, is mx. */
 static void note_worst(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
 		       double mx)
 {
 	if (!(mx > a->max_abs))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		double rv = elem(rk, r, i), cv = elem(ck, c, i);
-		if (fabs(cv - rv) == mx) {
+		float rf = tb_sload(rk, r, i), cf = tb_sload(ck, c, i);
+		if (fabsf(cf - rf) == mx) {
 			a->max_abs = mx;
 			a->worst = base + i;
-			a->worst_r = (float)rv;
-			a->worst_c = (float)cv;
+			a->worst_r = rf;
+			a->worst_c = cf;
 			return;
 		}
 	}
 }
 
-/* The careful path for runs holding NaN or Inf: counts them and keeps the
- * sums over finite pairs. */
+/* The careful path, in double, for runs holding NaN or Inf (counts them
+ * and keeps the sums over finite pairs), and for runs whose squares float
+ * cannot hold (see float_safe). */
 static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
 			  double atol, double rtol, tb_run_sums *run)
 {
@@ -129,7 +148,8 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 				add_lone(a, 1, cv);
 			continue;
 		}
-		double d = cv - rv, ad = fabs(d);
+		double d = cv - rv;
+		double ad = abs_diff((float)rv, (float)cv);
 		a->finite++;
 		s.sdd += d * d;
 		s.srr += rv * rv;
@@ -142,7 +162,7 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		a->rmax = fmax(a->rmax, rv);
 		a->cmin = fmin(a->cmin, cv);
 		a->cmax = fmax(a->cmax, cv);
-		a->close += ad <= atol + rtol * fabs(rv);
+		a->close += close_f(ad, (float)rv, (float)atol, (float)rtol);
 		if (ad > a->max_abs) {
 			a->max_abs = ad;
 			a->worst = base + i;
@@ -166,9 +186,21 @@ typedef struct kout {
 	uint64_t close;
 } kout;
 
+#define ACC_BLOCK TB_ACC_BLOCK
 #define TB_KERNEL_FILE "compare/acc_kernel.inc"
 #define TB_KERNEL_PREFIX acc
 #include "base/simd_stamp.h"
+
+/* Did the kernel's float terms hold?  A NaN or Inf, or a square beyond
+ * float's range, makes a sum non-finite; values below 2^-63 have squares
+ * in float's subnormals, which keep fewer bits, and when the whole run is
+ * that small its sums are only that. */
+static bool float_safe(const kout *o)
+{
+	double s = o->srr + o->scc + o->sdd;
+
+	return isfinite(s) && (s == 0 || s >= 0x1p-100);
+}
 
 static bool src_of(tb_dtype dt, tb_src *k)
 {
@@ -203,7 +235,7 @@ void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dt
 	src_of(rdt, &rk);
 	src_of(cdt, &ck);
 	TB_SIMD_PICK(acc, run)(rk, r, ck, c, n, atol, rtol, &o);
-	if (!isfinite(o.srr + o.scc)) {
+	if (!float_safe(&o)) {
 		run_nonfinite(a, rk, r, ck, c, n, base, atol, rtol, run);
 		return;
 	}

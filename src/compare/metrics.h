@@ -4,7 +4,11 @@
  *
  * tb_acc_run folds a run of (ref, cand) float32 pairs into double
  * accumulators: squared norms, dot product, |diff| sum and max with its
- * index, allclose count, NaN/Inf counts, per-side min/max/sum;
+ * index, allclose count, NaN/Inf counts, per-side min/max/sum.  |c - r|
+ * is rounded to float, as numpy has it on float32 arrays, and the sums
+ * are of float terms summed over short float blocks: each is within
+ * TB_ACC_BOUND of the sum of its terms' magnitudes (acc_kernel.inc says
+ * why), plus double's own rounding;
  * tb_acc_run_raw does the same reading f32, bf16 or f16 elements in place
  * (one specialised, vectorised loop per dtype pair, see simd.h).  Runs never
  * cross a row (a position of an [.., S, H] activation), so the run's own
@@ -22,6 +26,12 @@
 #include <stdint.h>
 
 #include "tensor/dtype.h"
+
+/* Vectors of 8 pairs per float block of the kernel, and the bound (to
+ * first order) on a sum's error relative to the sum of its terms'
+ * magnitudes: 3 roundings in a term, one per add in a block's lane. */
+#define TB_ACC_BLOCK 16
+#define TB_ACC_BOUND ((TB_ACC_BLOCK + 2) * 0x1p-24)
 
 typedef struct tb_tolerance {
 	double atol, rtol; /* element ok iff |c-r| <= atol + rtol*|r| */
