@@ -31,13 +31,15 @@ static const double eps_grid[] = {1e-3, 1e-5, 1e-6, 1e-8, 1e-12};
 /* A norm is a function of each row alone, and a few hundred rows pin a
  * per-channel weight as well as thousands do, while every variant costs
  * a sweep over the rows taken: evenly spaced ones, at most this many. */
-#define MAX_ROWS 256
+#define MAX_ROWS 128
 
 /* One side's norm input and output: rows of cols values taken from
- * stride values apart. */
+ * stride values apart, and each row's mean and sums of squares (about 0
+ * and about the mean), which every formulation and eps tried shares. */
 typedef struct side {
 	const float *x, *y;
 	uint64_t rows, cols, stride;
+	double *mean, *ss[N_FORMS];
 } side;
 
 /* A norm: y = (x - mean) / sqrt(var + eps) * w + b over each row, with
@@ -49,17 +51,34 @@ typedef struct norm {
 	const double *b; /* cols, or NULL: no bias */
 } norm;
 
-/* Row i's mean and 1/sqrt(var + eps). */
-static void row_stats(const float *x, uint64_t cols, form f, double eps, double *mean, double *inv)
+/* Fill s's per-row sums; work holds 3 x rows doubles. */
+static void row_sums(side *s, double *work)
 {
-	double s = 0, ss = 0;
+	s->mean = work;
+	s->ss[RMS] = work + s->rows;
+	s->ss[LAYER] = work + 2 * s->rows;
+	for (uint64_t i = 0; i < s->rows; i++) {
+		const float *x = s->x + i * s->stride;
+		double sum = 0, ss0 = 0, ssm = 0, mean;
 
-	for (uint64_t c = 0; c < cols; c++)
-		s += x[c];
-	*mean = f == LAYER ? s / (double)cols : 0;
-	for (uint64_t c = 0; c < cols; c++)
-		ss += (x[c] - *mean) * (x[c] - *mean);
-	*inv = 1 / sqrt(ss / (double)cols + eps);
+		for (uint64_t c = 0; c < s->cols; c++) {
+			sum += x[c];
+			ss0 += (double)x[c] * x[c];
+		}
+		mean = sum / (double)s->cols;
+		for (uint64_t c = 0; c < s->cols; c++)
+			ssm += (x[c] - mean) * (x[c] - mean);
+		s->mean[i] = mean;
+		s->ss[RMS][i] = ss0;
+		s->ss[LAYER][i] = ssm;
+	}
+}
+
+/* Row i's mean (0 for RMSNorm) and 1/sqrt(var + eps). */
+static void row_stats(const side *s, uint64_t i, form f, double eps, double *mean, double *inv)
+{
+	*mean = f == LAYER ? s->mean[i] : 0;
+	*inv = 1 / sqrt(s->ss[f][i] / (double)s->cols + eps);
 }
 
 static double residual(const side *s, const norm *n)
@@ -69,7 +88,7 @@ static double residual(const side *s, const norm *n)
 	for (uint64_t i = 0; i < s->rows; i++) {
 		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
 		double mean, inv;
-		row_stats(x, s->cols, n->f, n->eps, &mean, &inv);
+		row_stats(s, i, n->f, n->eps, &mean, &inv);
 		for (uint64_t c = 0; c < s->cols; c++) {
 			double d = (x[c] - mean) * inv * n->w[c] + (n->b ? n->b[c] : 0) - y[c];
 			dd += d * d;
@@ -90,7 +109,7 @@ static void fit(const side *s, form f, double eps, double *w, double *b, double 
 	for (uint64_t i = 0; i < s->rows; i++) {
 		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
 		double mean, inv;
-		row_stats(x, s->cols, f, eps, &mean, &inv);
+		row_stats(s, i, f, eps, &mean, &inv);
 		for (uint64_t c = 0; c < s->cols; c++) {
 			double n = (x[c] - mean) * inv;
 			snn[c] += n * n;
@@ -114,7 +133,7 @@ static void fit_offset(const side *s, const norm *n, double *b)
 	for (uint64_t i = 0; i < s->rows; i++) {
 		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
 		double mean, inv;
-		row_stats(x, s->cols, n->f, n->eps, &mean, &inv);
+		row_stats(s, i, n->f, n->eps, &mean, &inv);
 		for (uint64_t c = 0; c < s->cols; c++)
 			b[c] += (y[c] - (x[c] - mean) * inv * n->w[c] - (n->b ? n->b[c] : 0)) / (double)s->rows;
 	}
@@ -286,7 +305,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	out->tried = true;
 	if (tb_replay_load_pairs(p, 3, v, &finite, err) < 0)
 		return -1;
-	work = finite ? malloc(8 * cols * sizeof *work) : NULL;
+	work = finite ? malloc((8 * cols + 6 * MAX_ROWS) * sizeof *work) : NULL;
 	if (finite && !work) {
 		tb_replay_unload(v, 3);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
@@ -303,7 +322,11 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		}
 	{
 		uint64_t step = (rows + MAX_ROWS - 1) / MAX_ROWS, taken = (rows + step - 1) / step;
-		side r = {v[0].ref, v[2].ref, taken, cols, step * cols}, c = {v[0].cand, v[2].cand, taken, cols, step * cols};
+		side r = {v[0].ref, v[2].ref, taken, cols, step * cols, NULL, {NULL, NULL}};
+		side c = {v[0].cand, v[2].cand, taken, cols, step * cols, NULL, {NULL, NULL}};
+		/* work: 8 columns (below), then each side's row sums */
+		row_sums(&r, work + 8 * cols);
+		row_sums(&c, work + 8 * cols + 3 * MAX_ROWS);
 		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR, 1);
 		/* work, in columns: the reference's w and b, a variant's w and
 		 * b, the four sums of a fit. */
