@@ -136,8 +136,8 @@ static void naive(tb_acc *a, const float *r, const float *c, size_t n, double at
 		a->cmin = cv < a->cmin ? cv : a->cmin;
 		a->cmax = cv > a->cmax ? cv : a->cmax;
 		a->close += ad <= (float)atol + (float)rtol * fabsf(r[i]);
-		if (ad > a->max_abs) {
-			a->max_abs = ad;
+		if (fabs(d) > a->max_abs) {
+			a->max_abs = fabs(d);
 			a->worst = i;
 			a->worst_r = r[i];
 			a->worst_c = c[i];

@@ -80,9 +80,9 @@ TB_INLINE double elem(tb_src k, const void *p, size_t i)
 	return (double)tb_sload(k, p, i);
 }
 
-/* |c - r| of finite values as every path has it: rounded to float, as
- * the kernel computes it (and numpy on float32 arrays), except where
- * that overflows. */
+/* |c - r| of finite values as the sums and allclose have it: rounded to
+ * float, as the kernel computes it (and numpy on float32 arrays), except
+ * where that overflows. */
 static inline double abs_diff(float rf, float cf)
 {
 	float d = fabsf(cf - rf);
@@ -97,7 +97,7 @@ static inline bool close_f(double ad, float rf, float atol, float rtol)
 }
 
 /* The first pair of the run whose |c - r|, in float as the kernel has
- * it, is mx. */
+ * it, is mx; max_abs is its |c - r| in double, exact. */
 static void note_worst(tb_acc *a, tb_src rk, const void *r, tb_src ck, const void *c, size_t n, uint64_t base,
 		       double mx)
 {
@@ -106,7 +106,7 @@ static void note_worst(tb_acc *a, tb_src rk, const void *r, tb_src ck, const voi
 	for (size_t i = 0; i < n; i++) {
 		float rf = tb_sload(rk, r, i), cf = tb_sload(ck, c, i);
 		if (fabsf(cf - rf) == mx) {
-			a->max_abs = mx;
+			a->max_abs = fabs((double)cf - rf);
 			a->worst = base + i;
 			a->worst_r = rf;
 			a->worst_c = cf;
@@ -163,8 +163,8 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		a->cmin = fmin(a->cmin, cv);
 		a->cmax = fmax(a->cmax, cv);
 		a->close += close_f(ad, (float)rv, (float)atol, (float)rtol);
-		if (ad > a->max_abs) {
-			a->max_abs = ad;
+		if (fabs(d) > a->max_abs) {
+			a->max_abs = fabs(d);
 			a->worst = base + i;
 			a->worst_r = (float)rv;
 			a->worst_c = (float)cv;

@@ -4,11 +4,11 @@
  *
  * tb_acc_run folds a run of (ref, cand) float32 pairs into double
  * accumulators: squared norms, dot product, |diff| sum and max with its
- * index, allclose count, NaN/Inf counts, per-side min/max/sum.  |c - r|
- * is rounded to float, as numpy has it on float32 arrays, and the sums
+ * index, allclose count, NaN/Inf counts, per-side min/max/sum.  The sums
  * are of float terms summed over short float blocks: each is within
  * TB_ACC_BOUND of the sum of its terms' magnitudes (acc_kernel.inc says
- * why), plus double's own rounding;
+ * why), plus double's own rounding; allclose is decided on |c - r|
+ * rounded to float, as numpy has it on float32 arrays; max_abs is exact;
  * tb_acc_run_raw does the same reading f32, bf16 or f16 elements in place
  * (one specialised, vectorised loop per dtype pair, see simd.h).  Runs never
  * cross a row (a position of an [.., S, H] activation), so the run's own
