@@ -4,7 +4,8 @@
  * shards sketched apart add up); equal tensors are known equal; over many
  * random pairs and seeds the estimated rel_l2 lies inside its stated bound
  * (a bound too tight, or a biased estimator, fails here); proportional
- * tensors get cosine 1; sketches of other seeds refuse to compare.
+ * tensors get cosine 1; the AVX-512 and portable loops agree bit for bit;
+ * sketches of other seeds refuse to compare.
  */
 #include "config.h"
 
@@ -18,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "base/simd.h"
 #include "compare/estimate.h"
 
 typedef struct fixture {
@@ -256,6 +258,40 @@ static void test_threads_agree(void **state)
 	free(v);
 }
 
+/* The AVX-512 loops (where the CPU has them) and the portable ones give
+ * the same sketch, bit for bit, so that hosts of either kind can sketch
+ * the two sides: rows of 8 values and more, rows not a multiple of 8,
+ * rows shorter than 8, and a run holding NaN. */
+static void test_copies_agree(void **state)
+{
+	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5}, {9, 4099}};
+	const char *best = tb_simd_name();
+
+	(void)state;
+	for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+		int64_t R = shapes[z][0], C = shapes[z][1];
+		float *v = malloc((size_t)(R * C) * sizeof *v);
+		tb_sketch a, b;
+		for (int64_t i = 0; i < R * C; i++)
+			/* magnitudes far apart, so that sums in another order differ */
+			v[i] = z == 1 && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
+		assert_int_equal(tb_simd_force("generic"), 0);
+		sketch_on(v, R, C, 9, 2, &a);
+		assert_int_equal(tb_simd_force(best), 0);
+		sketch_on(v, R, C, 9, 2, &b);
+		assert_true(a.sum == b.sum && a.sumsq == b.sumsq && a.min == b.min && a.max == b.max);
+		assert_int_equal(a.nan, b.nan);
+		assert_memory_equal(a.bucket, b.bucket, a.p.k * sizeof *a.bucket);
+		assert_memory_equal(a.pos_sumsq, b.pos_sumsq, (size_t)a.p.n_pos * sizeof *a.pos_sumsq);
+		assert_memory_equal(a.pos_bucket, b.pos_bucket, (size_t)a.p.n_pos * a.p.kp * sizeof *a.pos_bucket);
+		assert_memory_equal(a.hash, b.hash, a.n_blocks * sizeof *a.hash);
+		tb_sketch_free(&a);
+		tb_sketch_free(&b);
+		free(v);
+	}
+	tb_simd_force(NULL);
+}
+
 static void test_other_seed_refused(void **state)
 {
 	float v[64];
@@ -280,7 +316,7 @@ int main(void)
 		cmocka_unit_test(test_statistics_exact), cmocka_unit_test(test_linear),
 		cmocka_unit_test(test_equal_is_exact),   cmocka_unit_test(test_bound_holds),
 		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_threads_agree),
-		cmocka_unit_test(test_other_seed_refused),
+		cmocka_unit_test(test_copies_agree),       cmocka_unit_test(test_other_seed_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,8 +17,10 @@ static int detect(void)
 	__builtin_cpu_init();
 	if (!__builtin_cpu_supports("avx2"))
 		return TB_SIMD_GENERIC;
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? TB_SIMD_AVX512
-												: TB_SIMD_AVX2;
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+			       __builtin_cpu_supports("avx512dq")
+		       ? TB_SIMD_AVX512
+		       : TB_SIMD_AVX2;
 #else
 	return TB_SIMD_GENERIC;
 #endif

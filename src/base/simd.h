@@ -32,9 +32,10 @@
 #endif
 
 /* The copies, each needing the CPU of the one before and more.  The
- * avx512 copy runs the AVX2 code compiled for AVX-512VL: the same
- * operations on the same lanes, in 32 registers instead of 16, so the
- * kernels' sums stay in registers. */
+ * avx512 copy (AVX-512F, VL and DQ) runs the AVX2 code compiled for
+ * AVX-512VL: the same operations on the same lanes, in 32 registers
+ * instead of 16, so the kernels' sums stay in registers; the sketch's
+ * AVX-512 loops (tensor/sketch.c) run with it too. */
 enum { TB_SIMD_GENERIC, TB_SIMD_AVX2, TB_SIMD_AVX512 };
 
 /* The copy to run: the best the CPU has, unless forced. */

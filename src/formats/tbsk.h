@@ -10,7 +10,7 @@
  *     (rank K of N: a share of a tensor split on its last axis, its
  *     numbers over that share; the shape and parameters the joined one's);
  *     u64 nan inf finite; f64 sum sumsq min max;
- *     f64 bucket[k]; f64 pos_sumsq[n_pos]; f32 pos_bucket[n_pos * kp];
+ *     f64 bucket[k]; f32 pos_sumsq[n_pos]; f32 pos_bucket[n_pos * kp];
  *     u64 hash[ceil(numel / TB_SKETCH_BLOCK)]
  *   u64 checksum of every byte before it
  *

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "tensor/sketch.h"
 
 #define READ_BLOCK 65536 /* values decoded at a time; TB_SKETCH_BLOCK is a multiple */
+#define DROP_BLOCKS 16   /* read blocks between two drops of pages read */
 
 /* splitmix64's finaliser: the hash of (seed, index) behind every bucket
  * and sign, so that any host sketching any shard agrees. */
@@ -42,8 +44,12 @@ void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p
 	if (nd >= 2 && d[nd - 1] > 0 && d[nd - 2] > 0) {
 		p->n_pos = d[nd - 2];
 		p->row_len = (uint64_t)d[nd - 1];
-		/* 8 buckets of 4 bytes a position: 0.2% of an f32 row of 4096 */
-		p->kp = pow2_clamp(p->row_len, 1, 8);
+		/* a row's 4 bytes of sum of squares and kp buckets of 4 within
+		 * 0.5% of the row's bytes, up to 8 (an f32 row of 4096 gets 8,
+		 * a bf16 row of 2048 gets 4); rows under 1 KB, whose sketch
+		 * cannot be small, get 8 */
+		uint64_t row_bytes = p->row_len * tb_dtype_size(t->dtype);
+		p->kp = row_bytes < 1024 ? pow2_clamp(p->row_len, 1, 8) : pow2_clamp((row_bytes / 200 - 4) / 4, 1, 8);
 	}
 }
 
@@ -51,7 +57,7 @@ uint64_t tb_sketch_size(const tb_sketch_params *p)
 {
 	uint64_t blocks = (p->numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
 
-	return 8 * (uint64_t)p->k + (uint64_t)p->n_pos * (8 + 4 * (uint64_t)p->kp) + 8 * blocks;
+	return 8 * (uint64_t)p->k + (uint64_t)p->n_pos * (4 + 4 * (uint64_t)p->kp) + 8 * blocks;
 }
 
 int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
@@ -82,75 +88,395 @@ void tb_sketch_free(tb_sketch *s)
 	memset(s, 0, sizeof *s);
 }
 
-/* Where the next value lands: its row's position and column. */
+/* Where the next value lands: its row's position and column, and the
+ * row's sum of squares and buckets so far (in double until stored). */
 typedef struct cursor {
 	int64_t pos;
 	uint64_t col;
-	double pos_acc[8]; /* the current position's buckets, in double until stored */
+	double ss, acc[8];
 } cursor;
 
-/* Store the position buckets of a finished row. */
+/* Add the row's sums into its position's (as float) and start over. */
+static void flush_row(tb_sketch *s, cursor *c)
+{
+	s->pos_sumsq[c->pos] += (float)c->ss;
+	c->ss = 0;
+	for (uint32_t b = 0; b < s->p.kp; b++) {
+		s->pos_bucket[(size_t)c->pos * s->p.kp + b] += (float)c->acc[b];
+		c->acc[b] = 0;
+	}
+}
+
 static void end_row(tb_sketch *s, cursor *c)
 {
-	for (uint32_t b = 0; b < s->p.kp; b++) {
-		s->pos_bucket[(size_t)c->pos * s->p.kp + b] += (float)c->pos_acc[b];
-		c->pos_acc[b] = 0;
-	}
+	flush_row(s, c);
 	c->col = 0;
 	c->pos = c->pos + 1 == s->p.n_pos ? 0 : c->pos + 1;
 }
 
-/* Fold values [i0, i0 + n) into the sketch, a run within one row at a
- * time.  One hash of (seed, i) serves both sketches: its low bits pick
- * the whole-tensor bucket and bit 63 the sign, bits 32 and up the
- * position's bucket and bit 62 its sign. */
-static void fold(tb_sketch *s, cursor *c, const float *v, uint64_t i0, uint64_t n)
-{
-	const tb_sketch_params *p = &s->p;
-	uint64_t kmask = p->k - 1, pmask = p->kp ? p->kp - 1 : 0;
+/* Values hashed at a time: their hashes stay in the first-level cache. */
+#define CHUNK 1024
 
+/* h[j] = mix(seed ^ (i0 + j)) for j < n. */
+static void hash_run(uint64_t seed, uint64_t i0, size_t n, uint64_t *h)
+{
+	for (size_t j = 0; j < n; j++)
+		h[j] = mix(seed ^ (i0 + j));
+}
+
+/* A run's statistics over its finite values. */
+typedef struct run_stats {
+	double sum, ss, mn, mx;
+	uint64_t nan, inf;
+} run_stats;
+
+/* Eight lanes summed in a fixed order. */
+static double reduce8(const double *l)
+{
+	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* The careful statistics of a run holding NaN or Inf, value by value. */
+static void stats_nonfinite(const float *v, size_t n, run_stats *st)
+{
+	*st = (run_stats){0, 0, INFINITY, -INFINITY, 0, 0};
+	for (size_t j = 0; j < n; j++) {
+		double x = v[j];
+		if (!isfinite(x)) {
+			st->nan += isnan(x);
+			st->inf += isinf(x);
+			continue;
+		}
+		st->sum += x;
+		st->ss += x * x;
+		st->mn = x < st->mn ? x : st->mn;
+		st->mx = x > st->mx ? x : st->mx;
+	}
+}
+
+/* Value j in lane j % 8 of the whole groups of 8, the rest in lanes of
+ * their own, so that no add waits for the one before, in the order the
+ * AVX-512 copy adds them (bit for bit the same sums); a run holding NaN
+ * or Inf is redone value by value. */
+static void stats_run(const float *v, size_t n, run_stats *st)
+{
+	double s[8] = {0}, q[8] = {0}, ts[8] = {0}, tq[8] = {0};
+	float mn = INFINITY, mx = -INFINITY;
+	size_t j = 0;
+
+	for (; j + 8 <= n; j += 8)
+		for (int l = 0; l < 8; l++) {
+			double x = v[j + (size_t)l];
+			s[l] += x;
+			q[l] += x * x;
+		}
+	for (size_t t = 0; j + t < n; t++) {
+		ts[t] = v[j + t];
+		tq[t] = ts[t] * ts[t];
+	}
+	*st = (run_stats){reduce8(s) + reduce8(ts), reduce8(q) + reduce8(tq), INFINITY, -INFINITY, 0, 0};
+	if (!isfinite(st->sum + st->ss)) {
+		stats_nonfinite(v, n, st);
+		return;
+	}
+	for (j = 0; j < n; j++) {
+		mn = v[j] < mn ? v[j] : mn;
+		mx = v[j] > mx ? v[j] : mx;
+	}
+	st->mn = mn;
+	st->mx = mx;
+}
+
+#define SIGN 0x8000000000000000u
+
+/* x with its sign flipped where bit 63 of m is set: x times +-1, exactly. */
+static inline double flip(double x, uint64_t m)
+{
+	uint64_t b;
+
+	memcpy(&b, &x, 8);
+	b ^= m & SIGN;
+	memcpy(&x, &b, 8);
+	return x;
+}
+
+/* A salt that makes the blocks' rotations other numbers than the values' hashes. */
+#define SALT_BLOCK 0x6a09e667f3bcc909u
+
+/* The signed values of a run (whole-tensor sign from bit 63 of the
+ * value's hash, the position's from bit 62; a non-finite value adds a
+ * zero) and the run's block hash terms. */
+static uint64_t sign_run(const float *v, const uint64_t *h, size_t n, bool nonfinite, double *xs, double *ps)
+{
+	uint64_t hb = 0;
+
+	for (size_t j = 0; j < n; j++) {
+		uint32_t bits;
+		double x = v[j];
+		memcpy(&bits, &v[j], sizeof bits);
+		/* the block hash adds a term per value, so that shares and
+		 * shards of a tensor add up to its hash */
+		hb += bits * (h[j] | 1);
+		if (nonfinite && !isfinite(x))
+			x = 0;
+		xs[j] = flip(x, h[j]);
+		ps[j] = flip(x, h[j] << 1);
+	}
+	return hb;
+}
+
+/* A run's hashes, statistics, signed values and block hash terms. */
+typedef uint64_t (*prep_fn)(uint64_t seed, uint64_t i0, const void *src, bool bf16, size_t n, uint64_t *h,
+			    run_stats *st, double *xs, double *ps);
+
+/* n <= CHUNK values of src, float32 or bfloat16. */
+static uint64_t prep_run(uint64_t seed, uint64_t i0, const void *src, bool bf16, size_t n, uint64_t *h, run_stats *st,
+			 double *xs, double *ps)
+{
+	float buf[CHUNK];
+	const float *v = src;
+
+	if (bf16) {
+		tb_dtype_to_f32(TB_DT_BF16, src, n, false, buf);
+		v = buf;
+	}
+	hash_run(seed, i0, n, h);
+	stats_run(v, n, st);
+	return sign_run(v, h, n, st->nan + st->inf > 0, xs, ps);
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The same in one pass, 8 values at a time (AVX-512DQ multiplies 64-bit
+ * lanes), bfloat16 widened in registers; a run holding NaN or Inf is
+ * redone by prep_run. */
+__attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint64_t seed, uint64_t i0,
+									     const void *src, bool bf16, size_t n,
+									     uint64_t *h, run_stats *st, double *xs,
+									     double *ps)
+{
+	const float *v = src;
+	const unsigned char *b = src; /* bfloat16, at any alignment */
+	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+	__m512i sd = _mm512_set1_epi64((long long)seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
+	__m512i g = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u);
+	__m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u);
+	__m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebu);
+	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
+	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd();
+	__m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
+	size_t j = 0;
+	float fmn[8], fmx[8];
+	double ls[8], lq[8];
+	uint64_t tail;
+	run_stats rest;
+
+	for (; j + 8 <= n; j += 8) {
+		__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), g);
+		__m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
+					  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16))
+				: _mm256_loadu_ps(v + j);
+		__m512d d = _mm512_cvtps_pd(f);
+		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), m1);
+		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), m2);
+		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+		_mm512_storeu_si512(h + j, x);
+		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
+							     _mm512_or_si512(x, one)));
+		_mm512_storeu_pd(xs + j, _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(d),
+										  _mm512_and_si512(x, sign))));
+		_mm512_storeu_pd(ps + j, _mm512_castsi512_pd(_mm512_xor_si512(
+						 _mm512_castpd_si512(d), _mm512_and_si512(_mm512_slli_epi64(x, 1), sign))));
+		sum = _mm512_add_pd(sum, d);
+		ss = _mm512_add_pd(ss, _mm512_mul_pd(d, d));
+		mn = _mm256_min_ps(f, mn);
+		mx = _mm256_max_ps(f, mx);
+		idx = _mm512_add_epi64(idx, step);
+	}
+	_mm512_storeu_pd(ls, sum);
+	_mm512_storeu_pd(lq, ss);
+	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	if (!isfinite(st->sum + st->ss))
+		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
+	_mm256_storeu_ps(fmn, mn);
+	_mm256_storeu_ps(fmx, mx);
+	for (int l = 0; l < 8; l++) {
+		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
+		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+	}
+	/* the tail (n % 8 values) as stats_run has it: lanes of its own */
+	tail = prep_run(seed, i0 + j, bf16 ? (const void *)(b + 2 * j) : (const void *)(v + j), bf16, n - j, h + j, &rest,
+			xs + j, ps + j);
+	if (rest.nan + rest.inf)
+		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
+	st->sum += rest.sum;
+	st->ss += rest.ss;
+	st->mn = rest.mn < st->mn ? rest.mn : st->mn;
+	st->mx = rest.mx > st->mx ? rest.mx : st->mx;
+	return (uint64_t)_mm512_reduce_add_epi64(hb) + tail;
+}
+
+#endif
+
+/* dst[t] += src[t] for t < n: contiguous, 8 at a time, so it vectorises. */
+static inline void add_to(double *restrict dst, const double *restrict src, size_t n)
+{
+	size_t t = 0;
+
+	for (; t + 8 <= n; t += 8)
+		for (int u = 0; u < 8; u++)
+			dst[t + (size_t)u] += src[t + (size_t)u];
+	for (; t < n; t++)
+		dst[t] += src[t];
+}
+
+/* Whole-tensor buckets: the values of each block of k consecutive indices
+ * go, in order, to consecutive buckets from a random rotation of the
+ * block, wrapping at k.  Two values of one block never share a bucket;
+ * two of different blocks share one with chance 1/k, as with a bucket
+ * hashed per value, and with the values' own random signs that is all the
+ * estimate's variance (2/k of ||x||^4 at most) depends on. */
+static inline void add_whole(tb_sketch *s, uint64_t i, const double *xs, size_t n)
+{
+	uint64_t k = s->p.k, salt = mix(s->p.seed ^ SALT_BLOCK);
+
+	for (size_t j = 0; j < n;) {
+		uint64_t t = i % k, len = k - t < n - j ? k - t : n - j;
+		uint64_t off = (mix(salt ^ (i / k)) + t) & (k - 1), first = k - off < len ? k - off : len;
+		add_to(s->bucket + off, xs + j, first);
+		add_to(s->bucket, xs + j + first, len - first);
+		i += len;
+		j += len;
+	}
+}
+
+/* A group's rotation: bits 32 and up of its first value's hash (the
+ * run's h[j] when that value is in the run). */
+static inline uint64_t group_rot(const tb_sketch *s, uint64_t i, const uint64_t *h, size_t j, uint64_t t)
+{
+	return ((t ? mix(s->p.seed ^ (i + j - t)) : h[j]) >> 32) & (s->p.kp - 1);
+}
+
+/* A row's buckets: its columns in groups of kp, each group's values to
+ * consecutive buckets from the group's random rotation (see add_whole),
+ * every bucket summed in index order.  i is value 0's index, h its
+ * hashes. */
+static inline void add_pos(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *ps, size_t n)
+{
+	uint64_t kp = s->p.kp;
+
+	for (size_t j = 0; j < n;) {
+		uint64_t t = (c->col + j) % kp, len = kp - t < n - j ? kp - t : n - j, r = group_rot(s, i, h, j, t);
+		for (uint64_t u = 0; u < len; u++)
+			c->acc[(r + t + u) & (kp - 1)] += ps[j + u];
+		j += len;
+	}
+}
+
+/* A run's signed values into the buckets; one copy compiled for
+ * AVX-512, where each 8 adds are one instruction. */
+typedef void (*add_fn)(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs, const double *ps,
+		       size_t n);
+
+static inline void add_run(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
+			   const double *ps, size_t n)
+{
+	add_whole(s, i, xs, n);
+	if (s->p.n_pos > 0)
+		add_pos(s, c, i, h, ps, n);
+}
+
+static void add_run_generic(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
+			    const double *ps, size_t n)
+{
+	add_run(s, c, i, h, xs, ps, n);
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/* Whole groups of 8 are rotated in a register (bucket b gets the value
+ * at place (b - r) mod 8) and added to the row's buckets kept there:
+ * the same adds in the same order as add_pos. */
+__attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, cursor *c, uint64_t i,
+								const uint64_t *h, const double *xs, const double *ps,
+								size_t n)
+{
+	size_t j = 0, head;
+	__m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm512_set1_epi64(7);
+	__m512d acc;
+
+	add_whole(s, i, xs, n);
+	if (s->p.n_pos <= 0)
+		return;
+	if (s->p.kp != 8) {
+		add_pos(s, c, i, h, ps, n);
+		return;
+	}
+	head = (8 - c->col % 8) % 8;
+	head = head < n ? head : n;
+	add_pos(s, c, i, h, ps, head);
+	acc = _mm512_loadu_pd(c->acc);
+	for (j = head; j + 8 <= n; j += 8) {
+		__m512i rot = _mm512_and_si512(_mm512_sub_epi64(iota, _mm512_set1_epi64((long long)(h[j] >> 32))), seven);
+		acc = _mm512_add_pd(acc, _mm512_permutexvar_pd(rot, _mm512_loadu_pd(ps + j)));
+	}
+	_mm512_storeu_pd(c->acc, acc);
+	c->col += j;
+	add_pos(s, c, i + j, h + j, ps + j, n - j);
+	c->col -= j;
+}
+
+#endif
+
+/* The AVX-512 copies where the CPU has them (tb_simd_level, which tests
+ * can force down): the same sketch, bit for bit. */
+static void pick(prep_fn *prep, add_fn *add)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+	if (tb_simd_level() == TB_SIMD_AVX512) {
+		*prep = prep_run_avx512;
+		*add = add_run_avx512;
+		return;
+	}
+#endif
+	*prep = prep_run;
+	*add = add_run_generic;
+}
+
+/* Fold values [i0, i0 + n) into the sketch, a run within one row and one
+ * hash block at a time.  Each value's hash of (seed, i) gives its signs
+ * (8 at a time where the CPU can); the buckets are rotations of runs of
+ * values, so every add is contiguous. */
+static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i0, uint64_t n)
+{
+	const unsigned char *at = src;
+	size_t es = bf16 ? 2 : 4;
+	prep_fn prep;
+	add_fn add;
+	const tb_sketch_params *p = &s->p;
+	uint64_t h[CHUNK];
+	double xs[CHUNK], ps[CHUNK];
+
+	pick(&prep, &add);
 	for (uint64_t k = 0; k < n;) {
-		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n;
-		double sum = 0, ss = 0, mn = s->min, mx = s->max;
-		uint64_t block = (i0 + k) / TB_SKETCH_BLOCK, hb = 0;
+		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n, to_block = TB_SKETCH_BLOCK - (i0 + k) % TB_SKETCH_BLOCK;
+		run_stats st;
 		if (run > n - k)
 			run = n - k;
-		for (uint64_t j = k; j < k + run; j++) {
-			double x = v[j];
-			uint64_t h = mix(p->seed ^ (i0 + j));
-			uint32_t bits;
-			memcpy(&bits, &v[j], sizeof bits);
-			/* the block hash adds a term per value, so that shares and
-			 * shards of a tensor add up to its hash; summed in a
-			 * register, stored when the block changes */
-			if ((i0 + j) / TB_SKETCH_BLOCK != block) {
-				s->hash[block] += hb;
-				block = (i0 + j) / TB_SKETCH_BLOCK;
-				hb = 0;
-			}
-			hb += bits * (h | 1);
-			if (!isfinite(x)) {
-				s->nan += isnan(x);
-				s->inf += isinf(x);
-				continue;
-			}
-			sum += x;
-			ss += x * x;
-			mn = x < mn ? x : mn;
-			mx = x > mx ? x : mx;
-			/* the signs by arithmetic, not branches: random, they would
-			 * be mispredicted half the time */
-			s->bucket[h & kmask] += x * (1.0 - (double)(h >> 63) * 2);
-			c->pos_acc[(h >> 32) & pmask] += x * (1.0 - (double)(h >> 62 & 1) * 2);
-		}
-		if (run)
-			s->hash[block] += hb;
-		s->sum += sum;
-		s->sumsq += ss;
-		s->min = mn;
-		s->max = mx;
+		if (run > to_block)
+			run = to_block;
+		if (run > CHUNK)
+			run = CHUNK;
+		s->hash[(i0 + k) / TB_SKETCH_BLOCK] += prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
+		add(s, c, i0 + k, h, xs, ps, run);
+		s->nan += st.nan;
+		s->inf += st.inf;
+		s->sum += st.sum;
+		s->sumsq += st.ss;
+		s->min = st.mn < s->min ? st.mn : s->min;
+		s->max = st.mx > s->max ? st.mx : s->max;
 		if (p->n_pos > 0) {
-			s->pos_sumsq[c->pos] += ss;
+			c->ss += st.ss;
 			c->col += run;
 			if (c->col == p->row_len)
 				end_row(s, c);
@@ -172,20 +498,30 @@ static void *sketch_share(void *arg)
 {
 	share *sh = arg;
 	tb_sketch *s = sh->s;
-	float *v = malloc(READ_BLOCK * sizeof *v);
+	/* float32 and bfloat16 in place are read there; anything else
+	 * decoded a block at a time */
+	bool bf16 = sh->t->dtype == TB_DT_BF16 && tb_tensor_data(sh->t);
+	const unsigned char *direct = tb_tensor_f32_direct(sh->t) ? tb_tensor_data(sh->t) : bf16 ? tb_tensor_data(sh->t) : NULL;
+	float *v = direct ? NULL : malloc(READ_BLOCK * sizeof *v);
 	cursor c = {0};
 
-	if (!v) {
+	if (!direct && !v) {
 		sh->nomem = true;
 		return NULL;
 	}
 	if (s->p.n_pos > 0)
 		c.pos = (int64_t)((sh->from / s->p.row_len) % (uint64_t)s->p.n_pos);
-	for (uint64_t i = sh->from; i < sh->to; i += READ_BLOCK) {
+	for (uint64_t i = sh->from, dropped = i; i < sh->to; i += READ_BLOCK) {
 		uint64_t n = sh->to - i < READ_BLOCK ? sh->to - i : READ_BLOCK;
-		tb_tensor_read_f32(sh->t, i, n, v);
-		fold(s, &c, v, i, n);
-		tb_tensor_drop(sh->t, i, n);
+		if (!direct)
+			tb_tensor_read_f32(sh->t, i, n, v);
+		fold(s, &c, direct ? (const void *)(direct + i * (bf16 ? 2 : 4)) : v, bf16, i, n);
+		/* pages given back DROP_BLOCKS read blocks at a time: each
+		 * drop stops the other threads to flush their TLBs */
+		if (i + n == sh->to || i + n - dropped >= DROP_BLOCKS * READ_BLOCK) {
+			tb_tensor_drop(sh->t, dropped, i + n - dropped);
+			dropped = i + n;
+		}
 	}
 	free(v);
 	return NULL;
@@ -295,11 +631,9 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err
 		for (uint64_t r = r0; r < r0 + n; r++, i++) {
 			/* a row of the joined tensor holds the ranks' rows side by side */
 			cursor c = {.pos = s->p.n_pos > 0 ? (int64_t)(r % (uint64_t)s->p.n_pos) : 0, .col = (uint64_t)rank * w};
-			int64_t pos = c.pos;
-			fold(s, &c, v + (r - r0) * w, r * w * (uint64_t)ranks + (uint64_t)rank * w, w);
+			fold(s, &c, v + (r - r0) * w, false, r * w * (uint64_t)ranks + (uint64_t)rank * w, w);
 			if (s->p.n_pos > 0 && c.col != 0)
-				for (uint32_t b = 0; b < s->p.kp; b++)
-					s->pos_bucket[(size_t)pos * s->p.kp + b] += (float)c.pos_acc[b];
+				flush_row(s, &c);
 		}
 		tb_tensor_drop(t, r0 * w, n * w);
 	}

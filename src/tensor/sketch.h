@@ -6,13 +6,19 @@
  * One pass over the values, in float32 as tb_tensor_read_f32 gives them:
  *   - each side's statistics (finite count, sum, sum of squares, min, max,
  *     NaN and Inf counts), exact;
- *   - the sum of squares of each position (the second-to-last axis), exact;
+ *   - the sum of squares of each position (the second-to-last axis), in
+ *     float;
  *   - a CountSketch of the whole tensor: k buckets, element i added with a
- *     sign s(i) into bucket h(i), both hashed from the seed and i alone, so
- *     the sketch is linear: the sketch of c - r is the difference of the
- *     sketches, and shards sketched apart add up;
- *   - a CountSketch of each position, kp buckets, from other bits of the
- *     same hash;
+ *     random sign s(i), hashed from the seed and i alone, into bucket
+ *     (a(b) + i) mod k, where a(b) is a random rotation of i's block of k
+ *     consecutive indices, so the sketch is linear: the sketch of c - r
+ *     is the difference of the sketches, and shards sketched apart add
+ *     up.  Two elements share a bucket with chance 1/k (never within a
+ *     block), as with a bucket hashed per element, which is all the
+ *     estimate's variance depends on, and each block's adds are one
+ *     contiguous, vectorised run;
+ *   - a CountSketch of each position the same way, kp buckets, over
+ *     groups of kp columns, with another bit of the same hash for sign;
  *   - a 64-bit hash of each block of values: the sum, modulo 2^64, of each
  *     value's float32 bits times an odd number hashed from (seed, i); equal
  *     hashes everywhere prove equal tensors (one differing value always
@@ -33,7 +39,7 @@
 #include "base/error.h"
 #include "tensor/tensor.h"
 
-#define TB_SKETCH_VERSION 1
+#define TB_SKETCH_VERSION 2
 #define TB_SKETCH_BLOCK 65536 /* values per exact hash */
 
 /* The shape of a sketch, which two sketches must share to be compared. */
@@ -53,7 +59,7 @@ typedef struct tb_sketch {
 	uint64_t nan, inf, finite;
 	double sum, sumsq, min, max;
 	double *bucket;    /* k */
-	double *pos_sumsq; /* n_pos */
+	float *pos_sumsq;  /* n_pos */
 	float *pos_bucket; /* n_pos * kp */
 	uint64_t n_blocks;
 	uint64_t *hash;    /* n_blocks, of TB_SKETCH_BLOCK values each */

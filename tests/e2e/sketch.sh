@@ -126,10 +126,10 @@ cp "$T/ref.tbsk" "$T/bad.tbsk"
 poke "$T/bad.tbsk" 5000 7
 expect_error 2 "bad.tbsk" "a corrupted sketch" "$TBISECT" ls "$T/bad.tbsk"
 check_that "corrupted: the checksum says so" grep -q "checksum does not match" "$TAP_ERR"
-cp "$T/ref.tbsk" "$T/v2.tbsk"
-poke "$T/v2.tbsk" 8 '\002'
-expect_error 2 "v2.tbsk" "another version" "$TBISECT" check --no-history "$T/v2.tbsk" "$T/rope-style"
-check_that "version: the message names both" grep -q "sketch version 2; this tbisect reads version 1" "$TAP_ERR"
+cp "$T/ref.tbsk" "$T/v3.tbsk"
+poke "$T/v3.tbsk" 8 '\003'
+expect_error 2 "v3.tbsk" "another version" "$TBISECT" check --no-history "$T/v3.tbsk" "$T/rope-style"
+check_that "version: the message names both" grep -q "sketch version 3; this tbisect reads version 2" "$TAP_ERR"
 expect_error 2 "ref.tbsk" "a sketch of a sketch" "$TBISECT" sketch "$T/ref.tbsk" -o "$T/again.tbsk"
 check_that "nothing left behind" test ! -e "$T/again.tbsk"
 expect_exit 2 "sketch without -o: a usage error" "$TBISECT" sketch "$T/ref"
