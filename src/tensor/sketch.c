@@ -269,7 +269,7 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint
 	size_t j = 0;
 	float fmn[8], fmx[8];
 	double ls[8], lq[8];
-	uint64_t tail;
+	uint64_t tail, lh[8];
 	run_stats rest;
 
 	for (; j + 8 <= n; j += 8) {
@@ -314,13 +314,17 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint
 	st->ss += rest.ss;
 	st->mn = rest.mn < st->mn ? rest.mn : st->mn;
 	st->mx = rest.mx > st->mx ? rest.mx : st->mx;
-	return (uint64_t)_mm512_reduce_add_epi64(hb) + tail;
+	/* summed as unsigned: the intrinsic's reduction adds signed lanes */
+	_mm512_storeu_si512(lh, hb);
+	for (int l = 0; l < 8; l++)
+		tail += lh[l];
+	return tail;
 }
 
 #endif
 
 /* dst[t] += src[t] for t < n: contiguous, 8 at a time, so it vectorises. */
-static inline void add_to(double *restrict dst, const double *restrict src, size_t n)
+static inline __attribute__((always_inline)) void add_to(double *restrict dst, const double *restrict src, size_t n)
 {
 	size_t t = 0;
 
@@ -337,7 +341,7 @@ static inline void add_to(double *restrict dst, const double *restrict src, size
  * two of different blocks share one with chance 1/k, as with a bucket
  * hashed per value, and with the values' own random signs that is all the
  * estimate's variance (2/k of ||x||^4 at most) depends on. */
-static inline void add_whole(tb_sketch *s, uint64_t i, const double *xs, size_t n)
+static inline __attribute__((always_inline)) void add_whole(tb_sketch *s, uint64_t i, const double *xs, size_t n)
 {
 	uint64_t k = s->p.k, salt = mix(s->p.seed ^ SALT_BLOCK);
 
@@ -362,7 +366,7 @@ static inline uint64_t group_rot(const tb_sketch *s, uint64_t i, const uint64_t 
  * consecutive buckets from the group's random rotation (see add_whole),
  * every bucket summed in index order.  i is value 0's index, h its
  * hashes. */
-static inline void add_pos(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *ps, size_t n)
+static inline __attribute__((always_inline)) void add_pos(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *ps, size_t n)
 {
 	uint64_t kp = s->p.kp;
 
@@ -379,7 +383,7 @@ static inline void add_pos(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *
 typedef void (*add_fn)(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs, const double *ps,
 		       size_t n);
 
-static inline void add_run(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
+static inline __attribute__((always_inline)) void add_run(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
 			   const double *ps, size_t n)
 {
 	add_whole(s, i, xs, n);
