@@ -99,6 +99,10 @@ static void test_statistics_exact(void **state)
 	assert_float_equal(s.max, 4, 0);
 	assert_float_equal(s.pos_sumsq[0], 5, 1e-12);
 	assert_float_equal(s.pos_sumsq[1], 16.25, 1e-12);
+	/* column sums over the rows, non-finite values left out */
+	assert_float_equal(s.col_sum[0], 1 + 4, 0);
+	assert_float_equal(s.col_sum[1], -2, 0);
+	assert_float_equal(s.col_sum[2], 0.5, 0);
 	tb_sketch_free(&s);
 }
 
@@ -284,6 +288,7 @@ static void test_copies_agree(void **state)
 		assert_memory_equal(a.bucket, b.bucket, a.p.k * sizeof *a.bucket);
 		assert_memory_equal(a.pos_sumsq, b.pos_sumsq, (size_t)a.p.n_pos * sizeof *a.pos_sumsq);
 		assert_memory_equal(a.pos_bucket, b.pos_bucket, (size_t)a.p.n_pos * a.p.kp * sizeof *a.pos_bucket);
+		assert_memory_equal(a.col_sum, b.col_sum, (size_t)a.p.row_len * sizeof *a.col_sum);
 		assert_memory_equal(a.hash, b.hash, a.n_blocks * sizeof *a.hash);
 		tb_sketch_free(&a);
 		tb_sketch_free(&b);

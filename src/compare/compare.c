@@ -256,6 +256,7 @@ static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch
 	m->max_abs = m->mean_abs = e->exact ? 0 : NAN;
 	m->allclose_frac = e->exact ? 1 : NAN;
 	m->mismatch = e->mismatch;
+	m->bias_frac = e->bias_frac;
 	for (int i = 0; i < 2; i++) {
 		const tb_sketch *s = side[i];
 		double n = (double)s->finite;

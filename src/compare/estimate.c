@@ -25,10 +25,26 @@ static double cosine_of(double dd, double srr, double scc)
 	return fmin(1, fmax(-1, tb_cosine((srr + scc - dd) / 2, srr, scc)));
 }
 
+/* sum over columns of (column sum of c - r)^2 / rows, over ||c - r||^2
+ * (dd, estimated). */
+static double bias_share(const tb_sketch *r, const tb_sketch *c, double dd, bool exact)
+{
+	double explained = 0, rows;
+
+	if (r->p.n_pos <= 0)
+		return NAN;
+	if (exact || !(dd > 0))
+		return 0;
+	rows = (double)(r->p.numel / r->p.row_len);
+	for (uint64_t h = 0; h < r->p.row_len; h++)
+		explained += ((double)c->col_sum[h] - r->col_sum[h]) * ((double)c->col_sum[h] - r->col_sum[h]);
+	return fmin(1, explained / rows / dd);
+}
+
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err)
 {
 	const tb_sketch_params *p = &r->p;
-	double dd = 0, brc = 0, brr = 0, bcc = 0, eps = TB_SKETCH_Z * sqrt(2.0 / p->k);
+	double dd = 0, brc = 0, brr = 0, bcc = 0, pos_dd = 0, eps = TB_SKETCH_Z * sqrt(2.0 / p->k);
 	char why[128];
 
 	memset(e, 0, sizeof *e);
@@ -47,6 +63,7 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		bcc += c->bucket[k] * c->bucket[k];
 	}
 	bounded(dd, r->sumsq, p->k, &e->rel_l2, &e->rel_l2_lo, &e->rel_l2_hi);
+	e->bias_frac = bias_share(r, c, dd, e->exact);
 	e->cosine_lo = cosine_of(eps < 1 ? dd / (1 - eps) : INFINITY, r->sumsq, c->sumsq);
 	e->cosine_hi = cosine_of(dd / (1 + eps), r->sumsq, c->sumsq);
 	/* The buckets' own cosine: exact for proportional tensors (the sketch
@@ -71,10 +88,15 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 			xx += x * x;
 			yy += y * y;
 		}
+		pos_dd += d;
 		e->pos_rel_l2[q] = tb_rel_l2(d, rr);
 		e->pos_cos[q] = xx > 0 && yy > 0 ? tb_cosine(xy, xx, yy) : cosine_of(d, rr, cc);
 		e->pos_norm_ratio[q] = tb_norm_ratio(cc, rr);
 	}
+	/* the positions' buckets together estimate ||c - r||^2 from more
+	 * buckets than the whole tensor's: the better denominator there */
+	if ((uint64_t)p->n_pos * p->kp > p->k)
+		e->bias_frac = bias_share(r, c, pos_dd, e->exact);
 	return 0;
 }
 

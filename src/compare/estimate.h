@@ -28,6 +28,9 @@ typedef struct tb_sketch_estimate {
 	double cosine, cosine_lo, cosine_hi;
 	double norm_ratio;         /* exact */
 	uint64_t mismatch;         /* NaN/Inf count differences: a lower bound of the mismatched pairs */
+	double bias_frac;          /* the share of ||c - r||^2 a per-channel offset explains: the
+				    * column sums' difference over the estimated ||c - r||^2 (at
+				    * most 1); NaN without positions */
 	double *pos_rel_l2;        /* n_pos each (malloc'd, the caller owns them), or NULL */
 	double *pos_cos;
 	double *pos_norm_ratio;

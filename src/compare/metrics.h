@@ -97,6 +97,7 @@ typedef struct tb_metrics {
 	 * unless exact: every block of values hashed equal. */
 	bool estimated, exact;
 	double rel_l2_lo, rel_l2_hi;
+	double bias_frac; /* estimated: the share of the error a per-channel offset explains (NaN: unknown) */
 } tb_metrics;
 
 /* rel_l2, cosine and norm ratio from the four sums (0 / 1 conventions for zeros). */

@@ -436,6 +436,10 @@ static void bias_fraction(const tb_cell_result *t, double *v)
 	bias_ctx bc;
 	tb_err err;
 
+	if (t->m.estimated) { /* from the sketches' column sums */
+		v[TB_F_BIAS_FRAC] = t->m.bias_frac;
+		return;
+	}
 	if (!rows_of(t, &S, &H))
 		return;
 	bc = (bias_ctx){calloc((size_t)H, sizeof *bc.sum), 0, H};

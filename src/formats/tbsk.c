@@ -106,6 +106,7 @@ int tb_tbsk_add(tb_tbsk_writer *w, const tb_tensor *t, const char *cell, const t
 	    put(w, s->bucket, p->k * sizeof *s->bucket, err) < 0 ||
 	    put(w, s->pos_sumsq, (size_t)p->n_pos * sizeof *s->pos_sumsq, err) < 0 ||
 	    put(w, s->pos_bucket, (size_t)p->n_pos * p->kp * sizeof *s->pos_bucket, err) < 0 ||
+	    put(w, s->col_sum, p->n_pos > 0 ? (size_t)p->row_len * sizeof *s->col_sum : 0, err) < 0 ||
 	    put(w, s->hash, s->n_blocks * sizeof *s->hash, err) < 0)
 		return -1;
 	return 0;
@@ -271,6 +272,7 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 	if (!(s->bucket = take_array(b, c, s->p.k, sizeof *s->bucket, err)) ||
 	    !(s->pos_sumsq = take_array(b, c, (uint64_t)s->p.n_pos, sizeof *s->pos_sumsq, err)) ||
 	    !(s->pos_bucket = take_array(b, c, (uint64_t)s->p.n_pos * s->p.kp, sizeof *s->pos_bucket, err)) ||
+	    !(s->col_sum = take_array(b, c, s->p.n_pos > 0 ? s->p.row_len : 0, sizeof *s->col_sum, err)) ||
 	    !(s->hash = take_array(b, c, s->n_blocks, sizeof *s->hash, err)))
 		return -1;
 	t->sketch = s;

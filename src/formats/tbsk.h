@@ -11,6 +11,7 @@
  *     numbers over that share; the shape and parameters the joined one's);
  *     u64 nan inf finite; f64 sum sumsq min max;
  *     f64 bucket[k]; f32 pos_sumsq[n_pos]; f32 pos_bucket[n_pos * kp];
+ *     f32 col_sum[row_len] (n_pos > 0);
  *     u64 hash[ceil(numel / TB_SKETCH_BLOCK)]
  *   u64 checksum of every byte before it
  *

@@ -57,7 +57,8 @@ uint64_t tb_sketch_size(const tb_sketch_params *p)
 {
 	uint64_t blocks = (p->numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
 
-	return 8 * (uint64_t)p->k + (uint64_t)p->n_pos * (4 + 4 * (uint64_t)p->kp) + 8 * blocks;
+	return 8 * (uint64_t)p->k + (uint64_t)p->n_pos * (4 + 4 * (uint64_t)p->kp) + (p->n_pos ? 4 * p->row_len : 0) +
+	       8 * blocks;
 }
 
 int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
@@ -71,8 +72,9 @@ int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
 	s->bucket = calloc(p->k ? p->k : 1, sizeof *s->bucket);
 	s->pos_sumsq = calloc(p->n_pos ? (size_t)p->n_pos : 1, sizeof *s->pos_sumsq);
 	s->pos_bucket = calloc(p->n_pos ? (size_t)p->n_pos * p->kp : 1, sizeof *s->pos_bucket);
+	s->col_sum = calloc(p->n_pos ? (size_t)p->row_len : 1, sizeof *s->col_sum);
 	s->hash = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->hash);
-	if (!s->bucket || !s->pos_sumsq || !s->pos_bucket || !s->hash) {
+	if (!s->bucket || !s->pos_sumsq || !s->pos_bucket || !s->col_sum || !s->hash) {
 		tb_sketch_free(s);
 		return -1;
 	}
@@ -84,17 +86,30 @@ void tb_sketch_free(tb_sketch *s)
 	free(s->bucket);
 	free(s->pos_sumsq);
 	free(s->pos_bucket);
+	free(s->col_sum);
 	free(s->hash);
 	memset(s, 0, sizeof *s);
 }
 
-/* Where the next value lands: its row's position and column, and the
- * row's sum of squares and buckets so far (in double until stored). */
+/* Where the next value lands: its row's position and column, the row's
+ * sum of squares and buckets so far, and each column's sum over the rows
+ * so far (cols, row_len of them, owned by who folds; all in double until
+ * stored). */
 typedef struct cursor {
 	int64_t pos;
 	uint64_t col;
 	double ss, acc[8];
+	double *cols;
 } cursor;
+
+/* Add the column sums into the sketch's (as float) and start over. */
+static void flush_cols(tb_sketch *s, cursor *c)
+{
+	for (uint64_t h = 0; h < s->p.row_len; h++) {
+		s->col_sum[h] += (float)c->cols[h];
+		c->cols[h] = 0;
+	}
+}
 
 /* Add the row's sums into its position's (as float) and start over. */
 static void flush_row(tb_sketch *s, cursor *c)
@@ -383,12 +398,24 @@ static inline __attribute__((always_inline)) void add_pos(tb_sketch *s, cursor *
 typedef void (*add_fn)(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs, const double *ps,
 		       size_t n);
 
+/* Each column's sum over the rows: the values themselves, xs unsigned
+ * again (a non-finite value is a zero there). */
+static inline __attribute__((always_inline)) void add_cols(cursor *c, const uint64_t *h, const double *xs, size_t n)
+{
+	double *col = c->cols + c->col;
+
+	for (size_t j = 0; j < n; j++)
+		col[j] += flip(xs[j], h[j]);
+}
+
 static inline __attribute__((always_inline)) void add_run(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
 			   const double *ps, size_t n)
 {
 	add_whole(s, i, xs, n);
-	if (s->p.n_pos > 0)
+	if (s->p.n_pos > 0) {
 		add_pos(s, c, i, h, ps, n);
+		add_cols(c, h, xs, n);
+	}
 }
 
 static void add_run_generic(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
@@ -412,6 +439,7 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 	add_whole(s, i, xs, n);
 	if (s->p.n_pos <= 0)
 		return;
+	add_cols(c, h, xs, n);
 	if (s->p.kp != 8) {
 		add_pos(s, c, i, h, ps, n);
 		return;
@@ -509,7 +537,10 @@ static void *sketch_share(void *arg)
 	float *v = direct ? NULL : malloc(READ_BLOCK * sizeof *v);
 	cursor c = {0};
 
-	if (!direct && !v) {
+	c.cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *c.cols) : NULL;
+	if ((!direct && !v) || (s->p.n_pos > 0 && !c.cols)) {
+		free(v);
+		free(c.cols);
 		sh->nomem = true;
 		return NULL;
 	}
@@ -527,6 +558,9 @@ static void *sketch_share(void *arg)
 			dropped = i + n;
 		}
 	}
+	if (c.cols)
+		flush_cols(s, &c);
+	free(c.cols);
 	free(v);
 	return NULL;
 }
@@ -539,6 +573,8 @@ void tb_sketch_add(tb_sketch *into, const tb_sketch *from)
 		into->pos_sumsq[q] += from->pos_sumsq[q];
 	for (int64_t k = 0; k < into->p.n_pos * into->p.kp; k++)
 		into->pos_bucket[k] += from->pos_bucket[k];
+	for (uint64_t h = 0; into->p.n_pos > 0 && h < into->p.row_len; h++)
+		into->col_sum[h] += from->col_sum[h];
 	for (uint64_t b = 0; b < into->n_blocks; b++)
 		into->hash[b] += from->hash[b];
 	into->nan += from->nan;
@@ -618,15 +654,22 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err
 	int nd = tb_tensor_squeezed(t, d);
 	uint64_t w = nd > 0 ? (uint64_t)d[nd - 1] : 1, rows, per, i = 0;
 	float *v;
+	double *cols;
 
 	if (w == 0 || t->numel % w || w * (uint64_t)ranks != (s->p.n_pos > 0 ? s->p.row_len : s->p.numel / (t->numel / w)))
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' does not fit its joined shape", t->name);
 	rows = t->numel / w;
 	per = READ_BLOCK / w ? READ_BLOCK / w : 1;
-	if (!(v = malloc((size_t)(per * w) * sizeof *v)))
+	v = malloc((size_t)(per * w) * sizeof *v);
+	cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *cols) : NULL;
+	if (!v || (s->p.n_pos > 0 && !cols)) {
+		free(v);
+		free(cols);
 		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
+	}
 	if (tb_tensor_acquire(t, err) < 0) {
 		free(v);
+		free(cols);
 		return -1;
 	}
 	for (uint64_t r0 = 0; r0 < rows; r0 += per) {
@@ -634,17 +677,24 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err
 		tb_tensor_read_f32(t, r0 * w, n * w, v);
 		for (uint64_t r = r0; r < r0 + n; r++, i++) {
 			/* a row of the joined tensor holds the ranks' rows side by side */
-			cursor c = {.pos = s->p.n_pos > 0 ? (int64_t)(r % (uint64_t)s->p.n_pos) : 0, .col = (uint64_t)rank * w};
+			cursor c = {.pos = s->p.n_pos > 0 ? (int64_t)(r % (uint64_t)s->p.n_pos) : 0,
+				    .col = (uint64_t)rank * w,
+				    .cols = cols};
 			fold(s, &c, v + (r - r0) * w, false, r * w * (uint64_t)ranks + (uint64_t)rank * w, w);
 			if (s->p.n_pos > 0 && c.col != 0)
 				flush_row(s, &c);
 		}
 		tb_tensor_drop(t, r0 * w, n * w);
 	}
+	if (cols) {
+		cursor c = {.cols = cols};
+		flush_cols(s, &c);
+	}
 	s->finite = t->numel - s->nan - s->inf;
 	s->rank = (uint16_t)rank;
 	s->ranks = (uint16_t)ranks;
 	tb_tensor_release(t);
+	free(cols);
 	free(v);
 	return 0;
 }

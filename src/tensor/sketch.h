@@ -19,6 +19,9 @@
  *     contiguous, vectorised run;
  *   - a CountSketch of each position the same way, kp buckets, over
  *     groups of kp columns, with another bit of the same hash for sign;
+ *   - each column's (the last axis') sum over the rows, in float, so that
+ *     two sketches tell the share of the error a per-channel offset
+ *     explains;
  *   - a 64-bit hash of each block of values: the sum, modulo 2^64, of each
  *     value's float32 bits times an odd number hashed from (seed, i); equal
  *     hashes everywhere prove equal tensors (one differing value always
@@ -61,6 +64,7 @@ typedef struct tb_sketch {
 	double *bucket;    /* k */
 	float *pos_sumsq;  /* n_pos */
 	float *pos_bucket; /* n_pos * kp */
+	float *col_sum;    /* row_len when n_pos > 0: each column's sum over the rows */
 	uint64_t n_blocks;
 	uint64_t *hash;    /* n_blocks, of TB_SKETCH_BLOCK values each */
 } tb_sketch;

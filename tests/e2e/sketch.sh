@@ -12,7 +12,7 @@ tap_setup
 T=$TAP_TMP
 
 "$MKDEMO" --sub --layers 3 --seq 64 --ref-only "$T/ref" >/dev/null || bail_out "mkdemo failed"
-for bug in none rope-style sliding-window mlp-activation dtype-precision nan-overflow; do
+for bug in none rope-style sliding-window mlp-activation mlp-bias dtype-precision nan-overflow; do
 	"$MKDEMO" --sub --layers 3 --seq 64 --bug "$bug" --cand-only "$T/$bug" >/dev/null || bail_out "mkdemo $bug failed"
 done
 snapshot "$T/ref" >"$T/ref.before"
@@ -58,9 +58,12 @@ agree() {
 	done
 	check_that "$1 ($4): every rel_l2 inside its bound ($_n cells, $_out outside)" test "$_out" -eq 0
 }
-for bug in rope-style sliding-window mlp-activation dtype-precision nan-overflow; do
+for bug in rope-style sliding-window mlp-activation mlp-bias dtype-precision nan-overflow; do
 	agree "$bug" "$T/ref.tbsk" "$T/$bug" "sketch against tree"
 done
+# a per-channel offset is told from the sketches' column sums, as from the values
+expect_exit 1 "mlp-bias from the sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/mlp-bias"
+json_is "mlp-bias: the cause from the column sums" causes.0.id mlp-bias
 expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
 agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
 agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
