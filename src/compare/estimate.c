@@ -93,10 +93,12 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		e->pos_cos[q] = xx > 0 && yy > 0 ? tb_cosine(xy, xx, yy) : cosine_of(d, rr, cc);
 		e->pos_norm_ratio[q] = tb_norm_ratio(cc, rr);
 	}
-	/* the positions' buckets together estimate ||c - r||^2 from more
-	 * buckets than the whole tensor's: the better denominator there */
-	if ((uint64_t)p->n_pos * p->kp > p->k)
-		e->bias_frac = bias_share(r, c, pos_dd, e->exact);
+	/* the positions' buckets estimate ||c - r||^2 too, independently:
+	 * both, weighted by their buckets (the inverse of their variance) */
+	{
+		double wk = p->k, wp = (double)p->n_pos * p->kp;
+		e->bias_frac = bias_share(r, c, (wk * dd + wp * pos_dd) / (wk + wp), e->exact);
+	}
 	return 0;
 }
 
