@@ -102,6 +102,36 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 	return 0;
 }
 
+int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, tb_err *err)
+{
+	tb_tensor *t[2] = {ref, cand};
+	const tb_sketch *given = ref->sketch ? ref->sketch : cand->sketch, *s[2];
+	tb_sketch own[2];
+	tb_sketch_estimate e;
+	int rc = 0;
+
+	memset(own, 0, sizeof own);
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		if ((s[i] = t[i]->sketch))
+			continue;
+		if (tb_sketch_alloc(&own[i], &given->p) < 0)
+			rc = tb_err_setc(err, TB_ERR_NOMEM, t[i]->path, "out of memory sketching tensor '%s'", t[i]->name);
+		else if (t[i]->numel != given->p.numel)
+			rc = tb_err_setc(err, TB_ERR_USAGE, t[i]->path, "'%s' is not of the sketch's shape", t[i]->name);
+		else
+			rc = tb_sketch_tensor(t[i], &own[i], 1, err);
+		s[i] = &own[i];
+	}
+	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) == 0) {
+		*rel = e.exact ? 0 : e.rel_l2;
+		*exact = e.exact;
+		tb_sketch_estimate_done(&e);
+	}
+	tb_sketch_free(&own[0]);
+	tb_sketch_free(&own[1]);
+	return rc;
+}
+
 void tb_sketch_estimate_done(tb_sketch_estimate *e)
 {
 	free(e->pos_rel_l2);

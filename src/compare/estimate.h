@@ -39,6 +39,11 @@ typedef struct tb_sketch_estimate {
 /* Estimate; -1 (err) when the sketches do not share their parameters or
  * out of memory. */
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
+/* The estimated rel_l2 of two tensors of one shape, either of them (or
+ * both) a sketch: the other is sketched alike; *exact when every block
+ * hash agrees (the tensors are equal, *rel 0).  -1 (err) when they cannot
+ * be compared (other shapes or seeds, unreadable values). */
+int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, tb_err *err);
 /* Free the estimate's per-position arrays (unless their owner took them). */
 void tb_sketch_estimate_done(tb_sketch_estimate *e);
 

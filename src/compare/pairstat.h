@@ -27,7 +27,8 @@ int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb
 			   tb_err *err);
 
 /* 1 when a and b hold the same values bit for bit (as float32, read a
- * block at a time), 0 when not, -1 and err when either cannot be read. */
+ * block at a time, or, where either is a sketch, every block hash equal),
+ * 0 when not, -1 and err when either cannot be read. */
 int tb_tensors_equal(tb_tensor *a, tb_tensor *b, tb_err *err);
 
 #endif

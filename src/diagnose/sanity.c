@@ -7,6 +7,7 @@
 
 #include "model/naming.h"
 #include "diagnose/origin.h"
+#include "compare/estimate.h"
 #include "compare/pairstat.h"
 #include "diagnose/sanity.h"
 
@@ -60,13 +61,21 @@ static bool stats_usable(const tb_cell_result *c)
 	return measured(c) && !(c->m.nan[0] | c->m.nan[1] | c->m.inf[0] | c->m.inf[1]);
 }
 
-/* rel_l2 of cand against ref over their first n elements (0: all). */
+/* rel_l2 of cand against ref over their first n elements (0: all), or
+ * over all of them estimated where either is a sketch (NaN then for a
+ * first n: a sketch holds no prefix). */
 static double rel_between(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol)
 {
 	tb_metrics m;
 	tb_err err;
+	double rel;
+	bool exact;
 
-	if (!ref || !cand || ref->numel != cand->numel || tb_tensor_pair_metrics(ref, cand, n, tol, &m, &err) < 0)
+	if (!ref || !cand || ref->numel != cand->numel)
+		return NAN;
+	if (ref->sketch || cand->sketch)
+		return n == 0 && tb_sketch_rel_l2(ref, cand, &rel, &exact, &err) == 0 ? rel : NAN;
+	if (tb_tensor_pair_metrics(ref, cand, n, tol, &m, &err) < 0)
 		return NAN;
 	return m.rel_l2;
 }
@@ -84,7 +93,7 @@ static bool shifted_better(const tb_cell_result *aligned, const tb_cell_result *
 	if (stats_usable(aligned) && stats_usable(shifted) && shifted->m.l2[0] > 0 &&
 	    fabs(aligned->m.l2[1] - shifted->m.l2[0]) / shifted->m.l2[0] >= below)
 		return false;
-	if (c->numel > OFFSET_SAMPLE &&
+	if (c->numel > OFFSET_SAMPLE && !c->sketch && !r->sketch && !side_of(aligned, 0)->sketch &&
 	    !(rel_between(r, c, OFFSET_SAMPLE, tol) < better * rel_between(side_of(aligned, 0), c, OFFSET_SAMPLE, tol)))
 		return false;
 	return rel_between(r, c, 0, tol) < below;

@@ -64,6 +64,15 @@ done
 # a per-channel offset is told from the sketches' column sums, as from the values
 expect_exit 1 "mlp-bias from the sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/mlp-bias"
 json_is "mlp-bias: the cause from the column sums" causes.0.id mlp-bias
+# the dump checks: a layer's sketch against its neighbour's, and block hashes
+"$MKDEMO" --bug dump-offset "$T/off-ref" "$T/off-cand" >/dev/null || bail_out "mkdemo dump-offset failed"
+"$MKDEMO" --bug dump-duplicate "$T/dup-ref" "$T/dup-cand" >/dev/null || bail_out "mkdemo dump-duplicate failed"
+"$TBISECT" sketch "$T/off-ref" -o "$T/off-ref.tbsk" 2>/dev/null || bail_out "sketch failed"
+"$TBISECT" sketch "$T/dup-cand" -o "$T/dup-cand.tbsk" 2>/dev/null || bail_out "sketch failed"
+expect_exit 1 "dump-offset, the reference a sketch" "$TBISECT" check --json --no-history "$T/off-ref.tbsk" "$T/off-cand"
+json_is "dump-offset from the sketch" causes.0.id dump-offset
+expect_exit 1 "dump-duplicate, the candidate a sketch" "$TBISECT" check --json --no-history "$T/dup-ref" "$T/dup-cand.tbsk"
+json_is "dump-duplicate from the block hashes" causes.0.id dump-duplicate
 expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
 agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
 agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
