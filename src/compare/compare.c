@@ -289,12 +289,11 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 {
 	tb_cell_result *c = pw->res;
 	tb_tensor *t[2] = {pw->ref, pw->cand};
-	const tb_sketch *given = t[0]->sketch ? t[0]->sketch : t[1]->sketch, *s[2];
+	const tb_sketch *s[2];
 	tb_sketch own[2];
 	tb_sketch_estimate e;
-	int rc = 0;
+	int rc;
 
-	memset(own, 0, sizeof own);
 	for (int i = 0; i < 2; i++)
 		if (t[i]->sketch && t[i]->sketch->ranks > 1)
 			return tb_err_setc(err, TB_ERR_USAGE, t[i]->path,
@@ -304,16 +303,8 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 	c->m.first_bad_position = -1;
 	if (c->shape_mismatch)
 		return 0;
-	for (int i = 0; i < 2 && rc == 0; i++) {
-		s[i] = t[i]->sketch;
-		if (s[i])
-			continue;
-		if (tb_sketch_alloc(&own[i], &given->p) < 0)
-			rc = tb_err_setc(err, TB_ERR_NOMEM, t[i]->path, "out of memory sketching tensor '%s'", t[i]->name);
-		else
-			rc = tb_sketch_tensor(t[i], &own[i], 1, err); /* the compare's own threads share the pairs */
-		s[i] = &own[i];
-	}
+	/* one thread a side: the compare's own threads share the pairs */
+	rc = tb_sketch_sides(t, s, own, err);
 	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) < 0) {
 		char why[sizeof err->msg];
 		snprintf(why, sizeof why, "%s", err->msg);

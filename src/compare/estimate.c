@@ -102,15 +102,12 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 	return 0;
 }
 
-int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, tb_err *err)
+int tb_sketch_sides(tb_tensor *const t[2], const tb_sketch *s[2], tb_sketch own[2], tb_err *err)
 {
-	tb_tensor *t[2] = {ref, cand};
-	const tb_sketch *given = ref->sketch ? ref->sketch : cand->sketch, *s[2];
-	tb_sketch own[2];
-	tb_sketch_estimate e;
+	const tb_sketch *given = t[0]->sketch ? t[0]->sketch : t[1]->sketch;
 	int rc = 0;
 
-	memset(own, 0, sizeof own);
+	memset(own, 0, 2 * sizeof *own);
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		if ((s[i] = t[i]->sketch))
 			continue;
@@ -122,6 +119,17 @@ int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, 
 			rc = tb_sketch_tensor(t[i], &own[i], 1, err);
 		s[i] = &own[i];
 	}
+	return rc;
+}
+
+int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, tb_err *err)
+{
+	tb_tensor *t[2] = {ref, cand};
+	const tb_sketch *s[2];
+	tb_sketch own[2];
+	tb_sketch_estimate e;
+	int rc = tb_sketch_sides(t, s, own, err);
+
 	if (rc == 0 && (rc = tb_sketch_compare(s[0], s[1], &e, err)) == 0) {
 		*rel = e.exact ? 0 : e.rel_l2;
 		*exact = e.exact;

@@ -39,6 +39,12 @@ typedef struct tb_sketch_estimate {
 /* Estimate; -1 (err) when the sketches do not share their parameters or
  * out of memory. */
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
+/* The sketches of a pair of tensors of one shape, either of them (or both)
+ * a sketch: s[i] is t[i]'s own, or one made alike into own[i] (on one
+ * thread), which the caller frees with tb_sketch_free (own[] zeroed
+ * first, so both can always be freed).  -1 (err) when a side cannot be
+ * read. */
+int tb_sketch_sides(tb_tensor *const t[2], const tb_sketch *s[2], tb_sketch own[2], tb_err *err);
 /* The estimated rel_l2 of two tensors of one shape, either of them (or
  * both) a sketch: the other is sketched alike; *exact when every block
  * hash agrees (the tensors are equal, *rel 0).  -1 (err) when they cannot
