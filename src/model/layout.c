@@ -935,21 +935,15 @@ out:
 	return rc;
 }
 
-int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, bool *split, tb_err *err)
+int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, int *axis, tb_err *err)
 {
-	int axis;
 	const char *spec;
-	join_kind kind = join_of(o, c, t, &axis, &spec, err);
+	join_kind kind = join_of(o, c, t, axis, &spec, err);
 
 	if ((int)kind < 0)
 		return -1;
 	switch (kind) {
 	case JOIN_SPLIT:
-		if (axis != t->ndim - 1)
-			return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
-					   "'%s' is split on axis %d of %d: a rank's sketch joins last axes only", t->name,
-					   axis, t->ndim);
-		*split = true;
 		return 0;
 	case JOIN_PARTIAL:
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
@@ -960,7 +954,7 @@ int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tens
 				   "'%s' is a fused projection: its ranks interleave q, k and v; sketch the joined tree", t->name);
 	default:
 		/* row-parallel outputs taken as all-reduced, as a rank's hook sees them */
-		*split = false;
+		*axis = -1;
 		return 0;
 	}
 }

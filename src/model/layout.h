@@ -74,10 +74,10 @@ bool tb_layout_has_steps(const tb_tree *tree);
  * step gap or an absent --step. */
 int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *o, tb_err *err);
 /* How one rank's tensor t of cell c takes part in the joined tensor, for a
- * sketch of that rank alone: split on its last axis (*split), or whole
- * (replicated, and row-parallel outputs taken as all-reduced).  Refuses,
- * naming the tensor, splits on another axis, partial sums and fused
- * projections, whose ranks cannot be sketched apart. */
-int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, bool *split, tb_err *err);
+ * sketch of that rank alone: split on axis *axis of t, or whole (*axis
+ * -1: replicated, and row-parallel outputs taken as all-reduced).
+ * Refuses, naming the tensor, partial sums and fused projections, whose
+ * ranks cannot be sketched apart. */
+int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, int *axis, tb_err *err);
 
 #endif

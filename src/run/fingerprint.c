@@ -23,23 +23,23 @@ static int sketch_one(const tb_run_config *cfg, tb_tensor *t, const tb_cell *cel
 		      uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
 {
 	tb_sketch_params p;
-	bool split = false;
+	int axis = -1;
 
 	*joined = *t;
-	if (ranks > 1 && mapped && tb_layout_rank_join(&cfg->opts.layout, cell, t, &split, err) < 0)
+	if (ranks > 1 && mapped && tb_layout_rank_join(&cfg->opts.layout, cell, t, &axis, err) < 0)
 		return -1;
-	if (split) {
+	if (axis >= 0) {
 		int64_t shape[TB_MAX_DIMS];
 		memcpy(shape, t->shape, sizeof shape);
-		if (t->ndim == 0 || __builtin_mul_overflow(shape[t->ndim - 1], (int64_t)ranks, &shape[t->ndim - 1]) ||
+		if (__builtin_mul_overflow(shape[axis], (int64_t)ranks, &shape[axis]) ||
 		    tb_tensor_set_shape(joined, t->ndim, shape, t->path, err) < 0)
 			return tb_err_setc(err, TB_ERR_LIMIT, t->path, "'%s': the joined shape overflows", t->name);
 	}
 	tb_sketch_params_for(joined, seed, &p);
 	if (tb_sketch_alloc(s, &p) < 0)
 		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
-	if ((split ? tb_sketch_shard(t, s, rank, ranks, err)
-		   : tb_sketch_tensor(t, s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err)) < 0) {
+	if ((axis >= 0 ? tb_sketch_shard(t, s, axis, rank, ranks, err)
+		       : tb_sketch_tensor(t, s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err)) < 0) {
 		tb_sketch_free(s);
 		return -1;
 	}

@@ -648,19 +648,24 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 	return rc;
 }
 
-int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err)
+int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, int rank, int ranks, tb_err *err)
 {
-	int64_t d[TB_MAX_DIMS];
-	int nd = tb_tensor_squeezed(t, d);
-	uint64_t w = nd > 0 ? (uint64_t)d[nd - 1] : 1, rows, per, i = 0;
+	uint64_t inner = 1, m, dropped = 0;
 	float *v;
 	double *cols;
+	cursor c = {0};
 
-	if (w == 0 || t->numel % w || w * (uint64_t)ranks != (s->p.n_pos > 0 ? s->p.row_len : s->p.numel / (t->numel / w)))
+	if (axis < 0 || axis >= t->ndim)
+		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' has no axis %d to split", t->name, axis);
+	for (int d = axis + 1; d < t->ndim; d++)
+		inner *= (uint64_t)t->shape[d];
+	/* a chunk: the rank's values for one index of the axes before the
+	 * split one, consecutive in t and in the joined tensor, where the
+	 * ranks' chunks lie side by side */
+	m = (uint64_t)t->shape[axis] * inner;
+	if (m == 0 || t->numel % m || t->numel * (uint64_t)ranks != s->p.numel)
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' does not fit its joined shape", t->name);
-	rows = t->numel / w;
-	per = READ_BLOCK / w ? READ_BLOCK / w : 1;
-	v = malloc((size_t)(per * w) * sizeof *v);
+	v = malloc(READ_BLOCK * sizeof *v);
 	cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *cols) : NULL;
 	if (!v || (s->p.n_pos > 0 && !cols)) {
 		free(v);
@@ -672,22 +677,29 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err
 		free(cols);
 		return -1;
 	}
-	for (uint64_t r0 = 0; r0 < rows; r0 += per) {
-		uint64_t n = rows - r0 < per ? rows - r0 : per;
-		tb_tensor_read_f32(t, r0 * w, n * w, v);
-		for (uint64_t r = r0; r < r0 + n; r++, i++) {
-			/* a row of the joined tensor holds the ranks' rows side by side */
-			cursor c = {.pos = s->p.n_pos > 0 ? (int64_t)(r % (uint64_t)s->p.n_pos) : 0,
-				    .col = (uint64_t)rank * w,
-				    .cols = cols};
-			fold(s, &c, v + (r - r0) * w, false, r * w * (uint64_t)ranks + (uint64_t)rank * w, w);
-			if (s->p.n_pos > 0 && c.col != 0)
+	for (uint64_t p0 = 0; p0 < t->numel; p0 += READ_BLOCK) {
+		uint64_t p1 = t->numel - p0 < READ_BLOCK ? t->numel : p0 + READ_BLOCK;
+		tb_tensor_read_f32(t, p0, p1 - p0, v);
+		for (uint64_t i = p0; i < p1;) {
+			uint64_t off = i % m, len = m - off < p1 - i ? m - off : p1 - i;
+			uint64_t at = i / m * m * (uint64_t)ranks + (uint64_t)rank * m + off;
+			if (off == 0 && s->p.n_pos > 0)
+				c = (cursor){.pos = (int64_t)(at / s->p.row_len % (uint64_t)s->p.n_pos),
+					     .col = at % s->p.row_len,
+					     .cols = cols};
+			fold(s, &c, v + (i - p0), false, at, len);
+			/* the rest of a row begun here is other ranks' */
+			if (off + len == m && s->p.n_pos > 0 && c.col != 0)
 				flush_row(s, &c);
+			i += len;
 		}
-		tb_tensor_drop(t, r0 * w, n * w);
+		if (p1 == t->numel || p1 - dropped >= DROP_BLOCKS * READ_BLOCK) {
+			tb_tensor_drop(t, dropped, p1 - dropped);
+			dropped = p1;
+		}
 	}
 	if (cols) {
-		cursor c = {.cols = cols};
+		c.cols = cols;
 		flush_cols(s, &c);
 	}
 	s->finite = t->numel - s->nan - s->inf;

@@ -78,11 +78,11 @@ void tb_sketch_free(tb_sketch *s);
  * each a share of whole rows and hash blocks (the sketch is linear, so
  * the shares add up).  s must be allocated. */
 int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err);
-/* Sketch t as rank `rank` of `ranks` of a tensor split on its last axis:
- * s is allocated with the joined tensor's parameters, and t's values are
- * folded in at the joined tensor's indices, so that the ranks' sketches
- * add up to the joined tensor's (one thread). */
-int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int rank, int ranks, tb_err *err);
+/* Sketch t as rank `rank` of `ranks` of a tensor split on t's axis
+ * `axis`: s is allocated with the joined tensor's parameters, and t's
+ * values are folded in at the joined tensor's indices, so that the ranks'
+ * sketches add up to the joined tensor's (one thread). */
+int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, int rank, int ranks, tb_err *err);
 /* Add from's sums into into (the sketches of disjoint parts of one tensor,
  * of one seed and parameters). */
 void tb_sketch_add(tb_sketch *into, const tb_sketch *from);

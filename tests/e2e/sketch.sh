@@ -116,6 +116,17 @@ cp "$T/ref"/*.npy "$T/refnorow/"
 find "$T/refnorow" \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
 expect_exit 0 "the merged sketch against the unsharded tree: match" "$TBISECT" check --json --no-history "$T/merged.tbsk" "$T/refnorow"
 json_is "merged: match, every block hash equal" verdict match
+# a split on another axis than the last (q declared split on its
+# positions): a rank's chunks are folded in at the joined indices too
+S='attn.q=b s[tp] h'
+cp -r "$T/tp2" "$T/tp2norow"
+find "$T/tp2norow" \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
+expect_exit 0 "sketch the joined tree, q split on positions" "$TBISECT" sketch --shard "$S" "$T/tp2norow" -o "$T/joined-s.tbsk"
+expect_exit 0 "rank 0 alone, q split on positions" "$TBISECT" sketch --shard "$S" --rank 0/2 "$T/host0/rank_0" -o "$T/r0s.tbsk"
+expect_exit 0 "rank 1 alone, q split on positions" "$TBISECT" sketch --shard "$S" --rank 1/2 "$T/host1/rank_1" -o "$T/r1s.tbsk"
+expect_exit 0 "merge the ranks split on positions" "$TBISECT" sketch merge "$T/r0s.tbsk" "$T/r1s.tbsk" -o "$T/merged-s.tbsk"
+expect_exit 0 "the merged sketch against the joined tree's" "$TBISECT" check --json --no-history "$T/merged-s.tbsk" "$T/joined-s.tbsk"
+json_is "split on positions: match, every block hash equal" verdict match
 expect_error 2 "r0.tbsk" "merge: rank 0 twice" "$TBISECT" sketch merge "$T/r0.tbsk" "$T/r0.tbsk" -o "$T/twice.tbsk"
 expect_exit 2 "merge of one part: a usage error" "$TBISECT" sketch merge "$T/r0.tbsk" -o "$T/one.tbsk"
 expect_exit 2 "--rank 2/2: a usage error" "$TBISECT" sketch --rank 2/2 "$T/host0/rank_0" -o "$T/x.tbsk"
