@@ -98,6 +98,8 @@ typedef struct tb_metrics {
 	bool estimated, exact;
 	double rel_l2_lo, rel_l2_hi;
 	double bias_frac; /* estimated: the share of the error a per-channel offset explains (NaN: unknown) */
+	double shift_frac; /* estimated: of the positions but the first, the share whose candidate row has
+			    * the reference's norm at p-1 or at p+1 and not at p (NaN: unknown) */
 } tb_metrics;
 
 /* rel_l2, cosine and norm ratio from the four sums (0 / 1 conventions for zeros). */

@@ -368,6 +368,10 @@ static void embed_shift(const tb_cell_result *t, double *v)
 	double best[2] = {0, 0};
 	tb_err err;
 
+	if (t->m.estimated) { /* from the sketches' row norms */
+		v[TB_F_EMBED_SHIFT] = t->m.shift_frac;
+		return;
+	}
 	if (!rows_of(t, &S, &H))
 		return;
 	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);

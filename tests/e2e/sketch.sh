@@ -73,6 +73,11 @@ expect_exit 1 "dump-offset, the reference a sketch" "$TBISECT" check --json --no
 json_is "dump-offset from the sketch" causes.0.id dump-offset
 expect_exit 1 "dump-duplicate, the candidate a sketch" "$TBISECT" check --json --no-history "$T/dup-ref" "$T/dup-cand.tbsk"
 json_is "dump-duplicate from the block hashes" causes.0.id dump-duplicate
+# a token sequence shifted by one (a BOS added), from the rows' norms
+"$MKDEMO" --bug tokenizer-bos "$T/bos-ref" "$T/bos-cand" >/dev/null || bail_out "mkdemo tokenizer-bos failed"
+"$TBISECT" sketch "$T/bos-ref" -o "$T/bos-ref.tbsk" 2>/dev/null || bail_out "sketch failed"
+expect_exit 1 "tokenizer-bos, the reference a sketch" "$TBISECT" check --json --no-history "$T/bos-ref.tbsk" "$T/bos-cand"
+json_is "tokenizer from the rows' norms" causes.0.id tokenizer
 expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
 agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
 agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
