@@ -439,7 +439,19 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 	add_whole(s, i, xs, n);
 	if (s->p.n_pos <= 0)
 		return;
-	add_cols(c, h, xs, n);
+	{
+		/* the column sums, 8 at a time: xs unsigned again */
+		double *col = c->cols + c->col;
+		__m512i sign = _mm512_set1_epi64((long long)SIGN);
+		for (j = 0; j + 8 <= n; j += 8) {
+			__m512d x = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_loadu_pd(xs + j)),
+									 _mm512_and_si512(_mm512_loadu_si512(h + j), sign)));
+			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), x));
+		}
+		c->col += j;
+		add_cols(c, h + j, xs + j, n - j);
+		c->col -= j;
+	}
 	if (s->p.kp != 8) {
 		add_pos(s, c, i, h, ps, n);
 		return;
