@@ -268,7 +268,7 @@ static void test_threads_agree(void **state)
  * rows shorter than 8, and a run holding NaN. */
 static void test_copies_agree(void **state)
 {
-	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5}, {9, 4099}};
+	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5}, {9, 4099}, {40, 2048}, {24, 2048}};
 	const char *best = tb_simd_name();
 
 	(void)state;
@@ -278,7 +278,7 @@ static void test_copies_agree(void **state)
 		tb_sketch a, b;
 		for (int64_t i = 0; i < R * C; i++)
 			/* magnitudes far apart, so that sums in another order differ */
-			v[i] = z == 1 && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
+			v[i] = (z == 1 || z == 6) && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
 		assert_int_equal(tb_simd_force("generic"), 0);
 		sketch_on(v, R, C, 9, 2, &a);
 		assert_int_equal(tb_simd_force(best), 0);

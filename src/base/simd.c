@@ -18,7 +18,7 @@ static int detect(void)
 	if (!__builtin_cpu_supports("avx2"))
 		return TB_SIMD_GENERIC;
 	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-			       __builtin_cpu_supports("avx512dq")
+			       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")
 		       ? TB_SIMD_AVX512
 		       : TB_SIMD_AVX2;
 #else

@@ -32,7 +32,7 @@
 #endif
 
 /* The copies, each needing the CPU of the one before and more.  The
- * avx512 copy (AVX-512F, VL and DQ) runs the AVX2 code compiled for
+ * avx512 copy (AVX-512F, VL, DQ and BW) runs the AVX2 code compiled for
  * AVX-512VL: the same operations on the same lanes, in 32 registers
  * instead of 16, so the kernels' sums stay in registers; the sketch's
  * AVX-512 loops (tensor/sketch.c) run with it too. */

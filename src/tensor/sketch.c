@@ -470,6 +470,121 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 	c->col -= j;
 }
 
+
+/* Does a run of n values (float32, or bfloat16) hold NaN or Inf? */
+__attribute__((target("avx512f,avx512bw"))) static bool nonfinite_avx512(const void *src, bool bf16, size_t n)
+{
+	const unsigned char *b = src;
+	size_t j = 0, es = bf16 ? 2 : 4, per = 64 / es;
+	__m512i em = bf16 ? _mm512_set1_epi16(0x7F80) : _mm512_set1_epi32(0x7F800000);
+	__mmask64 any = 0;
+
+	for (; j + per <= n; j += per) {
+		__m512i v = _mm512_and_si512(_mm512_loadu_si512(b + j * es), em);
+		any |= bf16 ? _mm512_cmpeq_epi16_mask(v, em) : _mm512_cmpeq_epi32_mask(v, em);
+	}
+	for (; j < n && !any; j++) {
+		uint32_t u = 0;
+		memcpy((unsigned char *)&u + (bf16 ? 2 : 0), b + j * es, es);
+		any = (u & 0x7F800000u) == 0x7F800000u;
+	}
+	return any != 0;
+}
+
+/* The whole of prep_run_avx512 and add_run_avx512 in one pass, where a
+ * run allows it (finite; whole groups of 8 on the row's groups and the
+ * buckets' vectors; 8 position buckets or none): the same adds in the
+ * same order, without storing the signed values and hashes between the
+ * passes.  Returns false, having done nothing, where it does not apply. */
+__attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512(tb_sketch *s, cursor *c,
+										       uint64_t i0, const void *src,
+										       bool bf16, size_t n,
+										       run_stats *st, uint64_t *hash)
+{
+	const tb_sketch_params *p = &s->p;
+	const unsigned char *b = src;
+	const float *v = src;
+	bool pos = p->n_pos > 0;
+	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, a = 0;
+	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+	__m512i sd = _mm512_set1_epi64((long long)p->seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
+	__m512i g = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u);
+	__m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u);
+	__m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebu);
+	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
+	__m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm512_set1_epi64(7);
+	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
+	__m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
+	double *col = pos ? c->cols + c->col : NULL, ls[8], lq[8], tx[8];
+	float fmn[8], fmx[8];
+	uint64_t lh[8], terms = 0;
+
+	if (n % 8 || i0 % 8 || (pos && (p->kp != 8 || c->col % 8)) || nonfinite_avx512(src, bf16, n))
+		return false;
+	if (pos)
+		acc = _mm512_loadu_pd(c->acc);
+	for (size_t j = 0; j < n; j += 8) {
+		uint64_t i = i0 + j, t = i % k, off;
+		__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), g);
+		__m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
+					  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16))
+				: _mm256_loadu_ps(v + j);
+		__m512d d = _mm512_cvtps_pd(f), xs;
+		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), m1);
+		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), m2);
+		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
+							     _mm512_or_si512(x, one)));
+		sum = _mm512_add_pd(sum, d);
+		ss = _mm512_add_pd(ss, _mm512_mul_pd(d, d));
+		mn = _mm256_min_ps(f, mn);
+		mx = _mm256_max_ps(f, mx);
+		xs = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(d), _mm512_and_si512(x, sign)));
+		if (i / k != block) {
+			block = i / k;
+			a = mix(salt ^ block);
+		}
+		off = (a + t) & (k - 1);
+		if (off + 8 <= k) {
+			_mm512_storeu_pd(s->bucket + off, _mm512_add_pd(_mm512_loadu_pd(s->bucket + off), xs));
+		} else { /* the rotation wraps inside these 8 */
+			_mm512_storeu_pd(tx, xs);
+			for (uint64_t l = 0; l < 8; l++)
+				s->bucket[(off + l) & (k - 1)] += tx[l];
+		}
+		if (pos) {
+			__m512d ps = _mm512_castsi512_pd(
+				_mm512_xor_si512(_mm512_castpd_si512(d), _mm512_and_si512(_mm512_slli_epi64(x, 1), sign)));
+			uint64_t r = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x)) >> 32;
+			__m512i rot = _mm512_and_si512(_mm512_sub_epi64(iota, _mm512_set1_epi64((long long)r)), seven);
+			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), d));
+			acc = _mm512_add_pd(acc, _mm512_permutexvar_pd(rot, ps));
+		}
+		idx = _mm512_add_epi64(idx, step);
+	}
+	if (pos)
+		_mm512_storeu_pd(c->acc, acc);
+	_mm512_storeu_pd(ls, sum);
+	_mm512_storeu_pd(lq, ss);
+	_mm256_storeu_ps(fmn, mn);
+	_mm256_storeu_ps(fmx, mx);
+	_mm512_storeu_si512(lh, hb);
+	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	for (int l = 0; l < 8; l++) {
+		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
+		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+		terms += lh[l];
+	}
+	*hash += terms;
+	return true;
+}
+#else
+static bool fold_run_avx512(tb_sketch *s, cursor *c, uint64_t i0, const void *src, bool bf16, size_t n, run_stats *st,
+			    uint64_t *hash)
+{
+	(void)s, (void)c, (void)i0, (void)src, (void)bf16, (void)n, (void)st, (void)hash;
+	return false;
+}
 #endif
 
 /* The AVX-512 copies where the CPU has them (tb_simd_level, which tests
@@ -497,11 +612,13 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 	size_t es = bf16 ? 2 : 4;
 	prep_fn prep;
 	add_fn add;
+	bool fused;
 	const tb_sketch_params *p = &s->p;
 	uint64_t h[CHUNK];
 	double xs[CHUNK], ps[CHUNK];
 
 	pick(&prep, &add);
+	fused = prep != prep_run;
 	for (uint64_t k = 0; k < n;) {
 		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n, to_block = TB_SKETCH_BLOCK - (i0 + k) % TB_SKETCH_BLOCK;
 		run_stats st;
@@ -511,8 +628,10 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 			run = to_block;
 		if (run > CHUNK)
 			run = CHUNK;
-		s->hash[(i0 + k) / TB_SKETCH_BLOCK] += prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
-		add(s, c, i0 + k, h, xs, ps, run);
+		if (!fused || !fold_run_avx512(s, c, i0 + k, at + k * es, bf16, run, &st, &s->hash[(i0 + k) / TB_SKETCH_BLOCK])) {
+			s->hash[(i0 + k) / TB_SKETCH_BLOCK] += prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
+			add(s, c, i0 + k, h, xs, ps, run);
+		}
 		s->nan += st.nan;
 		s->inf += st.inf;
 		s->sum += st.sum;
