@@ -263,6 +263,30 @@ static uint64_t prep_run(uint64_t seed, uint64_t i0, const void *src, bool bf16,
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 
+/* Values j..j+7 of a run, float32 or bfloat16 (at any alignment), as
+ * float32. */
+static inline __attribute__((always_inline, target("avx512f"))) __m256 load8(const void *src, bool bf16, size_t j)
+{
+	const unsigned char *b = src;
+
+	if (bf16)
+		return _mm256_castsi256_ps(
+			_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16));
+	return _mm256_loadu_ps((const float *)src + j);
+}
+
+/* mix() of seed ^ idx in 8 lanes (AVX-512DQ multiplies 64-bit lanes). */
+static inline __attribute__((always_inline, target("avx512f,avx512dq"))) __m512i mix8(__m512i sd, __m512i idx)
+{
+	__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u));
+
+	x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
+			       _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u));
+	x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
+			       _mm512_set1_epi64((long long)0x94d049bb133111ebu));
+	return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+}
+
 /* The same in one pass, 8 values at a time (AVX-512DQ multiplies 64-bit
  * lanes), bfloat16 widened in registers; a run holding NaN or Inf is
  * redone by prep_run. */
@@ -275,9 +299,6 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint
 	const unsigned char *b = src; /* bfloat16, at any alignment */
 	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
 	__m512i sd = _mm512_set1_epi64((long long)seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
-	__m512i g = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u);
-	__m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u);
-	__m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebu);
 	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
 	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd();
 	__m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
@@ -288,14 +309,9 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint
 	run_stats rest;
 
 	for (; j + 8 <= n; j += 8) {
-		__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), g);
-		__m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
-					  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16))
-				: _mm256_loadu_ps(v + j);
+		__m512i x = mix8(sd, idx);
+		__m256 f = load8(src, bf16, j);
 		__m512d d = _mm512_cvtps_pd(f);
-		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), m1);
-		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), m2);
-		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
 		_mm512_storeu_si512(h + j, x);
 		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
 							     _mm512_or_si512(x, one)));
@@ -502,15 +518,10 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 										       run_stats *st, uint64_t *hash)
 {
 	const tb_sketch_params *p = &s->p;
-	const unsigned char *b = src;
-	const float *v = src;
 	bool pos = p->n_pos > 0;
 	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, a = 0;
 	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
 	__m512i sd = _mm512_set1_epi64((long long)p->seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
-	__m512i g = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u);
-	__m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u);
-	__m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebu);
 	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
 	__m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm512_set1_epi64(7);
 	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
@@ -525,14 +536,9 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 		acc = _mm512_loadu_pd(c->acc);
 	for (size_t j = 0; j < n; j += 8) {
 		uint64_t i = i0 + j, t = i % k, off;
-		__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), g);
-		__m256 f = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
-					  _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16))
-				: _mm256_loadu_ps(v + j);
+		__m512i x = mix8(sd, idx);
+		__m256 f = load8(src, bf16, j);
 		__m512d d = _mm512_cvtps_pd(f), xs;
-		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), m1);
-		x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), m2);
-		x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
 		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
 							     _mm512_or_si512(x, one)));
 		sum = _mm512_add_pd(sum, d);
