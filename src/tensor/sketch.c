@@ -287,6 +287,83 @@ static inline __attribute__((always_inline, target("avx512f,avx512dq"))) __m512i
 	return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
 }
 
+/* x with its sign flipped in the lanes where bit 63 of m is set (flip). */
+static inline __attribute__((always_inline, target("avx512f"))) __m512d flip8(__m512d x, __m512i m)
+{
+	return _mm512_castsi512_pd(
+		_mm512_xor_si512(_mm512_castpd_si512(x), _mm512_and_si512(m, _mm512_set1_epi64((long long)SIGN))));
+}
+
+/* 8 position values of one group rotated by r: bucket b gets the value at
+ * place (b - r) mod 8 (add_pos's order). */
+static inline __attribute__((always_inline, target("avx512f"))) __m512d rot8(__m512d ps, uint64_t r)
+{
+	__m512i idx = _mm512_sub_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)r));
+
+	return _mm512_permutexvar_pd(_mm512_and_si512(idx, _mm512_set1_epi64(7)), ps);
+}
+
+/* A run's 8-lane sums, value j in lane j % 8: statistics and block hash
+ * terms, and the next 8 values' indices. */
+typedef struct lanes8 {
+	__m512i sd, idx, hb;
+	__m512d sum, ss;
+	__m256 mn, mx;
+} lanes8;
+
+static inline __attribute__((always_inline, target("avx512f"))) lanes8 lanes8_start(uint64_t seed, uint64_t i0)
+{
+	return (lanes8){_mm512_set1_epi64((long long)seed),
+			_mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)),
+			_mm512_setzero_si512(),
+			_mm512_setzero_pd(),
+			_mm512_setzero_pd(),
+			_mm256_set1_ps(INFINITY),
+			_mm256_set1_ps(-INFINITY)};
+}
+
+/* Values j..j+7 of src: their hashes (*x) and values widened (*d), taken
+ * into the lanes. */
+static inline __attribute__((always_inline, target("avx512f,avx512dq"))) void
+lanes8_step(lanes8 *a, const void *src, bool bf16, size_t j, __m512i *x, __m512d *d)
+{
+	__m256 f = load8(src, bf16, j);
+
+	*x = mix8(a->sd, a->idx);
+	*d = _mm512_cvtps_pd(f);
+	a->hb = _mm512_add_epi64(a->hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
+							   _mm512_or_si512(*x, _mm512_set1_epi64(1))));
+	a->sum = _mm512_add_pd(a->sum, *d);
+	a->ss = _mm512_add_pd(a->ss, _mm512_mul_pd(*d, *d));
+	a->mn = _mm256_min_ps(f, a->mn);
+	a->mx = _mm256_max_ps(f, a->mx);
+	a->idx = _mm512_add_epi64(a->idx, _mm512_set1_epi64(8));
+}
+
+/* The lanes' statistics, folded in stats_run's order; returns the block
+ * hash terms, summed as unsigned (the intrinsic's reduction adds signed
+ * lanes). */
+static inline __attribute__((always_inline, target("avx512f"))) uint64_t lanes8_finish(const lanes8 *a,
+										      run_stats *st)
+{
+	double ls[8], lq[8];
+	float fmn[8], fmx[8];
+	uint64_t lh[8], terms = 0;
+
+	_mm512_storeu_pd(ls, a->sum);
+	_mm512_storeu_pd(lq, a->ss);
+	_mm256_storeu_ps(fmn, a->mn);
+	_mm256_storeu_ps(fmx, a->mx);
+	_mm512_storeu_si512(lh, a->hb);
+	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	for (int l = 0; l < 8; l++) {
+		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
+		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+		terms += lh[l];
+	}
+	return terms;
+}
+
 /* The same in one pass, 8 values at a time (AVX-512DQ multiplies 64-bit
  * lanes), bfloat16 widened in registers; a run holding NaN or Inf is
  * redone by prep_run. */
@@ -295,61 +372,32 @@ __attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint
 									     uint64_t *h, run_stats *st, double *xs,
 									     double *ps)
 {
-	const float *v = src;
-	const unsigned char *b = src; /* bfloat16, at any alignment */
-	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-	__m512i sd = _mm512_set1_epi64((long long)seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
-	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
-	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd();
-	__m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
-	size_t j = 0;
-	float fmn[8], fmx[8];
-	double ls[8], lq[8];
-	uint64_t tail, lh[8];
+	const unsigned char *b = src; /* either dtype, at any alignment */
+	lanes8 a = lanes8_start(seed, i0);
+	size_t j = 0, es = bf16 ? 2 : 4;
+	uint64_t terms;
 	run_stats rest;
 
 	for (; j + 8 <= n; j += 8) {
-		__m512i x = mix8(sd, idx);
-		__m256 f = load8(src, bf16, j);
-		__m512d d = _mm512_cvtps_pd(f);
+		__m512i x;
+		__m512d d;
+		lanes8_step(&a, src, bf16, j, &x, &d);
 		_mm512_storeu_si512(h + j, x);
-		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
-							     _mm512_or_si512(x, one)));
-		_mm512_storeu_pd(xs + j, _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(d),
-										  _mm512_and_si512(x, sign))));
-		_mm512_storeu_pd(ps + j, _mm512_castsi512_pd(_mm512_xor_si512(
-						 _mm512_castpd_si512(d), _mm512_and_si512(_mm512_slli_epi64(x, 1), sign))));
-		sum = _mm512_add_pd(sum, d);
-		ss = _mm512_add_pd(ss, _mm512_mul_pd(d, d));
-		mn = _mm256_min_ps(f, mn);
-		mx = _mm256_max_ps(f, mx);
-		idx = _mm512_add_epi64(idx, step);
+		_mm512_storeu_pd(xs + j, flip8(d, x));
+		_mm512_storeu_pd(ps + j, flip8(d, _mm512_slli_epi64(x, 1)));
 	}
-	_mm512_storeu_pd(ls, sum);
-	_mm512_storeu_pd(lq, ss);
-	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	terms = lanes8_finish(&a, st);
 	if (!isfinite(st->sum + st->ss))
 		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
-	_mm256_storeu_ps(fmn, mn);
-	_mm256_storeu_ps(fmx, mx);
-	for (int l = 0; l < 8; l++) {
-		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
-		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
-	}
 	/* the tail (n % 8 values) as stats_run has it: lanes of its own */
-	tail = prep_run(seed, i0 + j, bf16 ? (const void *)(b + 2 * j) : (const void *)(v + j), bf16, n - j, h + j, &rest,
-			xs + j, ps + j);
+	terms += prep_run(seed, i0 + j, b + j * es, bf16, n - j, h + j, &rest, xs + j, ps + j);
 	if (rest.nan + rest.inf)
 		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
 	st->sum += rest.sum;
 	st->ss += rest.ss;
 	st->mn = rest.mn < st->mn ? rest.mn : st->mn;
 	st->mx = rest.mx > st->mx ? rest.mx : st->mx;
-	/* summed as unsigned: the intrinsic's reduction adds signed lanes */
-	_mm512_storeu_si512(lh, hb);
-	for (int l = 0; l < 8; l++)
-		tail += lh[l];
-	return tail;
+	return terms;
 }
 
 #endif
@@ -449,7 +497,6 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 								size_t n)
 {
 	size_t j = 0, head;
-	__m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm512_set1_epi64(7);
 	__m512d acc;
 
 	add_whole(s, i, xs, n);
@@ -458,10 +505,8 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 	{
 		/* the column sums, 8 at a time: xs unsigned again */
 		double *col = c->cols + c->col;
-		__m512i sign = _mm512_set1_epi64((long long)SIGN);
 		for (j = 0; j + 8 <= n; j += 8) {
-			__m512d x = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(_mm512_loadu_pd(xs + j)),
-									 _mm512_and_si512(_mm512_loadu_si512(h + j), sign)));
+			__m512d x = flip8(_mm512_loadu_pd(xs + j), _mm512_loadu_si512(h + j));
 			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), x));
 		}
 		c->col += j;
@@ -476,10 +521,8 @@ __attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, curs
 	head = head < n ? head : n;
 	add_pos(s, c, i, h, ps, head);
 	acc = _mm512_loadu_pd(c->acc);
-	for (j = head; j + 8 <= n; j += 8) {
-		__m512i rot = _mm512_and_si512(_mm512_sub_epi64(iota, _mm512_set1_epi64((long long)(h[j] >> 32))), seven);
-		acc = _mm512_add_pd(acc, _mm512_permutexvar_pd(rot, _mm512_loadu_pd(ps + j)));
-	}
+	for (j = head; j + 8 <= n; j += 8)
+		acc = _mm512_add_pd(acc, rot8(_mm512_loadu_pd(ps + j), h[j] >> 32));
 	_mm512_storeu_pd(c->acc, acc);
 	c->col += j;
 	add_pos(s, c, i + j, h + j, ps + j, n - j);
@@ -519,38 +562,26 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 {
 	const tb_sketch_params *p = &s->p;
 	bool pos = p->n_pos > 0;
-	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, a = 0;
-	__m512i idx = _mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
-	__m512i sd = _mm512_set1_epi64((long long)p->seed), step = _mm512_set1_epi64(8), one = _mm512_set1_epi64(1);
-	__m512i sign = _mm512_set1_epi64((long long)SIGN), hb = _mm512_setzero_si512();
-	__m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), seven = _mm512_set1_epi64(7);
-	__m512d sum = _mm512_setzero_pd(), ss = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
-	__m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY);
-	double *col = pos ? c->cols + c->col : NULL, ls[8], lq[8], tx[8];
-	float fmn[8], fmx[8];
-	uint64_t lh[8], terms = 0;
+	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0;
+	lanes8 a = lanes8_start(p->seed, i0);
+	__m512d acc = _mm512_setzero_pd();
+	double *col = pos ? c->cols + c->col : NULL, tx[8];
 
 	if (n % 8 || i0 % 8 || (pos && (p->kp != 8 || c->col % 8)) || nonfinite_avx512(src, bf16, n))
 		return false;
 	if (pos)
 		acc = _mm512_loadu_pd(c->acc);
 	for (size_t j = 0; j < n; j += 8) {
-		uint64_t i = i0 + j, t = i % k, off;
-		__m512i x = mix8(sd, idx);
-		__m256 f = load8(src, bf16, j);
-		__m512d d = _mm512_cvtps_pd(f), xs;
-		hb = _mm512_add_epi64(hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
-							     _mm512_or_si512(x, one)));
-		sum = _mm512_add_pd(sum, d);
-		ss = _mm512_add_pd(ss, _mm512_mul_pd(d, d));
-		mn = _mm256_min_ps(f, mn);
-		mx = _mm256_max_ps(f, mx);
-		xs = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(d), _mm512_and_si512(x, sign)));
+		uint64_t i = i0 + j, off;
+		__m512i x;
+		__m512d d, xs;
+		lanes8_step(&a, src, bf16, j, &x, &d);
+		xs = flip8(d, x);
 		if (i / k != block) {
 			block = i / k;
-			a = mix(salt ^ block);
+			rotation = mix(salt ^ block);
 		}
-		off = (a + t) & (k - 1);
+		off = (rotation + i % k) & (k - 1);
 		if (off + 8 <= k) {
 			_mm512_storeu_pd(s->bucket + off, _mm512_add_pd(_mm512_loadu_pd(s->bucket + off), xs));
 		} else { /* the rotation wraps inside these 8 */
@@ -559,53 +590,38 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 				s->bucket[(off + l) & (k - 1)] += tx[l];
 		}
 		if (pos) {
-			__m512d ps = _mm512_castsi512_pd(
-				_mm512_xor_si512(_mm512_castpd_si512(d), _mm512_and_si512(_mm512_slli_epi64(x, 1), sign)));
-			uint64_t r = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x)) >> 32;
-			__m512i rot = _mm512_and_si512(_mm512_sub_epi64(iota, _mm512_set1_epi64((long long)r)), seven);
+			uint64_t first = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x));
 			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), d));
-			acc = _mm512_add_pd(acc, _mm512_permutexvar_pd(rot, ps));
+			acc = _mm512_add_pd(acc, rot8(flip8(d, _mm512_slli_epi64(x, 1)), first >> 32));
 		}
-		idx = _mm512_add_epi64(idx, step);
 	}
 	if (pos)
 		_mm512_storeu_pd(c->acc, acc);
-	_mm512_storeu_pd(ls, sum);
-	_mm512_storeu_pd(lq, ss);
-	_mm256_storeu_ps(fmn, mn);
-	_mm256_storeu_ps(fmx, mx);
-	_mm512_storeu_si512(lh, hb);
-	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
-	for (int l = 0; l < 8; l++) {
-		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
-		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
-		terms += lh[l];
-	}
-	*hash += terms;
+	*hash += lanes8_finish(&a, st);
 	return true;
-}
-#else
-static bool fold_run_avx512(tb_sketch *s, cursor *c, uint64_t i0, const void *src, bool bf16, size_t n, run_stats *st,
-			    uint64_t *hash)
-{
-	(void)s, (void)c, (void)i0, (void)src, (void)bf16, (void)n, (void)st, (void)hash;
-	return false;
 }
 #endif
 
+/* One pass over a run where it allows, else false (see fold_run_avx512). */
+typedef bool (*one_pass_fn)(tb_sketch *s, cursor *c, uint64_t i0, const void *src, bool bf16, size_t n,
+			    run_stats *st, uint64_t *hash);
+
+/* A run's two passes, and the one pass where there is one. */
+typedef struct kernels {
+	prep_fn prep;
+	add_fn add;
+	one_pass_fn one_pass; /* NULL: none */
+} kernels;
+
 /* The AVX-512 copies where the CPU has them (tb_simd_level, which tests
  * can force down): the same sketch, bit for bit. */
-static void pick(prep_fn *prep, add_fn *add)
+static kernels pick(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-	if (tb_simd_level() == TB_SIMD_AVX512) {
-		*prep = prep_run_avx512;
-		*add = add_run_avx512;
-		return;
-	}
+	if (tb_simd_level() == TB_SIMD_AVX512)
+		return (kernels){prep_run_avx512, add_run_avx512, fold_run_avx512};
 #endif
-	*prep = prep_run;
-	*add = add_run_generic;
+	return (kernels){prep_run, add_run_generic, NULL};
 }
 
 /* Fold values [i0, i0 + n) into the sketch, a run within one row and one
@@ -616,15 +632,11 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 {
 	const unsigned char *at = src;
 	size_t es = bf16 ? 2 : 4;
-	prep_fn prep;
-	add_fn add;
-	bool fused;
+	kernels kn = pick();
 	const tb_sketch_params *p = &s->p;
 	uint64_t h[CHUNK];
 	double xs[CHUNK], ps[CHUNK];
 
-	pick(&prep, &add);
-	fused = prep != prep_run;
 	for (uint64_t k = 0; k < n;) {
 		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n, to_block = TB_SKETCH_BLOCK - (i0 + k) % TB_SKETCH_BLOCK;
 		run_stats st;
@@ -634,9 +646,10 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 			run = to_block;
 		if (run > CHUNK)
 			run = CHUNK;
-		if (!fused || !fold_run_avx512(s, c, i0 + k, at + k * es, bf16, run, &st, &s->hash[(i0 + k) / TB_SKETCH_BLOCK])) {
-			s->hash[(i0 + k) / TB_SKETCH_BLOCK] += prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
-			add(s, c, i0 + k, h, xs, ps, run);
+		uint64_t *hash = &s->hash[(i0 + k) / TB_SKETCH_BLOCK];
+		if (!kn.one_pass || !kn.one_pass(s, c, i0 + k, at + k * es, bf16, run, &st, hash)) {
+			*hash += kn.prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
+			kn.add(s, c, i0 + k, h, xs, ps, run);
 		}
 		s->nan += st.nan;
 		s->inf += st.inf;
