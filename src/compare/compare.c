@@ -239,36 +239,6 @@ static void pair_finish(tb_job *job, pair_work *pw)
 	atomic_fetch_add(&job->cells_done, 1);
 }
 
-/* Rows whose norms agree to this (relative): the same row, where rows of
- * other tokens differ by percents (a bf16 copy of a row by far less: its
- * roundings average out). */
-#define SAME_NORM 1e-3
-
-static bool same_norm(double a, double b)
-{
-	return fabs(sqrt(a) - sqrt(b)) <= SAME_NORM * fmax(sqrt(a), sqrt(b));
-}
-
-/* The share of positions but the first whose candidate row norm is the
- * reference's one position off (either way, the better) and not its own:
- * a sequence shifted by a token, told from the exact norms of the rows. */
-static double shift_share(const tb_sketch *r, const tb_sketch *c)
-{
-	int64_t S = r->p.n_pos;
-	double hits[2] = {0, 0};
-
-	if (S < 2)
-		return NAN;
-	for (int64_t p = 0; p < S; p++)
-		for (int d = 0; d < 2; d++) {
-			int64_t q = d ? p - 1 : p + 1;
-			if (q >= 0 && q < S)
-				hits[d] += same_norm(c->pos_sumsq[p], r->pos_sumsq[q]) &&
-					   !same_norm(c->pos_sumsq[p], r->pos_sumsq[p]);
-		}
-	return fmax(hits[0], hits[1]) / (double)(S - 1);
-}
-
 /* Fill m from what two sketches say, owning the estimate's arrays. */
 static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e,
 			      double diverge)
@@ -287,7 +257,7 @@ static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch
 	m->allclose_frac = e->exact ? 1 : NAN;
 	m->mismatch = e->mismatch;
 	m->bias_frac = e->bias_frac;
-	m->shift_frac = e->exact ? 0 : shift_share(r, c);
+	m->shift_frac = e->shift_frac;
 	for (int i = 0; i < 2; i++) {
 		const tb_sketch *s = side[i];
 		double n = (double)s->finite;

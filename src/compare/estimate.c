@@ -41,6 +41,36 @@ static double bias_share(const tb_sketch *r, const tb_sketch *c, double dd, bool
 	return fmin(1, explained / rows / dd);
 }
 
+/* Rows whose norms agree to this (relative): the same row, where rows of
+ * other tokens differ by percents (a bf16 copy of a row by far less: its
+ * roundings average out). */
+#define SAME_NORM 1e-3
+
+static bool same_norm(double a, double b)
+{
+	return fabs(sqrt(a) - sqrt(b)) <= SAME_NORM * fmax(sqrt(a), sqrt(b));
+}
+
+/* The share of positions but the first whose candidate row norm is the
+ * reference's one position off (either way, the better) and not its own:
+ * a sequence shifted by a token, told from the exact norms of the rows. */
+static double shift_share(const tb_sketch *r, const tb_sketch *c)
+{
+	int64_t S = r->p.n_pos;
+	double hits[2] = {0, 0};
+
+	if (S < 2)
+		return NAN;
+	for (int64_t p = 0; p < S; p++)
+		for (int d = 0; d < 2; d++) {
+			int64_t q = d ? p - 1 : p + 1;
+			if (q >= 0 && q < S)
+				hits[d] += same_norm(c->pos_sumsq[p], r->pos_sumsq[q]) &&
+					   !same_norm(c->pos_sumsq[p], r->pos_sumsq[p]);
+		}
+	return fmax(hits[0], hits[1]) / (double)(S - 1);
+}
+
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err)
 {
 	const tb_sketch_params *p = &r->p;
@@ -63,13 +93,14 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		bcc += c->bucket[k] * c->bucket[k];
 	}
 	bounded(dd, r->sumsq, p->k, &e->rel_l2, &e->rel_l2_lo, &e->rel_l2_hi);
-	e->bias_frac = bias_share(r, c, dd, e->exact);
 	e->cosine_lo = cosine_of(eps < 1 ? dd / (1 - eps) : INFINITY, r->sumsq, c->sumsq);
 	e->cosine_hi = cosine_of(dd / (1 + eps), r->sumsq, c->sumsq);
 	/* The buckets' own cosine: exact for proportional tensors (the sketch
 	 * is linear), where the one from ||d|| and the exact norms is not. */
 	e->cosine = e->exact ? 1 : brr > 0 && bcc > 0 ? tb_cosine(brc, brr, bcc) : cosine_of(dd, r->sumsq, c->sumsq);
 	e->cosine = fmin(fmax(e->cosine, e->cosine_lo), e->cosine_hi);
+	e->bias_frac = NAN; /* no columns without positions */
+	e->shift_frac = e->exact ? 0 : shift_share(r, c);
 	if (p->n_pos <= 0)
 		return 0;
 	e->pos_rel_l2 = malloc((size_t)p->n_pos * sizeof *e->pos_rel_l2);

@@ -31,6 +31,9 @@ typedef struct tb_sketch_estimate {
 	double bias_frac;          /* the share of ||c - r||^2 a per-channel offset explains: the
 				    * column sums' difference over the estimated ||c - r||^2 (at
 				    * most 1); NaN without positions */
+	double shift_frac;         /* of the positions but the first, the share whose candidate row
+				    * has the reference's norm one position off and not its own (a
+				    * token sequence shifted by one); NaN under 2 positions */
 	double *pos_rel_l2;        /* n_pos each (malloc'd, the caller owns them), or NULL */
 	double *pos_cos;
 	double *pos_norm_ratio;
