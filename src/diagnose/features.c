@@ -417,17 +417,24 @@ typedef struct bias_ctx {
 static int bias_block(void *ctx, const float *r, const float *c, size_t n, uint64_t off)
 {
 	bias_ctx *bc = ctx;
-	int64_t h = (int64_t)(off % (uint64_t)bc->H);
+	uint64_t h = off % (uint64_t)bc->H;
+	double total = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		double d = (double)c[i] - r[i];
-		if (isfinite(d)) {
-			bc->sum[h] += d;
-			bc->total += d * d;
+	/* a row's stretch at a time, so the per-element loop vectorises */
+	for (size_t i = 0; i < n;) {
+		size_t len = (uint64_t)bc->H - h < n - i ? (size_t)((uint64_t)bc->H - h) : n - i;
+		double *sum = bc->sum + h;
+#pragma omp simd reduction(+ : total)
+		for (size_t k = 0; k < len; k++) {
+			double d = (double)c[i + k] - r[i + k];
+			d = isfinite(d) ? d : 0;
+			sum[k] += d;
+			total += d * d;
 		}
-		if (++h == bc->H)
-			h = 0;
+		i += len;
+		h = 0;
 	}
+	bc->total += total;
 	return 0;
 }
 

@@ -54,15 +54,20 @@ double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_f
 	return f;
 }
 
-float *tb_replay_load(tb_tensor *t, tb_err *err)
+/* Rows 0, step, 2 step, ... of t's rows of cols values; step 1 is the
+ * whole tensor, read as one run. */
+static float *load_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n, tb_err *err)
 {
+	uint64_t rows = step > 1 ? t->numel / cols : 1, run = step > 1 ? cols : t->numel;
+	uint64_t taken = (rows + step - 1) / step;
 	float *v;
 
-	if (t->numel > SIZE_MAX / sizeof *v) {
+	*n = taken * run;
+	if (*n > SIZE_MAX / sizeof *v) {
 		tb_err_setc(err, TB_ERR_LIMIT, t->name, "replay: tensor too large to load");
 		return NULL;
 	}
-	v = malloc((t->numel ? t->numel : 1) * sizeof *v);
+	v = malloc((*n ? *n : 1) * sizeof *v);
 	if (!v) {
 		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		return NULL;
@@ -71,37 +76,61 @@ float *tb_replay_load(tb_tensor *t, tb_err *err)
 		free(v);
 		return NULL;
 	}
-	for (uint64_t i = 0; i < t->numel; i += BLOCK)
-		tb_tensor_read_f32(t, i, t->numel - i < BLOCK ? t->numel - i : BLOCK, v + i);
+	for (uint64_t r = 0; r < taken; r++)
+		for (uint64_t i = 0; i < run; i += BLOCK)
+			tb_tensor_read_f32(t, r * step * run + i, run - i < BLOCK ? run - i : BLOCK, v + r * run + i);
 	tb_tensor_release(t);
 	return v;
 }
 
+float *tb_replay_load(tb_tensor *t, tb_err *err)
+{
+	uint64_t n;
+
+	return load_rows(t, 1, 1, &n, err);
+}
+
 bool tb_replay_finite(const float *v, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i++)
-		if (!isfinite(v[i]))
+	for (uint64_t i = 0; i < n; i += BLOCK) {
+		uint64_t m = n - i < BLOCK ? n - i : BLOCK;
+		uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+		for (uint64_t k = 0; k < m; k++) {
+			uint32_t bits;
+			memcpy(&bits, &v[i + k], sizeof bits);
+			bad |= (bits & 0x7f800000u) == 0x7f800000u;
+		}
+		if (bad)
 			return false;
+	}
 	return true;
 }
 
-int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err)
+int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sides *v,
+			   bool *finite, tb_err *err)
 {
+	uint64_t nr, nc;
+
 	memset(v, 0, n * sizeof *v);
 	*finite = true;
 	for (size_t i = 0; i < n; i++) {
 		if (!p[i])
 			continue;
-		v[i].ref = tb_replay_load(p[i]->ref, err);
-		v[i].cand = v[i].ref ? tb_replay_load(p[i]->cand, err) : NULL;
+		v[i].ref = load_rows(p[i]->ref, cols, step, &nr, err);
+		v[i].cand = v[i].ref ? load_rows(p[i]->cand, cols, step, &nc, err) : NULL;
 		if (!v[i].cand) {
 			tb_replay_unload(v, n);
 			return -1;
 		}
-		*finite = *finite && tb_replay_finite(v[i].ref, p[i]->ref->numel) &&
-			  tb_replay_finite(v[i].cand, p[i]->cand->numel);
+		*finite = *finite && tb_replay_finite(v[i].ref, nr) && tb_replay_finite(v[i].cand, nc);
 	}
 	return 0;
+}
+
+int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err)
+{
+	return tb_replay_load_sampled(p, n, 1, 1, v, finite, err);
 }
 
 void tb_replay_unload(tb_replay_sides *v, size_t n)

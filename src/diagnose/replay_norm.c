@@ -30,16 +30,18 @@ static const double eps_grid[] = {1e-3, 1e-5, 1e-6, 1e-8, 1e-12};
 
 /* A norm is a function of each row alone, and a few hundred rows pin a
  * per-channel weight as well as thousands do, while every variant costs
- * a sweep over the rows taken: evenly spaced ones, at most this many. */
+ * a sweep over the rows taken: evenly spaced ones, at most this many,
+ * and only they are read. */
 #define MAX_ROWS 128
 
-/* One side's norm input and output: rows of cols values taken from
- * stride values apart, and each row's mean and sums of squares (about 0
- * and about the mean), which every formulation and eps tried shares. */
+/* One side's norm input and output: the rows taken, of cols values
+ * each, one after another, each row's mean and sums of squares (about 0 and
+ * about the mean), and the output's sum of squares, which every
+ * formulation and eps tried shares. */
 typedef struct side {
 	const float *x, *y;
-	uint64_t rows, cols, stride;
-	double *mean, *ss[N_FORMS];
+	uint64_t rows, cols;
+	double *mean, *ss[N_FORMS], yy;
 } side;
 
 /* A norm: y = (x - mean) / sqrt(var + eps) * w + b over each row, with
@@ -57,20 +59,25 @@ static void row_sums(side *s, double *work)
 	s->mean = work;
 	s->ss[RMS] = work + s->rows;
 	s->ss[LAYER] = work + 2 * s->rows;
+	s->yy = 0;
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->stride;
-		double sum = 0, ss0 = 0, ssm = 0, mean;
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double sum = 0, ss0 = 0, ssm = 0, yy = 0, mean;
 
+#pragma omp simd reduction(+ : sum, ss0, yy)
 		for (uint64_t c = 0; c < s->cols; c++) {
 			sum += x[c];
 			ss0 += (double)x[c] * x[c];
+			yy += (double)y[c] * y[c];
 		}
 		mean = sum / (double)s->cols;
+#pragma omp simd reduction(+ : ssm)
 		for (uint64_t c = 0; c < s->cols; c++)
 			ssm += (x[c] - mean) * (x[c] - mean);
 		s->mean[i] = mean;
 		s->ss[RMS][i] = ss0;
 		s->ss[LAYER][i] = ssm;
+		s->yy += yy;
 	}
 }
 
@@ -81,21 +88,33 @@ static void row_stats(const side *s, uint64_t i, form f, double eps, double *mea
 	*inv = 1 / sqrt(s->ss[f][i] / (double)s->cols + eps);
 }
 
+/* Every variant tried costs one of these sweeps, hence the simd sums:
+ * a sum in one double chain waits on each add's latency. */
 static double residual(const side *s, const norm *n)
 {
-	double dd = 0, yy = 0;
+	const double *w = n->w, *b = n->b;
+	double dd = 0;
 
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
-		double mean, inv;
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double mean, inv, row = 0;
 		row_stats(s, i, n->f, n->eps, &mean, &inv);
-		for (uint64_t c = 0; c < s->cols; c++) {
-			double d = (x[c] - mean) * inv * n->w[c] + (n->b ? n->b[c] : 0) - y[c];
-			dd += d * d;
-			yy += (double)y[c] * y[c];
+		if (b) {
+#pragma omp simd reduction(+ : row)
+			for (uint64_t c = 0; c < s->cols; c++) {
+				double d = (x[c] - mean) * inv * w[c] + b[c] - y[c];
+				row += d * d;
+			}
+		} else {
+#pragma omp simd reduction(+ : row)
+			for (uint64_t c = 0; c < s->cols; c++) {
+				double d = (x[c] - mean) * inv * w[c] - y[c];
+				row += d * d;
+			}
 		}
+		dd += row;
 	}
-	return tb_rel_l2(dd, yy);
+	return tb_rel_l2(dd, s->yy);
 }
 
 /* Least squares per channel over the rows: w, and b when b is not NULL,
@@ -107,9 +126,11 @@ static void fit(const side *s, form f, double eps, double *w, double *b, double 
 
 	memset(sums, 0, 4 * s->cols * sizeof *sums);
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
 		double mean, inv;
 		row_stats(s, i, f, eps, &mean, &inv);
+		/* the four sums are disjoint columns of one buffer */
+#pragma omp simd
 		for (uint64_t c = 0; c < s->cols; c++) {
 			double n = (x[c] - mean) * inv;
 			snn[c] += n * n;
@@ -131,7 +152,7 @@ static void fit_offset(const side *s, const norm *n, double *b)
 {
 	memset(b, 0, s->cols * sizeof *b);
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->stride, *y = s->y + i * s->stride;
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
 		double mean, inv;
 		row_stats(s, i, n->f, n->eps, &mean, &inv);
 		for (uint64_t c = 0; c < s->cols; c++)
@@ -283,7 +304,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	const tb_pair *p[3];
 	tb_replay_sides v[3];
 	char cell[TB_CELL_NAME_MAX], need[64], ref_variant[64], eps[32];
-	uint64_t rows, cols;
+	uint64_t rows, cols, step, taken;
 	bool finite;
 	int n_in = input_taps(in, p, need, sizeof need);
 	double *work, floor, ref_rel;
@@ -303,7 +324,9 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	if (!tb_replay_rows(out, p, 3, MIN_ROWS, &rows, &cols))
 		return 0;
 	out->tried = true;
-	if (tb_replay_load_pairs(p, 3, v, &finite, err) < 0)
+	step = (rows + MAX_ROWS - 1) / MAX_ROWS;
+	taken = (rows + step - 1) / step;
+	if (tb_replay_load_sampled(p, 3, cols, step, v, &finite, err) < 0)
 		return -1;
 	work = finite ? malloc((8 * cols + 6 * MAX_ROWS) * sizeof *work) : NULL;
 	if (finite && !work) {
@@ -316,14 +339,13 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		return 0;
 	}
 	if (n_in == 2)
-		for (uint64_t i = 0; i < rows * cols; i++) {
+		for (uint64_t i = 0; i < taken * cols; i++) {
 			v[0].ref[i] += v[1].ref[i];
 			v[0].cand[i] += v[1].cand[i];
 		}
 	{
-		uint64_t step = (rows + MAX_ROWS - 1) / MAX_ROWS, taken = (rows + step - 1) / step;
-		side r = {v[0].ref, v[2].ref, taken, cols, step * cols, NULL, {NULL, NULL}};
-		side c = {v[0].cand, v[2].cand, taken, cols, step * cols, NULL, {NULL, NULL}};
+		side r = {v[0].ref, v[2].ref, taken, cols, NULL, {NULL, NULL}, 0};
+		side c = {v[0].cand, v[2].cand, taken, cols, NULL, {NULL, NULL}, 0};
 		/* work: 8 columns (below), then each side's row sums */
 		row_sums(&r, work + 8 * cols);
 		row_sums(&c, work + 8 * cols + 3 * MAX_ROWS);

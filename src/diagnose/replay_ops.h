@@ -54,6 +54,11 @@ typedef struct tb_replay_sides {
  * say whether every value is finite; 0, or -1 and err with nothing left
  * loaded.  tb_replay_unload frees them. */
 int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err);
+/* The same for every step-th row of pairs of rows of cols values (rows
+ * 0, step, 2 step, ...), one after another: for the ops that are a
+ * function of each row alone, which a sample of rows pins down. */
+int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sides *v,
+			   bool *finite, tb_err *err);
 void tb_replay_unload(tb_replay_sides *v, size_t n);
 
 /* Do both sides of every pair (NULL ones skipped) hold rows x cols values,
