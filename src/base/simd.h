@@ -123,17 +123,26 @@ TB_INLINE gen_d gen_max(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] > b.v[l] ? 
 TB_INLINE gen_d gen_abs(gen_d a) { GEN_MAP(gen_d, 4, fabs(a.v[l])); }
 /* v where x >= lim, else +0. */
 TB_INLINE gen_d gen_keep_ge(gen_d x, gen_d lim, gen_d v) { GEN_MAP(gen_d, 4, x.v[l] >= lim.v[l] ? v.v[l] : 0.0); }
-/* 2^k for t = k + 0x1.8p52 (k an integer in [-1022, 1023]). */
-TB_INLINE gen_d gen_pow2(gen_d t)
+/* tab[n & 63] * 2^(n >> 6) for t = n + 0x1.8p52 (n an integer, the
+ * result normal): the exponent added to the table value's bits. */
+TB_INLINE uint64_t tb_texp_bits(double t, const double *tab)
+{
+	int64_t ti, mi, n;
+	uint64_t bits;
+	double m = 0x1.8p52;
+
+	memcpy(&ti, &t, 8);
+	memcpy(&mi, &m, 8);
+	n = ti - mi;
+	memcpy(&bits, &tab[n & 63], 8);
+	return bits + ((uint64_t)(n & ~(int64_t)63) << 46);
+}
+TB_INLINE gen_d gen_texp(gen_d t, const double *tab)
 {
 	gen_d r;
 
 	for (int l = 0; l < 4; l++) {
-		int64_t ti, mi;
-		double m = 0x1.8p52;
-		memcpy(&ti, &t.v[l], 8);
-		memcpy(&mi, &m, 8);
-		uint64_t bits = (uint64_t)(ti - mi + 1023) << 52;
+		uint64_t bits = tb_texp_bits(t.v[l], tab);
 		memcpy(&r.v[l], &bits, 8);
 	}
 	return r;
@@ -200,12 +209,6 @@ SSE_INLINE sse_d sse_keep_ge(sse_d x, sse_d lim, sse_d v)
 {
 	return (sse_d){_mm_and_pd(_mm_cmpge_pd(x.lo, lim.lo), v.lo), _mm_and_pd(_mm_cmpge_pd(x.hi, lim.hi), v.hi)};
 }
-SSE_INLINE __m128d sse_pow2_half(__m128d t)
-{
-	__m128i k = _mm_sub_epi64(_mm_castpd_si128(t), _mm_castpd_si128(_mm_set1_pd(0x1.8p52)));
-	return _mm_castsi128_pd(_mm_slli_epi64(_mm_add_epi64(k, _mm_set1_epi64x(1023)), 52));
-}
-SSE_INLINE sse_d sse_pow2(sse_d t) { return (sse_d){sse_pow2_half(t.lo), sse_pow2_half(t.hi)}; }
 SSE_INLINE sse_i sse_izero(void) { return (sse_i){_mm_setzero_si128(), _mm_setzero_si128()}; }
 SSE_INLINE sse_i sse_count_le(sse_i cnt, sse_f a, sse_f b)
 {
@@ -257,6 +260,19 @@ SSE_INLINE void sse_dstore(double *o, sse_d a)
 	_mm_storeu_pd(o, a.lo);
 	_mm_storeu_pd(o + 2, a.hi);
 }
+/* SSE2 has no gather: lane by lane. */
+SSE_INLINE sse_d sse_texp(sse_d t, const double *tab)
+{
+	double v[4];
+	uint64_t bits;
+
+	sse_dstore(v, t);
+	for (int l = 0; l < 4; l++) {
+		bits = tb_texp_bits(v[l], tab);
+		memcpy(&v[l], &bits, 8);
+	}
+	return sse_dload(v);
+}
 SSE_INLINE void sse_fstore(float *o, sse_f a)
 {
 	_mm_storeu_ps(o, a.lo);
@@ -286,10 +302,13 @@ AVX_INLINE avx_d avx_mul(avx_d a, avx_d b) { return _mm256_mul_pd(a, b); }
 AVX_INLINE avx_d avx_max(avx_d a, avx_d b) { return _mm256_max_pd(a, b); }
 AVX_INLINE avx_d avx_abs(avx_d a) { return _mm256_and_pd(a, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX))); }
 AVX_INLINE avx_d avx_keep_ge(avx_d x, avx_d lim, avx_d v) { return _mm256_and_pd(_mm256_cmp_pd(x, lim, _CMP_GE_OQ), v); }
-AVX_INLINE avx_d avx_pow2(avx_d t)
+AVX_INLINE avx_d avx_texp(avx_d t, const double *tab)
 {
-	__m256i k = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(0x1.8p52)));
-	return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)), 52));
+	__m256i n = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(0x1.8p52)));
+	__m256i j = _mm256_and_si256(n, _mm256_set1_epi64x(63));
+	__m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(n, j), 46);
+	__m256d v = _mm256_i64gather_pd(tab, j, 8);
+	return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(v), scale));
 }
 AVX_INLINE avx_i avx_izero(void) { return _mm256_setzero_si256(); }
 AVX_INLINE avx_i avx_count_le(avx_i cnt, avx_f a, avx_f b)
