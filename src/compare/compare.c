@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/blaspool.h"
 #include "compare/compare.h"
 #include "compare/estimate.h"
 
@@ -25,22 +26,6 @@ static const char *const status_names[TB_ST_COUNT] = {
 	[TB_ST_DIVERGED] = "diverged",
 	[TB_ST_MISSING] = "missing",
 };
-
-/* OpenBLAS's pthread build starts its pool when the program loads, and
- * each idle thread spins on sched_yield for 2^28 cycles (about 0.1 s)
- * before it sleeps: on two cores that is one core taken from the
- * compare's threads for the first tenth of a second.  The pool is
- * stopped before the first compare starts, when no BLAS call can be
- * running, and OpenBLAS starts it again at the next call (the diagnosis,
- * after the compare).  Other BLAS libraries lack the symbol. */
-extern int blas_thread_shutdown_(void) __attribute__((weak));
-static pthread_once_t blas_pool_once = PTHREAD_ONCE_INIT;
-
-static void blas_pool_stop(void)
-{
-	if (blas_thread_shutdown_)
-		blas_thread_shutdown_();
-}
 
 const char *tb_status_name(tb_status st)
 {
@@ -544,7 +529,7 @@ tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *
 			atomic_fetch_add(&job->cells_done, 1);
 		}
 	}
-	pthread_once(&blas_pool_once, blas_pool_stop);
+	tb_blas_pool_stop();
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	want = o->threads > 0 ? o->threads : (int)(ncpu > 0 ? ncpu : 1);
 	if (want > MAX_THREADS)

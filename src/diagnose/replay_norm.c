@@ -34,6 +34,13 @@ static const double eps_grid[] = {1e-3, 1e-5, 1e-6, 1e-8, 1e-12};
  * and only they are read. */
 #define MAX_ROWS 128
 
+/* The sweeps every variant costs, in 4-wide doubles where the CPU has them. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TB_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TB_CLONES
+#endif
+
 /* One side's norm input and output: the rows taken, of cols values
  * each, one after another, each row's mean and sums of squares (about 0 and
  * about the mean), and the output's sum of squares, which every
@@ -90,7 +97,7 @@ static void row_stats(const side *s, uint64_t i, form f, double eps, double *mea
 
 /* Every variant tried costs one of these sweeps, hence the simd sums:
  * a sum in one double chain waits on each add's latency. */
-static double residual(const side *s, const norm *n)
+TB_CLONES static double residual(const side *s, const norm *n)
 {
 	const double *w = n->w, *b = n->b;
 	double dd = 0;
@@ -119,7 +126,7 @@ static double residual(const side *s, const norm *n)
 
 /* Least squares per channel over the rows: w, and b when b is not NULL,
  * for the formulation and eps of n; sums holds 4 x cols doubles. */
-static void fit(const side *s, form f, double eps, double *w, double *b, double *sums)
+TB_CLONES static void fit(const side *s, form f, double eps, double *w, double *b, double *sums)
 {
 	double *snn = sums, *sny = sums + s->cols, *sn = sums + 2 * s->cols, *sy = sums + 3 * s->cols;
 	double rows = (double)s->rows;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blaspool.h"
 #include "base/simd.h"
 #include "tensor/sketch.h"
 
@@ -563,6 +564,7 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 	const tb_sketch_params *p = &s->p;
 	bool pos = p->n_pos > 0;
 	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0;
+	int kbits = __builtin_ctzll(k);
 	lanes8 a = lanes8_start(p->seed, i0);
 	__m512d acc = _mm512_setzero_pd();
 	double *col = pos ? c->cols + c->col : NULL, tx[8];
@@ -577,11 +579,11 @@ __attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512
 		__m512d d, xs;
 		lanes8_step(&a, src, bf16, j, &x, &d);
 		xs = flip8(d, x);
-		if (i / k != block) {
-			block = i / k;
+		if (i >> kbits != block) { /* k is a power of two: no division per 8 values */
+			block = i >> kbits;
 			rotation = mix(salt ^ block);
 		}
-		off = (rotation + i % k) & (k - 1);
+		off = (rotation + i) & (k - 1);
 		if (off + 8 <= k) {
 			_mm512_storeu_pd(s->bucket + off, _mm512_add_pd(_mm512_loadu_pd(s->bucket + off), xs));
 		} else { /* the rotation wraps inside these 8 */
@@ -776,6 +778,8 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 			break;
 		}
 	}
+	if (n > 1)
+		tb_blas_pool_stop();
 	for (int k = 1; k < n && rc == 0; k++, started++)
 		if (pthread_create(&tid[k], NULL, sketch_share, &sh[k]) != 0) {
 			rc = tb_err_setc(err, TB_ERR_SYSTEM, NULL, "cannot start a thread");
