@@ -41,6 +41,7 @@ void tb_layout_opts_init(tb_layout_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->step = -1;
+	o->rank = -1;
 }
 
 /* s[0..n) is a decimal number below MAX_TAG. */
@@ -418,10 +419,13 @@ static int64_t core_width(lay *L)
 	return L->core_shard;
 }
 
-/* Column widths of one rank's shard of a fused projection. */
-static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *err)
+/* Column widths of one rank's shard t of a fused projection named base:
+ * gate and up halves, or q, k and v in the proportion of the head counts
+ * (else of the other tree's q and k widths, else q as wide as core, the
+ * shard of attn.core beside it; 0: unknown). */
+static int split_fused(const tb_layout_opts *o, const tb_tensor *t, const char *base, bool qkv, int64_t core,
+		       int64_t *w, tb_err *err)
 {
-	const tb_tensor *t = g->t;
 	int64_t width = t->shape[t->ndim - 1];
 
 	if (!qkv) {
@@ -430,11 +434,10 @@ static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *er
 		w[0] = w[1] = width / 2;
 		return 0;
 	}
-	/* head counts, or the other tree's q and k widths: in proportion */
-	int64_t hq = L->o->heads, hkv = L->o->kv_heads;
+	int64_t hq = o->heads, hkv = o->kv_heads;
 	if (!(hq > 0 && hkv > 0)) {
-		hq = L->o->q_width;
-		hkv = L->o->kv_width;
+		hq = o->q_width;
+		hkv = o->kv_width;
 	}
 	if (hq > 0 && hkv > 0) {
 		int64_t all = hq + 2 * hkv;
@@ -444,15 +447,24 @@ static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *er
 			return 0;
 		}
 	}
-	int64_t q = core_width(L);
-	if (q > 0 && q < width && (width - q) % 2 == 0) {
-		w[0] = q;
-		w[1] = w[2] = (width - q) / 2;
+	if (core > 0 && core < width && (width - core) % 2 == 0) {
+		w[0] = core;
+		w[1] = w[2] = (width - core) / 2;
 		return 0;
 	}
 	return tb_err_set(err, t->path,
 			  "'%s': joining the shards of a fused qkv projection needs --heads and --kv-heads (or the attention output dumped beside it)",
-			  g->base);
+			  base);
+}
+
+static bool head_counts(const tb_layout_opts *o)
+{
+	return (o->heads > 0 && o->kv_heads > 0) || (o->q_width > 0 && o->kv_width > 0);
+}
+
+static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *err)
+{
+	return split_fused(L->o, g->t, g->base, qkv, qkv && !head_counts(L->o) ? core_width(L) : 0, w, err);
 }
 
 /* The ranks g[0..n) of one fused projection: each shard cut into its
@@ -557,12 +569,27 @@ static int cmp_entry(const void *a, const void *b)
 	return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
+/* A tree of one rank alone (o->rank): its rank tags must all be that
+ * rank's, and name nothing to join. */
+static int own_rank(lay *L, tb_err *err)
+{
+	for (size_t i = 0; i < L->n; i++) {
+		if (L->e[i].rank >= 0 && L->e[i].rank != L->o->rank)
+			return tb_err_set(err, L->e[i].t->path, "'%s' is rank %d's, in a tree given as rank %d's alone (--rank)",
+					  L->e[i].base, L->e[i].rank, L->o->rank);
+		L->e[i].rank = -1;
+	}
+	return 0;
+}
+
 /* Join the ranks of every tensor; L->e then holds one entry per (base, step). */
 static int join_all_ranks(lay *L, tb_err *err)
 {
 	int degree = 0;
 	size_t w = 0;
 
+	if (L->o->rank >= 0 && own_rank(L, err) < 0)
+		return -1;
 	for (size_t i = 0; i < L->n; i++)
 		if (L->e[i].rank + 1 > degree)
 			degree = L->e[i].rank + 1;
@@ -935,26 +962,29 @@ out:
 	return rc;
 }
 
-int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, int *axis, tb_err *err)
+int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, tb_rank_join *j, tb_err *err)
 {
 	const char *spec;
-	join_kind kind = join_of(o, c, t, axis, &spec, err);
+	join_kind kind = join_of(o, c, t, &j->axis, &spec, err);
+	bool qkv;
 
+	j->n_parts = 1;
 	if ((int)kind < 0)
 		return -1;
 	switch (kind) {
 	case JOIN_SPLIT:
+		j->width[0] = t->shape[j->axis];
 		return 0;
 	case JOIN_PARTIAL:
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
 				   "'%s' holds a partial sum (%s): its ranks' norms do not add up; sketch the joined tree",
 				   t->name, spec ? spec : "row-parallel");
 	case JOIN_FUSED:
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
-				   "'%s' is a fused projection: its ranks interleave q, k and v; sketch the joined tree", t->name);
+		qkv = !strcmp(c->tap, "attn.qkv");
+		j->n_parts = qkv ? 3 : 2;
+		return split_fused(o, t, t->name, qkv, 0, j->width, err);
 	default:
-		/* row-parallel outputs taken as all-reduced, as a rank's hook sees them */
-		*axis = -1;
+		j->axis = -1;
 		return 0;
 	}
 }

@@ -55,6 +55,7 @@ typedef struct tb_layout_opts {
 	size_t n_shards;
 	int heads, kv_heads; /* 0: unknown (to split a fused qkv's shards) */
 	int64_t q_width, kv_width; /* else the other tree's q and k widths (0: unknown) */
+	int rank;            /* the tree is this rank's alone (sketch --rank), or -1 */
 } tb_layout_opts;
 
 void tb_layout_opts_init(tb_layout_opts *o);
@@ -73,11 +74,21 @@ bool tb_layout_has_steps(const tb_tree *tree);
  * the tensor, on a missing rank, mixed degrees, shards that do not join, a
  * step gap or an absent --step. */
 int tb_layout_apply(tb_tree *tree, const tb_namer *namer, const tb_layout_opts *o, tb_err *err);
-/* How one rank's tensor t of cell c takes part in the joined tensor, for a
- * sketch of that rank alone: split on axis *axis of t, or whole (*axis
- * -1: replicated, and row-parallel outputs taken as all-reduced).
- * Refuses, naming the tensor, partial sums and fused projections, whose
- * ranks cannot be sketched apart. */
-int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, int *axis, tb_err *err);
+/* How one rank's tensor takes part in the joined tensor: split on axis
+ * `axis` in n_parts consecutive parts of the widths width[] (one part:
+ * the whole axis; a fused projection's gate and up, or q, k and v, each
+ * joined across the ranks and then put side by side), or whole (axis
+ * -1: replicated, and row-parallel outputs taken as all-reduced). */
+typedef struct tb_rank_join {
+	int axis;
+	int n_parts;
+	int64_t width[3];
+} tb_rank_join;
+
+/* How rank tensor t of cell c joins, for a sketch of that rank alone.
+ * Refuses, naming the tensor, partial sums, whose ranks' norms do not add
+ * up, and a fused qkv projection without the head counts (--heads and
+ * --kv-heads, or the widths in o). */
+int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, tb_rank_join *j, tb_err *err);
 
 #endif

@@ -19,26 +19,26 @@ static int online_cpus(void)
 
 /* Sketch one tensor of the tree: whole, or as rank `rank` of `ranks`'
  * share of the tensor its cell's ranks join into. */
-static int sketch_one(const tb_run_config *cfg, tb_tensor *t, const tb_cell *cell, bool mapped, int rank, int ranks,
-		      uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
+static int sketch_one(const tb_run_config *cfg, const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cell,
+		      bool mapped, int rank, int ranks, uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
 {
 	tb_sketch_params p;
-	int axis = -1;
+	tb_rank_join j = {-1, 1, {0}};
 
 	*joined = *t;
-	if (ranks > 1 && mapped && tb_layout_rank_join(&cfg->opts.layout, cell, t, &axis, err) < 0)
+	if (ranks > 1 && mapped && tb_layout_rank_join(layout, cell, t, &j, err) < 0)
 		return -1;
-	if (axis >= 0) {
+	if (j.axis >= 0) {
 		int64_t shape[TB_MAX_DIMS];
 		memcpy(shape, t->shape, sizeof shape);
-		if (__builtin_mul_overflow(shape[axis], (int64_t)ranks, &shape[axis]) ||
+		if (__builtin_mul_overflow(shape[j.axis], (int64_t)ranks, &shape[j.axis]) ||
 		    tb_tensor_set_shape(joined, t->ndim, shape, t->path, err) < 0)
 			return tb_err_setc(err, TB_ERR_LIMIT, t->path, "'%s': the joined shape overflows", t->name);
 	}
 	tb_sketch_params_for(joined, seed, &p);
 	if (tb_sketch_alloc(s, &p) < 0)
 		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
-	if ((axis >= 0 ? tb_sketch_shard(t, s, axis, rank, ranks, err)
+	if ((j.axis >= 0 ? tb_sketch_shard(t, s, j.axis, j.width, j.n_parts, rank, ranks, err)
 		       : tb_sketch_tensor(t, s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err)) < 0) {
 		tb_sketch_free(s);
 		return -1;
@@ -49,13 +49,22 @@ static int sketch_one(const tb_run_config *cfg, tb_tensor *t, const tb_cell *cel
 int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err)
 {
+	tb_run_config own = *cfg; /* the tree is one rank's alone */
+	tb_layout_opts lo;
 	tb_listing l;
 	tb_tbsk_writer w;
 	int rc = 0;
 
 	memset(stats, 0, sizeof *stats);
-	if (tb_run_list(cfg, path, &l, err) < 0)
+	own.opts.layout.rank = ranks > 1 ? rank : -1;
+	if (tb_run_list(&own, path, &l, err) < 0)
 		return -1;
+	/* how fused qkv shards split: the head counts, else the proportion of
+	 * the rank's own attn.core to the rest of its qkv */
+	lo = own.opts.layout;
+	lo.heads = cfg->opts.heads;
+	lo.kv_heads = cfg->opts.kv_heads;
+	tb_layout_qk_widths(l.tree, l.namer, &lo.q_width, &lo.kv_width);
 	if (l.tree->n_tensors > UINT32_MAX) {
 		tb_listing_free(&l);
 		return tb_err_setc(err, TB_ERR_LIMIT, path, "too many tensors for a sketch");
@@ -83,7 +92,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
 			tb_cell_name(&cell, name, sizeof name);
 		stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
-		if ((rc = sketch_one(cfg, t, &cell, mapped, rank, ranks, seed, &s, &joined, err)) < 0)
+		if ((rc = sketch_one(cfg, &lo, t, &cell, mapped, rank, ranks, seed, &s, &joined, err)) < 0)
 			break;
 		rc = tb_tbsk_add(&w, &joined, name, &s, err);
 		tb_sketch_free(&s);
@@ -123,7 +132,14 @@ static int merge_one(tb_tree *const *trees, int n, const tb_tensor *first, tb_sk
 				goto fail;
 			}
 			if (f->ranks == 1) {
-				/* a whole tensor on every rank: the ranks must agree */
+				/* a whole tensor on every rank: the ranks must agree,
+				 * but for what a module was fed, which is no cell
+				 * (the joined tree keeps the first rank's) */
+				if (tb_name_is_aux(t->name)) {
+					if (have++ == 0)
+						tb_sketch_add(sum, s);
+					continue;
+				}
 				if (memcmp(s->hash, f->hash, f->n_blocks * sizeof *f->hash)) {
 					tb_err_setc(err, TB_ERR_USAGE, t->path,
 						    "'%s' differs from %s's: its ranks disagree (partial sums of a row-parallel "

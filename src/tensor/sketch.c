@@ -802,22 +802,25 @@ int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 	return rc;
 }
 
-int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, int rank, int ranks, tb_err *err)
+int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, int n_parts, int rank, int ranks,
+		    tb_err *err)
 {
-	uint64_t inner = 1, m, dropped = 0;
+	uint64_t inner = 1, m, dropped = 0, start[4] = {0};
 	float *v;
 	double *cols;
 	cursor c = {0};
 
-	if (axis < 0 || axis >= t->ndim)
+	if (axis < 0 || axis >= t->ndim || n_parts < 1 || n_parts > 3)
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' has no axis %d to split", t->name, axis);
 	for (int d = axis + 1; d < t->ndim; d++)
 		inner *= (uint64_t)t->shape[d];
 	/* a chunk: the rank's values for one index of the axes before the
-	 * split one, consecutive in t and in the joined tensor, where the
-	 * ranks' chunks lie side by side */
+	 * split one, consecutive in t; in the joined tensor each part of it
+	 * lies beside the other ranks' same part */
 	m = (uint64_t)t->shape[axis] * inner;
-	if (m == 0 || t->numel % m || t->numel * (uint64_t)ranks != s->p.numel)
+	for (int k = 0; k < n_parts; k++)
+		start[k + 1] = start[k] + (width[k] > 0 ? (uint64_t)width[k] : 0) * inner;
+	if (m == 0 || start[n_parts] != m || t->numel % m || t->numel * (uint64_t)ranks != s->p.numel)
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' does not fit its joined shape", t->name);
 	v = malloc(READ_BLOCK * sizeof *v);
 	cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *cols) : NULL;
@@ -835,15 +838,20 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, int rank, int ranks, t
 		uint64_t p1 = t->numel - p0 < READ_BLOCK ? t->numel : p0 + READ_BLOCK;
 		tb_tensor_read_f32(t, p0, p1 - p0, v);
 		for (uint64_t i = p0; i < p1;) {
-			uint64_t off = i % m, len = m - off < p1 - i ? m - off : p1 - i;
-			uint64_t at = i / m * m * (uint64_t)ranks + (uint64_t)rank * m + off;
-			if (off == 0 && s->p.n_pos > 0)
+			uint64_t off = i % m;
+			int k = 0;
+			while (off >= start[k + 1])
+				k++;
+			uint64_t len = start[k + 1] - off < p1 - i ? start[k + 1] - off : p1 - i;
+			uint64_t at = i / m * m * (uint64_t)ranks + start[k] * (uint64_t)ranks +
+				      (uint64_t)rank * (start[k + 1] - start[k]) + off - start[k];
+			if (off == start[k] && s->p.n_pos > 0)
 				c = (cursor){.pos = (int64_t)(at / s->p.row_len % (uint64_t)s->p.n_pos),
 					     .col = at % s->p.row_len,
 					     .cols = cols};
 			fold(s, &c, v + (i - p0), false, at, len);
 			/* the rest of a row begun here is other ranks' */
-			if (off + len == m && s->p.n_pos > 0 && c.col != 0)
+			if (off + len == start[k + 1] && s->p.n_pos > 0 && c.col != 0)
 				flush_row(s, &c);
 			i += len;
 		}

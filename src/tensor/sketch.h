@@ -79,10 +79,14 @@ void tb_sketch_free(tb_sketch *s);
  * the shares add up).  s must be allocated. */
 int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err);
 /* Sketch t as rank `rank` of `ranks` of a tensor split on t's axis
- * `axis`: s is allocated with the joined tensor's parameters, and t's
- * values are folded in at the joined tensor's indices, so that the ranks'
- * sketches add up to the joined tensor's (one thread). */
-int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, int rank, int ranks, tb_err *err);
+ * `axis`, in n_parts consecutive parts of widths width[] along it (one
+ * part: the whole axis; more: a fused projection, whose parts are each
+ * joined across the ranks and then put side by side): s is allocated
+ * with the joined tensor's parameters, and t's values are folded in at
+ * the joined tensor's indices, so that the ranks' sketches add up to the
+ * joined tensor's (one thread). */
+int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, int n_parts, int rank, int ranks,
+		    tb_err *err);
 /* Add from's sums into into (the sketches of disjoint parts of one tensor,
  * of one seed and parameters). */
 void tb_sketch_add(tb_sketch *into, const tb_sketch *from);

@@ -132,6 +132,36 @@ expect_exit 0 "rank 1 alone, q split on positions" "$TBISECT" sketch --shard "$S
 expect_exit 0 "merge the ranks split on positions" "$TBISECT" sketch merge "$T/r0s.tbsk" "$T/r1s.tbsk" -o "$T/merged-s.tbsk"
 expect_exit 0 "the merged sketch against the joined tree's" "$TBISECT" check --json --no-history "$T/merged-s.tbsk" "$T/joined-s.tbsk"
 json_is "split on positions: match, every block hash equal" verdict match
+# vLLM's ranks are in the file names (*_cuda_K.pt), its qkv_proj and
+# gate_up_proj fused: each host holds its own rank's files, and each
+# projection of a fused shard is folded in at its place in the joined tensor
+"$MKDEMO" --sub --layers 3 --seq 16 --ref-only "$T/vref" >/dev/null || bail_out "mkdemo failed"
+"$top_builddir/tests/layoutgen" vllm "$T/vref" "$T/vllm" 2 12,1,1,1,1 || bail_out "layoutgen vllm failed"
+H='--heads 8 --kv-heads 2'
+for r in 0 1; do
+	(cd "$T/vllm" && find . \( -name "*_cuda_$r.pt" -o -name '*.json' \) -print) | while read -r f; do
+		mkdir -p "$T/vhost$r/$(dirname "$f")"
+		cp "$T/vllm/$f" "$T/vhost$r/$f"
+	done
+done
+expect_exit 0 "vLLM: sketch the joined tree" "$TBISECT" sketch $H "$T/vllm" -o "$T/vjoined.tbsk"
+expect_exit 0 "vLLM: rank 0's files alone" "$TBISECT" sketch $H --rank 0/2 "$T/vhost0" -o "$T/v0.tbsk"
+expect_exit 0 "vLLM: rank 1's files alone" "$TBISECT" sketch $H --rank 1/2 "$T/vhost1" -o "$T/v1.tbsk"
+expect_exit 0 "vLLM: merge the ranks" "$TBISECT" sketch merge "$T/v0.tbsk" "$T/v1.tbsk" -o "$T/vmerged.tbsk"
+expect_exit 0 "vLLM: the merged sketch against the joined tree's" "$TBISECT" check --json --no-history "$T/vmerged.tbsk" "$T/vjoined.tbsk"
+json_is "fused projections: match, every block hash equal" verdict match
+check_that "fused projections: the qkv cells are there" grep -q '"tap":[[:space:]]*"attn.qkv"' "$TAP_OUT"
+# q, k and v cut at the wrong widths land at the wrong places
+"$TBISECT" sketch --heads 4 --kv-heads 2 --rank 0/2 "$T/vhost0" -o "$T/w0.tbsk" 2>/dev/null || bail_out "sketch failed"
+"$TBISECT" sketch --heads 4 --kv-heads 2 --rank 1/2 "$T/vhost1" -o "$T/w1.tbsk" 2>/dev/null || bail_out "sketch failed"
+"$TBISECT" sketch merge "$T/w0.tbsk" "$T/w1.tbsk" -o "$T/wmerged.tbsk" 2>/dev/null || bail_out "merge failed"
+expect_exit 1 "vLLM: other head counts on the ranks than on the joined tree" "$TBISECT" check --json --no-history "$T/wmerged.tbsk" "$T/vjoined.tbsk"
+json_is "wrong widths: a qkv cell diverges first" first_divergence.tap attn.qkv
+expect_error_msg 2 "qkv_proj" "needs --heads and --kv-heads" "vLLM: a rank's fused qkv without the head counts" \
+	"$TBISECT" sketch --rank 0/2 "$T/vhost0" -o "$T/v-noheads.tbsk"
+expect_error_msg 2 "cuda_1" "in a tree given as rank 0's alone" "vLLM: --rank on a tree holding every rank" \
+	"$TBISECT" sketch $H --rank 0/2 "$T/vllm" -o "$T/v-all.tbsk"
+check_that "a refused rank sketch writes nothing" test ! -e "$T/v-all.tbsk"
 expect_error 2 "r0.tbsk" "merge: rank 0 twice" "$TBISECT" sketch merge "$T/r0.tbsk" "$T/r0.tbsk" -o "$T/twice.tbsk"
 expect_exit 2 "merge of one part: a usage error" "$TBISECT" sketch merge "$T/r0.tbsk" -o "$T/one.tbsk"
 expect_exit 2 "--rank 2/2: a usage error" "$TBISECT" sketch --rank 2/2 "$T/host0/rank_0" -o "$T/x.tbsk"
