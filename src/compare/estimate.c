@@ -93,6 +93,13 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		bcc += c->bucket[k] * c->bucket[k];
 	}
 	bounded(dd, r->sumsq, p->k, &e->rel_l2, &e->rel_l2_lo, &e->rel_l2_hi);
+	/* A NaN or Inf is a zero in its side's sums, while the comparison of
+	 * the values leaves out every pair it is in: which pairs those are the
+	 * sketches do not say, so neither can the bound. */
+	if (r->nan + r->inf + c->nan + c->inf > 0) {
+		e->rel_l2_lo = 0;
+		e->rel_l2_hi = INFINITY;
+	}
 	e->cosine_lo = cosine_of(eps < 1 ? dd / (1 - eps) : INFINITY, r->sumsq, c->sumsq);
 	e->cosine_hi = cosine_of(dd / (1 + eps), r->sumsq, c->sumsq);
 	/* The buckets' own cosine: exact for proportional tensors (the sketch

@@ -266,7 +266,9 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 		return tb_err_set(err, c->path, "tensor '%s': the sketch's %s is not one tbisect writes", name, bad);
 	if (s->ranks == 0 || s->rank >= s->ranks)
 		return tb_err_set(err, c->path, "tensor '%s': rank %u of %u in the sketch", name, s->rank, s->ranks);
-	if (s->ranks == 1 && s->nan + s->inf + s->finite != s->p.numel)
+	/* each count at most the values, so that no sum of them wraps */
+	if (s->nan > s->p.numel || s->inf > s->p.numel - s->nan || s->finite > s->p.numel - s->nan - s->inf ||
+	    (s->ranks == 1 && s->nan + s->inf + s->finite != s->p.numel))
 		return tb_err_set(err, c->path, "tensor '%s': its value counts do not add up in the sketch", name);
 	s->n_blocks = (s->p.numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
 	if (!(s->bucket = take_array(b, c, s->p.k, sizeof *s->bucket, err)) ||

@@ -159,8 +159,8 @@ static void stats_nonfinite(const float *v, size_t n, run_stats *st)
 	for (size_t j = 0; j < n; j++) {
 		double x = v[j];
 		if (!isfinite(x)) {
-			st->nan += isnan(x);
-			st->inf += isinf(x);
+			st->nan += isnan(x) != 0;
+			st->inf += isinf(x) != 0; /* glibc's isinf is -1 for -Inf */
 			continue;
 		}
 		st->sum += x;

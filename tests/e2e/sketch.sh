@@ -61,6 +61,24 @@ agree() {
 for bug in rope-style sliding-window mlp-activation mlp-bias dtype-precision nan-overflow; do
 	agree "$bug" "$T/ref.tbsk" "$T/$bug" "sketch against tree"
 done
+# NaN and Inf (-Inf too) are counted as in the values; a non-finite value is
+# a zero in its side's sums but leaves its pair out of the values' rel_l2:
+# which pair, a sketch does not say, so the bound says nothing
+"$MKDEMO" --bug nan-overflow "$T/nref" "$T/ncand" >/dev/null || bail_out "mkdemo nan-overflow failed"
+"$TBISECT" sketch "$T/ncand" -o "$T/ncand.tbsk" 2>/dev/null || bail_out "sketch failed"
+run_cmd "$TBISECT" check --json --no-history "$T/nref" "$T/ncand"
+first=$(json_get first_divergence.ref_name)
+n=$(json_get 'cells.#')
+i=0
+while [ "$i" -lt "${n:-0}" ] && [ "$(json_get "cells.$i.ref_name")" != "$first" ]; do
+	i=$((i + 1))
+done
+infs=$(json_get "cells.$i.inf.1")
+check_that "nan-overflow: the values hold Inf at the first divergence" test "${infs:-0}" -gt 0
+expect_exit 1 "nan-overflow, the candidate a sketch" "$TBISECT" check --json --no-history "$T/nref" "$T/ncand.tbsk"
+json_is "nan-overflow: the sketch counts the values' Inf" "cells.$i.inf.1" "$infs"
+json_is "nan-overflow: the bound's low end is 0" "cells.$i.rel_l2_bound.0" 0
+json_is "nan-overflow: the bound has no high end" "cells.$i.rel_l2_bound.1" null
 # a per-channel offset is told from the sketches' column sums, as from the values
 expect_exit 1 "mlp-bias from the sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/mlp-bias"
 json_is "mlp-bias: the cause from the column sums" causes.0.id mlp-bias
