@@ -208,6 +208,55 @@ static void test_bound_holds(void **state)
 	assert_true(fabs(ratio_sum / trials - 1) < 0.1);
 }
 
+/* A difference of two equal values in two rows: where they share a
+ * whole-tensor bucket with opposite signs (one seed in 2k) that estimate
+ * is 0, and the bound holds only by the positions' estimate, whose
+ * buckets never mix rows. */
+static void test_bound_holds_sparse(void **state)
+{
+	enum { R = 8, C = 256, N = R * C, SEEDS = 600 };
+	float *r = malloc(N * sizeof *r), *c = malloc(N * sizeof *c);
+	int outside = 0, collided = 0;
+
+	(void)state;
+	for (int seed = 1; seed <= SEEDS; seed++) {
+		tb_sketch sr, sc, sr1, sc1;
+		tb_sketch_estimate e;
+		tb_err err = {0};
+		int64_t a = seed * 37 % C, b = C * 5 + seed * 101 % C;
+		double dd = 0, rr = 0, truth;
+		for (int64_t i = 0; i < N; i++)
+			c[i] = r[i] = (float)gauss();
+		c[a] += 0.25f;
+		c[b] -= 0.25f;
+		for (int64_t i = 0; i < N; i++) {
+			dd += ((double)c[i] - r[i]) * ((double)c[i] - r[i]);
+			rr += (double)r[i] * r[i];
+		}
+		truth = sqrt(dd / rr);
+		sketch_of(r, R, C, (uint64_t)seed, &sr);
+		sketch_of(c, R, C, (uint64_t)seed, &sc);
+		assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
+		outside += !(e.rel_l2_lo <= truth && truth <= e.rel_l2_hi);
+		/* the whole tensor's buckets alone: a 1-D tensor has no positions */
+		sketch_of(r, 1, N, (uint64_t)seed, &sr1);
+		sketch_of(c, 1, N, (uint64_t)seed, &sc1);
+		tb_sketch_estimate_done(&e);
+		assert_int_equal(tb_sketch_compare(&sr1, &sc1, &e, &err), 0);
+		collided += e.rel_l2 < 0.1 * truth;
+		tb_sketch_estimate_done(&e);
+		tb_sketch_free(&sr);
+		tb_sketch_free(&sc);
+		tb_sketch_free(&sr1);
+		tb_sketch_free(&sc1);
+	}
+	free(r);
+	free(c);
+	assert_int_equal(outside, 0);
+	/* the case arises: the whole-tensor estimate alone lost both values */
+	assert_true(collided > 0);
+}
+
 static void test_proportional_cosine(void **state)
 {
 	enum { R = 32, C = 256 };
@@ -321,6 +370,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_statistics_exact), cmocka_unit_test(test_linear),
 		cmocka_unit_test(test_equal_is_exact),   cmocka_unit_test(test_bound_holds),
+		cmocka_unit_test(test_bound_holds_sparse),
 		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_threads_agree),
 		cmocka_unit_test(test_copies_agree),       cmocka_unit_test(test_other_seed_refused),
 	};

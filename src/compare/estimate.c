@@ -137,6 +137,16 @@ int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate
 		double wk = p->k, wp = (double)p->n_pos * p->kp;
 		e->bias_frac = bias_share(r, c, (wk * dd + wp * pos_dd) / (wk + wp), e->exact);
 	}
+	/* A difference carried by a handful of values is a sum of few terms,
+	 * and two of them sharing a bucket move an estimate beyond four of
+	 * its standard deviations; the positions' buckets hash otherwise, so
+	 * seldom both: the bound takes in their estimate too, as wide. */
+	if (!e->exact && isfinite(e->rel_l2_hi)) {
+		double lo, hi;
+		bounded(pos_dd, r->sumsq, p->k, &(double){0}, &lo, &hi);
+		e->rel_l2_lo = fmin(e->rel_l2_lo, lo);
+		e->rel_l2_hi = fmax(e->rel_l2_hi, hi);
+	}
 	return 0;
 }
 
