@@ -161,6 +161,26 @@ static void test_equal_is_exact(void **state)
 	tb_sketch_free(&sb);
 }
 
+/* The true rel_l2 of c against r, shaped [R, C], and the estimate from
+ * their sketches of one seed (e is the caller's to free). */
+static double estimate_pair(float *r, float *c, int64_t R, int64_t C, uint64_t seed, tb_sketch_estimate *e)
+{
+	tb_sketch sr, sc;
+	tb_err err = {0};
+	double dd = 0, rr = 0;
+
+	for (int64_t i = 0; i < R * C; i++) {
+		dd += ((double)c[i] - r[i]) * ((double)c[i] - r[i]);
+		rr += (double)r[i] * r[i];
+	}
+	sketch_of(r, R, C, seed, &sr);
+	sketch_of(c, R, C, seed, &sc);
+	assert_int_equal(tb_sketch_compare(&sr, &sc, e, &err), 0);
+	tb_sketch_free(&sr);
+	tb_sketch_free(&sc);
+	return sqrt(dd / rr);
+}
+
 /* Over many pairs of several error shapes, sizes and seeds, the true
  * rel_l2 lies inside the bound, and the estimate is unbiased enough that
  * the mean of estimated over true squares stays near 1. */
@@ -175,10 +195,8 @@ static void test_bound_holds(void **state)
 		int64_t R = sizes[z][0], C = sizes[z][1], n = R * C;
 		float *r = malloc((size_t)n * sizeof *r), *c = malloc((size_t)n * sizeof *c);
 		for (int seed = 1; seed <= 40; seed++) {
-			tb_sketch sr, sc;
 			tb_sketch_estimate e;
-			tb_err err = {0};
-			double dd = 0, rr = 0, truth;
+			double truth;
 			for (int64_t i = 0; i < n; i++) {
 				r[i] = (float)gauss();
 				/* noise everywhere, a spike on one channel, or a few rows off */
@@ -186,20 +204,11 @@ static void test_bound_holds(void **state)
 											 : (i / C > R - 3 ? gauss() : 0);
 				c[i] = (float)(r[i] + d);
 			}
-			for (int64_t i = 0; i < n; i++) {
-				dd += ((double)c[i] - r[i]) * ((double)c[i] - r[i]);
-				rr += (double)r[i] * r[i];
-			}
-			truth = sqrt(dd / rr);
-			sketch_of(r, R, C, (uint64_t)seed, &sr);
-			sketch_of(c, R, C, (uint64_t)seed, &sc);
-			assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
+			truth = estimate_pair(r, c, R, C, (uint64_t)seed, &e);
 			outside += !(e.rel_l2_lo <= truth && truth <= e.rel_l2_hi);
 			ratio_sum += (e.rel_l2 * e.rel_l2) / (truth * truth);
 			trials++;
 			tb_sketch_estimate_done(&e);
-			tb_sketch_free(&sr);
-			tb_sketch_free(&sc);
 		}
 		free(r);
 		free(c);
@@ -220,35 +229,20 @@ static void test_bound_holds_sparse(void **state)
 
 	(void)state;
 	for (int seed = 1; seed <= SEEDS; seed++) {
-		tb_sketch sr, sc, sr1, sc1;
 		tb_sketch_estimate e;
-		tb_err err = {0};
 		int64_t a = seed * 37 % C, b = C * 5 + seed * 101 % C;
-		double dd = 0, rr = 0, truth;
+		double truth;
 		for (int64_t i = 0; i < N; i++)
 			c[i] = r[i] = (float)gauss();
 		c[a] += 0.25f;
 		c[b] -= 0.25f;
-		for (int64_t i = 0; i < N; i++) {
-			dd += ((double)c[i] - r[i]) * ((double)c[i] - r[i]);
-			rr += (double)r[i] * r[i];
-		}
-		truth = sqrt(dd / rr);
-		sketch_of(r, R, C, (uint64_t)seed, &sr);
-		sketch_of(c, R, C, (uint64_t)seed, &sc);
-		assert_int_equal(tb_sketch_compare(&sr, &sc, &e, &err), 0);
+		truth = estimate_pair(r, c, R, C, (uint64_t)seed, &e);
 		outside += !(e.rel_l2_lo <= truth && truth <= e.rel_l2_hi);
-		/* the whole tensor's buckets alone: a 1-D tensor has no positions */
-		sketch_of(r, 1, N, (uint64_t)seed, &sr1);
-		sketch_of(c, 1, N, (uint64_t)seed, &sc1);
 		tb_sketch_estimate_done(&e);
-		assert_int_equal(tb_sketch_compare(&sr1, &sc1, &e, &err), 0);
+		/* the whole tensor's buckets alone: a 1-D tensor has no positions */
+		estimate_pair(r, c, 1, N, (uint64_t)seed, &e);
 		collided += e.rel_l2 < 0.1 * truth;
 		tb_sketch_estimate_done(&e);
-		tb_sketch_free(&sr);
-		tb_sketch_free(&sc);
-		tb_sketch_free(&sr1);
-		tb_sketch_free(&sc1);
 	}
 	free(r);
 	free(c);
