@@ -562,16 +562,19 @@ static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_resu
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 
+/* A rotation keeps each position's norm up to the dtypes' rounding: each
+ * side's norm moves by at most half a unit of its dtype (2^-9 in bf16). */
 static void sub_tap_features(const tb_cell_result *t, double *v)
 {
 	const tb_metrics *m = &t->m;
 	bool kept = m->n_pos > 0;
+	double tol = fmax(1e-3, (tb_dtype_rounding(t->ref->dtype) + tb_dtype_rounding(t->cand->dtype)) / 2);
 
 	if (m->n_pos <= 0)
 		return;
 	v[TB_F_SUB_POS0_OK] = m->pos_rel_l2[0] <= t->tol.diverge;
 	for (int64_t p = 0; p < m->n_pos && kept; p++)
-		kept = fabs(m->pos_norm_ratio[p] - 1) < 1e-3;
+		kept = fabs(m->pos_norm_ratio[p] - 1) < tol;
 	v[TB_F_SUB_NORM_KEPT] = kept;
 }
 

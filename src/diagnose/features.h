@@ -58,7 +58,7 @@
 	X(SIBLINGS_OK, "siblings_ok", "bool", "attn and mlp of the target layer both match or are close")       \
 	X(ATTN_SUB_BAD, "attn_sub_bad", "bool", "a q/k sub-tap of the target layer diverged")                 \
 	X(SUB_POS0_OK, "sub_pos0_ok", "bool", "target is an attention sub-tap whose position 0 is within --diverge") \
-	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm (a rotation or permutation)") \
+	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm, to the dtypes' rounding (a rotation or permutation)") \
 	X(REL_L2, "rel_l2", "ratio", "|c-r|/|r| of the target")                                               \
 	X(COSINE, "cosine", "cosine", "cosine similarity of the target")                                      \
 	X(NORM_RATIO, "norm_ratio", "ratio", "|c|/|r| of the target")                                         \

@@ -79,6 +79,13 @@ expect_exit 1 "nan-overflow, the candidate a sketch" "$TBISECT" check --json --n
 json_is "nan-overflow: the sketch counts the values' Inf" "cells.$i.inf.1" "$infs"
 json_is "nan-overflow: the bound's low end is 0" "cells.$i.rel_l2_bound.0" 0
 json_is "nan-overflow: the bound has no high end" "cells.$i.rel_l2_bound.1" null
+# a rotation keeps each position's norm up to the dtype's rounding: in bf16
+# the rules tell RoPE at q_rope from the sketch's exact row norms
+"$MKDEMO" --replay --dtype bf16 --ref-only "$T/rref" >/dev/null || bail_out "mkdemo failed"
+"$MKDEMO" --replay --dtype bf16 --bug rope-style --cand-only "$T/rcand" >/dev/null || bail_out "mkdemo failed"
+"$TBISECT" sketch "$T/rref" -o "$T/rref.tbsk" 2>/dev/null || bail_out "sketch failed"
+expect_exit 1 "bf16 rope-style at q_rope, the reference a sketch" "$TBISECT" check --json --no-history "$T/rref.tbsk" "$T/rcand"
+json_is "bf16 rope-style: named from the sketch" causes.0.id rope-style
 # a per-channel offset is told from the sketches' column sums, as from the values
 expect_exit 1 "mlp-bias from the sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/mlp-bias"
 json_is "mlp-bias: the cause from the column sums" causes.0.id mlp-bias
