@@ -969,6 +969,7 @@ int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tens
 	bool qkv;
 
 	j->n_parts = 1;
+	j->partial = false;
 	if ((int)kind < 0)
 		return -1;
 	switch (kind) {
@@ -976,9 +977,9 @@ int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tens
 		j->width[0] = t->shape[j->axis];
 		return 0;
 	case JOIN_PARTIAL:
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
-				   "'%s' holds a partial sum (%s): its ranks' norms do not add up; sketch the joined tree",
-				   t->name, spec ? spec : "row-parallel");
+		j->axis = -1;
+		j->partial = true;
+		return 0;
 	case JOIN_FUSED:
 		qkv = !strcmp(c->tap, "attn.qkv");
 		j->n_parts = qkv ? 3 : 2;

@@ -83,12 +83,12 @@ typedef struct tb_rank_join {
 	int axis;
 	int n_parts;
 	int64_t width[3];
+	bool partial; /* a partial sum (axis -1): the ranks' values add up, their norms do not */
 } tb_rank_join;
 
 /* How rank tensor t of cell c joins, for a sketch of that rank alone.
- * Refuses, naming the tensor, partial sums, whose ranks' norms do not add
- * up, and a fused qkv projection without the head counts (--heads and
- * --kv-heads, or the widths in o). */
+ * Refuses, naming the tensor, a fused qkv projection without the head
+ * counts (--heads and --kv-heads, or the widths in o). */
 int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tensor *t, tb_rank_join *j, tb_err *err);
 
 #endif

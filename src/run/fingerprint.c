@@ -17,13 +17,24 @@ static int online_cpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/* Is t one of a rank's partial sums, which its sketch leaves out? */
+static bool rank_partial(const tb_layout_opts *layout, const tb_listing *l, const tb_tensor *t, int ranks)
+{
+	tb_cell cell;
+	tb_rank_join j;
+	tb_err e;
+
+	return ranks > 1 && tb_namer_map(l->namer, t->name, l->names.shared, &cell, NULL, 0) &&
+	       tb_layout_rank_join(layout, &cell, t, &j, &e) == 0 && j.partial;
+}
+
 /* Sketch one tensor of the tree: whole, or as rank `rank` of `ranks`'
  * share of the tensor its cell's ranks join into. */
 static int sketch_one(const tb_run_config *cfg, const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cell,
 		      bool mapped, int rank, int ranks, uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
 {
 	tb_sketch_params p;
-	tb_rank_join j = {-1, 1, {0}};
+	tb_rank_join j = {-1, 1, {0}, false};
 
 	*joined = *t;
 	if (ranks > 1 && mapped && tb_layout_rank_join(layout, cell, t, &j, err) < 0)
@@ -69,7 +80,10 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		tb_listing_free(&l);
 		return tb_err_setc(err, TB_ERR_LIMIT, path, "too many tensors for a sketch");
 	}
-	if (tb_tbsk_begin(&w, out, seed, (uint32_t)l.tree->n_tensors, err) < 0) {
+	for (size_t i = 0; i < l.tree->n_tensors; i++)
+		if (rank_partial(&lo, &l, l.tree->tensors[i], ranks) && stats->partial++ == 0)
+			snprintf(stats->first_partial, sizeof stats->first_partial, "%s", l.tree->tensors[i]->name);
+	if (tb_tbsk_begin(&w, out, seed, (uint32_t)(l.tree->n_tensors - stats->partial), err) < 0) {
 		tb_listing_free(&l);
 		return -1;
 	}
@@ -91,9 +105,11 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		}
 		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
 			tb_cell_name(&cell, name, sizeof name);
-		stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
+		if (rank_partial(&lo, &l, t, ranks))
+			continue;
 		if ((rc = sketch_one(cfg, &lo, t, &cell, mapped, rank, ranks, seed, &s, &joined, err)) < 0)
 			break;
+		stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
 		rc = tb_tbsk_add(&w, &joined, name, &s, err);
 		tb_sketch_free(&s);
 		stats->tensors++;
@@ -143,7 +159,8 @@ static int merge_one(tb_tree *const *trees, int n, const tb_tensor *first, tb_sk
 				if (memcmp(s->hash, f->hash, f->n_blocks * sizeof *f->hash)) {
 					tb_err_setc(err, TB_ERR_USAGE, t->path,
 						    "'%s' differs from %s's: its ranks disagree (partial sums of a row-parallel "
-						    "layer? sketch the joined tree instead)",
+						    "layer? --shard TAP=partial leaves them out of the ranks' sketches; sketch "
+						    "them from a tree of their ranks joined)",
 						    t->name, first->path);
 					goto fail;
 				}
@@ -174,13 +191,38 @@ fail:
 	return -1;
 }
 
+/* Every name the parts hold, once, as its first tensor: the first part's
+ * in order, then what later parts add (a sketch of the partial sums,
+ * made from a tree of their ranks joined, beside the ranks' sketches). */
+static tb_tensor **merged_names(tb_tree *const *trees, int n, size_t *count)
+{
+	size_t cap = 0;
+	tb_tensor **names;
+
+	for (int k = 0; k < n; k++)
+		cap += trees[k]->n_tensors;
+	names = malloc((cap ? cap : 1) * sizeof *names);
+	*count = 0;
+	for (int k = 0; names && k < n; k++)
+		for (size_t i = 0; i < trees[k]->n_tensors; i++) {
+			tb_tensor *t = trees[k]->tensors[i];
+			size_t j = 0;
+			while (j < *count && strcmp(names[j]->name, t->name))
+				j++;
+			if (j == *count)
+				names[(*count)++] = t;
+		}
+	return names;
+}
+
 int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int n, const char *out,
 			tb_fingerprint_stats *stats, tb_err *err)
 {
 	tb_tree **trees = calloc((size_t)n, sizeof *trees);
 	tb_listing l = {0};
 	tb_tbsk_writer w;
-	const tb_tree *t0;
+	tb_tensor **names = NULL;
+	size_t n_names = 0;
 	int rc = 0, opened = 1;
 
 	memset(stats, 0, sizeof *stats);
@@ -203,13 +245,13 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 		if (rc < 0 && !trees[opened])
 			break;
 	}
-	t0 = trees[0];
-	if (rc == 0 && tb_tbsk_begin(&w, out, t0->n_tensors ? t0->tensors[0]->sketch->p.seed : 0,
-				     (uint32_t)t0->n_tensors, err) < 0)
+	if (rc == 0 && !(names = merged_names(trees, n, &n_names)))
+		rc = tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	if (rc == 0 && tb_tbsk_begin(&w, out, n_names ? names[0]->sketch->p.seed : 0, (uint32_t)n_names, err) < 0)
 		rc = -1;
 	else if (rc == 0) {
-		for (size_t i = 0; i < t0->n_tensors && rc == 0; i++) {
-			tb_tensor *t = t0->tensors[i];
+		for (size_t i = 0; i < n_names && rc == 0; i++) {
+			tb_tensor *t = names[i];
 			tb_sketch sum;
 			tb_cell cell;
 			char name[TB_CELL_NAME_MAX] = "";
@@ -230,6 +272,7 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 	for (int k = 1; k < opened; k++)
 		tb_tree_free(trees[k]);
 	tb_listing_free(&l);
+	free(names);
 	free(trees);
 	return rc;
 }

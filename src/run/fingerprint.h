@@ -25,10 +25,14 @@ typedef struct tb_fingerprint_stats {
 	size_t tensors;
 	uint64_t tree_bytes;   /* the tensors' values as the tree holds them */
 	uint64_t sketch_bytes; /* the .tbsk file */
+	size_t partial;        /* a rank's partial sums, left out */
+	char first_partial[128]; /* the first of them, "" when none */
 } tb_fingerprint_stats;
 
 /* Sketch the tree at path into out (a .tbsk file, replaced whole); ranks
- * > 1: the tree is rank `rank` of that many. */
+ * > 1: the tree is rank `rank` of that many, and its partial sums are left
+ * out (stats says how many): a rank's share of one is no sketch, as the
+ * norms of the ranks' shares do not add up to the tensor's. */
 int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
 		  tb_fingerprint_stats *stats, tb_err *err);
 /* Merge the ranks' sketches (parts, n of them) into out, naming cells by

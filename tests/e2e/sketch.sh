@@ -146,6 +146,24 @@ cp "$T/ref"/*.npy "$T/refnorow/"
 find "$T/refnorow" \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
 expect_exit 0 "the merged sketch against the unsharded tree: match" "$TBISECT" check --json --no-history "$T/merged.tbsk" "$T/refnorow"
 json_is "merged: match, every block hash equal" verdict match
+# partial sums: declared so, each rank's sketch leaves them out, and a
+# sketch of a tree of only their ranks (joined: summed) is merged in too
+P='--shard attn.o=partial --shard mlp.down=partial'
+mkdir "$T/partials"
+cp -r "$T/tp2/rank_0" "$T/tp2/rank_1" "$T/partials/"
+find "$T/partials" -type f ! \( -name '*o_proj*' -o -name '*down_proj*' \) -exec rm {} +
+cp -r "$T/tp2/rank_0" "$T/host0/rank_0p"
+cp -r "$T/tp2/rank_1" "$T/host1/rank_1p"
+expect_exit 0 "rank 0 with its partial sums declared" "$TBISECT" sketch $P --rank 0/2 "$T/host0/rank_0p" -o "$T/p0.tbsk"
+check_that "the partial sums are left out, and the note says what to do" \
+	grep -q "^tbisect: note: left out 6 partial sums ('.*', ...): .*sketch them from a tree of their ranks joined" "$TAP_ERR"
+expect_exit 0 "rank 1 with its partial sums declared" "$TBISECT" sketch $P --rank 1/2 "$T/host1/rank_1p" -o "$T/p1.tbsk"
+expect_exit 0 "the partial sums' ranks joined, sketched" "$TBISECT" sketch $P "$T/partials" -o "$T/psums.tbsk"
+expect_exit 0 "merge the ranks and the partial sums" "$TBISECT" sketch merge "$T/p0.tbsk" "$T/p1.tbsk" "$T/psums.tbsk" -o "$T/pmerged.tbsk"
+check_that "merge: every tensor" grep -q "^tbisect: wrote $T/pmerged.tbsk: 40 tensors merged from 3 parts" "$TAP_ERR"
+expect_exit 0 "the merged sketch against the unsharded tree: match" "$TBISECT" check --json --no-history "$T/pmerged.tbsk" "$T/ref"
+json_is "partial sums merged: match, every block hash equal" verdict match
+json_is "partial sums merged: every tensor paired" 'unpaired.ref.#' 0
 # a split on another axis than the last (q declared split on its
 # positions): a rank's chunks are folded in at the joined indices too
 S='attn.q=b s[tp] h'

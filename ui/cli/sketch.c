@@ -25,13 +25,20 @@ int tb_cmd_sketch(const tb_options *o)
 		tb_run_config_done(&cfg);
 		return rc;
 	}
-	if (tb_run_sketch(&cfg, o->paths[0], o->rank, o->ranks ? o->ranks : 1, o->output, o->seed, &st, &err) < 0)
+	if (tb_run_sketch(&cfg, o->paths[0], o->rank, o->ranks ? o->ranks : 1, o->output, o->seed, &st, &err) < 0) {
 		rc = tb_die(&err);
-	else
+	} else {
 		fprintf(stderr, "tbisect: wrote %s: %zu tensors, %llu bytes (%.2f%% of the tree's %llu), seed %llu\n",
 			o->output, st.tensors, (unsigned long long)st.sketch_bytes,
 			st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 0.0,
 			(unsigned long long)st.tree_bytes, (unsigned long long)o->seed);
+		if (st.partial)
+			fprintf(stderr,
+				"tbisect: note: left out %zu partial sum%s ('%s'%s): the ranks' shares add up, their norms do "
+				"not; sketch them from a tree of their ranks joined and give that sketch to `sketch merge` "
+				"with the ranks'\n",
+				st.partial, st.partial > 1 ? "s" : "", st.first_partial, st.partial > 1 ? ", ..." : "");
+	}
 	tb_run_config_done(&cfg);
 	return rc;
 }
