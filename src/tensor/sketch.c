@@ -295,13 +295,17 @@ static inline __attribute__((always_inline, target("avx512f"))) __m512d flip8(__
 		_mm512_xor_si512(_mm512_castpd_si512(x), _mm512_and_si512(m, _mm512_set1_epi64((long long)SIGN))));
 }
 
+/* The lane order of each rotation: rot_idx[r][b] = (b - r) mod 8. */
+static const int64_t rot_idx[8][8] __attribute__((aligned(64))) = {
+	{0, 1, 2, 3, 4, 5, 6, 7}, {7, 0, 1, 2, 3, 4, 5, 6}, {6, 7, 0, 1, 2, 3, 4, 5}, {5, 6, 7, 0, 1, 2, 3, 4},
+	{4, 5, 6, 7, 0, 1, 2, 3}, {3, 4, 5, 6, 7, 0, 1, 2}, {2, 3, 4, 5, 6, 7, 0, 1}, {1, 2, 3, 4, 5, 6, 7, 0},
+};
+
 /* 8 position values of one group rotated by r: bucket b gets the value at
  * place (b - r) mod 8 (add_pos's order). */
 static inline __attribute__((always_inline, target("avx512f"))) __m512d rot8(__m512d ps, uint64_t r)
 {
-	__m512i idx = _mm512_sub_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64((long long)r));
-
-	return _mm512_permutexvar_pd(_mm512_and_si512(idx, _mm512_set1_epi64(7)), ps);
+	return _mm512_permutexvar_pd(_mm512_load_si512(rot_idx[r & 7]), ps);
 }
 
 /* A run's 8-lane sums, value j in lane j % 8: statistics and block hash
