@@ -480,9 +480,7 @@ static float *gather_logits(tb_tensor *lg, int64_t S, int64_t V, const int64_t *
 	return l;
 }
 
-/* Do logits equal final_norm . embedding rows of the prompt's tokens
- * (tied embeddings)?  Pearson correlation over the S x S block. */
-static double tie_score(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok)
+double tb_features_tie(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok)
 {
 	float *x = NULL, *e = NULL, *l = NULL, *P = NULL;
 	int64_t S, H, V, shx[TB_MAX_DIMS], shl[TB_MAX_DIMS];
@@ -544,8 +542,12 @@ static void tie_features(const tb_diag_input *in, double *v)
 	tok = tb_tree_token_ids(in->session->ref, &n);
 	if (!tok)
 		return;
-	v[TB_F_TIE_REF] = tie_score((tb_tensor *)fn->ref, (tb_tensor *)em->ref, (tb_tensor *)lg->ref, tok, n);
-	v[TB_F_TIE_CAND] = tie_score((tb_tensor *)fn->cand, (tb_tensor *)em->cand, (tb_tensor *)lg->cand, tok, n);
+	/* a sketch measured its own tree's on the values */
+	v[TB_F_TIE_REF] = fn->ref->sketch ? in->session->ref->tie
+					  : tb_features_tie((tb_tensor *)fn->ref, (tb_tensor *)em->ref, (tb_tensor *)lg->ref, tok, n);
+	v[TB_F_TIE_CAND] = fn->cand->sketch ? in->session->cand->tie
+					    : tb_features_tie((tb_tensor *)fn->cand, (tb_tensor *)em->cand, (tb_tensor *)lg->cand,
+							      tok, n);
 	free(tok);
 }
 

@@ -133,4 +133,10 @@ typedef struct tb_diag_input {
 /* Features of cell index `target` (-1: no target).  vals has TB_F_COUNT slots. */
 void tb_features_compute(const tb_diag_input *in, long target, double *vals);
 
+/* Do logits lg equal final_norm fn . the embedding rows emb of the
+ * prompt's tokens tok (tied embeddings)?  The Pearson correlation over the
+ * S x S block of the prompt's own tokens (tie_ref, tie_cand), or NaN when
+ * the shapes or the ids do not allow it. */
+double tb_features_tie(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok);
+
 #endif

@@ -86,6 +86,8 @@ void *tb_builder_alloc(tb_builder *b, size_t size);
 const char *tb_builder_keep(tb_builder *b, const char *s, size_t n);
 /* Takes ownership of tokens (malloc'd). */
 void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n);
+/* A sketch's tie score (tb_tree.tie). */
+void tb_builder_set_tie(tb_builder *b, double tie);
 
 /* Does name end with suffix, ignoring ASCII case? */
 bool tb_has_suffix(const char *name, const char *suffix);

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,8 @@ static int put_str(tb_tbsk_writer *w, const char *s, size_t max, int width, tb_e
 	return put(w, s, n, err);
 }
 
-int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n_tensors, tb_err *err)
+int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n_tensors, const tb_tbsk_tree *tree,
+		  tb_err *err)
 {
 	uint32_t version = TB_SKETCH_VERSION;
 	int fd;
@@ -84,7 +86,8 @@ int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n
 		return -1;
 	}
 	if (put(w, MAGIC, MAGIC_LEN, err) < 0 || PUT(w, version, err) < 0 || PUT(w, n_tensors, err) < 0 ||
-	    PUT(w, seed, err) < 0) {
+	    PUT(w, seed, err) < 0 || PUT(w, tree->tie, err) < 0 || PUT(w, tree->n_tokens, err) < 0 ||
+	    put(w, tree->tokens, (size_t)tree->n_tokens * sizeof *tree->tokens, err) < 0) {
 		tb_tbsk_abort(w);
 		return -1;
 	}
@@ -286,6 +289,30 @@ static bool tbsk_sniff(const unsigned char *head, size_t n)
 	return n >= MAGIC_LEN && !memcmp(head, MAGIC, MAGIC_LEN);
 }
 
+/* The tree's record (version 3): its tie score and token ids. */
+static int read_tree(tb_builder *b, cursor *c, tb_err *err)
+{
+	double tie = NAN;
+	uint64_t n = 0;
+	int64_t *tok;
+
+	if (TAKE(c, tie, err) < 0 || TAKE(c, n, err) < 0)
+		return -1;
+	if (!(isnan(tie) || (tie >= -1 && tie <= 1)))
+		return tb_err_set(err, c->path, "the sketch's tie score %g is no correlation", tie);
+	tb_builder_set_tie(b, tie);
+	if (n == 0)
+		return 0;
+	if (n > (uint64_t)(c->end - c->p) / sizeof *tok)
+		return tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+	if (!(tok = malloc((size_t)n * sizeof *tok)))
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	memcpy(tok, c->p, (size_t)n * sizeof *tok);
+	c->p += n * sizeof *tok;
+	tb_builder_set_tokens(b, tok, (size_t)n);
+	return 0;
+}
+
 static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
 	cursor c = {f->data, f->data + f->size, f->path, "header"};
@@ -300,13 +327,13 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	c.p += MAGIC_LEN;
 	if (TAKE(&c, version, err) < 0)
 		return -1;
-	if (version != TB_SKETCH_VERSION)
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "sketch version %u; this tbisect reads version %d",
-				   version, TB_SKETCH_VERSION);
+	if (version < TB_SKETCH_VERSION_MIN || version > TB_SKETCH_VERSION)
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "sketch version %u; this tbisect reads versions %d to %d",
+				   version, TB_SKETCH_VERSION_MIN, TB_SKETCH_VERSION);
 	if (checksum(CHECKSUM_INIT, f->data, (size_t)f->size - sizeof sum) != sum)
 		return tb_err_set(err, f->path, "the sketch is corrupted or truncated (its checksum does not match)");
 	c.end -= sizeof sum;
-	if (TAKE(&c, n, err) < 0 || TAKE(&c, seed, err) < 0)
+	if (TAKE(&c, n, err) < 0 || TAKE(&c, seed, err) < 0 || (version >= 3 && read_tree(b, &c, err) < 0))
 		return -1;
 	if (n > TB_MAX_TENSORS)
 		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "%u tensors in the sketch (at most %d)", n, TB_MAX_TENSORS);

@@ -34,8 +34,16 @@ typedef struct tb_tbsk_writer {
 	uint64_t bytes;
 } tb_tbsk_writer;
 
+/* What a sketch keeps of its tree as a whole, measured on the values. */
+typedef struct tb_tbsk_tree {
+	double tie;            /* tb_tree.tie, NaN when unknown */
+	const int64_t *tokens; /* the token ids, or NULL */
+	uint64_t n_tokens;
+} tb_tbsk_tree;
+
 /* Start writing path (a temporary beside it until tb_tbsk_end). */
-int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n_tensors, tb_err *err);
+int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n_tensors, const tb_tbsk_tree *tree,
+		  tb_err *err);
 int tb_tbsk_add(tb_tbsk_writer *w, const tb_tensor *t, const char *cell, const tb_sketch *s, tb_err *err);
 /* Finish: checksum, close, move into place; the bytes written in *size. */
 int tb_tbsk_end(tb_tbsk_writer *w, uint64_t *size, tb_err *err);

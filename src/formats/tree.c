@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -298,6 +299,11 @@ void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n)
 	free(b->tree->tokens);
 	b->tree->tokens = tokens;
 	b->tree->n_tokens = n;
+}
+
+void tb_builder_set_tie(tb_builder *b, double tie)
+{
+	b->tree->tie = tie;
 }
 
 /* A file found by the walk. */
@@ -654,6 +660,7 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	if (tree) {
 		tree->priv = calloc(1, sizeof *tree->priv);
 		tree->path = strdup(path);
+		tree->tie = NAN;
 	}
 	if (!tree || !tree->priv || !tree->path) {
 		tb_tree_free(tree);

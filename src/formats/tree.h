@@ -42,6 +42,9 @@ typedef struct tb_tree {
 	size_t n_notes;
 	int64_t *tokens;     /* token ids, when the dump carries them; else NULL */
 	size_t n_tokens;
+	double tie;          /* a sketch's: how well its logits equal final_norm x the
+			      * embedding rows (the feature tie_ref), measured on the
+			      * values; NaN when unknown */
 	tb_tree_layout layout;
 	tb_tree_priv *priv;
 } tb_tree;

@@ -1,9 +1,12 @@
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "diagnose/features.h"
+#include "diagnose/sanity.h"
 #include "formats/tbsk.h"
 #include "model/layout.h"
 #include "model/naming.h"
@@ -15,6 +18,24 @@ static int online_cpus(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 	return n > 0 ? (int)n : 1;
+}
+
+/* The tree's tie score (tb_tree.tie) on its values: its final_norm, embed
+ * and logits, found by their cells. */
+static double tree_tie(const tb_listing *l, const int64_t *tok, size_t n_tok)
+{
+	static const tb_tap_id taps[3] = {TB_TAP_FINAL_NORM, TB_TAP_EMBED, TB_TAP_LOGITS};
+	tb_tensor *t[3] = {NULL, NULL, NULL};
+
+	for (size_t i = 0; i < l->tree->n_tensors; i++) {
+		tb_cell c;
+		if (!tb_namer_map(l->namer, l->tree->tensors[i]->name, l->names.shared, &c, NULL, 0))
+			continue;
+		for (int k = 0; k < 3; k++)
+			if (c.id == taps[k] && !t[k])
+				t[k] = l->tree->tensors[i];
+	}
+	return tok && t[0] && t[1] && t[2] ? tb_features_tie(t[0], t[1], t[2], tok, n_tok) : NAN;
 }
 
 /* Is t one of a rank's partial sums, which its sketch leaves out? */
@@ -64,6 +85,9 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	tb_layout_opts lo;
 	tb_listing l;
 	tb_tbsk_writer w;
+	tb_tbsk_tree whole = {NAN, NULL, 0};
+	size_t n_tok = 0;
+	int64_t *tok;
 	int rc = 0;
 
 	memset(stats, 0, sizeof *stats);
@@ -83,7 +107,13 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	for (size_t i = 0; i < l.tree->n_tensors; i++)
 		if (rank_partial(&lo, &l, l.tree->tensors[i], ranks) && stats->partial++ == 0)
 			snprintf(stats->first_partial, sizeof stats->first_partial, "%s", l.tree->tensors[i]->name);
-	if (tb_tbsk_begin(&w, out, seed, (uint32_t)(l.tree->n_tensors - stats->partial), err) < 0) {
+	/* what needs the tree's values as a whole: its token ids and, from
+	 * the tree joined (a rank holds a share of the logits), the tie */
+	tok = tb_tree_token_ids(l.tree, &n_tok);
+	whole = (tb_tbsk_tree){ranks > 1 ? NAN : tree_tie(&l, tok, n_tok), tok, tok ? n_tok : 0};
+	rc = tb_tbsk_begin(&w, out, seed, (uint32_t)(l.tree->n_tensors - stats->partial), &whole, err);
+	free(tok);
+	if (rc < 0) {
 		tb_listing_free(&l);
 		return -1;
 	}
@@ -221,6 +251,7 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 	tb_tree **trees = calloc((size_t)n, sizeof *trees);
 	tb_listing l = {0};
 	tb_tbsk_writer w;
+	tb_tbsk_tree whole = {NAN, NULL, 0};
 	tb_tensor **names = NULL;
 	size_t n_names = 0;
 	int rc = 0, opened = 1;
@@ -247,7 +278,13 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 	}
 	if (rc == 0 && !(names = merged_names(trees, n, &n_names)))
 		rc = tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	if (rc == 0 && tb_tbsk_begin(&w, out, n_names ? names[0]->sketch->p.seed : 0, (uint32_t)n_names, err) < 0)
+	for (int k = 0; rc == 0 && k < n; k++) {
+		if (!whole.tokens && trees[k]->tokens)
+			whole = (tb_tbsk_tree){whole.tie, trees[k]->tokens, trees[k]->n_tokens};
+		if (isnan(whole.tie))
+			whole.tie = trees[k]->tie;
+	}
+	if (rc == 0 && tb_tbsk_begin(&w, out, n_names ? names[0]->sketch->p.seed : 0, (uint32_t)n_names, &whole, err) < 0)
 		rc = -1;
 	else if (rc == 0) {
 		for (size_t i = 0; i < n_names && rc == 0; i++) {

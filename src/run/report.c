@@ -106,10 +106,10 @@ void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char
 			fn(ctx, "sketch",
 			   "a sketch took part: rel_l2, cosine and the positions' profile are estimates within the "
 			   "bounds shown; max_abs, allclose, the logits' KL and top-k need the values, and so do the "
-			   "causes' per-head, per-channel, logit and tied-embedding facts (a per-channel offset is "
-			   "told from the column sums, a shifted token sequence from the rows' norms, shifted and "
-			   "repeated dumps from the estimates and block hashes) and replay: rules that test them do not "
-			   "match, so a cause may go unnamed");
+			   "causes' per-head, per-channel and logit facts (a per-channel offset is told from the "
+			   "column sums, a shifted token sequence from the rows' norms, shifted and repeated dumps "
+			   "from the estimates and block hashes, tied embeddings from the score the sketch measured "
+			   "on its tree) and replay: rules that test them do not match, so a cause may go unnamed");
 			break;
 		}
 }

@@ -42,7 +42,8 @@
 #include "base/error.h"
 #include "tensor/tensor.h"
 
-#define TB_SKETCH_VERSION 2
+#define TB_SKETCH_VERSION 3 /* written; 2 (no tree record) is read too */
+#define TB_SKETCH_VERSION_MIN 2
 #define TB_SKETCH_BLOCK 65536 /* values per exact hash */
 
 /* The shape of a sketch, which two sketches must share to be compared. */

@@ -79,6 +79,17 @@ expect_exit 1 "nan-overflow, the candidate a sketch" "$TBISECT" check --json --n
 json_is "nan-overflow: the sketch counts the values' Inf" "cells.$i.inf.1" "$infs"
 json_is "nan-overflow: the bound's low end is 0" "cells.$i.rel_l2_bound.0" 0
 json_is "nan-overflow: the bound has no high end" "cells.$i.rel_l2_bound.1" null
+# the tree's token ids and its tie score, measured on the values, ride in
+# the sketch: lm-head and tied-embeddings are told apart from a sketch, and
+# so are tokens that differ
+for bug in lm-head tied-embeddings; do
+	"$MKDEMO" --sub --layers 3 --seq 64 --bug "$bug" --cand-only "$T/t-$bug" >/dev/null || bail_out "mkdemo $bug failed"
+	expect_exit 1 "$bug, the reference a sketch" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/t-$bug"
+	json_is "$bug: named from the sketch's tie score" causes.0.id "$bug"
+	"$TBISECT" sketch "$T/t-$bug" -o "$T/t-$bug.tbsk" 2>/dev/null || bail_out "sketch failed"
+	expect_exit 1 "$bug, the candidate a sketch" "$TBISECT" check --json --no-history "$T/ref" "$T/t-$bug.tbsk"
+	json_is "$bug: named from the candidate's sketch" causes.0.id "$bug"
+done
 # a rotation keeps each position's norm up to the dtype's rounding: in bf16
 # the rules tell RoPE at q_rope from the sketch's exact row norms
 "$MKDEMO" --replay --dtype bf16 --ref-only "$T/rref" >/dev/null || bail_out "mkdemo failed"
@@ -227,10 +238,10 @@ cp "$T/ref.tbsk" "$T/bad.tbsk"
 poke "$T/bad.tbsk" 5000 7
 expect_error 2 "bad.tbsk" "a corrupted sketch" "$TBISECT" ls "$T/bad.tbsk"
 check_that "corrupted: the checksum says so" grep -q "checksum does not match" "$TAP_ERR"
-cp "$T/ref.tbsk" "$T/v3.tbsk"
-poke "$T/v3.tbsk" 8 '\003'
-expect_error 2 "v3.tbsk" "another version" "$TBISECT" check --no-history "$T/v3.tbsk" "$T/rope-style"
-check_that "version: the message names both" grep -q "sketch version 3; this tbisect reads version 2" "$TAP_ERR"
+cp "$T/ref.tbsk" "$T/v4.tbsk"
+poke "$T/v4.tbsk" 8 '\004'
+expect_error 2 "v4.tbsk" "another version" "$TBISECT" check --no-history "$T/v4.tbsk" "$T/rope-style"
+check_that "version: the message names the versions" grep -q "sketch version 4; this tbisect reads versions 2 to 3" "$TAP_ERR"
 expect_error 2 "ref.tbsk" "a sketch of a sketch" "$TBISECT" sketch "$T/ref.tbsk" -o "$T/again.tbsk"
 check_that "nothing left behind" test ! -e "$T/again.tbsk"
 expect_exit 2 "sketch without -o: a usage error" "$TBISECT" sketch "$T/ref"
