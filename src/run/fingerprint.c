@@ -85,7 +85,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	tb_layout_opts lo;
 	tb_listing l;
 	tb_tbsk_writer w;
-	tb_tbsk_tree whole = {NAN, NULL, 0};
+	tb_tbsk_tree whole;
 	size_t n_tok = 0;
 	int64_t *tok;
 	int rc = 0;
