@@ -83,13 +83,6 @@ static float *load_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n,
 	return v;
 }
 
-float *tb_replay_load(tb_tensor *t, tb_err *err)
-{
-	uint64_t n;
-
-	return load_rows(t, 1, 1, &n, err);
-}
-
 bool tb_replay_finite(const float *v, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i += BLOCK) {

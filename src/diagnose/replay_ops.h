@@ -40,8 +40,6 @@ const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id);
  * times), else f32_floor (the float error of the op). */
 double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor, double roundings);
 
-/* The whole tensor as float32 (caller frees), or NULL with err. */
-float *tb_replay_load(tb_tensor *t, tb_err *err);
 /* Are all n values finite? */
 bool tb_replay_finite(const float *v, uint64_t n);
 
