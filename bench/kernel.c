@@ -1,7 +1,8 @@
 /*
  * tbbench-kernel: speed of the fused metric kernel and the logit kernel on
  * cache-resident data, per dtype pair and instruction-set variant, in
- * nanoseconds per element pair.  For checking that the kernels stay
+ * nanoseconds per element pair, and of sketching (one thread, rows of
+ * ROW_LEN, a quarter of a megabyte) in nanoseconds per value.  For checking that the kernels stay
  * compute-cheap next to memory bandwidth; `make bench` does not run it.
  * Times are CPU time, so other load on the machine matters less.
  *
@@ -16,6 +17,7 @@
 #include "compare/logits.h"
 #include "compare/metrics.h"
 #include "base/simd.h"
+#include "tensor/sketch.h"
 
 static double now(void)
 {
@@ -23,6 +25,42 @@ static double now(void)
 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ns per value of sketching n values as rows of row_len, of a dtype. */
+static double sketch_speed(void *values, tb_dtype dt, size_t n, size_t row_len, size_t reps)
+{
+	int64_t shape[2] = {(int64_t)(n / row_len), (int64_t)row_len};
+	tb_tensor t = {0};
+	tb_blob *blob = tb_blob_new();
+	tb_sketch_params p;
+	tb_err err = {0};
+	double t0;
+
+	if (!blob)
+		return -1;
+	blob->data = values; /* borrowed: never set as owned */
+	blob->size = n * tb_dtype_size(dt);
+	blob->refs = 1;
+	t.name = (char *)"x";
+	t.path = "mem";
+	t.dtype = dt;
+	t.blob = blob;
+	if (tb_tensor_set_shape(&t, 2, shape, "mem", &err) < 0)
+		return -1;
+	tb_sketch_params_for(&t, 1, &p);
+	t0 = now();
+	for (size_t k = 0; k < reps; k++) {
+		tb_sketch s;
+		if (tb_sketch_alloc(&s, &p) < 0 || tb_sketch_tensor(&t, &s, 1, &err) < 0)
+			return -1;
+		tb_sketch_free(&s);
+	}
+	t0 = now() - t0;
+	blob->data = NULL;
+	blob->refs = 0;
+	tb_blob_free(blob);
+	return 1e9 * t0 / (double)(reps * (n / row_len * row_len));
 }
 
 int main(int argc, char **argv)
@@ -69,6 +107,23 @@ int main(int argc, char **argv)
 			tb_logits_row(r, c, (int64_t)n, &row);
 		printf("%-8s logits f32  x f32  %6.3f ns/pair (kl %.6g)\n", isas[v],
 		       1e9 * (now() - t0) / (double)(reps / 4 * n), row.kl);
+		{
+			size_t sn = (1u << 18) / n * n, sreps = (size_t)(1u << 28) / sn / (v ? 1 : 8);
+			float *sv = malloc(sn * sizeof *sv);
+			uint16_t *sh = malloc(sn * sizeof *sh);
+			if (!sv || !sh || sn == 0)
+				return 2;
+			for (size_t i = 0; i < sn; i++) {
+				sv[i] = r[i % n];
+				sh[i] = r16[1][i % n];
+			}
+			printf("%-8s sketch f32         %6.3f ns/value\n", isas[v],
+			       sketch_speed(sv, TB_DT_F32, sn, n, sreps));
+			printf("%-8s sketch bf16        %6.3f ns/value\n", isas[v],
+			       sketch_speed(sh, TB_DT_BF16, sn, n, sreps));
+			free(sv);
+			free(sh);
+		}
 	}
 	return 0;
 }

@@ -27,19 +27,20 @@ typedef struct fixture {
 	tb_blob *blob;
 } fixture;
 
-static void make(fixture *f, int64_t rows, int64_t cols, float *values)
+/* values: float32, or bfloat16 when dtype says so. */
+static void make_as(fixture *f, int64_t rows, int64_t cols, void *values, tb_dtype dtype)
 {
 	tb_err err = {0};
 	int64_t shape[2] = {rows, cols};
 
 	memset(f, 0, sizeof *f);
 	f->blob = tb_blob_new();
-	f->blob->data = (unsigned char *)values; /* borrowed: never set as owned */
-	f->blob->size = (uint64_t)(rows * cols) * sizeof(float);
+	f->blob->data = values; /* borrowed: never set as owned */
+	f->blob->size = (uint64_t)(rows * cols) * tb_dtype_size(dtype);
 	f->blob->refs = 1;
 	f->t.name = (char *)"x";
 	f->t.path = "mem";
-	f->t.dtype = TB_DT_F32;
+	f->t.dtype = dtype;
 	f->t.blob = f->blob;
 	assert_int_equal(tb_tensor_set_shape(&f->t, 2, shape, "mem", &err), 0);
 }
@@ -64,18 +65,28 @@ static double gauss(void)
 	return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-/* Sketch n values shaped [rows, cols] with a seed, on some threads. */
-static void sketch_on(float *v, int64_t rows, int64_t cols, uint64_t seed, int threads, tb_sketch *s)
+/* Sketch n values of a dtype shaped [rows, cols] with a seed (and the
+ * parameters of another sketch, as tbisect sketches a tree against one),
+ * on some threads. */
+static void sketch_as(void *v, tb_dtype dtype, int64_t rows, int64_t cols, uint64_t seed, const tb_sketch *like,
+		      int threads, tb_sketch *s)
 {
 	fixture f;
 	tb_sketch_params p;
 	tb_err err = {0};
 
-	make(&f, rows, cols, v);
+	make_as(&f, rows, cols, v, dtype);
 	tb_sketch_params_for(&f.t, seed, &p);
+	if (like)
+		p = like->p;
 	assert_int_equal(tb_sketch_alloc(s, &p), 0);
 	assert_int_equal(tb_sketch_tensor(&f.t, s, threads, &err), 0);
 	unmake(&f);
+}
+
+static void sketch_on(float *v, int64_t rows, int64_t cols, uint64_t seed, int threads, tb_sketch *s)
+{
+	sketch_as(v, TB_DT_F32, rows, cols, seed, NULL, threads, s);
 }
 
 static void sketch_of(float *v, int64_t rows, int64_t cols, uint64_t seed, tb_sketch *s)
@@ -278,67 +289,110 @@ static void test_proportional_cosine(void **state)
 
 /* Threads split a tensor in shares of whole rows and hash blocks: the
  * same sketch as one thread's, hashes exactly, sums to rounding. */
+static void assert_same_sketch(const tb_sketch *a, const tb_sketch *b);
+
+/* A tensor is cut into parts that threads take in turn, added in order:
+ * the same sketch, bit for bit, on any number of threads (here a tensor
+ * of several parts, with NaN). */
 static void test_threads_agree(void **state)
 {
-	enum { R = 4100, C = 64 };
+	enum { R = 1100, C = 4096 };
 	float *v = malloc((size_t)R * C * sizeof *v);
 	tb_sketch one, three;
 
 	(void)state;
 	for (int i = 0; i < R * C; i++)
-		v[i] = i % 1000 == 7 ? NAN : (float)gauss();
+		v[i] = i % 100000 == 7 ? NAN : (float)gauss();
 	sketch_on(v, R, C, 4, 1, &one);
 	sketch_on(v, R, C, 4, 3, &three);
-	assert_int_equal(one.nan, three.nan);
 	assert_int_equal(one.finite, three.finite);
-	assert_float_equal(one.sumsq, three.sumsq, 1e-9 * one.sumsq);
-	assert_float_equal(one.min, three.min, 0);
-	assert_float_equal(one.max, three.max, 0);
-	assert_memory_equal(one.hash, three.hash, one.n_blocks * sizeof *one.hash);
-	for (uint32_t k = 0; k < one.p.k; k++)
-		assert_float_equal(one.bucket[k], three.bucket[k], 1e-9);
-	for (int64_t q = 0; q < one.p.n_pos; q++)
-		assert_float_equal(one.pos_sumsq[q], three.pos_sumsq[q], 1e-9);
-	for (int64_t k = 0; k < one.p.n_pos * one.p.kp; k++)
-		assert_float_equal(one.pos_bucket[k], three.pos_bucket[k], 1e-5);
+	assert_same_sketch(&one, &three);
 	tb_sketch_free(&one);
 	tb_sketch_free(&three);
 	free(v);
 }
 
-/* The AVX-512 loops (where the CPU has them) and the portable ones give
- * the same sketch, bit for bit, so that hosts of either kind can sketch
- * the two sides: rows of 8 values and more, rows not a multiple of 8,
- * rows shorter than 8, and a run holding NaN. */
+static void assert_same_sketch(const tb_sketch *a, const tb_sketch *b)
+{
+	assert_true(a->sum == b->sum && a->sumsq == b->sumsq && a->min == b->min && a->max == b->max);
+	assert_int_equal(a->nan, b->nan);
+	assert_memory_equal(a->bucket, b->bucket, a->p.k * sizeof *a->bucket);
+	assert_memory_equal(a->pos_sumsq, b->pos_sumsq, (size_t)a->p.n_pos * sizeof *a->pos_sumsq);
+	assert_memory_equal(a->pos_bucket, b->pos_bucket, (size_t)a->p.n_pos * a->p.kp * sizeof *a->pos_bucket);
+	assert_memory_equal(a->col_sum, b->col_sum, (size_t)a->p.row_len * sizeof *a->col_sum);
+	assert_memory_equal(a->hash, b->hash, a->n_blocks * sizeof *a->hash);
+}
+
+/* The AVX-512 loop (where the CPU has it) and the portable one give the
+ * same sketch, bit for bit, so that hosts of either kind can sketch the
+ * two sides: rows of whole chunks of 64 with 8, 4, 2 and 1 position
+ * buckets, rows not a multiple of 64 or of 8, rows shorter than 8, a
+ * tensor without positions across a hash block, and runs holding NaN; in
+ * float32 and in bfloat16, whose sketch (of the same parameters) is the
+ * float32 one of the same values. */
 static void test_copies_agree(void **state)
 {
-	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5}, {9, 4099}, {40, 2048}, {24, 2048}};
+	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5},	{9, 4099},  {40, 2048},
+					    {24, 2048}, {30, 1024}, {30, 640}, {30, 512}, {1, 70000}, {33, 192}};
 	const char *best = tb_simd_name();
 
 	(void)state;
 	for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
 		int64_t R = shapes[z][0], C = shapes[z][1];
 		float *v = malloc((size_t)(R * C) * sizeof *v);
-		tb_sketch a, b;
-		for (int64_t i = 0; i < R * C; i++)
+		uint16_t *h = malloc((size_t)(R * C) * sizeof *h);
+		tb_sketch a, b, c, d;
+		for (int64_t i = 0; i < R * C; i++) {
+			uint32_t bits;
 			/* magnitudes far apart, so that sums in another order differ */
 			v[i] = (z == 1 || z == 6) && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
+			/* the same values in bfloat16 */
+			memcpy(&bits, &v[i], sizeof bits);
+			bits &= 0xFFFF0000u;
+			memcpy(&v[i], &bits, sizeof bits);
+			h[i] = (uint16_t)(bits >> 16);
+		}
 		assert_int_equal(tb_simd_force("generic"), 0);
 		sketch_on(v, R, C, 9, 2, &a);
+		sketch_as(h, TB_DT_BF16, R, C, 9, &a, 2, &c);
 		assert_int_equal(tb_simd_force(best), 0);
 		sketch_on(v, R, C, 9, 2, &b);
-		assert_true(a.sum == b.sum && a.sumsq == b.sumsq && a.min == b.min && a.max == b.max);
-		assert_int_equal(a.nan, b.nan);
-		assert_memory_equal(a.bucket, b.bucket, a.p.k * sizeof *a.bucket);
-		assert_memory_equal(a.pos_sumsq, b.pos_sumsq, (size_t)a.p.n_pos * sizeof *a.pos_sumsq);
-		assert_memory_equal(a.pos_bucket, b.pos_bucket, (size_t)a.p.n_pos * a.p.kp * sizeof *a.pos_bucket);
-		assert_memory_equal(a.col_sum, b.col_sum, (size_t)a.p.row_len * sizeof *a.col_sum);
-		assert_memory_equal(a.hash, b.hash, a.n_blocks * sizeof *a.hash);
+		sketch_as(h, TB_DT_BF16, R, C, 9, &a, 2, &d);
+		assert_same_sketch(&a, &b);
+		assert_same_sketch(&a, &c);
+		assert_same_sketch(&a, &d);
 		tb_sketch_free(&a);
 		tb_sketch_free(&b);
+		tb_sketch_free(&c);
+		tb_sketch_free(&d);
 		free(v);
+		free(h);
 	}
 	tb_simd_force(NULL);
+}
+
+/* A sketch's parameters follow the shape alone, not the dtype, so that
+ * the sketches of a float32 reference and a bfloat16 candidate compare
+ * (rows of 2048 and 4096 values once had other bucket counts per dtype). */
+static void test_params_dtype_free(void **state)
+{
+	static const int64_t shapes[][2] = {{128, 2048}, {64, 4096}, {3, 1000}, {40, 300}, {1, 70000}};
+	float *v = calloc(70000 * 2, sizeof *v);
+
+	(void)state;
+	assert_non_null(v);
+	for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
+		fixture a, b;
+		tb_sketch_params pa, pb;
+		make_as(&a, shapes[z][0], shapes[z][1], v, TB_DT_F32);
+		make_as(&b, shapes[z][0], shapes[z][1], v, TB_DT_BF16);
+		tb_sketch_params_for(&a.t, 3, &pa);
+		tb_sketch_params_for(&b.t, 3, &pb);
+		assert_memory_equal(&pa, &pb, sizeof pa);
+		unmake(&a);
+		unmake(&b);
+	}
+	free(v);
 }
 
 static void test_other_seed_refused(void **state)
@@ -366,7 +420,8 @@ int main(void)
 		cmocka_unit_test(test_equal_is_exact),   cmocka_unit_test(test_bound_holds),
 		cmocka_unit_test(test_bound_holds_sparse),
 		cmocka_unit_test(test_proportional_cosine), cmocka_unit_test(test_threads_agree),
-		cmocka_unit_test(test_copies_agree),       cmocka_unit_test(test_other_seed_refused),
+		cmocka_unit_test(test_copies_agree),       cmocka_unit_test(test_params_dtype_free),
+		cmocka_unit_test(test_other_seed_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

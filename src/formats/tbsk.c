@@ -289,7 +289,7 @@ static bool tbsk_sniff(const unsigned char *head, size_t n)
 	return n >= MAGIC_LEN && !memcmp(head, MAGIC, MAGIC_LEN);
 }
 
-/* The tree's record (version 3): its tie score and token ids. */
+/* The tree's record: its tie score and token ids. */
 static int read_tree(tb_builder *b, cursor *c, tb_err *err)
 {
 	double tie = NAN;
@@ -327,13 +327,14 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	c.p += MAGIC_LEN;
 	if (TAKE(&c, version, err) < 0)
 		return -1;
-	if (version < TB_SKETCH_VERSION_MIN || version > TB_SKETCH_VERSION)
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "sketch version %u; this tbisect reads versions %d to %d",
-				   version, TB_SKETCH_VERSION_MIN, TB_SKETCH_VERSION);
+	if (version != TB_SKETCH_VERSION)
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "sketch version %u; this tbisect reads version %d (%s)",
+				   version, TB_SKETCH_VERSION,
+				   version < TB_SKETCH_VERSION ? "sketch the tree again" : "a newer tbisect wrote it");
 	if (checksum(CHECKSUM_INIT, f->data, (size_t)f->size - sizeof sum) != sum)
 		return tb_err_set(err, f->path, "the sketch is corrupted or truncated (its checksum does not match)");
 	c.end -= sizeof sum;
-	if (TAKE(&c, n, err) < 0 || TAKE(&c, seed, err) < 0 || (version >= 3 && read_tree(b, &c, err) < 0))
+	if (TAKE(&c, n, err) < 0 || TAKE(&c, seed, err) < 0 || read_tree(b, &c, err) < 0)
 		return -1;
 	if (n > TB_MAX_TENSORS)
 		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "%u tensors in the sketch (at most %d)", n, TB_MAX_TENSORS);

@@ -49,12 +49,12 @@ static bool rank_partial(const tb_layout_opts *layout, const tb_listing *l, cons
 	       tb_layout_rank_join(layout, &cell, t, &j, &e) == 0 && j.partial;
 }
 
-/* Sketch one tensor of the tree: whole, or as rank `rank` of `ranks`'
- * share of the tensor its cell's ranks join into. */
-static int sketch_one(const tb_run_config *cfg, const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cell,
-		      bool mapped, int rank, int ranks, uint64_t seed, tb_sketch *s, tb_tensor *joined, tb_err *err)
+/* The job of sketching one tensor of the tree: whole, or as rank `rank`
+ * of `ranks`' share of the tensor its cell's ranks join into (joined:
+ * that tensor, as the sketch names it). */
+static int job_of(const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cell, bool mapped, int rank, int ranks,
+		  uint64_t seed, tb_sketch_job *job, tb_tensor *joined, tb_err *err)
 {
-	tb_sketch_params p;
 	tb_rank_join j = {-1, 1, {0}, false};
 
 	*joined = *t;
@@ -67,15 +67,31 @@ static int sketch_one(const tb_run_config *cfg, const tb_layout_opts *layout, tb
 		    tb_tensor_set_shape(joined, t->ndim, shape, t->path, err) < 0)
 			return tb_err_setc(err, TB_ERR_LIMIT, t->path, "'%s': the joined shape overflows", t->name);
 	}
-	tb_sketch_params_for(joined, seed, &p);
-	if (tb_sketch_alloc(s, &p) < 0)
-		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching '%s'", t->name);
-	if ((j.axis >= 0 ? tb_sketch_shard(t, s, j.axis, j.width, j.n_parts, rank, ranks, err)
-		       : tb_sketch_tensor(t, s, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), err)) < 0) {
-		tb_sketch_free(s);
-		return -1;
-	}
+	*job = (tb_sketch_job){.t = t, .axis = j.axis, .n_parts = j.n_parts, .rank = rank, .ranks = ranks};
+	memcpy(job->width, j.width, sizeof job->width);
+	tb_sketch_params_for(joined, seed, &job->p);
 	return 0;
+}
+
+/* What the sketches are written with, in the tree's order. */
+typedef struct writing {
+	tb_tbsk_writer *w;
+	const tb_sketch_job *jobs;
+	const tb_tensor *joined;              /* per job: the tensor as the sketch names it */
+	const char (*cell)[TB_CELL_NAME_MAX]; /* per job: its cell's name, "" unmapped */
+	tb_fingerprint_stats *stats;
+} writing;
+
+static int write_one(void *ctx, size_t job, tb_sketch *s, tb_err *err)
+{
+	writing *wr = ctx;
+	const tb_tensor *t = wr->jobs[job].t;
+	int rc = tb_tbsk_add(wr->w, &wr->joined[job], wr->cell[job], s, err);
+
+	tb_sketch_free(s);
+	wr->stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
+	wr->stats->tensors++;
+	return rc;
 }
 
 int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int ranks, const char *out, uint64_t seed,
@@ -86,7 +102,10 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	tb_listing l;
 	tb_tbsk_writer w;
 	tb_tbsk_tree whole;
-	size_t n_tok = 0;
+	tb_sketch_job *jobs = NULL;
+	tb_tensor *joined = NULL;
+	char(*cells)[TB_CELL_NAME_MAX] = NULL;
+	size_t n_tok = 0, n_jobs = 0;
 	int64_t *tok;
 	int rc = 0;
 
@@ -117,13 +136,19 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		tb_listing_free(&l);
 		return -1;
 	}
+	/* every tensor's job first (the tree's faults before any sketching),
+	 * then the jobs on the threads, written in order */
+	jobs = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *jobs);
+	joined = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *joined);
+	cells = calloc(l.tree->n_tensors ? l.tree->n_tensors : 1, sizeof *cells);
+	if (!jobs || !joined || !cells)
+		rc = tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < l.tree->n_tensors && rc == 0; i++) {
-		tb_tensor *t = l.tree->tensors[i], joined;
-		tb_sketch s;
+		tb_tensor *t = l.tree->tensors[i];
 		tb_cell cell;
-		char name[TB_CELL_NAME_MAX] = "";
 		bool mapped;
 
+		cells[n_jobs][0] = '\0';
 		if (t->sketch) {
 			rc = tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' is already a sketch", t->name);
 			break;
@@ -134,16 +159,20 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 			break;
 		}
 		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
-			tb_cell_name(&cell, name, sizeof name);
+			tb_cell_name(&cell, cells[n_jobs], sizeof cells[n_jobs]);
 		if (rank_partial(&lo, &l, t, ranks))
 			continue;
-		if ((rc = sketch_one(cfg, &lo, t, &cell, mapped, rank, ranks, seed, &s, &joined, err)) < 0)
-			break;
-		stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
-		rc = tb_tbsk_add(&w, &joined, name, &s, err);
-		tb_sketch_free(&s);
-		stats->tensors++;
+		rc = job_of(&lo, t, &cell, mapped, rank, ranks, seed, &jobs[n_jobs], &joined[n_jobs], err);
+		n_jobs++;
 	}
+	if (rc == 0) {
+		writing wr = {&w, jobs, joined, (const char(*)[TB_CELL_NAME_MAX])cells, stats};
+		rc = tb_sketch_jobs(jobs, n_jobs, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), write_one, &wr,
+				    err);
+	}
+	free(jobs);
+	free(joined);
+	free(cells);
 	if (rc == 0)
 		rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
 	else

@@ -40,17 +40,19 @@ void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p
 	memset(p, 0, sizeof *p);
 	p->seed = seed;
 	p->numel = t->numel;
-	/* a bucket of 8 bytes per 8 KB of values: 0.1% of the tensor */
-	p->k = pow2_clamp(t->numel * tb_dtype_size(t->dtype) / 8192, 64, 4096);
+	/* The shape alone decides, not the dtype, so that the sketches of a
+	 * float32 tree and a bfloat16 one compare.  A bucket of 8 bytes per
+	 * 2048 values: 0.1% of them in float32, 0.2% in bfloat16. */
+	p->k = pow2_clamp(t->numel / 2048, 64, 4096);
 	if (nd >= 2 && d[nd - 1] > 0 && d[nd - 2] > 0) {
 		p->n_pos = d[nd - 2];
 		p->row_len = (uint64_t)d[nd - 1];
 		/* a row's 4 bytes of sum of squares and kp buckets of 4 within
-		 * 0.5% of the row's bytes, up to 8 (an f32 row of 4096 gets 8,
-		 * a bf16 row of 2048 gets 4); rows under 1 KB, whose sketch
-		 * cannot be small, get 8 */
-		uint64_t row_bytes = p->row_len * tb_dtype_size(t->dtype);
-		p->kp = row_bytes < 1024 ? pow2_clamp(p->row_len, 1, 8) : pow2_clamp((row_bytes / 200 - 4) / 4, 1, 8);
+		 * 0.25% of its values in float32 (0.5% in bfloat16), up to 8
+		 * (a row of 4096 gets 8, of 2048 4, of 1024 1); rows under 512
+		 * values, whose sketch cannot be small, get 8 */
+		uint64_t budget = p->row_len / 100;
+		p->kp = p->row_len < 512 ? pow2_clamp(p->row_len, 1, 8) : budget > 4 ? pow2_clamp((budget - 4) / 4, 1, 8) : 1;
 	}
 }
 
@@ -93,13 +95,17 @@ void tb_sketch_free(tb_sketch *s)
 }
 
 /* Where the next value lands: its row's position and column, the row's
- * sum of squares and buckets so far, and each column's sum over the rows
- * so far (cols, row_len of them, owned by who folds; all in double until
- * stored). */
+ * sum of squares and position lanes so far, and each column's sum over
+ * the rows so far (cols, row_len of them, owned by who folds; all in
+ * double until stored). */
 typedef struct cursor {
 	int64_t pos;
 	uint64_t col;
-	double ss, acc[8];
+	double ss;
+	/* lane l of the row's position sums, for the columns in even
+	 * (acc[0]) and odd (acc[1]) eighths of the row: two sums, so that
+	 * the AVX-512 loop's adds need not wait for each other */
+	double acc[2][8];
 	double *cols;
 } cursor;
 
@@ -112,15 +118,21 @@ static void flush_cols(tb_sketch *s, cursor *c)
 	}
 }
 
-/* Add the row's sums into its position's (as float) and start over. */
+/* Add the row's sums into its position's (as float) and start over:
+ * bucket b sums the lanes l = b mod kp in order. */
 static void flush_row(tb_sketch *s, cursor *c)
 {
+	uint32_t kp = s->p.kp;
+
 	s->pos_sumsq[c->pos] += (float)c->ss;
 	c->ss = 0;
-	for (uint32_t b = 0; b < s->p.kp; b++) {
-		s->pos_bucket[(size_t)c->pos * s->p.kp + b] += (float)c->acc[b];
-		c->acc[b] = 0;
+	for (uint32_t b = 0; b < kp; b++) {
+		double sum = 0;
+		for (uint32_t l = b; l < 8; l += kp)
+			sum += c->acc[0][l] + c->acc[1][l];
+		s->pos_bucket[(size_t)c->pos * kp + b] += (float)sum;
 	}
+	memset(c->acc, 0, sizeof c->acc);
 }
 
 static void end_row(tb_sketch *s, cursor *c)
@@ -130,14 +142,94 @@ static void end_row(tb_sketch *s, cursor *c)
 	c->pos = c->pos + 1 == s->p.n_pos ? 0 : c->pos + 1;
 }
 
-/* Values hashed at a time: their hashes stay in the first-level cache. */
+/* Values folded at a time: a bfloat16 run's float32 copy stays in the
+ * first-level cache. */
 #define CHUNK 1024
 
-/* h[j] = mix(seed ^ (i0 + j)) for j < n. */
-static void hash_run(uint64_t seed, uint64_t i0, size_t n, uint64_t *h)
+/* Salts that make each chunk's four hashes, the blocks' rotations and the
+ * lanes' multipliers other numbers (the fractional parts of square roots
+ * of primes). */
+#define SALT_BLOCK 0x6a09e667f3bcc909u
+#define SALT_SIGN 0x9b05688c2b3e6c1fu
+#define SALT_POS 0xbb67ae8584caa73bu
+#define SALT_ROT 0x3c6ef372fe94f82bu
+#define SALT_MULT 0xa54ff53a5f1d36f1u
+#define SALT_LANE 0x510e527fade682d1u
+
+/* The hashes of chunk g, values 64g to 64g + 63: bit i mod 64 of sign and
+ * pos_sign is value i's sign in the whole tensor's sketch and in its
+ * position's, rot holds its position groups' rotations, and mult (odd)
+ * multiplies the chunk's block-hash terms.  One hash of each per 64
+ * values, not one per value: their bits are as random. */
+typedef struct chunk {
+	uint64_t sign, pos_sign, rot, mult;
+} chunk;
+
+/* The seeds of a chunk's four hashes: each hashed from the sketch's seed
+ * and a salt, so that the four are computed side by side. */
+typedef struct chunk_seeds {
+	uint64_t sign, pos_sign, rot, mult;
+} chunk_seeds;
+
+static chunk_seeds chunk_seeds_of(uint64_t seed)
 {
-	for (size_t j = 0; j < n; j++)
-		h[j] = mix(seed ^ (i0 + j));
+	return (chunk_seeds){mix(seed ^ SALT_SIGN), mix(seed ^ SALT_POS), mix(seed ^ SALT_ROT), mix(seed ^ SALT_MULT)};
+}
+
+static inline __attribute__((always_inline)) chunk chunk_of(const chunk_seeds *cs, uint64_t g)
+{
+	return (chunk){mix(cs->sign ^ g), mix(cs->pos_sign ^ g), mix(cs->rot ^ g), mix(cs->mult ^ g) | 1};
+}
+
+static uint64_t ror(uint64_t x, unsigned n)
+{
+	return n ? x >> n | x << (64 - n) : x;
+}
+
+/* The rotation of the position group (kp columns) whose first value is
+ * value i: bits i mod 64 and up of its chunk's rot, cyclically. */
+static uint64_t group_rot(const chunk_seeds *cs, uint64_t i, uint32_t kp)
+{
+	return ror(mix(cs->rot ^ (i >> 6)), (unsigned)(i & 63)) & (kp - 1);
+}
+
+/* The lane of a row's position sums that column col goes to, in a group
+ * rotated by r: the group's place in its eighth, plus its rotated place
+ * in the group (for kp = 8, the bucket itself). */
+static unsigned pos_lane(uint64_t col, uint64_t r, uint32_t kp)
+{
+	return (unsigned)((col & 7 & ~(uint64_t)(kp - 1)) | ((r + col) & (kp - 1)));
+}
+
+/* What every run of one sketch shares, made once per share of a tensor:
+ * the lanes' block-hash multipliers and, for the AVX-512 loop, the lane
+ * order of each combination of its eighth's groups' rotations. */
+typedef struct folder {
+	chunk_seeds seeds;
+	uint64_t lane_mult[64] __attribute__((aligned(64)));
+	int64_t perm[16][8] __attribute__((aligned(64))); /* perm[row][lane]: the column it takes */
+	uint8_t perm_row[256];                            /* an eighth's byte of rot: its row */
+} folder;
+
+static void folder_init(folder *fd, const tb_sketch_params *p)
+{
+	uint32_t kp = p->kp ? p->kp : 8;
+	int kpl = __builtin_ctz(kp);
+
+	fd->seeds = chunk_seeds_of(p->seed);
+	for (uint64_t l = 0; l < 64; l++)
+		fd->lane_mult[l] = mix(p->seed ^ SALT_LANE ^ l) | 1;
+	for (unsigned row = 0; row < 16; row++)
+		for (unsigned lane = 0; lane < 8; lane++) {
+			unsigned r = kpl ? (row >> (kpl * (lane >> kpl))) & (kp - 1) : 0;
+			fd->perm[row][lane] = (lane & ~(kp - 1)) | ((lane - r) & (kp - 1));
+		}
+	for (unsigned byte = 0; byte < 256; byte++) {
+		unsigned row = 0;
+		for (unsigned u = 0; kpl && u < 8 / kp; u++)
+			row |= ((byte >> (kp * u)) & (kp - 1)) << (kpl * u);
+		fd->perm_row[byte] = (uint8_t)row;
+	}
 }
 
 /* A run's statistics over its finite values. */
@@ -170,32 +262,30 @@ static void stats_nonfinite(const float *v, size_t n, run_stats *st)
 	}
 }
 
-/* Value j in lane j % 8 of the whole groups of 8, the rest in lanes of
- * their own, so that no add waits for the one before, in the order the
- * AVX-512 copy adds them (bit for bit the same sums); a run holding NaN
- * or Inf is redone value by value. */
-static void stats_run(const float *v, size_t n, run_stats *st)
+/* Value i in lane i mod 16, so that no add waits for the one before, the
+ * lanes folded in the order the AVX-512 copy folds them (bit for bit the
+ * same sums); a run holding NaN or Inf is redone value by value.  i0 is
+ * value 0's index. */
+static void stats_run(uint64_t i0, const float *v, size_t n, run_stats *st)
 {
-	double s[8] = {0}, q[8] = {0}, ts[8] = {0}, tq[8] = {0};
+	double s[16] = {0}, q[16] = {0}, ts[8], tq[8];
 	float mn = INFINITY, mx = -INFINITY;
-	size_t j = 0;
 
-	for (; j + 8 <= n; j += 8)
-		for (int l = 0; l < 8; l++) {
-			double x = v[j + (size_t)l];
-			s[l] += x;
-			q[l] += x * x;
-		}
-	for (size_t t = 0; j + t < n; t++) {
-		ts[t] = v[j + t];
-		tq[t] = ts[t] * ts[t];
+	for (size_t j = 0; j < n; j++) {
+		double x = v[j];
+		s[(i0 + j) & 15] += x;
+		q[(i0 + j) & 15] += x * x;
 	}
-	*st = (run_stats){reduce8(s) + reduce8(ts), reduce8(q) + reduce8(tq), INFINITY, -INFINITY, 0, 0};
+	for (int l = 0; l < 8; l++) {
+		ts[l] = s[l] + s[l + 8];
+		tq[l] = q[l] + q[l + 8];
+	}
+	*st = (run_stats){reduce8(ts), reduce8(tq), INFINITY, -INFINITY, 0, 0};
 	if (!isfinite(st->sum + st->ss)) {
 		stats_nonfinite(v, n, st);
 		return;
 	}
-	for (j = 0; j < n; j++) {
+	for (size_t j = 0; j < n; j++) {
 		mn = v[j] < mn ? v[j] : mn;
 		mx = v[j] > mx ? v[j] : mx;
 	}
@@ -205,68 +295,75 @@ static void stats_run(const float *v, size_t n, run_stats *st)
 
 #define SIGN 0x8000000000000000u
 
-/* x with its sign flipped where bit 63 of m is set: x times +-1, exactly. */
-static inline double flip(double x, uint64_t m)
+/* x times -1 where bit `bit` of m is set, else x: exactly. */
+static inline double signed_by(double x, uint64_t m, unsigned bit)
 {
 	uint64_t b;
 
 	memcpy(&b, &x, 8);
-	b ^= m & SIGN;
+	b ^= (m << (63 - bit)) & SIGN;
 	memcpy(&x, &b, 8);
 	return x;
 }
 
-/* A salt that makes the blocks' rotations other numbers than the values' hashes. */
-#define SALT_BLOCK 0x6a09e667f3bcc909u
-
-/* The signed values of a run (whole-tensor sign from bit 63 of the
- * value's hash, the position's from bit 62; a non-finite value adds a
- * zero) and the run's block hash terms. */
-static uint64_t sign_run(const float *v, const uint64_t *h, size_t n, bool nonfinite, double *xs, double *ps)
+/* A run of values [i0, i0 + n) of one row (the cursor's) and one hash
+ * block, float32, value by value: statistics, whole-tensor buckets,
+ * position lanes, column sums; returns the run's block-hash terms.
+ * Whole-tensor buckets: the values of each block of k consecutive indices
+ * go, in order, to consecutive buckets from a random rotation of the
+ * block, wrapping at k.  Two values of one block never share a bucket;
+ * two of different blocks share one with chance 1/k, as with a bucket
+ * hashed per value, and with the values' own random signs that is all the
+ * estimate's variance (2/k of ||x||^4 at most) depends on.  A row's
+ * buckets: its columns in groups of kp, each group's values to
+ * consecutive buckets from the group's random rotation, the same way.
+ * A non-finite value adds a zero. */
+static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const float *v, size_t n,
+			     run_stats *st)
 {
-	uint64_t hb = 0;
+	const tb_sketch_params *p = &s->p;
+	uint64_t k = p->k, kp = p->kp, salt = mix(p->seed ^ SALT_BLOCK), hash = 0, g = UINT64_MAX, b = UINT64_MAX;
+	uint64_t rotation = 0, r = 0;
+	chunk h = {0};
 
+	stats_run(i0, v, n, st);
 	for (size_t j = 0; j < n; j++) {
+		uint64_t i = i0 + j;
+		unsigned lane = (unsigned)(i & 63);
 		uint32_t bits;
-		double x = v[j];
+		double x = isfinite(v[j]) ? v[j] : 0;
 		memcpy(&bits, &v[j], sizeof bits);
-		/* the block hash adds a term per value, so that shares and
-		 * shards of a tensor add up to its hash */
-		hb += bits * (h[j] | 1);
-		if (nonfinite && !isfinite(x))
-			x = 0;
-		xs[j] = flip(x, h[j]);
-		ps[j] = flip(x, h[j] << 1);
+		if (i >> 6 != g) {
+			g = i >> 6;
+			h = chunk_of(&fd->seeds, g);
+		}
+		if (i / k != b) {
+			b = i / k;
+			rotation = mix(salt ^ b);
+		}
+		/* a term per value, so that shares and shards of a tensor add
+		 * up to its hash */
+		hash += bits * fd->lane_mult[lane] * h.mult;
+		s->bucket[(rotation + i) & (k - 1)] += signed_by(x, h.sign, lane);
+		if (p->n_pos > 0) {
+			uint64_t col = c->col + j;
+			if (j == 0 || col % kp == 0)
+				r = group_rot(&fd->seeds, i - col % kp, (uint32_t)kp);
+			c->cols[col] += x;
+			c->acc[(col >> 3) & 1][pos_lane(col, r, (uint32_t)kp)] += signed_by(x, h.pos_sign, lane);
+		}
 	}
-	return hb;
-}
-
-/* A run's hashes, statistics, signed values and block hash terms. */
-typedef uint64_t (*prep_fn)(uint64_t seed, uint64_t i0, const void *src, bool bf16, size_t n, uint64_t *h,
-			    run_stats *st, double *xs, double *ps);
-
-/* n <= CHUNK values of src, float32 or bfloat16. */
-static uint64_t prep_run(uint64_t seed, uint64_t i0, const void *src, bool bf16, size_t n, uint64_t *h, run_stats *st,
-			 double *xs, double *ps)
-{
-	float buf[CHUNK];
-	const float *v = src;
-
-	if (bf16) {
-		tb_dtype_to_f32(TB_DT_BF16, src, n, false, buf);
-		v = buf;
-	}
-	hash_run(seed, i0, n, h);
-	stats_run(v, n, st);
-	return sign_run(v, h, n, st->nan + st->inf > 0, xs, ps);
+	return hash;
 }
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 
+#define AVX512 __attribute__((always_inline, target("avx512f,avx512dq,avx512bw,avx512vl"))) static inline
+
 /* Values j..j+7 of a run, float32 or bfloat16 (at any alignment), as
  * float32. */
-static inline __attribute__((always_inline, target("avx512f"))) __m256 load8(const void *src, bool bf16, size_t j)
+AVX512 __m256 load8(const void *src, bool bf16, size_t j)
 {
 	const unsigned char *b = src;
 
@@ -276,264 +373,61 @@ static inline __attribute__((always_inline, target("avx512f"))) __m256 load8(con
 	return _mm256_loadu_ps((const float *)src + j);
 }
 
-/* mix() of seed ^ idx in 8 lanes (AVX-512DQ multiplies 64-bit lanes). */
-static inline __attribute__((always_inline, target("avx512f,avx512dq"))) __m512i mix8(__m512i sd, __m512i idx)
+/* x with its sign flipped in the lanes where m has a bit set. */
+AVX512 __m512d flip8(__m512d x, unsigned m)
 {
-	__m512i x = _mm512_add_epi64(_mm512_xor_si512(sd, idx), _mm512_set1_epi64((long long)0x9e3779b97f4a7c15u));
+	__m512i v = _mm512_castpd_si512(x);
 
-	x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)),
-			       _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9u));
-	x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)),
-			       _mm512_set1_epi64((long long)0x94d049bb133111ebu));
-	return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+	return _mm512_castsi512_pd(_mm512_mask_xor_epi64(v, _cvtu32_mask8(m & 0xFF), v, _mm512_set1_epi64((long long)SIGN)));
 }
 
-/* x with its sign flipped in the lanes where bit 63 of m is set (flip). */
-static inline __attribute__((always_inline, target("avx512f"))) __m512d flip8(__m512d x, __m512i m)
-{
-	return _mm512_castsi512_pd(
-		_mm512_xor_si512(_mm512_castpd_si512(x), _mm512_and_si512(m, _mm512_set1_epi64((long long)SIGN))));
-}
-
-/* The lane order of each rotation: rot_idx[r][b] = (b - r) mod 8. */
-static const int64_t rot_idx[8][8] __attribute__((aligned(64))) = {
-	{0, 1, 2, 3, 4, 5, 6, 7}, {7, 0, 1, 2, 3, 4, 5, 6}, {6, 7, 0, 1, 2, 3, 4, 5}, {5, 6, 7, 0, 1, 2, 3, 4},
-	{4, 5, 6, 7, 0, 1, 2, 3}, {3, 4, 5, 6, 7, 0, 1, 2}, {2, 3, 4, 5, 6, 7, 0, 1}, {1, 2, 3, 4, 5, 6, 7, 0},
-};
-
-/* 8 position values of one group rotated by r: bucket b gets the value at
- * place (b - r) mod 8 (add_pos's order). */
-static inline __attribute__((always_inline, target("avx512f"))) __m512d rot8(__m512d ps, uint64_t r)
-{
-	return _mm512_permutexvar_pd(_mm512_load_si512(rot_idx[r & 7]), ps);
-}
-
-/* A run's 8-lane sums, value j in lane j % 8: statistics and block hash
- * terms, and the next 8 values' indices. */
-typedef struct lanes8 {
-	__m512i sd, idx, hb;
-	__m512d sum, ss;
+/* The one pass's running sums: statistics (value i in lane i mod 16:
+ * sum[0], ss[0] the first eight), block-hash terms, the row's position
+ * lanes (acc[0], acc[1] as the cursor's) and extremes. */
+typedef struct lanes {
+	__m512i hb, hs;
+	__m512d sum0, sum1, ss0, ss1, acc0, acc1;
 	__m256 mn, mx;
-} lanes8;
+} lanes;
 
-static inline __attribute__((always_inline, target("avx512f"))) lanes8 lanes8_start(uint64_t seed, uint64_t i0)
+/* Eighth e of a chunk: values j + 8e .. j + 8e + 7, at off + 8e of the
+ * whole-tensor buckets and, in a row, at column col + 8e. */
+AVX512 void eighth(lanes *a, double *bucket, uint64_t k, const folder *fd, const void *src, bool bf16, size_t j,
+		   unsigned e, chunk h, uint64_t off, double *col)
 {
-	return (lanes8){_mm512_set1_epi64((long long)seed),
-			_mm512_add_epi64(_mm512_set1_epi64((long long)i0), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)),
-			_mm512_setzero_si512(),
-			_mm512_setzero_pd(),
-			_mm512_setzero_pd(),
-			_mm256_set1_ps(INFINITY),
-			_mm256_set1_ps(-INFINITY)};
-}
+	uint64_t o = (off + 8 * e) & (k - 1);
+	__m256 f = load8(src, bf16, j + 8 * e);
+	__m512d d = _mm512_cvtps_pd(f), xs = flip8(d, (unsigned)(h.sign >> (8 * e)));
 
-/* Values j..j+7 of src: their hashes (*x) and values widened (*d), taken
- * into the lanes. */
-static inline __attribute__((always_inline, target("avx512f,avx512dq"))) void
-lanes8_step(lanes8 *a, const void *src, bool bf16, size_t j, __m512i *x, __m512d *d)
-{
-	__m256 f = load8(src, bf16, j);
-
-	*x = mix8(a->sd, a->idx);
-	*d = _mm512_cvtps_pd(f);
-	a->hb = _mm512_add_epi64(a->hb, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
-							   _mm512_or_si512(*x, _mm512_set1_epi64(1))));
-	a->sum = _mm512_add_pd(a->sum, *d);
-	a->ss = _mm512_add_pd(a->ss, _mm512_mul_pd(*d, *d));
+	a->hs = _mm512_add_epi64(a->hs, _mm512_mullo_epi64(_mm512_cvtepu32_epi64(_mm256_castps_si256(f)),
+							   _mm512_load_si512(fd->lane_mult + 8 * e)));
+	if (e & 1) {
+		a->sum1 = _mm512_add_pd(a->sum1, d);
+		a->ss1 = _mm512_add_pd(a->ss1, _mm512_mul_pd(d, d));
+	} else {
+		a->sum0 = _mm512_add_pd(a->sum0, d);
+		a->ss0 = _mm512_add_pd(a->ss0, _mm512_mul_pd(d, d));
+	}
 	a->mn = _mm256_min_ps(f, a->mn);
 	a->mx = _mm256_max_ps(f, a->mx);
-	a->idx = _mm512_add_epi64(a->idx, _mm512_set1_epi64(8));
-}
-
-/* The lanes' statistics, folded in stats_run's order; returns the block
- * hash terms, summed as unsigned (the intrinsic's reduction adds signed
- * lanes). */
-static inline __attribute__((always_inline, target("avx512f"))) uint64_t lanes8_finish(const lanes8 *a,
-										      run_stats *st)
-{
-	double ls[8], lq[8];
-	float fmn[8], fmx[8];
-	uint64_t lh[8], terms = 0;
-
-	_mm512_storeu_pd(ls, a->sum);
-	_mm512_storeu_pd(lq, a->ss);
-	_mm256_storeu_ps(fmn, a->mn);
-	_mm256_storeu_ps(fmx, a->mx);
-	_mm512_storeu_si512(lh, a->hb);
-	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
-	for (int l = 0; l < 8; l++) {
-		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
-		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
-		terms += lh[l];
+	if (o + 8 <= k) {
+		_mm512_storeu_pd(bucket + o, _mm512_add_pd(_mm512_loadu_pd(bucket + o), xs));
+	} else { /* the rotation wraps inside these 8 */
+		double tx[8];
+		_mm512_storeu_pd(tx, xs);
+		for (uint64_t l = 0; l < 8; l++)
+			bucket[(o + l) & (k - 1)] += tx[l];
 	}
-	return terms;
-}
-
-/* The same in one pass, 8 values at a time (AVX-512DQ multiplies 64-bit
- * lanes), bfloat16 widened in registers; a run holding NaN or Inf is
- * redone by prep_run. */
-__attribute__((target("avx512f,avx512dq"))) static uint64_t prep_run_avx512(uint64_t seed, uint64_t i0,
-									     const void *src, bool bf16, size_t n,
-									     uint64_t *h, run_stats *st, double *xs,
-									     double *ps)
-{
-	const unsigned char *b = src; /* either dtype, at any alignment */
-	lanes8 a = lanes8_start(seed, i0);
-	size_t j = 0, es = bf16 ? 2 : 4;
-	uint64_t terms;
-	run_stats rest;
-
-	for (; j + 8 <= n; j += 8) {
-		__m512i x;
-		__m512d d;
-		lanes8_step(&a, src, bf16, j, &x, &d);
-		_mm512_storeu_si512(h + j, x);
-		_mm512_storeu_pd(xs + j, flip8(d, x));
-		_mm512_storeu_pd(ps + j, flip8(d, _mm512_slli_epi64(x, 1)));
-	}
-	terms = lanes8_finish(&a, st);
-	if (!isfinite(st->sum + st->ss))
-		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
-	/* the tail (n % 8 values) as stats_run has it: lanes of its own */
-	terms += prep_run(seed, i0 + j, b + j * es, bf16, n - j, h + j, &rest, xs + j, ps + j);
-	if (rest.nan + rest.inf)
-		return prep_run(seed, i0, src, bf16, n, h, st, xs, ps);
-	st->sum += rest.sum;
-	st->ss += rest.ss;
-	st->mn = rest.mn < st->mn ? rest.mn : st->mn;
-	st->mx = rest.mx > st->mx ? rest.mx : st->mx;
-	return terms;
-}
-
-#endif
-
-/* dst[t] += src[t] for t < n: contiguous, 8 at a time, so it vectorises. */
-static inline __attribute__((always_inline)) void add_to(double *restrict dst, const double *restrict src, size_t n)
-{
-	size_t t = 0;
-
-	for (; t + 8 <= n; t += 8)
-		for (int u = 0; u < 8; u++)
-			dst[t + (size_t)u] += src[t + (size_t)u];
-	for (; t < n; t++)
-		dst[t] += src[t];
-}
-
-/* Whole-tensor buckets: the values of each block of k consecutive indices
- * go, in order, to consecutive buckets from a random rotation of the
- * block, wrapping at k.  Two values of one block never share a bucket;
- * two of different blocks share one with chance 1/k, as with a bucket
- * hashed per value, and with the values' own random signs that is all the
- * estimate's variance (2/k of ||x||^4 at most) depends on. */
-static inline __attribute__((always_inline)) void add_whole(tb_sketch *s, uint64_t i, const double *xs, size_t n)
-{
-	uint64_t k = s->p.k, salt = mix(s->p.seed ^ SALT_BLOCK);
-
-	for (size_t j = 0; j < n;) {
-		uint64_t t = i % k, len = k - t < n - j ? k - t : n - j;
-		uint64_t off = (mix(salt ^ (i / k)) + t) & (k - 1), first = k - off < len ? k - off : len;
-		add_to(s->bucket + off, xs + j, first);
-		add_to(s->bucket, xs + j + first, len - first);
-		i += len;
-		j += len;
+	if (col) {
+		__m512d ps = flip8(d, (unsigned)(h.pos_sign >> (8 * e)));
+		__m512i perm = _mm512_load_si512(fd->perm[fd->perm_row[(h.rot >> (8 * e)) & 0xFF]]);
+		_mm512_storeu_pd(col + 8 * e, _mm512_add_pd(_mm512_loadu_pd(col + 8 * e), d));
+		if (e & 1)
+			a->acc1 = _mm512_add_pd(a->acc1, _mm512_permutexvar_pd(perm, ps));
+		else
+			a->acc0 = _mm512_add_pd(a->acc0, _mm512_permutexvar_pd(perm, ps));
 	}
 }
-
-/* A group's rotation: bits 32 and up of its first value's hash (the
- * run's h[j] when that value is in the run). */
-static inline uint64_t group_rot(const tb_sketch *s, uint64_t i, const uint64_t *h, size_t j, uint64_t t)
-{
-	return ((t ? mix(s->p.seed ^ (i + j - t)) : h[j]) >> 32) & (s->p.kp - 1);
-}
-
-/* A row's buckets: its columns in groups of kp, each group's values to
- * consecutive buckets from the group's random rotation (see add_whole),
- * every bucket summed in index order.  i is value 0's index, h its
- * hashes. */
-static inline __attribute__((always_inline)) void add_pos(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *ps, size_t n)
-{
-	uint64_t kp = s->p.kp;
-
-	for (size_t j = 0; j < n;) {
-		uint64_t t = (c->col + j) % kp, len = kp - t < n - j ? kp - t : n - j, r = group_rot(s, i, h, j, t);
-		for (uint64_t u = 0; u < len; u++)
-			c->acc[(r + t + u) & (kp - 1)] += ps[j + u];
-		j += len;
-	}
-}
-
-/* A run's signed values into the buckets; one copy compiled for
- * AVX-512, where each 8 adds are one instruction. */
-typedef void (*add_fn)(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs, const double *ps,
-		       size_t n);
-
-/* Each column's sum over the rows: the values themselves, xs unsigned
- * again (a non-finite value is a zero there). */
-static inline __attribute__((always_inline)) void add_cols(cursor *c, const uint64_t *h, const double *xs, size_t n)
-{
-	double *col = c->cols + c->col;
-
-	for (size_t j = 0; j < n; j++)
-		col[j] += flip(xs[j], h[j]);
-}
-
-static inline __attribute__((always_inline)) void add_run(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
-			   const double *ps, size_t n)
-{
-	add_whole(s, i, xs, n);
-	if (s->p.n_pos > 0) {
-		add_pos(s, c, i, h, ps, n);
-		add_cols(c, h, xs, n);
-	}
-}
-
-static void add_run_generic(tb_sketch *s, cursor *c, uint64_t i, const uint64_t *h, const double *xs,
-			    const double *ps, size_t n)
-{
-	add_run(s, c, i, h, xs, ps, n);
-}
-
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-/* Whole groups of 8 are rotated in a register (bucket b gets the value
- * at place (b - r) mod 8) and added to the row's buckets kept there:
- * the same adds in the same order as add_pos. */
-__attribute__((target("avx512f"))) static void add_run_avx512(tb_sketch *s, cursor *c, uint64_t i,
-								const uint64_t *h, const double *xs, const double *ps,
-								size_t n)
-{
-	size_t j = 0, head;
-	__m512d acc;
-
-	add_whole(s, i, xs, n);
-	if (s->p.n_pos <= 0)
-		return;
-	{
-		/* the column sums, 8 at a time: xs unsigned again */
-		double *col = c->cols + c->col;
-		for (j = 0; j + 8 <= n; j += 8) {
-			__m512d x = flip8(_mm512_loadu_pd(xs + j), _mm512_loadu_si512(h + j));
-			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), x));
-		}
-		c->col += j;
-		add_cols(c, h + j, xs + j, n - j);
-		c->col -= j;
-	}
-	if (s->p.kp != 8) {
-		add_pos(s, c, i, h, ps, n);
-		return;
-	}
-	head = (8 - c->col % 8) % 8;
-	head = head < n ? head : n;
-	add_pos(s, c, i, h, ps, head);
-	acc = _mm512_loadu_pd(c->acc);
-	for (j = head; j + 8 <= n; j += 8)
-		acc = _mm512_add_pd(acc, rot8(_mm512_loadu_pd(ps + j), h[j] >> 32));
-	_mm512_storeu_pd(c->acc, acc);
-	c->col += j;
-	add_pos(s, c, i + j, h + j, ps + j, n - j);
-	c->col -= j;
-}
-
 
 /* Does a run of n values (float32, or bfloat16) hold NaN or Inf? */
 __attribute__((target("avx512f,avx512bw"))) static bool nonfinite_avx512(const void *src, bool bf16, size_t n)
@@ -555,93 +449,92 @@ __attribute__((target("avx512f,avx512bw"))) static bool nonfinite_avx512(const v
 	return any != 0;
 }
 
-/* The whole of prep_run_avx512 and add_run_avx512 in one pass, where a
- * run allows it (finite; whole groups of 8 on the row's groups and the
- * buckets' vectors; 8 position buckets or none): the same adds in the
- * same order, without storing the signed values and hashes between the
- * passes.  Returns false, having done nothing, where it does not apply. */
-__attribute__((target("avx512f,avx512dq,avx512bw"))) static bool fold_run_avx512(tb_sketch *s, cursor *c,
-										       uint64_t i0, const void *src,
-										       bool bf16, size_t n,
-										       run_stats *st, uint64_t *hash)
+/* fold_generic's sums, 8 values at a time, bfloat16 widened in
+ * registers, where a run allows it (finite, whole chunks, rows of whole
+ * chunks): the same adds in the same order.  Returns false, having done
+ * nothing, where it does not apply. */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static bool
+fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16, size_t n,
+	    run_stats *st, uint64_t *hash)
 {
 	const tb_sketch_params *p = &s->p;
 	bool pos = p->n_pos > 0;
-	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0;
+	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0, terms = 0;
 	int kbits = __builtin_ctzll(k);
-	lanes8 a = lanes8_start(p->seed, i0);
-	__m512d acc = _mm512_setzero_pd();
-	double *col = pos ? c->cols + c->col : NULL, tx[8];
+	/* locals, as the intrinsics' stores may alias anything */
+	double *col = pos ? c->cols + c->col : NULL, *bucket = s->bucket, ls[8], lq[8], lh[8];
+	float fmn[8], fmx[8];
+	lanes a = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_pd(), _mm512_setzero_pd(),
+		   _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_loadu_pd(c->acc[0]), _mm512_loadu_pd(c->acc[1]),
+		   _mm256_set1_ps(INFINITY), _mm256_set1_ps(-INFINITY)};
 
-	if (n % 8 || i0 % 8 || (pos && (p->kp != 8 || c->col % 8)) || nonfinite_avx512(src, bf16, n))
+	if (n % 64 || i0 % 64 || (pos && c->col % 64) || nonfinite_avx512(src, bf16, n))
 		return false;
-	if (pos)
-		acc = _mm512_loadu_pd(c->acc);
-	for (size_t j = 0; j < n; j += 8) {
+	for (size_t j = 0; j < n; j += 64) {
 		uint64_t i = i0 + j, off;
-		__m512i x;
-		__m512d d, xs;
-		lanes8_step(&a, src, bf16, j, &x, &d);
-		xs = flip8(d, x);
-		if (i >> kbits != block) { /* k is a power of two: no division per 8 values */
+		chunk h = chunk_of(&fd->seeds, i >> 6);
+		double *cj = pos ? col + j : NULL;
+		if (i >> kbits != block) { /* k is a power of two: no division per chunk */
 			block = i >> kbits;
 			rotation = mix(salt ^ block);
 		}
 		off = (rotation + i) & (k - 1);
-		if (off + 8 <= k) {
-			_mm512_storeu_pd(s->bucket + off, _mm512_add_pd(_mm512_loadu_pd(s->bucket + off), xs));
-		} else { /* the rotation wraps inside these 8 */
-			_mm512_storeu_pd(tx, xs);
-			for (uint64_t l = 0; l < 8; l++)
-				s->bucket[(off + l) & (k - 1)] += tx[l];
-		}
-		if (pos) {
-			uint64_t first = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(x));
-			_mm512_storeu_pd(col + j, _mm512_add_pd(_mm512_loadu_pd(col + j), d));
-			acc = _mm512_add_pd(acc, rot8(flip8(d, _mm512_slli_epi64(x, 1)), first >> 32));
-		}
+		a.hs = _mm512_setzero_si512();
+		eighth(&a, bucket, k, fd, src, bf16, j, 0, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 1, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 2, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 3, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 4, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 5, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 6, h, off, cj);
+		eighth(&a, bucket, k, fd, src, bf16, j, 7, h, off, cj);
+		a.hb = _mm512_add_epi64(a.hb, _mm512_mullo_epi64(a.hs, _mm512_set1_epi64((long long)h.mult)));
 	}
-	if (pos)
-		_mm512_storeu_pd(c->acc, acc);
-	*hash += lanes8_finish(&a, st);
+	_mm512_storeu_pd(c->acc[0], a.acc0);
+	_mm512_storeu_pd(c->acc[1], a.acc1);
+	/* the statistics' lanes folded as stats_run folds them */
+	_mm512_storeu_pd(ls, _mm512_add_pd(a.sum0, a.sum1));
+	_mm512_storeu_pd(lq, _mm512_add_pd(a.ss0, a.ss1));
+	_mm512_storeu_si512(lh, a.hb);
+	_mm256_storeu_ps(fmn, a.mn);
+	_mm256_storeu_ps(fmx, a.mx);
+	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	for (int l = 0; l < 8; l++) {
+		uint64_t t;
+		memcpy(&t, &lh[l], sizeof t);
+		terms += t; /* summed as unsigned: the intrinsic's reduction adds signed lanes */
+		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
+		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+	}
+	*hash += terms;
 	return true;
 }
 #endif
 
-/* One pass over a run where it allows, else false (see fold_run_avx512). */
-typedef bool (*one_pass_fn)(tb_sketch *s, cursor *c, uint64_t i0, const void *src, bool bf16, size_t n,
-			    run_stats *st, uint64_t *hash);
+/* One pass over a run where it allows, else false (see fold_avx512). */
+typedef bool (*one_pass_fn)(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16,
+			    size_t n, run_stats *st, uint64_t *hash);
 
-/* A run's two passes, and the one pass where there is one. */
-typedef struct kernels {
-	prep_fn prep;
-	add_fn add;
-	one_pass_fn one_pass; /* NULL: none */
-} kernels;
-
-/* The AVX-512 copies where the CPU has them (tb_simd_level, which tests
- * can force down): the same sketch, bit for bit. */
-static kernels pick(void)
+/* The AVX-512 copy where the CPU has it (tb_simd_level, which tests can
+ * force down): the same sketch, bit for bit.  NULL: none. */
+static one_pass_fn pick(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 	if (tb_simd_level() == TB_SIMD_AVX512)
-		return (kernels){prep_run_avx512, add_run_avx512, fold_run_avx512};
+		return fold_avx512;
 #endif
-	return (kernels){prep_run, add_run_generic, NULL};
+	return NULL;
 }
 
 /* Fold values [i0, i0 + n) into the sketch, a run within one row and one
- * hash block at a time.  Each value's hash of (seed, i) gives its signs
- * (8 at a time where the CPU can); the buckets are rotations of runs of
- * values, so every add is contiguous. */
-static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i0, uint64_t n)
+ * hash block at a time. */
+static void fold(tb_sketch *s, cursor *c, const folder *fd, const void *src, bool bf16, uint64_t i0, uint64_t n)
 {
 	const unsigned char *at = src;
 	size_t es = bf16 ? 2 : 4;
-	kernels kn = pick();
+	one_pass_fn one_pass = pick();
 	const tb_sketch_params *p = &s->p;
-	uint64_t h[CHUNK];
-	double xs[CHUNK], ps[CHUNK];
+	float buf[CHUNK];
 
 	for (uint64_t k = 0; k < n;) {
 		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n, to_block = TB_SKETCH_BLOCK - (i0 + k) % TB_SKETCH_BLOCK;
@@ -653,9 +546,13 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 		if (run > CHUNK)
 			run = CHUNK;
 		uint64_t *hash = &s->hash[(i0 + k) / TB_SKETCH_BLOCK];
-		if (!kn.one_pass || !kn.one_pass(s, c, i0 + k, at + k * es, bf16, run, &st, hash)) {
-			*hash += kn.prep(p->seed, i0 + k, at + k * es, bf16, run, h, &st, xs, ps);
-			kn.add(s, c, i0 + k, h, xs, ps, run);
+		if (!one_pass || !one_pass(s, c, fd, i0 + k, at + k * es, bf16, run, &st, hash)) {
+			const float *v = (const float *)(const void *)(at + k * es);
+			if (bf16) {
+				tb_dtype_to_f32(TB_DT_BF16, at + k * es, run, false, buf);
+				v = buf;
+			}
+			*hash += fold_generic(s, c, fd, i0 + k, v, run, &st);
 		}
 		s->nan += st.nan;
 		s->inf += st.inf;
@@ -673,8 +570,8 @@ static void fold(tb_sketch *s, cursor *c, const void *src, bool bf16, uint64_t i
 	}
 }
 
-/* One thread's share of a tensor: values [from, to), whole rows, folded
- * into its own sketch. */
+/* A part of a tensor: values [from, to), whole rows, folded into its own
+ * sketch by one thread. */
 typedef struct share {
 	tb_tensor *t;
 	tb_sketch *s;
@@ -692,7 +589,9 @@ static void *sketch_share(void *arg)
 	const unsigned char *direct = tb_tensor_f32_direct(sh->t) ? tb_tensor_data(sh->t) : bf16 ? tb_tensor_data(sh->t) : NULL;
 	float *v = direct ? NULL : malloc(READ_BLOCK * sizeof *v);
 	cursor c = {0};
+	folder fd;
 
+	folder_init(&fd, &s->p);
 	c.cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *c.cols) : NULL;
 	if ((!direct && !v) || (s->p.n_pos > 0 && !c.cols)) {
 		free(v);
@@ -706,7 +605,7 @@ static void *sketch_share(void *arg)
 		uint64_t n = sh->to - i < READ_BLOCK ? sh->to - i : READ_BLOCK;
 		if (!direct)
 			tb_tensor_read_f32(sh->t, i, n, v);
-		fold(s, &c, direct ? (const void *)(direct + i * (bf16 ? 2 : 4)) : v, bf16, i, n);
+		fold(s, &c, &fd, direct ? (const void *)(direct + i * (bf16 ? 2 : 4)) : v, bf16, i, n);
 		/* pages given back DROP_BLOCKS read blocks at a time: each
 		 * drop stops the other threads to flush their TLBs */
 		if (i + n == sh->to || i + n - dropped >= DROP_BLOCKS * READ_BLOCK) {
@@ -751,59 +650,213 @@ static uint64_t gcd(uint64_t a, uint64_t b)
 	return a;
 }
 
+/* Values a part of a tensor holds at most: what a thread takes at a time,
+ * so that a big tensor spreads over the threads and small ones go whole
+ * to one each (no thread waits on another's share of a small tensor). */
+#define PART_VALUES (1u << 21)
+
+/* Part of a job: values [from, to) of job `job`. */
+typedef struct part {
+	size_t job;
+	uint64_t from, to;
+	bool last; /* the job's last part */
+} part;
+
+/* The jobs' parts, which the threads take in order; each part's sketch is
+ * added to its job's first part's in order (so that the sketch is the same
+ * on any number of threads), and a job's whole sketch is handed on in
+ * order, by whichever thread holds the gathering (one at a time). */
+typedef struct pool {
+	const tb_sketch_job *jobs;
+	part *parts;
+	tb_sketch *sk; /* per part, from when a thread takes it until gathered */
+	bool *done;
+	size_t n_parts, next, gathered, window, first;
+	bool gathering, failed;
+	tb_sketch_done_fn on_done;
+	void *ctx;
+	tb_err err;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+} pool;
+
+/* The parts of a job (written to out from index at, when out is given):
+ * each starts on a row, and on a read block for the page cache's sake; a
+ * rank's share, or a deflated member (which inflates front to back), is
+ * one part. */
+static size_t parts_of(const tb_sketch_job *j, size_t job, part *out, size_t at)
+{
+	uint64_t numel = j->t->numel, row = j->p.n_pos > 0 ? j->p.row_len : 1, unit, len, n = 1;
+
+	if (j->axis < 0 && !tb_tensor_streamed(j->t) && numel > 0) {
+		unit = row / gcd(row, READ_BLOCK);
+		unit = unit > numel / READ_BLOCK + 1 ? numel : unit * READ_BLOCK;
+		len = unit * (PART_VALUES / unit ? PART_VALUES / unit : 1);
+		n = (numel + len - 1) / len;
+	} else {
+		len = numel ? numel : 1;
+	}
+	for (uint64_t k = 0; out && k < n; k++)
+		out[at + k] = (part){job, k * len, k + 1 == n ? numel : (k + 1) * len, k + 1 == n};
+	return (size_t)n;
+}
+
+static int run_part(pool *pl, size_t j, tb_err *err)
+{
+	const part *pt = &pl->parts[j];
+	const tb_sketch_job *jb = &pl->jobs[pt->job];
+	share sh = {jb->t, &pl->sk[j], pt->from, pt->to, false};
+
+	if (tb_sketch_alloc(&pl->sk[j], &jb->p) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, jb->t->path, "out of memory sketching tensor '%s'", jb->t->name);
+	if (jb->axis >= 0)
+		return tb_sketch_shard(jb->t, &pl->sk[j], jb->axis, jb->width, jb->n_parts, jb->rank, jb->ranks, err);
+	if (tb_tensor_acquire(jb->t, err) < 0)
+		return -1;
+	sketch_share(&sh);
+	tb_tensor_release(jb->t);
+	return sh.nomem ? tb_err_setc(err, TB_ERR_NOMEM, jb->t->path, "out of memory sketching tensor '%s'", jb->t->name)
+			: 0;
+}
+
+/* With the lock held: the first failure is the one reported. */
+static void fail(pool *pl, const tb_err *err)
+{
+	if (!pl->failed)
+		pl->err = *err;
+	pl->failed = true;
+}
+
+/* With the lock held: unless another thread gathers, add the done parts
+ * that come next into their jobs' sketches and hand on the jobs they
+ * finish. */
+static void gather(pool *pl)
+{
+	if (pl->gathering)
+		return;
+	pl->gathering = true;
+	while (!pl->failed && pl->gathered < pl->n_parts && pl->done[pl->gathered]) {
+		size_t j = pl->gathered;
+		const part *pt = &pl->parts[j];
+		tb_sketch *s = &pl->sk[pl->first];
+		tb_err e = {0};
+		int rc = 0;
+		pthread_mutex_unlock(&pl->lock);
+		if (j != pl->first) {
+			tb_sketch_add(s, &pl->sk[j]);
+			tb_sketch_free(&pl->sk[j]);
+		}
+		if (pt->last) {
+			const tb_sketch_job *jb = &pl->jobs[pt->job];
+			if (jb->axis < 0)
+				s->finite = jb->t->numel - s->nan - s->inf;
+			rc = pl->on_done(pl->ctx, pt->job, s, &e);
+			memset(s, 0, sizeof *s); /* on_done's now */
+		}
+		pthread_mutex_lock(&pl->lock);
+		if (rc < 0)
+			fail(pl, &e);
+		pl->gathered++;
+		if (pt->last)
+			pl->first = pl->gathered;
+	}
+	pl->gathering = false;
+}
+
+static void *work(void *arg)
+{
+	pool *pl = arg;
+
+	pthread_mutex_lock(&pl->lock);
+	while (!pl->failed && pl->gathered < pl->n_parts) {
+		/* no further than the window past the parts gathered: their
+		 * sketches wait in memory until then */
+		if (pl->next < pl->n_parts && pl->next < pl->gathered + pl->window) {
+			size_t j = pl->next++;
+			tb_err e = {0};
+			int rc;
+			pthread_mutex_unlock(&pl->lock);
+			rc = run_part(pl, j, &e);
+			pthread_mutex_lock(&pl->lock);
+			if (rc < 0)
+				fail(pl, &e);
+			pl->done[j] = true;
+			gather(pl);
+			pthread_cond_broadcast(&pl->cond);
+		} else {
+			pthread_cond_wait(&pl->cond, &pl->lock);
+		}
+	}
+	pthread_cond_broadcast(&pl->cond);
+	pthread_mutex_unlock(&pl->lock);
+	return NULL;
+}
+
+int tb_sketch_jobs(const tb_sketch_job *jobs, size_t n, int threads, tb_sketch_done_fn on_done, void *ctx, tb_err *err)
+{
+	enum { MAX_THREADS = 64 };
+	pthread_t tid[MAX_THREADS];
+	pool pl = {.jobs = jobs, .on_done = on_done, .ctx = ctx};
+	int started = 0, rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		pl.n_parts += parts_of(&jobs[i], i, NULL, 0);
+	pl.parts = malloc((pl.n_parts ? pl.n_parts : 1) * sizeof *pl.parts);
+	pl.sk = calloc(pl.n_parts ? pl.n_parts : 1, sizeof *pl.sk);
+	pl.done = calloc(pl.n_parts ? pl.n_parts : 1, sizeof *pl.done);
+	if (!pl.parts || !pl.sk || !pl.done) {
+		free(pl.parts);
+		free(pl.sk);
+		free(pl.done);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
+	for (size_t i = 0, at = 0; i < n; i++)
+		at += parts_of(&jobs[i], i, pl.parts, at);
+	threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+	if ((size_t)threads > pl.n_parts)
+		threads = pl.n_parts ? (int)pl.n_parts : 1;
+	pl.window = 2 * (size_t)threads + 1;
+	pthread_mutex_init(&pl.lock, NULL);
+	pthread_cond_init(&pl.cond, NULL);
+	if (threads > 1)
+		tb_blas_pool_stop();
+	/* fewer threads when the system refuses some: this one works too */
+	while (started + 1 < threads && pthread_create(&tid[started], NULL, work, &pl) == 0)
+		started++;
+	work(&pl);
+	for (int k = 0; k < started; k++)
+		pthread_join(tid[k], NULL);
+	if (pl.failed) {
+		*err = pl.err;
+		rc = -1;
+	}
+	for (size_t j = 0; j < pl.n_parts; j++)
+		tb_sketch_free(&pl.sk[j]);
+	pthread_cond_destroy(&pl.cond);
+	pthread_mutex_destroy(&pl.lock);
+	free(pl.parts);
+	free(pl.sk);
+	free(pl.done);
+	return rc;
+}
+
+/* tb_sketch_tensor's hand-on: the one job's sketch is the caller's. */
+static int take_sketch(void *ctx, size_t job, tb_sketch *s, tb_err *err)
+{
+	tb_sketch *out = ctx;
+
+	(void)job;
+	(void)err;
+	tb_sketch_free(out);
+	*out = *s;
+	return 0;
+}
+
 int tb_sketch_tensor(tb_tensor *t, tb_sketch *s, int threads, tb_err *err)
 {
-	enum { MAX_SHARES = 64 };
-	uint64_t row = s->p.n_pos > 0 ? s->p.row_len : 1, unit, units;
-	share sh[MAX_SHARES];
-	tb_sketch part[MAX_SHARES];
-	pthread_t tid[MAX_SHARES];
-	int n = threads < 1 ? 1 : threads > MAX_SHARES ? MAX_SHARES : threads, started = 0, rc = 0;
+	tb_sketch_job job = {.t = t, .p = s->p, .axis = -1};
 
-	/* shares start on a row, and on a read block for the page cache's
-	 * sake (one share when that unit is longer than the tensor) */
-	unit = row / gcd(row, READ_BLOCK);
-	unit = unit > t->numel / READ_BLOCK + 1 ? t->numel + 1 : unit * READ_BLOCK;
-	units = (t->numel + unit - 1) / unit;
-	if ((uint64_t)n > units)
-		n = units ? (int)units : 1;
-	if (tb_tensor_streamed(t))
-		n = 1; /* a deflated member inflates front to back: shares would restart it by turns */
-	if (tb_tensor_acquire(t, err) < 0)
-		return -1;
-	for (int k = 0; k < n; k++) {
-		sh[k] = (share){t, k ? &part[k] : s, units * (uint64_t)k / (uint64_t)n * unit,
-				units * (uint64_t)(k + 1) / (uint64_t)n * unit, false};
-		if (sh[k].to > t->numel)
-			sh[k].to = t->numel;
-		if (k && tb_sketch_alloc(&part[k], &s->p) < 0) {
-			n = k;
-			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
-			break;
-		}
-	}
-	if (n > 1)
-		tb_blas_pool_stop();
-	for (int k = 1; k < n && rc == 0; k++, started++)
-		if (pthread_create(&tid[k], NULL, sketch_share, &sh[k]) != 0) {
-			rc = tb_err_setc(err, TB_ERR_SYSTEM, NULL, "cannot start a thread");
-			break;
-		}
-	if (rc == 0)
-		sketch_share(&sh[0]);
-	for (int k = 1; k <= started; k++)
-		pthread_join(tid[k], NULL);
-	for (int k = 0; k < n; k++) {
-		if (sh[k].nomem && rc == 0)
-			rc = tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory sketching tensor '%s'", t->name);
-		if (k) {
-			tb_sketch_add(s, &part[k]);
-			tb_sketch_free(&part[k]);
-		}
-	}
-	s->finite = t->numel - s->nan - s->inf;
-	tb_tensor_release(t);
-	return rc;
+	return tb_sketch_jobs(&job, 1, threads, take_sketch, s, err);
 }
 
 int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, int n_parts, int rank, int ranks,
@@ -813,6 +866,7 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, 
 	float *v;
 	double *cols;
 	cursor c = {0};
+	folder fd;
 
 	if (axis < 0 || axis >= t->ndim || n_parts < 1 || n_parts > 3)
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' has no axis %d to split", t->name, axis);
@@ -826,6 +880,7 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, 
 		start[k + 1] = start[k] + (width[k] > 0 ? (uint64_t)width[k] : 0) * inner;
 	if (m == 0 || start[n_parts] != m || t->numel % m || t->numel * (uint64_t)ranks != s->p.numel)
 		return tb_err_setc(err, TB_ERR_USAGE, t->path, "'%s' does not fit its joined shape", t->name);
+	folder_init(&fd, &s->p);
 	v = malloc(READ_BLOCK * sizeof *v);
 	cols = s->p.n_pos > 0 ? calloc((size_t)s->p.row_len, sizeof *cols) : NULL;
 	if (!v || (s->p.n_pos > 0 && !cols)) {
@@ -853,7 +908,7 @@ int tb_sketch_shard(tb_tensor *t, tb_sketch *s, int axis, const int64_t *width, 
 				c = (cursor){.pos = (int64_t)(at / s->p.row_len % (uint64_t)s->p.n_pos),
 					     .col = at % s->p.row_len,
 					     .cols = cols};
-			fold(s, &c, v + (i - p0), false, at, len);
+			fold(s, &c, &fd, v + (i - p0), false, at, len);
 			/* the rest of a row begun here is other ranks' */
 			if (off + len == start[k + 1] && s->p.n_pos > 0 && c.col != 0)
 				flush_row(s, &c);
@@ -885,8 +940,10 @@ bool tb_sketch_params_match(const tb_sketch_params *a, const tb_sketch_params *b
 	else if (a->numel != b->numel || a->n_pos != b->n_pos || a->row_len != b->row_len)
 		snprintf(buf, size, "sketches of %llu and %llu values", (unsigned long long)a->numel,
 			 (unsigned long long)b->numel);
-	else if (a->k != b->k || a->kp != b->kp)
+	else if (a->k != b->k)
 		snprintf(buf, size, "sketches of %u and %u buckets", a->k, b->k);
+	else if (a->kp != b->kp)
+		snprintf(buf, size, "sketches of %u and %u buckets a position", a->kp, b->kp);
 	else
 		return true;
 	return false;

@@ -132,6 +132,10 @@ cp "$TAP_OUT" "$T/full.json"
 run_cmd "$TBISECT" check --json --no-history "$T/bf.tbsk" "$T/bfc"
 json_is "bf16: the same first divergence" first_divergence.cell "$("$JSONQ" "$T/full.json" first_divergence.cell)"
 json_is "bf16: the same first bad position" first_divergence.first_bad_position "$("$JSONQ" "$T/full.json" first_divergence.first_bad_position)"
+# a float32 reference's sketch compares with a bfloat16 candidate's
+# (test_sketch checks that the parameters follow the shape alone)
+expect_exit 0 "an f32 sketch against a bf16 sketch of the same model" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/bf.tbsk"
+json_is "f32 against bf16 sketches: close, as the trees" verdict close
 
 # each host sketches its own rank; the merged sketch is the joined tree's
 mkdir "$T/host0" "$T/host1"
@@ -238,10 +242,14 @@ cp "$T/ref.tbsk" "$T/bad.tbsk"
 poke "$T/bad.tbsk" 5000 7
 expect_error 2 "bad.tbsk" "a corrupted sketch" "$TBISECT" ls "$T/bad.tbsk"
 check_that "corrupted: the checksum says so" grep -q "checksum does not match" "$TAP_ERR"
-cp "$T/ref.tbsk" "$T/v4.tbsk"
-poke "$T/v4.tbsk" 8 '\004'
-expect_error 2 "v4.tbsk" "another version" "$TBISECT" check --no-history "$T/v4.tbsk" "$T/rope-style"
-check_that "version: the message names the versions" grep -q "sketch version 4; this tbisect reads versions 2 to 3" "$TAP_ERR"
+cp "$T/ref.tbsk" "$T/v5.tbsk"
+poke "$T/v5.tbsk" 8 '\005'
+expect_error 2 "v5.tbsk" "a newer version" "$TBISECT" check --no-history "$T/v5.tbsk" "$T/rope-style"
+check_that "newer version: the message names the versions" grep -q "sketch version 5; this tbisect reads version 4 (a newer tbisect wrote it)" "$TAP_ERR"
+cp "$T/ref.tbsk" "$T/v3.tbsk"
+poke "$T/v3.tbsk" 8 '\003'
+expect_error 2 "v3.tbsk" "an older version" "$TBISECT" check --no-history "$T/v3.tbsk" "$T/rope-style"
+check_that "older version: the message says to sketch again" grep -q "sketch version 3; this tbisect reads version 4 (sketch the tree again)" "$TAP_ERR"
 expect_error 2 "ref.tbsk" "a sketch of a sketch" "$TBISECT" sketch "$T/ref.tbsk" -o "$T/again.tbsk"
 check_that "nothing left behind" test ! -e "$T/again.tbsk"
 expect_exit 2 "sketch without -o: a usage error" "$TBISECT" sketch "$T/ref"
