@@ -326,14 +326,17 @@ static void assert_same_sketch(const tb_sketch *a, const tb_sketch *b)
 /* The AVX-512 loop (where the CPU has it) and the portable one give the
  * same sketch, bit for bit, so that hosts of either kind can sketch the
  * two sides: rows of whole chunks of 64 with 8, 4, 2 and 1 position
- * buckets, rows not a multiple of 64 or of 8, rows shorter than 8, a
+ * buckets, 64 whole-tensor buckets (a block's rotation wraps in most
+ * chunks) and 256 (in few), rows not a multiple of 64 or of 8, rows
+ * shorter than 8, a
  * tensor without positions across a hash block, and runs holding NaN; in
  * float32 and in bfloat16, whose sketch (of the same parameters) is the
  * float32 one of the same values. */
 static void test_copies_agree(void **state)
 {
-	static const int64_t shapes[][2] = {{300, 64}, {77, 1000}, {120, 13}, {64, 5},	{9, 4099},  {40, 2048},
-					    {24, 2048}, {30, 1024}, {30, 640}, {30, 512}, {1, 70000}, {33, 192}};
+	static const int64_t shapes[][2] = {{300, 64},	{77, 1000}, {120, 13}, {64, 5},	  {9, 4099},
+					    {40, 2048}, {24, 2048}, {30, 1024}, {30, 640}, {30, 512},
+					    {1, 70000}, {33, 192},  {130, 4096}};
 	const char *best = tb_simd_name();
 
 	(void)state;
