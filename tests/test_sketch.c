@@ -348,7 +348,7 @@ static void test_copies_agree(void **state)
 		for (int64_t i = 0; i < R * C; i++) {
 			uint32_t bits;
 			/* magnitudes far apart, so that sums in another order differ */
-			v[i] = (z == 1 || z == 6) && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
+			v[i] = (z == 1 || z == 6 || z == 12) && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
 			/* the same values in bfloat16 */
 			memcpy(&bits, &v[i], sizeof bits);
 			bits &= 0xFFFF0000u;

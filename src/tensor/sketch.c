@@ -201,7 +201,14 @@ static unsigned pos_lane(uint64_t col, uint64_t r, uint32_t kp)
 	return (unsigned)((col & 7 & ~(uint64_t)(kp - 1)) | ((r + col) & (kp - 1)));
 }
 
-/* What every run of one sketch shares, made once per share of a tensor:
+/* Does a run allow the AVX-512 pass: whole chunks of 64, and in a row of
+ * whole chunks? */
+static bool whole_chunks(const tb_sketch *s, const cursor *c, uint64_t i0, size_t n)
+{
+	return n % 64 == 0 && i0 % 64 == 0 && (s->p.n_pos <= 0 || c->col % 64 == 0);
+}
+
+/* What every run of one sketch shares, made once per part of a tensor:
  * the lanes' block-hash multipliers and, for the AVX-512 loop, the lane
  * order of each combination of its eighth's groups' rotations. */
 typedef struct folder {
@@ -429,31 +436,30 @@ AVX512 void eighth(lanes *a, double *bucket, uint64_t k, const folder *fd, const
 	}
 }
 
-/* Does a run of n values (float32, or bfloat16) hold NaN or Inf? */
-__attribute__((target("avx512f,avx512bw"))) static bool nonfinite_avx512(const void *src, bool bf16, size_t n)
+/* Are the 64 values of a run's chunk at j (float32, or bfloat16) free of
+ * NaN and Inf? */
+AVX512 bool chunk_finite(const void *src, bool bf16, size_t j)
 {
-	const unsigned char *b = src;
-	size_t j = 0, es = bf16 ? 2 : 4, per = 64 / es;
-	__m512i em = bf16 ? _mm512_set1_epi16(0x7F80) : _mm512_set1_epi32(0x7F800000);
+	const unsigned char *b = (const unsigned char *)src + j * (bf16 ? 2 : 4);
 	__mmask64 any = 0;
 
-	for (; j + per <= n; j += per) {
-		__m512i v = _mm512_and_si512(_mm512_loadu_si512(b + j * es), em);
-		any |= bf16 ? _mm512_cmpeq_epi16_mask(v, em) : _mm512_cmpeq_epi32_mask(v, em);
+	if (bf16) {
+		__m512i em = _mm512_set1_epi16(0x7F80);
+		for (int q = 0; q < 2; q++)
+			any |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(_mm512_loadu_si512(b + 64 * q), em), em);
+	} else {
+		__m512i em = _mm512_set1_epi32(0x7F800000);
+		for (int q = 0; q < 4; q++)
+			any |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(b + 64 * q), em), em);
 	}
-	for (; j < n && !any; j++) {
-		uint32_t u = 0;
-		memcpy((unsigned char *)&u + (bf16 ? 2 : 0), b + j * es, es);
-		any = (u & 0x7F800000u) == 0x7F800000u;
-	}
-	return any != 0;
+	return any == 0;
 }
 
 /* fold_generic's sums, 8 values at a time, bfloat16 widened in
- * registers, where a run allows it (finite, whole chunks, rows of whole
- * chunks): the same adds in the same order.  Returns false, having done
- * nothing, where it does not apply. */
-__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static bool
+ * registers, over the finite chunks a run starts with (finite_head), where
+ * the run allows (whole_chunks): the same adds in the same order.  Returns
+ * how many values it folded (0: none). */
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static size_t
 fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16, size_t n,
 	    run_stats *st, uint64_t *hash)
 {
@@ -461,6 +467,7 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 	bool pos = p->n_pos > 0;
 	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0, terms = 0;
 	int kbits = __builtin_ctzll(k);
+	size_t j = 0;
 	/* locals, as the intrinsics' stores may alias anything */
 	double *col = pos ? c->cols + c->col : NULL, *bucket = s->bucket, ls[8], lq[8], lh[8];
 	float fmn[8], fmx[8];
@@ -468,9 +475,9 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 		   _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_loadu_pd(c->acc[0]), _mm512_loadu_pd(c->acc[1]),
 		   _mm256_set1_ps(INFINITY), _mm256_set1_ps(-INFINITY)};
 
-	if (n % 64 || i0 % 64 || (pos && c->col % 64) || nonfinite_avx512(src, bf16, n))
-		return false;
-	for (size_t j = 0; j < n; j += 64) {
+	if (!whole_chunks(s, c, i0, n))
+		return 0;
+	for (; j < n && chunk_finite(src, bf16, j); j += 64) {
 		uint64_t i = i0 + j, off;
 		chunk h = chunk_of(&fd->seeds, i >> 6);
 		double *cj = pos ? col + j : NULL;
@@ -490,6 +497,8 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 		eighth(&a, bucket, k, fd, src, bf16, j, 7, h, off, cj);
 		a.hb = _mm512_add_epi64(a.hb, _mm512_mullo_epi64(a.hs, _mm512_set1_epi64((long long)h.mult)));
 	}
+	if (j == 0)
+		return 0;
 	_mm512_storeu_pd(c->acc[0], a.acc0);
 	_mm512_storeu_pd(c->acc[1], a.acc1);
 	/* the statistics' lanes folded as stats_run folds them */
@@ -507,13 +516,13 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
 	}
 	*hash += terms;
-	return true;
+	return j;
 }
 #endif
 
-/* One pass over a run where it allows, else false (see fold_avx512). */
-typedef bool (*one_pass_fn)(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16,
-			    size_t n, run_stats *st, uint64_t *hash);
+/* One pass over a run's finite head (see fold_avx512): how many values. */
+typedef size_t (*one_pass_fn)(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16,
+			      size_t n, run_stats *st, uint64_t *hash);
 
 /* The AVX-512 copy where the CPU has it (tb_simd_level, which tests can
  * force down): the same sketch, bit for bit.  NULL: none. */
@@ -526,8 +535,47 @@ static one_pass_fn pick(void)
 	return NULL;
 }
 
+/* A part of a run folded: its statistics into the sketch's and the row's,
+ * and the cursor past it. */
+static void tally(tb_sketch *s, cursor *c, const run_stats *st, uint64_t len)
+{
+	s->nan += st->nan;
+	s->inf += st->inf;
+	s->sum += st->sum;
+	s->sumsq += st->ss;
+	s->min = st->mn < s->min ? st->mn : s->min;
+	s->max = st->mx > s->max ? st->mx : s->max;
+	if (s->p.n_pos > 0) {
+		c->ss += st->ss;
+		c->col += len;
+	}
+}
+
+/* n values of src as float32: in place, or bfloat16 widened into buf. */
+static const float *as_f32(const void *src, bool bf16, size_t n, float *buf)
+{
+	if (!bf16)
+		return src;
+	tb_dtype_to_f32(TB_DT_BF16, src, n, false, buf);
+	return buf;
+}
+
+/* The finite chunks a run of whole chunks starts with, in values, as the
+ * AVX-512 pass takes them (0 for another run): the portable loops cut a
+ * run where it does, so that the sums are the same. */
+static size_t finite_head(const tb_sketch *s, const cursor *c, uint64_t i0, const float *v, size_t n)
+{
+	if (!whole_chunks(s, c, i0, n))
+		return 0;
+	for (size_t j = 0; j < n; j++)
+		if (!isfinite(v[j]))
+			return j - j % 64;
+	return n;
+}
+
 /* Fold values [i0, i0 + n) into the sketch, a run within one row and one
- * hash block at a time. */
+ * hash block at a time: its finite head of whole chunks (in one AVX-512
+ * pass where the CPU has it), then the rest as a run of its own. */
 static void fold(tb_sketch *s, cursor *c, const folder *fd, const void *src, bool bf16, uint64_t i0, uint64_t n)
 {
 	const unsigned char *at = src;
@@ -538,6 +586,9 @@ static void fold(tb_sketch *s, cursor *c, const folder *fd, const void *src, boo
 
 	for (uint64_t k = 0; k < n;) {
 		uint64_t run = p->n_pos > 0 ? p->row_len - c->col : n, to_block = TB_SKETCH_BLOCK - (i0 + k) % TB_SKETCH_BLOCK;
+		uint64_t *hash = &s->hash[(i0 + k) / TB_SKETCH_BLOCK];
+		const float *v = NULL;
+		size_t head;
 		run_stats st;
 		if (run > n - k)
 			run = n - k;
@@ -545,27 +596,23 @@ static void fold(tb_sketch *s, cursor *c, const folder *fd, const void *src, boo
 			run = to_block;
 		if (run > CHUNK)
 			run = CHUNK;
-		uint64_t *hash = &s->hash[(i0 + k) / TB_SKETCH_BLOCK];
-		if (!one_pass || !one_pass(s, c, fd, i0 + k, at + k * es, bf16, run, &st, hash)) {
-			const float *v = (const float *)(const void *)(at + k * es);
-			if (bf16) {
-				tb_dtype_to_f32(TB_DT_BF16, at + k * es, run, false, buf);
-				v = buf;
-			}
-			*hash += fold_generic(s, c, fd, i0 + k, v, run, &st);
+		if (one_pass) {
+			head = one_pass(s, c, fd, i0 + k, at + k * es, bf16, run, &st, hash);
+		} else {
+			v = as_f32(at + k * es, bf16, run, buf);
+			if ((head = finite_head(s, c, i0 + k, v, run)))
+				*hash += fold_generic(s, c, fd, i0 + k, v, head, &st);
 		}
-		s->nan += st.nan;
-		s->inf += st.inf;
-		s->sum += st.sum;
-		s->sumsq += st.ss;
-		s->min = st.mn < s->min ? st.mn : s->min;
-		s->max = st.mx > s->max ? st.mx : s->max;
-		if (p->n_pos > 0) {
-			c->ss += st.ss;
-			c->col += run;
-			if (c->col == p->row_len)
-				end_row(s, c);
+		if (head)
+			tally(s, c, &st, head);
+		if (head < run) {
+			if (!v)
+				v = as_f32(at + k * es, bf16, run, buf);
+			*hash += fold_generic(s, c, fd, i0 + k + head, v + head, run - head, &st);
+			tally(s, c, &st, run - head);
 		}
+		if (p->n_pos > 0 && c->col == p->row_len)
+			end_row(s, c);
 		k += run;
 	}
 }
