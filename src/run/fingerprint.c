@@ -136,8 +136,8 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		tb_listing_free(&l);
 		return -1;
 	}
-	/* every tensor's job first (the tree's faults before any sketching),
-	 * then the jobs on the threads, written in order */
+	/* every tensor's job first (a tensor that cannot be sketched fails
+	 * before any is), then the jobs on the threads, written in order */
 	jobs = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *jobs);
 	joined = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *joined);
 	cells = calloc(l.tree->n_tensors ? l.tree->n_tensors : 1, sizeof *cells);

@@ -331,6 +331,7 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 	const tb_sketch_params *p = &s->p;
 	uint64_t k = p->k, kp = p->kp, salt = mix(p->seed ^ SALT_BLOCK), hash = 0, g = UINT64_MAX, b = UINT64_MAX;
 	uint64_t rotation = 0, r = 0;
+	int kbits = __builtin_ctzll(k); /* k and kp are powers of two: no division per value */
 	chunk h = {0};
 
 	stats_run(i0, v, n, st);
@@ -344,8 +345,8 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 			g = i >> 6;
 			h = chunk_of(&fd->seeds, g);
 		}
-		if (i / k != b) {
-			b = i / k;
+		if (i >> kbits != b) {
+			b = i >> kbits;
 			rotation = mix(salt ^ b);
 		}
 		/* a term per value, so that shares and shards of a tensor add
@@ -353,9 +354,10 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 		hash += bits * fd->lane_mult[lane] * h.mult;
 		s->bucket[(rotation + i) & (k - 1)] += signed_by(x, h.sign, lane);
 		if (p->n_pos > 0) {
-			uint64_t col = c->col + j;
-			if (j == 0 || col % kp == 0)
-				r = group_rot(&fd->seeds, i - col % kp, (uint32_t)kp);
+			uint64_t col = c->col + j, first = i - (col & (kp - 1));
+			if (j == 0 || (col & (kp - 1)) == 0) /* a group's first value: its rotation */
+				r = first >> 6 == g ? ror(h.rot, (unsigned)(first & 63)) & (kp - 1)
+						    : group_rot(&fd->seeds, first, (uint32_t)kp);
 			c->cols[col] += x;
 			c->acc[(col >> 3) & 1][pos_lane(col, r, (uint32_t)kp)] += signed_by(x, h.pos_sign, lane);
 		}
