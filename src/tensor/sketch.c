@@ -214,7 +214,9 @@ static bool whole_chunks(const tb_sketch *s, const cursor *c, uint64_t i0, size_
 typedef struct folder {
 	chunk_seeds seeds;
 	uint64_t lane_mult[64] __attribute__((aligned(64)));
-	int64_t perm[16][8] __attribute__((aligned(64))); /* perm[row][lane]: the column it takes */
+	uint64_t lane_mult_hi[64] __attribute__((aligned(64))); /* their high halves, for AVX2's 32-bit multiplies */
+	int64_t perm[16][8] __attribute__((aligned(64)));        /* perm[row][lane]: the column it takes */
+	int32_t perm32[16][8] __attribute__((aligned(64)));      /* the same, for AVX2's float permute */
 	uint8_t perm_row[256];                            /* an eighth's byte of rot: its row */
 } folder;
 
@@ -224,12 +226,15 @@ static void folder_init(folder *fd, const tb_sketch_params *p)
 	int kpl = __builtin_ctz(kp);
 
 	fd->seeds = chunk_seeds_of(p->seed);
-	for (uint64_t l = 0; l < 64; l++)
+	for (uint64_t l = 0; l < 64; l++) {
 		fd->lane_mult[l] = mix(p->seed ^ SALT_LANE ^ l) | 1;
+		fd->lane_mult_hi[l] = fd->lane_mult[l] >> 32;
+	}
 	for (unsigned row = 0; row < 16; row++)
 		for (unsigned lane = 0; lane < 8; lane++) {
 			unsigned r = kpl ? (row >> (kpl * (lane >> kpl))) & (kp - 1) : 0;
 			fd->perm[row][lane] = (lane & ~(kp - 1)) | ((lane - r) & (kp - 1));
+			fd->perm32[row][lane] = (int32_t)fd->perm[row][lane];
 		}
 	for (unsigned byte = 0; byte < 256; byte++) {
 		unsigned row = 0;
@@ -368,11 +373,37 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 
+/* What a one pass over a run keeps besides its lanes: the whole-tensor
+ * buckets and the run's columns (locals, as the intrinsics' stores may
+ * alias anything), and the current block's rotation. */
+typedef struct pass {
+	double *bucket, *col; /* col: NULL without positions */
+	uint64_t k, salt, block, rotation;
+	int kbits;
+} pass;
+
+static pass pass_start(tb_sketch *s, cursor *c)
+{
+	return (pass){s->bucket, s->p.n_pos > 0 ? c->cols + c->col : NULL, s->p.k, mix(s->p.seed ^ SALT_BLOCK),
+		      UINT64_MAX, 0, __builtin_ctzll(s->p.k)};
+}
+
+/* The whole-tensor bucket of value i, the first of its chunk. */
+static inline __attribute__((always_inline)) uint64_t pass_offset(pass *ps, uint64_t i)
+{
+	if (i >> ps->kbits != ps->block) { /* k is a power of two: no division per chunk */
+		ps->block = i >> ps->kbits;
+		ps->rotation = mix(ps->salt ^ ps->block);
+	}
+	return (ps->rotation + i) & (ps->k - 1);
+}
+
+#define AVX2 __attribute__((always_inline, target("avx2"))) static inline
 #define AVX512 __attribute__((always_inline, target("avx512f,avx512dq,avx512bw,avx512vl"))) static inline
 
 /* Values j..j+7 of a run, float32 or bfloat16 (at any alignment), as
- * float32. */
-AVX512 __m256 load8(const void *src, bool bf16, size_t j)
+ * float32 (for both copies). */
+AVX2 __m256 load8(const void *src, bool bf16, size_t j)
 {
 	const unsigned char *b = src;
 
@@ -380,6 +411,23 @@ AVX512 __m256 load8(const void *src, bool bf16, size_t j)
 		return _mm256_castsi256_ps(
 			_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16));
 	return _mm256_loadu_ps((const float *)src + j);
+}
+
+/* A one pass's lanes, stored: the run's statistics folded as stats_run
+ * folds them, and its block-hash terms, summed as unsigned (the
+ * intrinsics' reductions add signed lanes). */
+static uint64_t lanes_done(const double *ls, const double *lq, const uint64_t *lh, const float *fmn, const float *fmx,
+			   run_stats *st)
+{
+	uint64_t terms = 0;
+
+	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
+	for (int l = 0; l < 8; l++) {
+		terms += lh[l];
+		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
+		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+	}
+	return terms;
 }
 
 /* x with its sign flipped in the lanes where m has a bit set. */
@@ -465,13 +513,10 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) static size_t
 fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16, size_t n,
 	    run_stats *st, uint64_t *hash)
 {
-	const tb_sketch_params *p = &s->p;
-	bool pos = p->n_pos > 0;
-	uint64_t k = p->k, salt = mix(p->seed ^ SALT_BLOCK), block = UINT64_MAX, rotation = 0, terms = 0;
-	int kbits = __builtin_ctzll(k);
+	pass ps = pass_start(s, c);
+	uint64_t lh[8];
 	size_t j = 0;
-	/* locals, as the intrinsics' stores may alias anything */
-	double *col = pos ? c->cols + c->col : NULL, *bucket = s->bucket, ls[8], lq[8], lh[8];
+	double ls[8], lq[8];
 	float fmn[8], fmx[8];
 	lanes a = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_pd(), _mm512_setzero_pd(),
 		   _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_loadu_pd(c->acc[0]), _mm512_loadu_pd(c->acc[1]),
@@ -480,14 +525,9 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 	if (!whole_chunks(s, c, i0, n))
 		return 0;
 	for (; j < n && chunk_finite(src, bf16, j); j += 64) {
-		uint64_t i = i0 + j, off;
+		uint64_t i = i0 + j, off = pass_offset(&ps, i), k = ps.k;
 		chunk h = chunk_of(&fd->seeds, i >> 6);
-		double *cj = pos ? col + j : NULL;
-		if (i >> kbits != block) { /* k is a power of two: no division per chunk */
-			block = i >> kbits;
-			rotation = mix(salt ^ block);
-		}
-		off = (rotation + i) & (k - 1);
+		double *cj = ps.col ? ps.col + j : NULL, *bucket = ps.bucket;
 		a.hs = _mm512_setzero_si512();
 		eighth(&a, bucket, k, fd, src, bf16, j, 0, h, off, cj);
 		eighth(&a, bucket, k, fd, src, bf16, j, 1, h, off, cj);
@@ -503,21 +543,151 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 		return 0;
 	_mm512_storeu_pd(c->acc[0], a.acc0);
 	_mm512_storeu_pd(c->acc[1], a.acc1);
-	/* the statistics' lanes folded as stats_run folds them */
 	_mm512_storeu_pd(ls, _mm512_add_pd(a.sum0, a.sum1));
 	_mm512_storeu_pd(lq, _mm512_add_pd(a.ss0, a.ss1));
 	_mm512_storeu_si512(lh, a.hb);
 	_mm256_storeu_ps(fmn, a.mn);
 	_mm256_storeu_ps(fmx, a.mx);
-	*st = (run_stats){reduce8(ls), reduce8(lq), INFINITY, -INFINITY, 0, 0};
-	for (int l = 0; l < 8; l++) {
-		uint64_t t;
-		memcpy(&t, &lh[l], sizeof t);
-		terms += t; /* summed as unsigned: the intrinsic's reduction adds signed lanes */
-		st->mn = fmn[l] < st->mn ? fmn[l] : st->mn;
-		st->mx = fmx[l] > st->mx ? fmx[l] : st->mx;
+	*hash += lanes_done(ls, lq, lh, fmn, fmx, st);
+	return j;
+}
+
+/* The AVX2 copy of fold_avx512, for CPUs without AVX-512: 4 doubles a
+ * register, a 64-bit multiply of three 32-bit ones, signs from bits
+ * shifted into place, and the position groups' rotation permuting the 8
+ * values as float32 before they widen (exact either way). */
+/* The one pass's running sums, as fold_avx512's lanes: statistics' lanes
+ * 0-3, 4-7, 8-11 and 12-15 in sum[0..3], ss[0..3]; the row's position
+ * lanes acc[0] (0-3, 4-7) and acc[1]; block-hash terms of the eighths'
+ * values 0-3 and 4-7. */
+typedef struct lanes2 {
+	__m256i hb[2], hs[2];
+	__m256d sum[4], ss[4], acc[2][2];
+	__m256 mn, mx;
+} lanes2;
+
+/* a * b modulo 2^64 in 4 lanes, a below 2^32 (b_hi: b's high halves). */
+AVX2 __m256i mul64_avx2(__m256i a, __m256i b, __m256i b_hi)
+{
+	return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(_mm256_mul_epu32(a, b_hi), 32));
+}
+
+/* a * b modulo 2^64 in 4 lanes. */
+AVX2 __m256i mul64_full_avx2(__m256i a, __m256i b)
+{
+	__m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+					 _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+
+	return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+}
+
+/* The 8 values' float32 signs flipped where the byte m has a bit set
+ * (lane l: bit l). */
+AVX2 __m256 flip8f_avx2(__m256 f, unsigned m)
+{
+	__m256i bits = _mm256_sllv_epi32(_mm256_set1_epi32((int)(m & 0xFF)), _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24));
+
+	return _mm256_xor_ps(f, _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32((int)0x80000000u))));
+}
+
+/* Eighth e of a chunk, as eighth. */
+AVX2 void eighth_avx2(lanes2 *a, double *bucket, uint64_t k, const folder *fd, const void *src, bool bf16, size_t j,
+		      unsigned e, chunk h, uint64_t off, double *col)
+{
+	uint64_t o = (off + 8 * e) & (k - 1);
+	__m256 f = load8(src, bf16, j + 8 * e), xf = flip8f_avx2(f, (unsigned)(h.sign >> (8 * e)));
+	__m256i u = _mm256_castps_si256(f);
+	__m256d d[2] = {_mm256_cvtps_pd(_mm256_castps256_ps128(f)), _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1))};
+	__m256d xs[2] = {_mm256_cvtps_pd(_mm256_castps256_ps128(xf)), _mm256_cvtps_pd(_mm256_extractf128_ps(xf, 1))};
+
+	for (int q = 0; q < 2; q++) {
+		__m256i w = _mm256_cvtepu32_epi64(q ? _mm256_extracti128_si256(u, 1) : _mm256_castsi256_si128(u));
+		a->hs[q] = _mm256_add_epi64(
+			a->hs[q], mul64_avx2(w, _mm256_load_si256((const __m256i *)(const void *)(fd->lane_mult + 8 * e + 4 * q)),
+					     _mm256_load_si256((const __m256i *)(const void *)(fd->lane_mult_hi + 8 * e + 4 * q))));
+		a->sum[2 * (e & 1) + q] = _mm256_add_pd(a->sum[2 * (e & 1) + q], d[q]);
+		a->ss[2 * (e & 1) + q] = _mm256_add_pd(a->ss[2 * (e & 1) + q], _mm256_mul_pd(d[q], d[q]));
 	}
-	*hash += terms;
+	a->mn = _mm256_min_ps(f, a->mn);
+	a->mx = _mm256_max_ps(f, a->mx);
+	if (o + 8 <= k) {
+		for (int q = 0; q < 2; q++)
+			_mm256_storeu_pd(bucket + o + 4 * q, _mm256_add_pd(_mm256_loadu_pd(bucket + o + 4 * q), xs[q]));
+	} else { /* the rotation wraps inside these 8 */
+		double tx[8];
+		_mm256_storeu_pd(tx, xs[0]);
+		_mm256_storeu_pd(tx + 4, xs[1]);
+		for (uint64_t l = 0; l < 8; l++)
+			bucket[(o + l) & (k - 1)] += tx[l];
+	}
+	if (col) {
+		__m256i perm = _mm256_load_si256((const __m256i *)(const void *)fd->perm32[fd->perm_row[(h.rot >> (8 * e)) & 0xFF]]);
+		__m256 pf = _mm256_permutevar8x32_ps(flip8f_avx2(f, (unsigned)(h.pos_sign >> (8 * e))), perm);
+		__m256d ps[2] = {_mm256_cvtps_pd(_mm256_castps256_ps128(pf)), _mm256_cvtps_pd(_mm256_extractf128_ps(pf, 1))};
+		for (int q = 0; q < 2; q++) {
+			_mm256_storeu_pd(col + 8 * e + 4 * q, _mm256_add_pd(_mm256_loadu_pd(col + 8 * e + 4 * q), d[q]));
+			a->acc[e & 1][q] = _mm256_add_pd(a->acc[e & 1][q], ps[q]);
+		}
+	}
+}
+
+/* Are the 64 values of a run's chunk at j free of NaN and Inf? */
+AVX2 bool chunk_finite_avx2(const void *src, bool bf16, size_t j)
+{
+	const unsigned char *b = (const unsigned char *)src + j * (bf16 ? 2 : 4);
+	__m256i em = bf16 ? _mm256_set1_epi16(0x7F80) : _mm256_set1_epi32(0x7F800000), any = _mm256_setzero_si256();
+
+	for (int q = 0; q < (bf16 ? 4 : 8); q++) {
+		__m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(b + 32 * q)), em);
+		any = _mm256_or_si256(any, bf16 ? _mm256_cmpeq_epi16(v, em) : _mm256_cmpeq_epi32(v, em));
+	}
+	return _mm256_testz_si256(any, any);
+}
+
+/* fold_avx512 with AVX2. */
+__attribute__((target("avx2"))) static size_t fold_avx2(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0,
+							 const void *src, bool bf16, size_t n, run_stats *st,
+							 uint64_t *hash)
+{
+	pass ps = pass_start(s, c);
+	uint64_t lh[8];
+	size_t j = 0;
+	double ls[8], lq[8];
+	float fmn[8], fmx[8];
+	lanes2 a;
+
+	if (!whole_chunks(s, c, i0, n))
+		return 0;
+	memset(&a, 0, sizeof a);
+	for (int q = 0; q < 2; q++)
+		for (int r = 0; r < 2; r++)
+			a.acc[q][r] = _mm256_loadu_pd(c->acc[q] + 4 * r);
+	a.mn = _mm256_set1_ps(INFINITY);
+	a.mx = _mm256_set1_ps(-INFINITY);
+	for (; j < n && chunk_finite_avx2(src, bf16, j); j += 64) {
+		uint64_t i = i0 + j, off = pass_offset(&ps, i), k = ps.k;
+		chunk h = chunk_of(&fd->seeds, i >> 6);
+		double *cj = ps.col ? ps.col + j : NULL, *bucket = ps.bucket;
+		a.hs[0] = a.hs[1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (unsigned e = 0; e < 8; e++)
+			eighth_avx2(&a, bucket, k, fd, src, bf16, j, e, h, off, cj);
+		for (int q = 0; q < 2; q++)
+			a.hb[q] = _mm256_add_epi64(a.hb[q], mul64_full_avx2(a.hs[q], _mm256_set1_epi64x((long long)h.mult)));
+	}
+	if (j == 0)
+		return 0;
+	for (int q = 0; q < 2; q++)
+		for (int r = 0; r < 2; r++)
+			_mm256_storeu_pd(c->acc[q] + 4 * r, a.acc[q][r]);
+	for (int q = 0; q < 2; q++) {
+		_mm256_storeu_pd(ls + 4 * q, _mm256_add_pd(a.sum[q], a.sum[2 + q]));
+		_mm256_storeu_pd(lq + 4 * q, _mm256_add_pd(a.ss[q], a.ss[2 + q]));
+		_mm256_storeu_si256((__m256i *)(void *)(lh + 4 * q), a.hb[q]);
+	}
+	_mm256_storeu_ps(fmn, a.mn);
+	_mm256_storeu_ps(fmx, a.mx);
+	*hash += lanes_done(ls, lq, lh, fmn, fmx, st);
 	return j;
 }
 #endif
@@ -526,13 +696,15 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 typedef size_t (*one_pass_fn)(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *src, bool bf16,
 			      size_t n, run_stats *st, uint64_t *hash);
 
-/* The AVX-512 copy where the CPU has it (tb_simd_level, which tests can
- * force down): the same sketch, bit for bit.  NULL: none. */
+/* The AVX-512 or AVX2 copy where the CPU has one (tb_simd_level, which
+ * tests can force down): the same sketch, bit for bit.  NULL: none. */
 static one_pass_fn pick(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 	if (tb_simd_level() == TB_SIMD_AVX512)
 		return fold_avx512;
+	if (tb_simd_level() == TB_SIMD_AVX2)
+		return fold_avx2;
 #endif
 	return NULL;
 }
