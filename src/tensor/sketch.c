@@ -318,15 +318,41 @@ static inline double signed_by(double x, uint64_t m, unsigned bit)
 	return x;
 }
 
+/* What a pass over a run keeps besides its sums: the whole-tensor buckets
+ * and the run's columns (locals, as the intrinsics' stores may alias
+ * anything), and the current block's rotation. */
+typedef struct pass {
+	double *bucket, *col; /* col: NULL without positions */
+	uint64_t k, salt, block, rotation;
+	int kbits;
+} pass;
+
+static pass pass_start(tb_sketch *s, cursor *c)
+{
+	return (pass){s->bucket, s->p.n_pos > 0 ? c->cols + c->col : NULL, s->p.k, mix(s->p.seed ^ SALT_BLOCK),
+		      UINT64_MAX, 0, __builtin_ctzll(s->p.k)};
+}
+
+/* The whole-tensor bucket of value i: the values of each block of k
+ * consecutive indices go, in order, to consecutive buckets from a random
+ * rotation of the block, wrapping at k. */
+static inline __attribute__((always_inline)) uint64_t pass_offset(pass *ps, uint64_t i)
+{
+	if (i >> ps->kbits != ps->block) { /* k is a power of two: no division */
+		ps->block = i >> ps->kbits;
+		ps->rotation = mix(ps->salt ^ ps->block);
+	}
+	return (ps->rotation + i) & (ps->k - 1);
+}
+
 /* A run of values [i0, i0 + n) of one row (the cursor's) and one hash
  * block, float32, value by value: statistics, whole-tensor buckets,
  * position lanes, column sums; returns the run's block-hash terms.
- * Whole-tensor buckets: the values of each block of k consecutive indices
- * go, in order, to consecutive buckets from a random rotation of the
- * block, wrapping at k.  Two values of one block never share a bucket;
- * two of different blocks share one with chance 1/k, as with a bucket
- * hashed per value, and with the values' own random signs that is all the
- * estimate's variance (2/k of ||x||^4 at most) depends on.  A row's
+ * Whole-tensor buckets (pass_offset): two values of one block never
+ * share a bucket; two of different blocks share one with chance 1/k, as
+ * with a bucket hashed per value, and with the values' own random signs
+ * that is all the estimate's variance (2/k of ||x||^4 at most) depends
+ * on.  A row's
  * buckets: its columns in groups of kp, each group's values to
  * consecutive buckets from the group's random rotation, the same way.
  * A non-finite value adds a zero. */
@@ -334,9 +360,8 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 			     run_stats *st)
 {
 	const tb_sketch_params *p = &s->p;
-	uint64_t k = p->k, kp = p->kp, salt = mix(p->seed ^ SALT_BLOCK), hash = 0, g = UINT64_MAX, b = UINT64_MAX;
-	uint64_t rotation = 0, r = 0;
-	int kbits = __builtin_ctzll(k); /* k and kp are powers of two: no division per value */
+	uint64_t kp = p->kp, hash = 0, g = UINT64_MAX, r = 0;
+	pass ps = pass_start(s, c);
 	chunk h = {0};
 
 	stats_run(i0, v, n, st);
@@ -350,20 +375,16 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 			g = i >> 6;
 			h = chunk_of(&fd->seeds, g);
 		}
-		if (i >> kbits != b) {
-			b = i >> kbits;
-			rotation = mix(salt ^ b);
-		}
 		/* a term per value, so that shares and shards of a tensor add
 		 * up to its hash */
 		hash += bits * fd->lane_mult[lane] * h.mult;
-		s->bucket[(rotation + i) & (k - 1)] += signed_by(x, h.sign, lane);
-		if (p->n_pos > 0) {
-			uint64_t col = c->col + j, first = i - (col & (kp - 1));
+		ps.bucket[pass_offset(&ps, i)] += signed_by(x, h.sign, lane);
+		if (ps.col) {
+			uint64_t col = c->col + j, first = i - (col & (kp - 1)); /* kp a power of two */
 			if (j == 0 || (col & (kp - 1)) == 0) /* a group's first value: its rotation */
 				r = first >> 6 == g ? ror(h.rot, (unsigned)(first & 63)) & (kp - 1)
 						    : group_rot(&fd->seeds, first, (uint32_t)kp);
-			c->cols[col] += x;
+			ps.col[j] += x;
 			c->acc[(col >> 3) & 1][pos_lane(col, r, (uint32_t)kp)] += signed_by(x, h.pos_sign, lane);
 		}
 	}
@@ -373,29 +394,12 @@ static uint64_t fold_generic(tb_sketch *s, cursor *c, const folder *fd, uint64_t
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 
-/* What a one pass over a run keeps besides its lanes: the whole-tensor
- * buckets and the run's columns (locals, as the intrinsics' stores may
- * alias anything), and the current block's rotation. */
-typedef struct pass {
-	double *bucket, *col; /* col: NULL without positions */
-	uint64_t k, salt, block, rotation;
-	int kbits;
-} pass;
-
-static pass pass_start(tb_sketch *s, cursor *c)
+/* The 8 values tx into buckets o.. of k, wrapping at k: where a block's
+ * rotation wraps inside an eighth. */
+static void add_wrapped(double *bucket, uint64_t k, uint64_t o, const double *tx)
 {
-	return (pass){s->bucket, s->p.n_pos > 0 ? c->cols + c->col : NULL, s->p.k, mix(s->p.seed ^ SALT_BLOCK),
-		      UINT64_MAX, 0, __builtin_ctzll(s->p.k)};
-}
-
-/* The whole-tensor bucket of value i, the first of its chunk. */
-static inline __attribute__((always_inline)) uint64_t pass_offset(pass *ps, uint64_t i)
-{
-	if (i >> ps->kbits != ps->block) { /* k is a power of two: no division per chunk */
-		ps->block = i >> ps->kbits;
-		ps->rotation = mix(ps->salt ^ ps->block);
-	}
-	return (ps->rotation + i) & (ps->k - 1);
+	for (uint64_t l = 0; l < 8; l++)
+		bucket[(o + l) & (k - 1)] += tx[l];
 }
 
 #define AVX2 __attribute__((always_inline, target("avx2"))) static inline
@@ -411,6 +415,21 @@ AVX2 __m256 load8(const void *src, bool bf16, size_t j)
 		return _mm256_castsi256_ps(
 			_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16));
 	return _mm256_loadu_ps((const float *)src + j);
+}
+
+/* Are the 64 values of a run's chunk at j (float32, or bfloat16) free of
+ * NaN and Inf?  (The AVX-512 copy's own, in 512-bit loads, is faster
+ * there.) */
+AVX2 bool chunk_finite_avx2(const void *src, bool bf16, size_t j)
+{
+	const unsigned char *b = (const unsigned char *)src + j * (bf16 ? 2 : 4);
+	__m256i em = bf16 ? _mm256_set1_epi16(0x7F80) : _mm256_set1_epi32(0x7F800000), any = _mm256_setzero_si256();
+
+	for (int q = 0; q < (bf16 ? 4 : 8); q++) {
+		__m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(b + 32 * q)), em);
+		any = _mm256_or_si256(any, bf16 ? _mm256_cmpeq_epi16(v, em) : _mm256_cmpeq_epi32(v, em));
+	}
+	return _mm256_testz_si256(any, any);
 }
 
 /* A one pass's lanes, stored: the run's statistics folded as stats_run
@@ -469,11 +488,10 @@ AVX512 void eighth(lanes *a, double *bucket, uint64_t k, const folder *fd, const
 	a->mx = _mm256_max_ps(f, a->mx);
 	if (o + 8 <= k) {
 		_mm512_storeu_pd(bucket + o, _mm512_add_pd(_mm512_loadu_pd(bucket + o), xs));
-	} else { /* the rotation wraps inside these 8 */
+	} else {
 		double tx[8];
 		_mm512_storeu_pd(tx, xs);
-		for (uint64_t l = 0; l < 8; l++)
-			bucket[(o + l) & (k - 1)] += tx[l];
+		add_wrapped(bucket, k, o, tx);
 	}
 	if (col) {
 		__m512d ps = flip8(d, (unsigned)(h.pos_sign >> (8 * e)));
@@ -486,8 +504,7 @@ AVX512 void eighth(lanes *a, double *bucket, uint64_t k, const folder *fd, const
 	}
 }
 
-/* Are the 64 values of a run's chunk at j (float32, or bfloat16) free of
- * NaN and Inf? */
+/* chunk_finite_avx2 in 512-bit loads. */
 AVX512 bool chunk_finite(const void *src, bool bf16, size_t j)
 {
 	const unsigned char *b = (const unsigned char *)src + j * (bf16 ? 2 : 4);
@@ -555,8 +572,8 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 /* The AVX2 copy of fold_avx512, for CPUs without AVX-512: 4 doubles a
  * register, a 64-bit multiply of three 32-bit ones, signs from bits
  * shifted into place, and the position groups' rotation permuting the 8
- * values as float32 before they widen (exact either way). */
-/* The one pass's running sums, as fold_avx512's lanes: statistics' lanes
+ * values as float32 before they widen (exact either way).  Its running
+ * sums, as fold_avx512's lanes: statistics' lanes
  * 0-3, 4-7, 8-11 and 12-15 in sum[0..3], ss[0..3]; the row's position
  * lanes acc[0] (0-3, 4-7) and acc[1]; block-hash terms of the eighths'
  * values 0-3 and 4-7. */
@@ -613,12 +630,11 @@ AVX2 void eighth_avx2(lanes2 *a, double *bucket, uint64_t k, const folder *fd, c
 	if (o + 8 <= k) {
 		for (int q = 0; q < 2; q++)
 			_mm256_storeu_pd(bucket + o + 4 * q, _mm256_add_pd(_mm256_loadu_pd(bucket + o + 4 * q), xs[q]));
-	} else { /* the rotation wraps inside these 8 */
+	} else {
 		double tx[8];
 		_mm256_storeu_pd(tx, xs[0]);
 		_mm256_storeu_pd(tx + 4, xs[1]);
-		for (uint64_t l = 0; l < 8; l++)
-			bucket[(o + l) & (k - 1)] += tx[l];
+		add_wrapped(bucket, k, o, tx);
 	}
 	if (col) {
 		__m256i perm = _mm256_load_si256((const __m256i *)(const void *)fd->perm32[fd->perm_row[(h.rot >> (8 * e)) & 0xFF]]);
@@ -629,19 +645,6 @@ AVX2 void eighth_avx2(lanes2 *a, double *bucket, uint64_t k, const folder *fd, c
 			a->acc[e & 1][q] = _mm256_add_pd(a->acc[e & 1][q], ps[q]);
 		}
 	}
-}
-
-/* Are the 64 values of a run's chunk at j free of NaN and Inf? */
-AVX2 bool chunk_finite_avx2(const void *src, bool bf16, size_t j)
-{
-	const unsigned char *b = (const unsigned char *)src + j * (bf16 ? 2 : 4);
-	__m256i em = bf16 ? _mm256_set1_epi16(0x7F80) : _mm256_set1_epi32(0x7F800000), any = _mm256_setzero_si256();
-
-	for (int q = 0; q < (bf16 ? 4 : 8); q++) {
-		__m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(b + 32 * q)), em);
-		any = _mm256_or_si256(any, bf16 ? _mm256_cmpeq_epi16(v, em) : _mm256_cmpeq_epi32(v, em));
-	}
-	return _mm256_testz_si256(any, any);
 }
 
 /* fold_avx512 with AVX2. */
@@ -709,16 +712,23 @@ static one_pass_fn pick(void)
 	return NULL;
 }
 
+/* from's statistics (counts, sums, extremes) into into's. */
+static void add_stats(tb_sketch *into, const tb_sketch *from)
+{
+	into->nan += from->nan;
+	into->inf += from->inf;
+	into->sum += from->sum;
+	into->sumsq += from->sumsq;
+	into->min = from->min < into->min ? from->min : into->min;
+	into->max = from->max > into->max ? from->max : into->max;
+}
+
 /* A part of a run folded: its statistics into the sketch's and the row's,
  * and the cursor past it. */
 static void tally(tb_sketch *s, cursor *c, const run_stats *st, uint64_t len)
 {
-	s->nan += st->nan;
-	s->inf += st->inf;
-	s->sum += st->sum;
-	s->sumsq += st->ss;
-	s->min = st->mn < s->min ? st->mn : s->min;
-	s->max = st->mx > s->max ? st->mx : s->max;
+	add_stats(s, &(tb_sketch){.nan = st->nan, .inf = st->inf, .sum = st->sum, .sumsq = st->ss, .min = st->mn,
+				  .max = st->mx});
 	if (s->p.n_pos > 0) {
 		c->ss += st->ss;
 		c->col += len;
@@ -853,12 +863,7 @@ void tb_sketch_add(tb_sketch *into, const tb_sketch *from)
 		into->col_sum[h] += from->col_sum[h];
 	for (uint64_t b = 0; b < into->n_blocks; b++)
 		into->hash[b] += from->hash[b];
-	into->nan += from->nan;
-	into->inf += from->inf;
-	into->sum += from->sum;
-	into->sumsq += from->sumsq;
-	into->min = from->min < into->min ? from->min : into->min;
-	into->max = from->max > into->max ? from->max : into->max;
+	add_stats(into, from);
 }
 
 static uint64_t gcd(uint64_t a, uint64_t b)
