@@ -38,20 +38,11 @@ static double tree_tie(const tb_listing *l, const int64_t *tok, size_t n_tok)
 	return tok && t[0] && t[1] && t[2] ? tb_features_tie(t[0], t[1], t[2], tok, n_tok) : NAN;
 }
 
-/* Is t one of a rank's partial sums, which its sketch leaves out? */
-static bool rank_partial(const tb_layout_opts *layout, const tb_listing *l, const tb_tensor *t, int ranks)
-{
-	tb_cell cell;
-	tb_rank_join j;
-	tb_err e;
-
-	return ranks > 1 && tb_namer_map(l->namer, t->name, l->names.shared, &cell, NULL, 0) &&
-	       tb_layout_rank_join(layout, &cell, t, &j, &e) == 0 && j.partial;
-}
-
 /* The job of sketching one tensor of the tree: whole, or as rank `rank`
  * of `ranks`' share of the tensor its cell's ranks join into (joined:
- * that tensor, as the sketch names it). */
+ * that tensor, as the sketch names it).  1, and no job, for one of a
+ * rank's partial sums, which its sketch leaves out (the norms of the
+ * ranks' shares do not add up). */
 static int job_of(const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cell, bool mapped, int rank, int ranks,
 		  uint64_t seed, tb_sketch_job *job, tb_tensor *joined, tb_err *err)
 {
@@ -60,6 +51,8 @@ static int job_of(const tb_layout_opts *layout, tb_tensor *t, const tb_cell *cel
 	*joined = *t;
 	if (ranks > 1 && mapped && tb_layout_rank_join(layout, cell, t, &j, err) < 0)
 		return -1;
+	if (j.partial)
+		return 1;
 	if (j.axis >= 0) {
 		int64_t shape[TB_MAX_DIMS];
 		memcpy(shape, t->shape, sizeof shape);
@@ -123,21 +116,9 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		tb_listing_free(&l);
 		return tb_err_setc(err, TB_ERR_LIMIT, path, "too many tensors for a sketch");
 	}
-	for (size_t i = 0; i < l.tree->n_tensors; i++)
-		if (rank_partial(&lo, &l, l.tree->tensors[i], ranks) && stats->partial++ == 0)
-			snprintf(stats->first_partial, sizeof stats->first_partial, "%s", l.tree->tensors[i]->name);
-	/* what needs the tree's values as a whole: its token ids and, from
-	 * the tree joined (a rank holds a share of the logits), the tie */
-	tok = tb_tree_token_ids(l.tree, &n_tok);
-	whole = (tb_tbsk_tree){ranks > 1 ? NAN : tree_tie(&l, tok, n_tok), tok, tok ? n_tok : 0};
-	rc = tb_tbsk_begin(&w, out, seed, (uint32_t)(l.tree->n_tensors - stats->partial), &whole, err);
-	free(tok);
-	if (rc < 0) {
-		tb_listing_free(&l);
-		return -1;
-	}
 	/* every tensor's job first (a tensor that cannot be sketched fails
-	 * before any is), then the jobs on the threads, written in order */
+	 * before the file is begun), then the jobs on the threads, written
+	 * in order */
 	jobs = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *jobs);
 	joined = malloc((l.tree->n_tensors ? l.tree->n_tensors : 1) * sizeof *joined);
 	cells = calloc(l.tree->n_tensors ? l.tree->n_tensors : 1, sizeof *cells);
@@ -160,23 +141,35 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		}
 		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
 			tb_cell_name(&cell, cells[n_jobs], sizeof cells[n_jobs]);
-		if (rank_partial(&lo, &l, t, ranks))
-			continue;
 		rc = job_of(&lo, t, &cell, mapped, rank, ranks, seed, &jobs[n_jobs], &joined[n_jobs], err);
-		n_jobs++;
+		if (rc == 1) {
+			if (stats->partial++ == 0)
+				snprintf(stats->first_partial, sizeof stats->first_partial, "%s", t->name);
+			rc = 0;
+		} else if (rc == 0) {
+			n_jobs++;
+		}
 	}
+	/* what needs the tree's values as a whole: its token ids and, from
+	 * the tree joined (a rank holds a share of the logits), the tie */
 	if (rc == 0) {
-		writing wr = {&w, jobs, joined, (const char(*)[TB_CELL_NAME_MAX])cells, stats};
-		rc = tb_sketch_jobs(jobs, n_jobs, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(), write_one, &wr,
-				    err);
+		tok = tb_tree_token_ids(l.tree, &n_tok);
+		whole = (tb_tbsk_tree){ranks > 1 ? NAN : tree_tie(&l, tok, n_tok), tok, tok ? n_tok : 0};
+		rc = tb_tbsk_begin(&w, out, seed, (uint32_t)n_jobs, &whole, err);
+		free(tok);
+		if (rc == 0) {
+			writing wr = {&w, jobs, joined, (const char(*)[TB_CELL_NAME_MAX])cells, stats};
+			rc = tb_sketch_jobs(jobs, n_jobs, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(),
+					    write_one, &wr, err);
+			if (rc == 0)
+				rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
+			else
+				tb_tbsk_abort(&w);
+		}
 	}
 	free(jobs);
 	free(joined);
 	free(cells);
-	if (rc == 0)
-		rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
-	else
-		tb_tbsk_abort(&w);
 	tb_listing_free(&l);
 	return rc;
 }
