@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "run/history.h"
+#include "samples/dumpwrite.h"
 #include "testutil.h"
 
 #define N 64
@@ -622,6 +623,81 @@ static void test_digest(void **state)
 	assert_string_equal(d0, d1);
 }
 
+/* One tree of the digest test: every way the comparison reads a tensor.
+ * cand differs from ref in L0.attn and the logits; ref alone has an
+ * extra tensor (never compared). */
+static void digest_tree(const char *dir, bool cand)
+{
+	int64_t rows[2] = {5, 16}, wide[2] = {4, 20}, odd[2] = {3, 7}, f16[2] = {6, 12}, f64[2] = {4, 6};
+	int64_t flat[1] = {70001}, logits[2] = {3, 52};
+	float *x = tu_ramp(70001, 1);
+	size_t n;
+	void *raw;
+
+	tu_put(dir, "embed", TB_DT_F32, 2, rows, x);
+	tu_put(dir, "layers.0.attn", TB_DT_BF16, 2, wide, cand ? x + 1 : x); /* rows of 40 bytes */
+	tu_put(dir, "layers.0.mlp", TB_DT_BF16, 2, odd, x);                  /* rows of 14: read apart */
+	tu_put(dir, "layers.0.block", TB_DT_F16, 2, f16, x);
+	tu_put(dir, "layers.1.attn", TB_DT_F64, 2, f64, x);                  /* decoded, digested in place */
+	tu_put(dir, "layers.1.mlp", TB_DT_F32, 1, flat, x);                  /* flat: slices of its values */
+	tu_put(dir, "lm_head", cand ? TB_DT_BF16 : TB_DT_F32, 2, logits, cand ? x + 2 : x);
+	/* Fortran order and big-endian bytes have no bytes in place: their
+	 * float32 values are digested */
+	raw = dw_encode(cand ? x + 3 : x, 24, TB_DT_F32, &n);
+	assert_int_equal(dw_write_npy(tu_path(dir, "layers.1.block.npy"), 1, "<f4", true, 2, f64, raw, n), 0);
+	assert_int_equal(dw_write_npy(tu_path(dir, "layers.1.attn_norm.npy"), 1, ">f4", false, 2, f64, raw, n), 0);
+	if (!cand)
+		tu_put(dir, "layers.1.extra", TB_DT_F32, 2, f64, x);
+	free(raw);
+	free(x);
+}
+
+/* The digests the comparison adds up from the rows it reads, on two
+ * threads in small units, are those read apart (tb_tree_digest): bytes in
+ * place row by row, decoded blocks, logit rows, flat slices; tensors whose
+ * rows do not start at whole pairs of words, and those it never reads,
+ * are read for the record. */
+static void test_digest_from_compare(void **state)
+{
+	const char *dir = tu_tmpdir();
+	char ref[4096], cand[4096], want[17];
+	tb_compare_opts o;
+	tu_compared f;
+	tb_history h;
+	tb_err err;
+	(void)state;
+
+	snprintf(ref, sizeof ref, "%s/ref", dir);
+	snprintf(cand, sizeof cand, "%s/cand", dir);
+	digest_tree(ref, false);
+	digest_tree(cand, true);
+	assert_int_equal(setenv("XDG_STATE_HOME", tu_path(dir, "state"), 1), 0);
+	tb_compare_opts_init(&o);
+	o.threads = 2;
+	o.unit_elems = 40;
+	o.digest[0] = o.digest[1] = true;
+	tu_compare(&f, ref, cand, &o);
+	for (int side = 0; side < 2; side++) {
+		assert_true(tu_cell(f.res, "embed")->digested[side]);
+		assert_true(tu_cell(f.res, "L0.attn")->digested[side]);
+		assert_false(tu_cell(f.res, "L0.mlp")->digested[side]);
+		assert_true(tu_cell(f.res, "L1.mlp")->digested[side]);
+		assert_true(tu_cell(f.res, "L1.attn")->digested[side]);
+		assert_true(tu_cell(f.res, "L1.block")->digested[side]);
+		assert_true(tu_cell(f.res, "logits")->digested[side]);
+	}
+	assert_int_not_equal(tu_cell(f.res, "L0.attn")->digest[0], tu_cell(f.res, "L0.attn")->digest[1]);
+	assert_int_equal(tu_cell(f.res, "embed")->digest[0], tu_cell(f.res, "embed")->digest[1]);
+	tb_history_open(&f.s, &h);
+	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
+	assert_int_equal(tb_tree_digest(f.s.ref, want, &err), 0);
+	assert_string_equal(h.passes[0].ref_digest, want);
+	assert_int_equal(tb_tree_digest(f.s.cand, want, &err), 0);
+	assert_string_equal(h.passes[0].cand_digest, want);
+	tb_history_free(&h);
+	tu_compared_done(&f);
+}
+
 static void test_pass_json(void **state)
 {
 	tb_pass p = {.number = 3, .when = 1700000000, .first_div = "L2.mlp", .first_div_index = 14,
@@ -659,6 +735,7 @@ int main(void)
 		cmocka_unit_test(test_atomic_write),
 		cmocka_unit_test(test_file_per_pair),
 		cmocka_unit_test(test_digest),
+		cmocka_unit_test(test_digest_from_compare),
 		cmocka_unit_test(test_pass_json),
 	};
 	return cmocka_run_group_tests_name("history", tests, NULL, NULL);

@@ -10,6 +10,7 @@
 
 #include "base/blaspool.h"
 #include "compare/compare.h"
+#include "tensor/digest.h"
 #include "compare/estimate.h"
 
 /* Elements per work unit and per conversion block. */
@@ -56,6 +57,10 @@ typedef struct pair_work {
 	bool acquired;
 	int acquire_rc;
 	bool sketched;     /* either side is a sketch: estimated in one unit (sketch_pair) */
+	bool digest[2];    /* add up each side's values digest as its rows are read */
+	const unsigned char *dsrc[2]; /* what it is of: the bytes in place, or NULL for the decoded values */
+	size_t dsize[2];   /* bytes of an element of it */
+	atomic_uint_fast64_t dsum[2];
 } pair_work;
 
 typedef struct unit {
@@ -122,6 +127,21 @@ static size_t elem_bytes(const tb_tensor *t)
 	return t ? tb_dtype_size(t->dtype) : 0;
 }
 
+/* Can each side's digest be added up row by row?  When the comparison
+ * reads all its values, and every row starts at a whole pair of words of
+ * what the digest is of (bytes in place or decoded float32; the decoded
+ * blocks within a row do, BLOCK_ELEMS being a multiple of 8). */
+static void plan_digests(pair_work *pw)
+{
+	const tb_tensor *t[2] = {pw->ref, pw->cand};
+
+	for (int s = 0; s < 2; s++) {
+		pw->dsrc[s] = tb_digest_source(t[s], &pw->dsize[s]);
+		pw->digest[s] = pw->digest[s] && t[s]->numel == pw->n &&
+				(pw->n_rows <= 1 || pw->row_len * pw->dsize[s] % TB_DIGEST_ALIGN == 0);
+	}
+}
+
 static int pair_acquire(pair_work *pw, tb_err *err)
 {
 	int rc;
@@ -141,6 +161,8 @@ static int pair_acquire(pair_work *pw, tb_err *err)
 			if (pw->acquire_rc < 0)
 				tb_tensor_release(pw->ref);
 		}
+		if (pw->acquire_rc == 0)
+			plan_digests(pw);
 	} else if (pw->acquire_rc < 0) {
 		tb_err_setc(err, TB_ERR_IO, pw->ref->path, "could not read tensor data");
 	}
@@ -156,8 +178,23 @@ static const void *in_place(const tb_tensor *t)
 	return tb_acc_reads(t->dtype) ? tb_tensor_data(t) : NULL;
 }
 
-/* Fold one row (or a slice of a flat tensor) into acc. */
-static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
+/* Add side s's digest of elements [start, start+len) to *sum: of its
+ * bytes in place, or of the values decoded at dec when it has none. */
+static void digest_run(const pair_work *pw, int s, uint64_t start, uint64_t len, const float *dec, uint64_t *sum)
+{
+	size_t es = pw->dsize[s];
+
+	if (!pw->digest[s])
+		return;
+	if (pw->dsrc[s])
+		*sum += tb_digest_piece(start * es, pw->dsrc[s] + start * es, (size_t)(len * es));
+	else
+		*sum += tb_digest_piece(start * es, dec, (size_t)(len * es));
+}
+
+/* Fold one row (or a slice of a flat tensor) into acc, and its values into
+ * the sides' digests (dsum). */
+static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_t dsum[2])
 {
 	const tb_tolerance *tol = &pw->res->tol;
 	uint64_t start = row * pw->row_len, len = pw->row_len;
@@ -183,9 +220,13 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
 		}
 		tb_acc_run(acc, r, c, (size_t)len, start, tol->atol, tol->rtol, &sums);
 		tb_logits_row(r, c, (int64_t)len, &pw->res->logits->rows[row]);
+		digest_run(pw, 0, start, len, r, &dsum[0]);
+		digest_run(pw, 1, start, len, c, &dsum[1]);
 	} else if (pr && pc) {
 		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
 			       tol->atol, tol->rtol, &sums);
+		digest_run(pw, 0, start, len, NULL, &dsum[0]);
+		digest_run(pw, 1, start, len, NULL, &dsum[1]);
 	} else {
 		/* Decode what cannot be read in place, a cache-sized block at a time. */
 		if (scratch_fit(s, BLOCK_ELEMS) < 0)
@@ -200,6 +241,8 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s)
 				tb_tensor_read_f32(pw->cand, start + off, k, s->c);
 			tb_acc_run_raw(acc, r, pr ? pw->ref->dtype : TB_DT_F32, c, pc ? pw->cand->dtype : TB_DT_F32, k,
 				       start + off, tol->atol, tol->rtol, &part);
+			digest_run(pw, 0, start + off, k, s->r, &dsum[0]);
+			digest_run(pw, 1, start + off, k, s->c, &dsum[1]);
 			sums.sdd += part.sdd;
 			sums.srr += part.srr;
 			sums.scc += part.scc;
@@ -227,6 +270,11 @@ static void pair_finish(tb_job *job, pair_work *pw)
 	}
 	if (c->logits)
 		tb_logits_finish(c->logits);
+	for (int s = 0; s < 2; s++) {
+		const tb_tensor *t = s ? pw->cand : pw->ref;
+		if ((c->digested[s] = pw->digest[s] && pw->acquired && pw->acquire_rc == 0))
+			c->digest[s] = tb_digest_final(atomic_load(&pw->dsum[s]), t->numel * pw->dsize[s]);
+	}
 	free(pw->rows);
 	free(pw->unit_acc);
 	pw->rows = NULL;
@@ -347,8 +395,9 @@ static void *worker(void *arg)
 			fail(job, &e);
 			break;
 		}
+		uint64_t dsum[2] = {0, 0};
 		for (uint64_t row = un->row0; row < un->row1; row++) {
-			if (run_row(pw, acc, row, &s) < 0) {
+			if (run_row(pw, acc, row, &s, dsum) < 0) {
 				tb_err_setc(&e, TB_ERR_NOMEM, pw->ref->path, "out of memory reading tensor '%s'",
 					    pw->ref->name);
 				fail(job, &e);
@@ -360,6 +409,8 @@ static void *worker(void *arg)
 			e1 = pw->n;
 		tb_tensor_drop(pw->ref, e0, e1 - e0);
 		tb_tensor_drop(pw->cand, e0, e1 - e0);
+		atomic_fetch_add(&pw->dsum[0], dsum[0]);
+		atomic_fetch_add(&pw->dsum[1], dsum[1]);
 		atomic_fetch_add(&job->bytes_done, (e1 - e0) * (elem_bytes(pw->ref) + elem_bytes(pw->cand)));
 		if (atomic_fetch_sub(&pw->remaining, 1) == 1)
 			pair_finish(job, pw);
@@ -457,6 +508,8 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 			job->bytes_total += pw->n * (elem_bytes(pw->ref) + elem_bytes(pw->cand));
 			continue;
 		}
+		pw->digest[0] = o->digest[0];
+		pw->digest[1] = o->digest[1];
 		uint64_t rows_per_unit = unit_elems / pw->row_len ? unit_elems / pw->row_len : 1;
 		/* A streamed side (a deflated member) inflates front to back:
 		 * two threads on its units would each move its one stream to
@@ -471,6 +524,8 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		pw->first_unit = n_units;
 		n_units += pw->n_units;
 		atomic_init(&pw->remaining, pw->n_units);
+		atomic_init(&pw->dsum[0], 0);
+		atomic_init(&pw->dsum[1], 0);
 		pw->unit_acc = malloc(pw->n_units * sizeof *pw->unit_acc);
 		if (pw->logits)
 			c->logits = tb_logits_new((int64_t)pw->n_rows, (int64_t)pw->row_len);

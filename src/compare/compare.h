@@ -48,6 +48,8 @@ typedef struct tb_cell_result {
 	int64_t shape[TB_MAX_DIMS];
 	tb_metrics m;
 	tb_logit_metrics *logits;    /* the logits cell only */
+	uint64_t digest[2];          /* ref's and cand's values digests (tb_tensor_digest's), where digested */
+	bool digested[2];            /* added up as the rows were read (tb_compare_opts.digest) */
 	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */
 } tb_cell_result;
 
@@ -71,6 +73,8 @@ typedef struct tb_compare_opts {
 	uint64_t unit_elems; /* elements per work unit; 0: a few MB */
 	tb_tol_fn tol_for; /* optional */
 	void *tol_ud;
+	bool digest[2];   /* add up the ref's (cand's) tensors' values digests as their rows are read,
+			   * where their rows start at whole pairs of words (tensor/digest.h) */
 } tb_compare_opts;
 
 void tb_compare_opts_init(tb_compare_opts *o);

@@ -12,14 +12,15 @@
 #include <unistd.h>
 
 #include "run/history.h"
-#include "tensor/sketch.h"
+#include "tensor/digest.h"
 #include "base/jsonutil.h"
 #include "diagnose/origin.h"
 
 #define HISTORY_MAX_BYTES (16u * 1024 * 1024)
-/* Elements decoded at a time when a tensor's bytes are not in place. */
-#define DIGEST_CHUNK 65536
 #define FNV_OFFSET 1469598103934665603ull
+/* Passes' digests of values as tensor/digest.h takes them; format 1 hashed
+ * each tensor's bytes in one sequential pass after the comparison. */
+#define DIGEST_FORMAT 2
 
 static const char *const move_names[] = {
 	[TB_MOVE_FIRST] = "first",     [TB_MOVE_LATER] = "later",     [TB_MOVE_EARLIER] = "earlier",
@@ -46,91 +47,52 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
-/* The values' digest: four independent 64-bit multiply-rotate lanes over
- * 32-byte blocks, so the loop runs at memory speed (zlib's CRC-32 ran at a
- * third of it, and a digest read of a changed dump then cost more than the
- * comparison).  Not cryptographic: it tells a re-dump from a changed one. */
-#define MIX_P1 0x9E3779B185EBCA87ull
-#define MIX_P2 0xC2B2AE3D27D4EB4Full
+/* A tensor's values digest known from the comparison (the rows it read). */
+typedef struct known_digest {
+	const tb_tensor *t;
+	uint64_t digest;
+} known_digest;
 
-static uint64_t rotl64(uint64_t x, int r)
+static int by_tensor(const void *a, const void *b)
 {
-	return (x << r) | (x >> (64 - r));
+	uintptr_t x = (uintptr_t)((const known_digest *)a)->t, y = (uintptr_t)((const known_digest *)b)->t;
+
+	return (x > y) - (x < y);
 }
 
-static uint64_t mix_lane(uint64_t acc, uint64_t v)
+/* The digests the comparison r added up for side's tensors, sorted by
+ * tensor; NULL with *n 0 when none (or out of memory: they are read). */
+static known_digest *known_digests(const tb_result *r, int side, size_t *n)
 {
-	return rotl64(acc + v * MIX_P2, 31) * MIX_P1;
+	known_digest *k = r && r->n_cells ? malloc(r->n_cells * sizeof *k) : NULL;
+
+	*n = 0;
+	for (size_t i = 0; k && i < r->n_cells; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (c->digested[side])
+			k[(*n)++] = (known_digest){side ? c->cand : c->ref, c->digest[side]};
+	}
+	if (*n)
+		qsort(k, *n, sizeof *k, by_tensor);
+	return k;
 }
 
-static uint64_t bytes_digest(uint64_t seed, const unsigned char *p, size_t n)
-{
-	uint64_t lane[4] = {seed + MIX_P1, seed ^ MIX_P2, seed, seed - MIX_P1};
-	uint64_t h = seed ^ (uint64_t)n;
-	size_t i = 0;
-
-	for (; i + 32 <= n; i += 32) {
-		uint64_t v[4];
-		memcpy(v, p + i, sizeof v);
-		lane[0] = mix_lane(lane[0], v[0]);
-		lane[1] = mix_lane(lane[1], v[1]);
-		lane[2] = mix_lane(lane[2], v[2]);
-		lane[3] = mix_lane(lane[3], v[3]);
-	}
-	for (int k = 0; k < 4; k++)
-		h = mix_lane(h, lane[k]);
-	return fnv(h, p + i, n - i);
-}
-
-/* The digest of a tensor's values: of its bytes where they lie in place,
- * else of the float32 values the comparison reads (strided, byte-swapped
- * or lazily loaded tensors). */
-static int tensor_digest(tb_tensor *t, uint64_t *out, tb_err *err)
-{
-	const void *in_place;
-	float *buf;
-
-	if (t->sketch) {
-		/* a sketch's block hashes stand for its values */
-		*out = bytes_digest(FNV_OFFSET, (const unsigned char *)t->sketch->hash,
-				    (size_t)t->sketch->n_blocks * sizeof *t->sketch->hash);
-		return 0;
-	}
-	if (tb_tensor_acquire(t, err) < 0)
-		return -1;
-	in_place = tb_tensor_data(t);
-	if (in_place) {
-		*out = bytes_digest(FNV_OFFSET, in_place, (size_t)(t->numel * tb_dtype_size(t->dtype)));
-		tb_tensor_release(t);
-		return 0;
-	}
-	buf = malloc(DIGEST_CHUNK * sizeof *buf);
-	if (!buf) {
-		tb_tensor_release(t);
-		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory for the digest of '%s'", t->name);
-	}
-	*out = FNV_OFFSET;
-	for (uint64_t at = 0; at < t->numel; at += DIGEST_CHUNK) {
-		uint64_t n = t->numel - at < DIGEST_CHUNK ? t->numel - at : DIGEST_CHUNK;
-		tb_tensor_read_f32(t, at, n, buf);
-		*out = bytes_digest(*out, (const unsigned char *)buf, (size_t)(n * sizeof *buf));
-	}
-	free(buf);
-	tb_tensor_release(t);
-	return 0;
-}
-
-/* Fold one tree into h: per tensor its name, dtype, shape and values.
+/* Fold one tree into h: per tensor its name, dtype, shape and values
+ * (their digest from known where the comparison added it up, else read).
  * Where the bytes live (which file, its mtime) is left out, so a dump
  * rewritten with the same values is the same dump. */
-static int tree_fold(const tb_tree *tree, uint64_t *h, tb_err *err)
+static int tree_fold(const tb_tree *tree, const known_digest *known, size_t n_known, uint64_t *h, tb_err *err)
 {
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		int64_t head[2] = {(int64_t)t->dtype, t->ndim};
+		known_digest key = {t, 0};
+		const known_digest *k = n_known ? bsearch(&key, known, n_known, sizeof *known, by_tensor) : NULL;
 		uint64_t values;
 
-		if (tensor_digest(t, &values, err) < 0)
+		if (k)
+			values = k->digest;
+		else if (tb_tensor_digest(t, &values, err) < 0)
 			return -1;
 		*h = fnv(*h, t->name, strlen(t->name) + 1);
 		*h = fnv(*h, head, sizeof head);
@@ -145,14 +107,23 @@ static void hex(uint64_t h, char out[17])
 	snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
+/* The digest of side's tree, with the values digests r added up. */
+static int tree_digest_with(const tb_tree *tree, const tb_result *r, int side, char out[17], tb_err *err)
+{
+	size_t n_known;
+	known_digest *known = known_digests(r, side, &n_known);
+	uint64_t h = FNV_OFFSET;
+	int rc = tree_fold(tree, known, n_known, &h, err);
+
+	free(known);
+	if (rc == 0)
+		hex(h, out);
+	return rc;
+}
+
 int tb_tree_digest(const tb_tree *tree, char out[17], tb_err *err)
 {
-	uint64_t h = FNV_OFFSET;
-
-	if (tree_fold(tree, &h, err) < 0)
-		return -1;
-	hex(h, out);
-	return 0;
+	return tree_digest_with(tree, NULL, 0, out, err);
 }
 
 /* Field by field: the struct's padding holds no value. */
@@ -231,17 +202,26 @@ static void tree_stat_key(const tb_tree *tree, char out[17])
 	hex(h, out);
 }
 
-/* The digest of a tree whose stat key is key: the last pass's when its
+/* May side's tree take the last pass's digest without reading its files:
+ * its stat key (key) is that of prev, and prev has a digest? */
+static bool digest_stands(const char *key, const tb_pass *prev, int side)
+{
+	return prev && key[0] && !strcmp(key, side ? prev->cand_stat : prev->ref_stat) &&
+	       (side ? prev->cand_digest : prev->ref_digest)[0];
+}
+
+/* The digest of side's tree whose stat key is key: the last pass's when its
  * files are unchanged (reading every byte again costs as much as the
- * comparison), else read. */
-static int tree_digest_since(const tb_tree *tree, const char *key, const char *prev_key, const char *prev_digest,
+ * comparison), else folded from the values digests r added up and the
+ * tensors it did not read. */
+static int tree_digest_since(const tb_session *s, const tb_result *r, int side, const char *key, const tb_pass *prev,
 			     char out[17], tb_err *err)
 {
-	if (key[0] && prev_key && !strcmp(key, prev_key) && prev_digest[0]) {
-		snprintf(out, 17, "%s", prev_digest);
+	if (digest_stands(key, prev, side)) {
+		snprintf(out, 17, "%s", side ? prev->cand_digest : prev->ref_digest);
 		return 0;
 	}
-	return tb_tree_digest(tree, out, err);
+	return tree_digest_with(side ? s->cand : s->ref, r, side, out, err);
 }
 
 /* Would dir (which may not exist yet) lie inside the tree at root?  Judged
@@ -304,9 +284,13 @@ static int parse_pass(const cJSON *o, tb_pass *p)
 	memset(p, 0, sizeof *p);
 	p->number = (int)get_num(o, "pass", 0);
 	p->when = (time_t)get_num(o, "time", 0);
-	get_str(o, "cand_digest", p->cand_digest, sizeof p->cand_digest);
-	get_str(o, "input_digest", p->input_digest, sizeof p->input_digest);
-	get_str(o, "ref_digest", p->ref_digest, sizeof p->ref_digest);
+	/* Digests of another format say nothing of this one's: the pass
+	 * keeps its stat keys, which still tell an unchanged tree. */
+	if (get_num(o, "digest_format", 1) == DIGEST_FORMAT) {
+		get_str(o, "cand_digest", p->cand_digest, sizeof p->cand_digest);
+		get_str(o, "input_digest", p->input_digest, sizeof p->input_digest);
+		get_str(o, "ref_digest", p->ref_digest, sizeof p->ref_digest);
+	}
 	get_str(o, "ref_stat", p->ref_stat, sizeof p->ref_stat);
 	get_str(o, "cand_stat", p->cand_stat, sizeof p->cand_stat);
 	get_str(o, "first_divergence", p->first_div, sizeof p->first_div);
@@ -335,6 +319,7 @@ cJSON *tb_pass_json(const tb_pass *p)
 
 	cJSON_AddNumberToObject(o, "pass", p->number);
 	cJSON_AddNumberToObject(o, "time", (double)p->when);
+	cJSON_AddNumberToObject(o, "digest_format", DIGEST_FORMAT);
 	cJSON_AddStringToObject(o, "cand_digest", p->cand_digest);
 	cJSON_AddStringToObject(o, "input_digest", p->input_digest);
 	cJSON_AddStringToObject(o, "ref_digest", p->ref_digest);
@@ -375,7 +360,9 @@ static void set_aside(tb_history *h, const char *why)
 	h->n = 0;
 }
 
-static void load(tb_history *h)
+/* Read h's passes.  A corrupt file is set aside unless only peeked at
+ * (then h is left empty, for the recording to set it aside). */
+static void load(tb_history *h, bool peek)
 {
 	const cJSON *passes, *it;
 	cJSON *root;
@@ -387,14 +374,21 @@ static void load(tb_history *h)
 	passes = root ? cJSON_GetObjectItemCaseSensitive(root, "passes") : NULL;
 	if (!cJSON_IsArray(passes)) {
 		cJSON_Delete(root);
-		set_aside(h, root ? "no \"passes\" list" : err.msg);
+		if (!peek)
+			set_aside(h, root ? "no \"passes\" list" : err.msg);
 		return;
 	}
 	h->passes = calloc((size_t)cJSON_GetArraySize(passes) + 1, sizeof *h->passes);
 	cJSON_ArrayForEach(it, passes) {
 		if (!h->passes || parse_pass(it, &h->passes[h->n]) < 0) {
 			cJSON_Delete(root);
-			set_aside(h, "a pass is malformed");
+			if (peek) {
+				free(h->passes);
+				h->passes = NULL;
+				h->n = 0;
+			} else {
+				set_aside(h, "a pass is malformed");
+			}
 			return;
 		}
 		h->n++;
@@ -402,7 +396,7 @@ static void load(tb_history *h)
 	cJSON_Delete(root);
 }
 
-void tb_history_open(const tb_session *s, tb_history *h)
+static void open_history(const tb_session *s, tb_history *h, bool peek)
 {
 	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 	char dir[3900], ref[PATH_MAX], cand[PATH_MAX];
@@ -433,7 +427,25 @@ void tb_history_open(const tb_session *s, tb_history *h)
 	key = fnv(key, ref, strlen(ref) + 1);
 	key = fnv(key, cand, strlen(cand) + 1);
 	snprintf(h->path, sizeof h->path, "%s/pair-%016llx.json", dir, (unsigned long long)key);
-	load(h);
+	load(h, peek);
+}
+
+void tb_history_open(const tb_session *s, tb_history *h)
+{
+	open_history(s, h, false);
+}
+
+void tb_history_stale(const tb_session *s, bool stale[2])
+{
+	tb_history h;
+	char key[17];
+
+	open_history(s, &h, true);
+	for (int side = 0; side < 2; side++) {
+		tree_stat_key(side ? s->cand : s->ref, key);
+		stale[side] = !h.path[0] || !digest_stands(key, h.n ? &h.passes[h.n - 1] : NULL, side);
+	}
+	tb_history_free(&h);
 }
 
 static void describe(tb_pass *p, const tb_pass *prev)
@@ -523,10 +535,8 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 		return 0;
 	tree_stat_key(s->ref, p.ref_stat);
 	tree_stat_key(s->cand, p.cand_stat);
-	if (tree_digest_since(s->ref, p.ref_stat, prev ? prev->ref_stat : NULL, prev ? prev->ref_digest : "",
-			      p.ref_digest, err) < 0 ||
-	    tree_digest_since(s->cand, p.cand_stat, prev ? prev->cand_stat : NULL, prev ? prev->cand_digest : "",
-			      p.cand_digest, err) < 0)
+	if (tree_digest_since(s, r, 0, p.ref_stat, prev, p.ref_digest, err) < 0 ||
+	    tree_digest_since(s, r, 1, p.cand_stat, prev, p.cand_digest, err) < 0)
 		return -1;
 	input_digest(p.ref_digest, p.cand_digest, r, p.input_digest);
 	/* The same inputs give the same outcome: a re-run, a reload of bytes
@@ -552,7 +562,8 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 	p.tol = r->tol;
 	if (!prev) {
 		p.move = TB_MOVE_FIRST;
-	} else if (!strcmp(prev->cand_digest, p.cand_digest)) {
+	} else if (prev->cand_digest[0] ? !strcmp(prev->cand_digest, p.cand_digest)
+					 : p.cand_stat[0] && !strcmp(prev->cand_stat, p.cand_stat)) {
 		/* Only the reference or the settings changed: a first divergence
 		 * that moved says nothing of the port's last change. */
 		p.move = TB_MOVE_UNCHANGED;

@@ -75,7 +75,15 @@ void tb_history_open(const tb_session *s, tb_history *h);
  * interactive view under --no-history, or when the state directory cannot
  * be used: reloads still say how the first divergence moved). */
 void tb_history_init_memory(tb_history *h);
-/* Append this run as a pass (computing its movement) and save: 1.  When
+/* Which trees' value digests the next pass recorded on disk must read
+ * (stale[0] the reference's, stale[1] the candidate's): those whose files
+ * changed since the last pass, or all when the history is not kept on
+ * disk.  The comparison adds them up as it reads the rows
+ * (tb_compare_opts.digest), so recording the pass reads nothing again. */
+void tb_history_stale(const tb_session *s, bool stale[2]);
+/* Append this run as a pass (computing its movement) and save: 1.  The
+ * trees' digests take the value digests r added up (tb_cell_result.digest)
+ * and read the tensors it did not.  When
  * its inputs (input_digest) are those of the last pass, nothing is
  * recorded: 0.  -1 when the tensors cannot be read for the digest or the
  * file cannot be written. */

@@ -144,6 +144,8 @@ int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
 		co.tol_for = tb_tolfile_for_cell;
 		co.tol_ud = r->cfg->tolfile;
 	}
+	if (r->cfg->opts.record)
+		tb_history_stale(&r->sess, co.digest);
 	r->job = tb_compare_start(r->sess.pairing, &co, err);
 	r->started = monotonic_now();
 	return r->job ? 0 : -1;

@@ -43,6 +43,8 @@ typedef struct tb_run_opts {
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 	bool no_builtin_names; /* only the map file names tensors */
 	tb_layout_opts layout; /* steps and ranks (--step, --steps, --shard) */
+	bool record;          /* the pass will be recorded (tb_run_record): the comparison adds up
+			       * the value digests the history lacks */
 } tb_run_opts;
 
 void tb_run_opts_init(tb_run_opts *o);

@@ -158,4 +158,19 @@ last_pass
 check_that "changed: a new pass" test "$L" -eq 1
 check_that "changed: the digest moved" test "$(json_get history.1.cand_digest)" != "$(json_get history.0.cand_digest)"
 
+# --- a history an older tbisect wrote (digests of format 1) ---
+# Its digests are not of this format: they are dropped, the files' keys
+# stay, and a re-run on settled, unchanged files is "unchanged", never
+# "stuck".
+wait_until settled || bail_out "the candidate never settled"
+last_pass
+hist=$(grep -l "settled/cand" "$XDG_STATE_HOME"/tbisect/pair-*.json)
+check_that "the settled pair has a history file" test -f "$hist"
+sed -i -e '/"digest_format"/d' -e 's/_digest":\([[:space:]]*\)"[0-9a-f]*"/_digest":\1"0123456789abcdef"/' "$hist"
+last_pass
+check_that "old digests: a pass" test "$L" -eq 2
+check_that "old digests, unchanged files: unchanged" test "$(json_get history.2.movement)" = unchanged
+check_that "old digests: dropped" test -z "$(json_get history.1.cand_digest)"
+check_that "old digests: this format's recorded" test "$(json_get history.2.cand_digest | wc -c)" -eq 17
+
 tap_done

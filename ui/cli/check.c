@@ -157,6 +157,7 @@ int tb_cmd_check(const tb_options *o)
 	int rc;
 
 	tb_run_opts_from(o, &ro);
+	ro.record = !o->no_history;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_exec(&run, &cfg, &err) < 0) {

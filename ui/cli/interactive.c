@@ -17,6 +17,7 @@ int tb_cmd_tui(const tb_options *o)
 	int rc;
 
 	tb_run_opts_from(o, &ro);
+	ro.record = !o->no_history;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_open(&run, &cfg, &err) < 0) {
