@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,43 +13,51 @@
 
 #include "base/mapfile.h"
 
-/* Files of this size and more are mapped at a page offset of their own
- * (colour) within a span of COLOURS pages.  The kernel aligns big mappings
- * to 2 MB and places them side by side, so two trees' files of one size
- * (a safetensors file per side) land exactly 1 GB apart: then a tensor's
- * reference and candidate values share the low 30 bits of their
- * addresses, which the caches' set indexes and the first-level cache's
- * way predictor take, and the compare's two streams of loads get in each
- * other's way (a bfloat16 safetensors check took a quarter more user
- * time).  Every file a colour of its own in turn, the streams differ by
- * pages. */
+/* Files of this size and more are mapped at a colour of their own: an
+ * address whose bits 21-26 (2 MB blocks) differ from the last file's.
+ * The kernel places big mappings side by side, so two trees' files of one
+ * size (a safetensors file per side) landed exactly 1 GB apart: a tensor's
+ * reference and candidate values then shared the low 30 bits of their
+ * addresses, which the first-level cache's way predictor hashes, and the
+ * compare's two streams of loads got in each other's way (a bfloat16
+ * safetensors check took a quarter more user time).  The mapping stays
+ * aligned to 2 MB, so the page cache's large folios are mapped a 2 MB block
+ * at a fault: colouring by pages (4 kB) instead made every fault map page
+ * by page, and cost a check of two 4.3 GB trees in the page cache a quarter
+ * more time, in the kernel. */
 #define COLOUR_MIN (1u << 20)
-#define COLOURS 61
+#define COLOUR_BLOCK ((size_t)2 << 20)
+#define COLOURS 61 /* in bits 21-26: distinct for 61 files in a row */
 
 static void *map_coloured(int fd, size_t size)
 {
 	static atomic_uint next;
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), span = COLOURS * page, head, used;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), span = size + 65 * COLOUR_BLOCK, head;
+	uintptr_t at;
 	unsigned char *area, *map;
+	unsigned colour;
 
 	if (size < COLOUR_MIN)
 		return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	/* the span reserved, the file mapped into it at its colour, and
-	 * what it does not use given back */
-	area = mmap(NULL, size + span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/* the span reserved, the file mapped into it at the first 2 MB
+	 * boundary of its colour, and what it does not use given back */
+	area = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (area == MAP_FAILED)
 		return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	head = (size_t)(atomic_fetch_add(&next, 1) * 7 % COLOURS) * page;
+	colour = atomic_fetch_add(&next, 1) * 7 % COLOURS;
+	at = ((uintptr_t)area + COLOUR_BLOCK - 1) & ~(uintptr_t)(COLOUR_BLOCK - 1);
+	at += ((colour - (at / COLOUR_BLOCK)) & 63) * COLOUR_BLOCK;
+	head = at - (uintptr_t)area;
 	map = mmap(area + head, size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
 	if (map == MAP_FAILED) {
-		munmap(area, size + span);
+		munmap(area, span);
 		return MAP_FAILED;
 	}
-	used = head + (size + page - 1) / page * page;
 	if (head)
 		munmap(area, head);
-	if (used < size + span)
-		munmap(area + used, size + span - used);
+	head += (size + page - 1) / page * page;
+	if (head < span)
+		munmap(area + head, span - head);
 	return map;
 }
 
@@ -137,15 +147,32 @@ static int page_range(const tb_file *f, uint64_t off, uint64_t len, void **start
 	return 0;
 }
 
+/* Does the range look to be in the page cache: its first, middle and last
+ * pages are?  Read-ahead asked of a range in the cache only walks the
+ * cache, page by page (on a tree in the page cache, a tenth of the
+ * compare's time in the kernel). */
+static bool looks_cached(unsigned char *start, size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), last = (size - 1) / page;
+	size_t at[3] = {0, last / 2, last};
+
+	for (int i = 0; i < 3; i++) {
+		unsigned char in;
+		if (mincore(start + at[i] * page, 1, &in) != 0 || !(in & 1))
+			return false;
+	}
+	return true;
+}
+
 void tb_file_will_read(const tb_file *f, uint64_t off, uint64_t len)
 {
 	void *start;
 	size_t size;
 
-	if (page_range(f, off, len, &start, &size) == 0)
-	{
+	if (page_range(f, off, len, &start, &size) == 0) {
 		madvise(start, size, MADV_SEQUENTIAL);
-		madvise(start, size, MADV_WILLNEED);
+		if (!looks_cached(start, size))
+			madvise(start, size, MADV_WILLNEED);
 	}
 }
 
