@@ -144,8 +144,10 @@ int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
 		co.tol_for = tb_tolfile_for_cell;
 		co.tol_ud = r->cfg->tolfile;
 	}
-	if (r->cfg->opts.record)
+	if (r->cfg->opts.record == TB_RECORD_DISK)
 		tb_history_stale(&r->sess, co.digest);
+	else
+		co.digest[0] = co.digest[1] = r->cfg->opts.record == TB_RECORD_MEMORY;
 	r->job = tb_compare_start(r->sess.pairing, &co, err);
 	r->started = monotonic_now();
 	return r->job ? 0 : -1;

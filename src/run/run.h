@@ -31,6 +31,14 @@
 /* The process exit codes of every mode (CONTRACT §1). */
 enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
 
+/* Where the pass will be recorded, so the comparison adds up the value
+ * digests the history lacks as it reads the rows. */
+typedef enum tb_record {
+	TB_RECORD_NONE,   /* not recorded: no digests */
+	TB_RECORD_DISK,   /* in the pair's history file: digests of the trees changed since its last pass */
+	TB_RECORD_MEMORY, /* in a history kept in memory (the interactive view's --no-history): all */
+} tb_record;
+
 /* What the command line says about a comparison (CONTRACT §1). */
 typedef struct tb_run_opts {
 	const char *ref_path, *cand_path; /* borrowed */
@@ -43,8 +51,7 @@ typedef struct tb_run_opts {
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 	bool no_builtin_names; /* only the map file names tensors */
 	tb_layout_opts layout; /* steps and ranks (--step, --steps, --shard) */
-	bool record;          /* the pass will be recorded (tb_run_record): the comparison adds up
-			       * the value digests the history lacks */
+	tb_record record;     /* how the pass will be recorded (tb_run_record) */
 } tb_run_opts;
 
 void tb_run_opts_init(tb_run_opts *o);

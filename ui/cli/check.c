@@ -157,7 +157,7 @@ int tb_cmd_check(const tb_options *o)
 	int rc;
 
 	tb_run_opts_from(o, &ro);
-	ro.record = !o->no_history;
+	ro.record = o->no_history ? TB_RECORD_NONE : TB_RECORD_DISK;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_exec(&run, &cfg, &err) < 0) {
