@@ -639,6 +639,35 @@ static void test_compare_threads_and_isas(void **state)
 	free(fo);
 }
 
+/* The portable copy's fused multiply-add (tb_fmaf, double arithmetic
+ * rounded to odd) is the correctly rounded one libm's fmaf gives: on
+ * random triples of every magnitude, and where a product lies exactly
+ * half way between two floats and an addend far below double's precision
+ * must still decide the rounding (a plain double sum rounds it away and
+ * then ties to even). */
+static void test_portable_fmaf(void **state)
+{
+	static const float tiny[] = {0x1p-60f, -0x1p-60f, 0x1p-90f, -0x1p-90f, 0};
+	float a = 1 + 0x1p-12f, mid = 1 + 0x1p-11f;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++) {
+		assert_true(tb_fmaf(a, a, tiny[i]) == fmaf(a, a, tiny[i]));
+		assert_true(tb_fmaf(-a, a, -tiny[i]) == fmaf(-a, a, -tiny[i]));
+	}
+	assert_true(tb_fmaf(a, a, 0x1p-60f) > mid);
+	assert_true(tb_fmaf(a, a, -0x1p-60f) == mid);
+	for (int i = 0; i < 1000000; i++) {
+		float x = (float)((uniform() - 0.5) * ldexp(1, (int)(uniform() * 40) - 20));
+		float y = (float)((uniform() - 0.5) * ldexp(1, (int)(uniform() * 40) - 20));
+		float z = (float)((uniform() - 0.5) * ldexp(1, (int)(uniform() * 60) - 30));
+		if (i % 3 == 0)
+			z = -(x * y) * (float)(1 + (uniform() - 0.5) * 0x1p-20); /* near cancellation */
+		if (tb_fmaf(x, y, z) != fmaf(x, y, z))
+			fail_msg("tb_fmaf(%a, %a, %a) = %a, fmaf %a", x, y, z, tb_fmaf(x, y, z), fmaf(x, y, z));
+	}
+}
+
 /* A case on the generic copy, and again with the AVX2 copy beside it,
  * and the AVX-512 one.  Without the CPU for one it is a TAP skip:
  * cmocka's own skip() prints "not ok N # SKIP", which the automake driver
@@ -660,6 +689,7 @@ int main(void)
 		ON_EVERY_COPY(test_kernel_vs_naive),
 		ON_EVERY_COPY(test_kernel_error_bound),
 		cmocka_unit_test(test_kernel_split_runs),
+		cmocka_unit_test(test_portable_fmaf),
 		ON_EVERY_COPY(test_raw_dtypes_match_decoded),
 		ON_EVERY_COPY(test_block_decoders_exhaustive),
 		ON_EVERY_COPY(test_logits_vs_naive),

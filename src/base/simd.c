@@ -15,7 +15,7 @@ static int detect(void)
 {
 #if TB_SIMD_X86
 	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("avx2"))
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
 		return TB_SIMD_GENERIC;
 	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
 			       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw")

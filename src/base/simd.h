@@ -8,8 +8,11 @@
  * calls the copy tb_simd_level() chooses at run time.
  *
  * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 8 int32) and
- * only exact IEEE operations in a fixed order, with no contraction into FMA
- * (-std=c11 turns it off), so all copies give bit-identical results.
+ * only exact IEEE operations in a fixed order, fused multiply-adds only
+ * where a kernel asks for one (V(ffma), V(fma); -std=c11 turns contraction
+ * off elsewhere), so all copies give bit-identical results: the AVX2 copy
+ * needs the FMA instructions, and the SSE2 copy rounds a * b + c once in
+ * double arithmetic (tb_fmaf; 10 times slower, on CPUs older than both).
  * Tests force a copy with tb_simd_force.  Owns nothing but that switch.
  */
 #ifndef TB_SIMD_H
@@ -95,6 +98,23 @@ TB_INLINE float tb_sload(tb_src k, const void *base, uint64_t i)
 	return k == TB_SRC_BF16 ? tb_bits_f32((uint32_t)h << 16) : tb_half_f32(h);
 }
 
+/* a * b + c rounded once to float, as the FMA instruction does, without
+ * one: the product is exact in double, the sum is rounded to odd (when
+ * inexact, its last bit is made 1 by stepping toward the exact sum, found
+ * by TwoSum), and double's 29 more bits then round to float correctly
+ * (Boldo and Melquiond). */
+TB_INLINE float tb_fmaf(float a, float b, float c)
+{
+	double p = (double)a * b, s = p + c, t = s - p, e = (p - (s - t)) + (c - t);
+	uint64_t u;
+
+	memcpy(&u, &s, 8);
+	if (e != 0 && !(u & 1))
+		u += (e > 0) == (s > 0) ? 1 : (uint64_t)-1;
+	memcpy(&s, &u, 8);
+	return (float)s;
+}
+
 /* --- gen_: portable C --- */
 
 typedef struct gen_d {
@@ -118,6 +138,8 @@ TB_INLINE gen_d gen_dload(const double *p) { GEN_MAP(gen_d, 4, p[l]); }
 TB_INLINE gen_d gen_add(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] + b.v[l]); }
 TB_INLINE gen_d gen_sub(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] - b.v[l]); }
 TB_INLINE gen_d gen_mul(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] * b.v[l]); }
+/* a * b + c rounded once. */
+TB_INLINE gen_d gen_fma(gen_d a, gen_d b, gen_d c) { GEN_MAP(gen_d, 4, fma(a.v[l], b.v[l], c.v[l])); }
 /* a > b ? a : b, lane by lane (the x86 max rule). */
 TB_INLINE gen_d gen_max(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
 TB_INLINE gen_d gen_abs(gen_d a) { GEN_MAP(gen_d, 4, fabs(a.v[l])); }
@@ -154,6 +176,9 @@ TB_INLINE gen_f gen_fset(float x) { GEN_MAP(gen_f, 8, x); }
 TB_INLINE gen_f gen_fadd(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] + b.v[l]); }
 TB_INLINE gen_f gen_fsub(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] - b.v[l]); }
 TB_INLINE gen_f gen_fmul(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] * b.v[l]); }
+/* fmaf and fma: one instruction where the CPU has it (aarch64, say);
+ * x86's baseline copy has none (sse_ffma). */
+TB_INLINE gen_f gen_ffma(gen_f a, gen_f b, gen_f c) { GEN_MAP(gen_f, 8, fmaf(a.v[l], b.v[l], c.v[l])); }
 TB_INLINE gen_f gen_fabs(gen_f a) { GEN_MAP(gen_f, 8, fabsf(a.v[l])); }
 TB_INLINE gen_f gen_fmin(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] < b.v[l] ? a.v[l] : b.v[l]); }
 TB_INLINE gen_f gen_fmax(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
@@ -261,6 +286,17 @@ SSE_INLINE void sse_dstore(double *o, sse_d a)
 	_mm_storeu_pd(o + 2, a.hi);
 }
 /* SSE2 has no gather: lane by lane. */
+SSE_INLINE sse_d sse_fma(sse_d a, sse_d b, sse_d c)
+{
+	double x[4], y[4], z[4];
+
+	sse_dstore(x, a);
+	sse_dstore(y, b);
+	sse_dstore(z, c);
+	for (int l = 0; l < 4; l++)
+		x[l] = fma(x[l], y[l], z[l]);
+	return sse_dload(x);
+}
 SSE_INLINE sse_d sse_texp(sse_d t, const double *tab)
 {
 	double v[4];
@@ -278,6 +314,17 @@ SSE_INLINE void sse_fstore(float *o, sse_f a)
 	_mm_storeu_ps(o, a.lo);
 	_mm_storeu_ps(o + 4, a.hi);
 }
+SSE_INLINE sse_f sse_ffma(sse_f a, sse_f b, sse_f c)
+{
+	float x[8], y[8], z[8];
+
+	sse_fstore(x, a);
+	sse_fstore(y, b);
+	sse_fstore(z, c);
+	for (int l = 0; l < 8; l++)
+		x[l] = tb_fmaf(x[l], y[l], z[l]);
+	return (sse_f){_mm_loadu_ps(x), _mm_loadu_ps(x + 4)};
+}
 SSE_INLINE void sse_istore(int32_t *o, sse_i a)
 {
 	_mm_storeu_si128((__m128i *)(void *)o, a.lo);
@@ -288,7 +335,7 @@ SSE_INLINE void sse_istore(int32_t *o, sse_i a)
 
 /* --- avx_: AVX2, one register per 4 doubles or 8 floats --- */
 
-#define AVX_INLINE static inline __attribute__((always_inline, target("avx2")))
+#define AVX_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
 
 typedef __m256d avx_d;
 typedef __m256 avx_f;
@@ -299,6 +346,7 @@ AVX_INLINE avx_d avx_dload(const double *p) { return _mm256_loadu_pd(p); }
 AVX_INLINE avx_d avx_add(avx_d a, avx_d b) { return _mm256_add_pd(a, b); }
 AVX_INLINE avx_d avx_sub(avx_d a, avx_d b) { return _mm256_sub_pd(a, b); }
 AVX_INLINE avx_d avx_mul(avx_d a, avx_d b) { return _mm256_mul_pd(a, b); }
+AVX_INLINE avx_d avx_fma(avx_d a, avx_d b, avx_d c) { return _mm256_fmadd_pd(a, b, c); }
 AVX_INLINE avx_d avx_max(avx_d a, avx_d b) { return _mm256_max_pd(a, b); }
 AVX_INLINE avx_d avx_abs(avx_d a) { return _mm256_and_pd(a, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX))); }
 AVX_INLINE avx_d avx_keep_ge(avx_d x, avx_d lim, avx_d v) { return _mm256_and_pd(_mm256_cmp_pd(x, lim, _CMP_GE_OQ), v); }
@@ -319,6 +367,7 @@ AVX_INLINE avx_f avx_fset(float x) { return _mm256_set1_ps(x); }
 AVX_INLINE avx_f avx_fadd(avx_f a, avx_f b) { return _mm256_add_ps(a, b); }
 AVX_INLINE avx_f avx_fsub(avx_f a, avx_f b) { return _mm256_sub_ps(a, b); }
 AVX_INLINE avx_f avx_fmul(avx_f a, avx_f b) { return _mm256_mul_ps(a, b); }
+AVX_INLINE avx_f avx_ffma(avx_f a, avx_f b, avx_f c) { return _mm256_fmadd_ps(a, b, c); }
 AVX_INLINE avx_f avx_fabs(avx_f a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX))); }
 AVX_INLINE avx_f avx_fmin(avx_f a, avx_f b) { return _mm256_min_ps(a, b); }
 AVX_INLINE avx_f avx_fmax(avx_f a, avx_f b) { return _mm256_max_ps(a, b); }
