@@ -54,7 +54,7 @@ static void test_conditions_and_scores(void **state)
 	f[TB_F_BAD_POS_FRAC] = 0.75;
 	f[TB_F_COSINE] = 0.4;
 	f[TB_F_LOG_NORM_RATIO] = 0.02;
-	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 5, &c, &err), 0);
 	/* softmax-scale vetoed by "cosine <= 0.5"; rope-style keeps its best score */
 	assert_int_equal(c.n, 1);
 	assert_string_equal(c.v[0].id, "rope-style");
@@ -64,7 +64,7 @@ static void test_conditions_and_scores(void **state)
 	tb_causes_free(&c);
 
 	f[TB_F_COSINE] = 0.95; /* first prefer fails, second holds: 0.8 * (1+3)/(1+4) */
-	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 5, &c, &err), 0);
 	assert_int_equal(c.n, 2);
 	assert_string_equal(c.v[0].id, "softmax-scale");
 	assert_near(c.v[0].score, 0.9, 1e-12);
@@ -72,13 +72,69 @@ static void test_conditions_and_scores(void **state)
 	tb_causes_free(&c);
 
 	f[TB_F_POS0_OK] = NAN; /* unknown: "pos0_ok" fails and "!pos0_ok" too */
-	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 1, &c, &err), 0);
+	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 1, &c, &err), 0);
 	assert_int_equal(c.n, 1);
 	assert_string_equal(c.v[0].id, "softmax-scale");
 	tb_causes_free(&c);
 	f[TB_F_AT_ATTN] = 0;
-	assert_int_equal(tb_ruleset_eval(rs, f, &ctx, 5, &c, &err), 0);
+	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 5, &c, &err), 0);
 	assert_int_equal(c.n, 0);
+	tb_causes_free(&c);
+	tb_ruleset_free(rs);
+}
+
+/* Estimated features (a sketch's cosine) span an interval: a rule that
+ * matches at the estimate keeps its score, one that matches only
+ * elsewhere in the span gets half its best there, and both say the
+ * estimates cannot settle it when they match in part of the span; a rule
+ * that holds over the whole span says nothing more. */
+static void test_spanned_estimates(void **state)
+{
+	tb_ruleset *rs = load("{\"rules\": ["
+			      "{\"id\": \"qk-norm\", \"weight\": 0.8, \"require\": [\"cosine >= 0.94\"], \"why\": \"kept\", \"look_at\": \"l\"},"
+			      "{\"id\": \"rope-style\", \"weight\": 0.86, \"require\": [\"at_attn\"], \"unless\": [\"cosine >= 0.94\"],"
+			      " \"why\": \"turned\", \"look_at\": \"l\"},"
+			      "{\"id\": \"rope-theta\", \"weight\": 0.5, \"require\": [\"cosine > 0.5\"], \"why\": \"drift\", \"look_at\": \"l\"},"
+			      "{\"id\": \"partial-rope\", \"weight\": 0.6, \"require\": [\"cosine in [0.8, 0.9]\"], \"why\": \"part\", \"look_at\": \"l\"}"
+			      "]}");
+	tb_rule_ctx ctx = {"L0.attn", "attn", NULL, NULL, 0};
+	double f[TB_F_COUNT], lo[TB_F_COUNT], hi[TB_F_COUNT];
+	tb_causes c;
+	tb_err err;
+	(void)state;
+
+	blank(f);
+	f[TB_F_AT_ATTN] = 1;
+	f[TB_F_COSINE] = 0.941;
+	memcpy(lo, f, sizeof lo);
+	memcpy(hi, f, sizeof hi);
+	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 2); /* equal spans: the estimates alone */
+	assert_string_equal(c.v[0].id, "qk-norm");
+	assert_string_equal(c.v[0].why, "kept");
+	tb_causes_free(&c);
+
+	lo[TB_F_COSINE] = 0.7;
+	hi[TB_F_COSINE] = 0.95;
+	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 4); /* partial-rope inside the span only, between its ends and the estimate */
+	assert_string_equal(c.v[3].id, "partial-rope");
+	assert_near(c.v[3].score, 0.3, 1e-12);
+	assert_string_equal(c.v[0].id, "qk-norm");
+	assert_near(c.v[0].score, 0.8, 1e-12);
+	assert_string_equal(c.v[0].why, "kept; a sketch's estimates cannot settle it: cosine 0.7 to 0.95");
+	assert_string_equal(c.v[1].id, "rope-theta");
+	assert_string_equal(c.v[1].why, "drift");
+	assert_string_equal(c.v[2].id, "rope-style");
+	assert_near(c.v[2].score, 0.43, 1e-12);
+	assert_string_equal(c.v[2].why, "turned; a sketch's estimates cannot settle it: cosine 0.7 to 0.95");
+	tb_causes_free(&c);
+
+	hi[TB_F_COSINE] = 0.941; /* the estimate at the span's top, 0.94 inside */
+	lo[TB_F_COSINE] = 0.94;
+	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 2); /* cosine >= 0.94 all through: rope-style never */
+	assert_string_equal(c.v[0].why, "kept");
 	tb_causes_free(&c);
 	tb_ruleset_free(rs);
 }
@@ -241,7 +297,7 @@ static void test_man_page_lists_everything(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_conditions_and_scores), cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_conditions_and_scores), cmocka_unit_test(test_spanned_estimates), cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_shipped_table),         cmocka_unit_test(test_builtin_copy_matches),
 		cmocka_unit_test(test_feature_table),         cmocka_unit_test(test_man_page_lists_everything),
 	};

@@ -301,6 +301,8 @@ static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch
 	m->rel_l2_lo = e->exact ? 0 : e->rel_l2_lo;
 	m->rel_l2_hi = e->exact ? 0 : e->rel_l2_hi;
 	m->cosine = e->exact ? 1 : e->cosine;
+	m->cosine_lo = e->exact ? 1 : e->cosine_lo;
+	m->cosine_hi = e->exact ? 1 : e->cosine_hi;
 	m->norm_ratio = e->norm_ratio;
 	m->max_abs = m->mean_abs = e->exact ? 0 : NAN;
 	m->allclose_frac = e->exact ? 1 : NAN;

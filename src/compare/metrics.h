@@ -93,10 +93,11 @@ typedef struct tb_metrics {
 	int64_t first_bad_position; /* -1: none */
 	/* A sketch took part (CONTRACT §3 "estimated"): rel_l2, cosine and the
 	 * per-position profile are estimates, rel_l2 within [rel_l2_lo,
-	 * rel_l2_hi]; max_abs, mean_abs and allclose_frac are unknown (NaN),
-	 * unless exact: every block of values hashed equal. */
+	 * rel_l2_hi] and cosine within [cosine_lo, cosine_hi]; max_abs,
+	 * mean_abs and allclose_frac are unknown (NaN), unless exact: every
+	 * block of values hashed equal. */
 	bool estimated, exact;
-	double rel_l2_lo, rel_l2_hi;
+	double rel_l2_lo, rel_l2_hi, cosine_lo, cosine_hi;
 	double bias_frac; /* estimated: the share of the error a per-channel offset explains (NaN: unknown) */
 	double shift_frac; /* estimated: of the positions but the first, the share whose candidate row has
 			    * the reference's norm at p-1 or at p+1 and not at p (NaN: unknown) */

@@ -28,6 +28,7 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		       long target, double *features, tb_causes *out, tb_err *err)
 {
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
+	double lo[TB_F_COUNT], hi[TB_F_COUNT];
 	char cell[TB_CELL_NAME_MAX] = "";
 	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
 
@@ -46,7 +47,8 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	}
 	if (r->verdict == TB_ST_MATCH || !o->rules)
 		return 0;
-	return tb_ruleset_eval(o->rules, features, &ctx, TB_MAX_CAUSES, out, err);
+	tb_features_span(&in, target, features, lo, hi);
+	return tb_ruleset_eval(o->rules, features, lo, hi, &ctx, TB_MAX_CAUSES, out, err);
 }
 
 /* A cause the replay confirmed ranks first, with its variant; one no rule

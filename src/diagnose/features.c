@@ -633,3 +633,26 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	if (v[TB_F_AT_LOGITS] == 1 || v[TB_F_AT_FINAL_NORM] == 1)
 		tie_features(in, v);
 }
+
+void tb_features_span(const tb_diag_input *in, long target, const double *v, double *lo, double *hi)
+{
+	const tb_result *r = in->result;
+	const tb_metrics *m;
+
+	memcpy(lo, v, TB_F_COUNT * sizeof *lo);
+	memcpy(hi, v, TB_F_COUNT * sizeof *hi);
+	if (target < 0 || (size_t)target >= r->n_cells || !compared(&r->cells[target]))
+		return;
+	m = &profile_cell(r, &r->cells[target])->m;
+	if (!m->estimated || m->exact)
+		return;
+	/* the spans scale_and_direction's estimates have */
+	if (!isnan(v[TB_F_COSINE])) {
+		lo[TB_F_COSINE] = fmin(m->cosine_lo, v[TB_F_COSINE]);
+		hi[TB_F_COSINE] = fmax(m->cosine_hi, v[TB_F_COSINE]);
+	}
+	if (!isnan(v[TB_F_REL_L2])) {
+		lo[TB_F_REL_L2] = fmin(m->rel_l2_lo, v[TB_F_REL_L2]);
+		hi[TB_F_REL_L2] = fmax(m->rel_l2_hi, v[TB_F_REL_L2]);
+	}
+}

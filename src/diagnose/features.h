@@ -132,6 +132,10 @@ typedef struct tb_diag_input {
 
 /* Features of cell index `target` (-1: no target).  vals has TB_F_COUNT slots. */
 void tb_features_compute(const tb_diag_input *in, long target, double *vals);
+/* Where the features vals of target may lie, lo[i] <= vals[i] <= hi[i]:
+ * equal for measured ones, the bounds of the estimates for a cell a sketch
+ * took part in (rel_l2, cosine).  lo and hi have TB_F_COUNT slots. */
+void tb_features_span(const tb_diag_input *in, long target, const double *vals, double *lo, double *hi);
 
 /* Do logits lg equal final_norm fn . the embedding rows emb of the
  * prompt's tokens tok (tied embeddings)?  The Pearson correlation over the

@@ -522,6 +522,131 @@ static double score_of(const rule *r, const double *f)
 	return r->weight * (1 + got) / (1 + all);
 }
 
+/* The share of a rule's score left when it matches only elsewhere in the
+ * features' spans than at their estimates. */
+#define ELSEWHERE_SHARE 0.5
+/* Estimated features a rule reads, at most. */
+#define SPAN_FEATURES 4
+/* Points tried per estimated feature: its estimate, its span's ends, and
+ * each threshold inside the span with its neighbours. */
+#define SPAN_POINTS 32
+
+typedef struct span_walk {
+	const rule *r;
+	double *f;                            /* the features, the spanned ones at the point tried */
+	int feature[SPAN_FEATURES];
+	double point[SPAN_FEATURES][SPAN_POINTS];
+	int n_points[SPAN_FEATURES];
+	int n;
+	double best;                          /* the best score where the rule matches, -1: nowhere */
+	bool missed;                          /* somewhere it does not */
+} span_walk;
+
+static void add_point(span_walk *w, int k, double x, double lo, double hi)
+{
+	if (x >= lo && x <= hi && w->n_points[k] < SPAN_POINTS)
+		w->point[k][w->n_points[k]++] = x;
+}
+
+/* The conditions' thresholds on feature fe inside [lo, hi], each with its
+ * neighbours: there a condition changes truth. */
+static void add_thresholds(span_walk *w, int k, const cond *c, size_t n, double lo, double hi)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].feature != w->feature[k])
+			continue;
+		for (int j = 0; j < (c[i].op == OP_IN ? 2 : 1); j++) {
+			double t = j ? c[i].b : c[i].a;
+			add_point(w, k, nextafter(t, -INFINITY), lo, hi);
+			add_point(w, k, t, lo, hi);
+			add_point(w, k, nextafter(t, INFINITY), lo, hi);
+		}
+	}
+}
+
+static void walk_points(span_walk *w, int k)
+{
+	if (k == w->n) {
+		double s = score_of(w->r, w->f);
+		if (s < 0)
+			w->missed = true;
+		else if (s > w->best)
+			w->best = s;
+		return;
+	}
+	for (int i = 0; i < w->n_points[k]; i++) {
+		w->f[w->feature[k]] = w->point[k][i];
+		walk_points(w, k + 1);
+	}
+}
+
+static bool reads(const rule *r, int fe)
+{
+	const cond *c[3] = {r->require, r->unless, r->prefer};
+	size_t n[3] = {r->n_require, r->n_unless, r->n_prefer};
+
+	for (int g = 0; g < 3; g++)
+		for (size_t i = 0; i < n[g]; i++)
+			if (c[g][i].feature == fe)
+				return true;
+	return false;
+}
+
+/* A rule's score where the estimated features it reads may lie anywhere
+ * in their spans [lo, hi]: its score at the estimates when it matches
+ * there, else ELSEWHERE_SHARE of its best where it matches in the spans.
+ * *open: it matches at some points of the spans and not at others (the
+ * estimates cannot settle it). */
+static double span_score(const rule *r, const double *f, const double *lo, const double *hi, bool *open)
+{
+	double work[TB_F_COUNT], at = score_of(r, f);
+	span_walk w = {.r = r, .f = work, .best = -1};
+
+	*open = false;
+	for (int fe = 0; lo && fe < TB_F_COUNT && w.n < SPAN_FEATURES; fe++) {
+		if (!(lo[fe] < hi[fe]) || !reads(r, fe))
+			continue;
+		w.feature[w.n] = fe;
+		add_point(&w, w.n, f[fe], lo[fe], hi[fe]);
+		add_point(&w, w.n, lo[fe], lo[fe], hi[fe]);
+		add_point(&w, w.n, hi[fe], lo[fe], hi[fe]);
+		add_thresholds(&w, w.n, r->require, r->n_require, lo[fe], hi[fe]);
+		add_thresholds(&w, w.n, r->unless, r->n_unless, lo[fe], hi[fe]);
+		w.n++;
+	}
+	if (!w.n)
+		return at;
+	memcpy(work, f, sizeof work);
+	walk_points(&w, 0);
+	*open = w.best >= 0 && w.missed;
+	return at >= 0 ? at : w.best >= 0 ? ELSEWHERE_SHARE * w.best : -1;
+}
+
+/* "; the estimates cannot settle it: cosine 0.61 to 0.95" for the spanned
+ * features the rule reads. */
+static char *add_open_note(char *why, const rule *r, const double *lo, const double *hi)
+{
+	char note[256];
+	size_t n = (size_t)snprintf(note, sizeof note, "; a sketch's estimates cannot settle it:");
+	const char *sep = " ";
+	char *out;
+
+	for (int fe = 0; fe < TB_F_COUNT && n < sizeof note; fe++) {
+		if (!(lo[fe] < hi[fe]) || !reads(r, fe))
+			continue;
+		n += (size_t)snprintf(note + n, sizeof note - n, "%s%s %.3g to %.3g", sep, tb_feature_table[fe].name,
+				      lo[fe], hi[fe]);
+		sep = ", ";
+	}
+	out = why ? malloc(strlen(why) + strlen(note) + 1) : NULL;
+	if (out) {
+		strcpy(out, why);
+		strcat(out, note);
+	}
+	free(why);
+	return out;
+}
+
 static int cmp_cause(const void *a, const void *b)
 {
 	const tb_cause *x = a, *y = b;
@@ -531,8 +656,8 @@ static int cmp_cause(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const tb_rule_ctx *ctx, size_t max_causes, tb_causes *out,
-		    tb_err *err)
+int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const double *lo, const double *hi, const tb_rule_ctx *ctx,
+		    size_t max_causes, tb_causes *out, tb_err *err)
 {
 	tb_cause *v = calloc(rs->n ? rs->n : 1, sizeof *v);
 	size_t n = 0;
@@ -543,7 +668,8 @@ int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const tb_rule_ctx *ct
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	for (size_t i = 0; i < rs->n; i++) {
 		const rule *r = &rs->v[i];
-		double s = score_of(r, f);
+		bool open;
+		double s = span_score(r, f, lo, hi, &open);
 		size_t k;
 		if (s < 0)
 			continue;
@@ -560,6 +686,8 @@ int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const tb_rule_ctx *ct
 		}
 		v[k].score = s;
 		v[k].why = render(r->why, f, ctx);
+		if (open)
+			v[k].why = add_open_note(v[k].why, r, lo, hi);
 		v[k].look_at = render(r->look_at, f, ctx);
 		if (!v[k].id || !v[k].why || !v[k].look_at) {
 			out->v = v;

@@ -44,9 +44,14 @@ const char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id);
 const char *tb_ruleset_shipped_source(const tb_ruleset *rs);
 
 /* Matching rules as causes, best first, one per id (its best score),
- * at most max_causes.  features: TB_F_COUNT values. */
-int tb_ruleset_eval(const tb_ruleset *rs, const double *features, const tb_rule_ctx *ctx, size_t max_causes,
-		    tb_causes *out, tb_err *err);
+ * at most max_causes.  features: TB_F_COUNT values.  lo and hi (NULL:
+ * none) span the estimated ones (tb_features_span): a rule that matches at
+ * the estimates keeps its score, one that matches only elsewhere in the
+ * spans gets half its best there, and either says in its why that the
+ * estimates cannot settle it when it matches at some points of the spans
+ * and not at others. */
+int tb_ruleset_eval(const tb_ruleset *rs, const double *features, const double *lo, const double *hi,
+		    const tb_rule_ctx *ctx, size_t max_causes, tb_causes *out, tb_err *err);
 
 /* The ids CONTRACT §6 defines (the shipped table uses only these). */
 extern const char *const tb_cause_ids[];
