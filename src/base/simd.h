@@ -285,7 +285,6 @@ SSE_INLINE void sse_dstore(double *o, sse_d a)
 	_mm_storeu_pd(o, a.lo);
 	_mm_storeu_pd(o + 2, a.hi);
 }
-/* SSE2 has no gather: lane by lane. */
 SSE_INLINE sse_d sse_fma(sse_d a, sse_d b, sse_d c)
 {
 	double x[4], y[4], z[4];
@@ -297,6 +296,7 @@ SSE_INLINE sse_d sse_fma(sse_d a, sse_d b, sse_d c)
 		x[l] = fma(x[l], y[l], z[l]);
 	return sse_dload(x);
 }
+/* SSE2 has no gather: lane by lane. */
 SSE_INLINE sse_d sse_texp(sse_d t, const double *tab)
 {
 	double v[4];
@@ -335,7 +335,12 @@ SSE_INLINE void sse_istore(int32_t *o, sse_i a)
 
 /* --- avx_: AVX2, one register per 4 doubles or 8 floats --- */
 
-#define AVX_INLINE static inline __attribute__((always_inline, target("avx2,fma")))
+/* What the avx2 copy needs of the CPU (tb_simd_level checks the same),
+ * and the avx512 copy besides. */
+#define TB_SIMD_AVX2_TARGET "avx2,fma"
+#define TB_SIMD_AVX512_TARGET TB_SIMD_AVX2_TARGET ",avx512f,avx512vl"
+
+#define AVX_INLINE static inline __attribute__((always_inline, target(TB_SIMD_AVX2_TARGET)))
 
 typedef __m256d avx_d;
 typedef __m256 avx_f;

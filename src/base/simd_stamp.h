@@ -21,12 +21,12 @@
 #if TB_SIMD_X86
 #define V(op) avx_##op
 #define KNAME(name) TB_KPASTE(TB_KERNEL_PREFIX, _avx2_, name)
-#define KATTR __attribute__((target("avx2,fma")))
+#define KATTR __attribute__((target(TB_SIMD_AVX2_TARGET)))
 #include TB_KERNEL_FILE
 #undef KNAME
 #undef KATTR
 #define KNAME(name) TB_KPASTE(TB_KERNEL_PREFIX, _avx512_, name)
-#define KATTR __attribute__((target("avx2,fma,avx512f,avx512vl")))
+#define KATTR __attribute__((target(TB_SIMD_AVX512_TARGET)))
 #include TB_KERNEL_FILE
 #undef V
 #undef KNAME

@@ -184,12 +184,9 @@ static void digest_run(const pair_work *pw, int s, uint64_t start, uint64_t len,
 {
 	size_t es = pw->dsize[s];
 
-	if (!pw->digest[s])
-		return;
-	if (pw->dsrc[s])
-		*sum += tb_digest_piece(start * es, pw->dsrc[s] + start * es, (size_t)(len * es));
-	else
-		*sum += tb_digest_piece(start * es, dec, (size_t)(len * es));
+	if (pw->digest[s])
+		*sum += tb_digest_piece(start * es, pw->dsrc[s] ? (const void *)(pw->dsrc[s] + start * es) : dec,
+					(size_t)(len * es));
 }
 
 /* Fold one row (or a slice of a flat tensor) into acc, and its values into

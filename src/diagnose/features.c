@@ -634,6 +634,15 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		tie_features(in, v);
 }
 
+/* Feature i's span: [a, b], widened to hold its estimate v[i]. */
+static void span_of(int i, const double *v, double a, double b, double *lo, double *hi)
+{
+	if (isnan(v[i]))
+		return;
+	lo[i] = fmin(a, v[i]);
+	hi[i] = fmax(b, v[i]);
+}
+
 void tb_features_span(const tb_diag_input *in, long target, const double *v, double *lo, double *hi)
 {
 	const tb_result *r = in->result;
@@ -647,12 +656,6 @@ void tb_features_span(const tb_diag_input *in, long target, const double *v, dou
 	if (!m->estimated || m->exact)
 		return;
 	/* the spans scale_and_direction's estimates have */
-	if (!isnan(v[TB_F_COSINE])) {
-		lo[TB_F_COSINE] = fmin(m->cosine_lo, v[TB_F_COSINE]);
-		hi[TB_F_COSINE] = fmax(m->cosine_hi, v[TB_F_COSINE]);
-	}
-	if (!isnan(v[TB_F_REL_L2])) {
-		lo[TB_F_REL_L2] = fmin(m->rel_l2_lo, v[TB_F_REL_L2]);
-		hi[TB_F_REL_L2] = fmax(m->rel_l2_hi, v[TB_F_REL_L2]);
-	}
+	span_of(TB_F_COSINE, v, m->cosine_lo, m->cosine_hi, lo, hi);
+	span_of(TB_F_REL_L2, v, m->rel_l2_lo, m->rel_l2_hi, lo, hi);
 }

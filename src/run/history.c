@@ -355,9 +355,7 @@ static void set_aside(tb_history *h, const char *why)
 	else
 		snprintf(h->warning, sizeof h->warning, "history file %s is corrupt (%s) and could not be set aside",
 			 h->path, why);
-	free(h->passes);
-	h->passes = NULL;
-	h->n = 0;
+	tb_history_free(h);
 }
 
 /* Read h's passes.  A corrupt file is set aside unless only peeked at
@@ -382,13 +380,10 @@ static void load(tb_history *h, bool peek)
 	cJSON_ArrayForEach(it, passes) {
 		if (!h->passes || parse_pass(it, &h->passes[h->n]) < 0) {
 			cJSON_Delete(root);
-			if (peek) {
-				free(h->passes);
-				h->passes = NULL;
-				h->n = 0;
-			} else {
+			if (peek)
+				tb_history_free(h);
+			else
 				set_aside(h, "a pass is malformed");
-			}
 			return;
 		}
 		h->n++;

@@ -230,8 +230,8 @@ static uint64_t load_uint(const unsigned char *p, unsigned size, bool swap)
 DECODE_VARIANT(decode_generic_run, TB_SIMD_GENERIC_ATTR, TB_SIMD_GENERIC_SET)
 #if TB_SIMD_X86
 #define AVX_SET(op) avx_##op
-DECODE_VARIANT(decode_avx2_run, __attribute__((target("avx2,fma"))), AVX_SET)
-DECODE_VARIANT(decode_avx512_run, __attribute__((target("avx2,fma,avx512f,avx512vl"))), AVX_SET)
+DECODE_VARIANT(decode_avx2_run, __attribute__((target(TB_SIMD_AVX2_TARGET))), AVX_SET)
+DECODE_VARIANT(decode_avx512_run, __attribute__((target(TB_SIMD_AVX512_TARGET))), AVX_SET)
 #undef AVX_SET
 #endif
 #undef DECODE_VARIANT
