@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/blaspool.h"
+#include "base/cpus.h"
 #include "compare/compare.h"
 #include "tensor/digest.h"
 #include "compare/estimate.h"
@@ -553,7 +553,6 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *err)
 {
 	tb_job *job = calloc(1, sizeof *job);
-	long ncpu;
 	int want;
 
 	if (!job) {
@@ -584,8 +583,7 @@ tb_job *tb_compare_start(const tb_pairing *p, const tb_compare_opts *o, tb_err *
 		}
 	}
 	tb_blas_pool_stop();
-	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	want = o->threads > 0 ? o->threads : (int)(ncpu > 0 ? ncpu : 1);
+	want = tb_threads_for(o->threads);
 	if (want > MAX_THREADS)
 		want = MAX_THREADS;
 	if ((size_t)want > job->n_units)

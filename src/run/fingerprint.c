@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "base/cpus.h"
 #include "diagnose/features.h"
 #include "diagnose/sanity.h"
 #include "formats/tbsk.h"
@@ -12,13 +12,6 @@
 #include "model/naming.h"
 #include "run/fingerprint.h"
 #include "tensor/sketch.h"
-
-static int online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n > 0 ? (int)n : 1;
-}
 
 /* The tree's tie score (tb_tree.tie) on its values: its final_norm, embed
  * and logits, found by their cells. */
@@ -159,7 +152,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 		free(tok);
 		if (rc == 0) {
 			writing wr = {&w, jobs, joined, (const char(*)[TB_CELL_NAME_MAX])cells, stats};
-			rc = tb_sketch_jobs(jobs, n_jobs, cfg->opts.threads > 0 ? cfg->opts.threads : online_cpus(),
+			rc = tb_sketch_jobs(jobs, n_jobs, tb_threads_for(cfg->opts.threads),
 					    write_one, &wr, err);
 			if (rc == 0)
 				rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
