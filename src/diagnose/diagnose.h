@@ -23,6 +23,7 @@ typedef struct tb_diag_opts {
 	const tb_ruleset *rules;
 	int heads, kv_heads;  /* 0: unknown */
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
+	int threads;          /* 1: all on the caller's thread; 0: one per CPU */
 } tb_diag_opts;
 
 typedef struct tb_diagnosis {

@@ -54,6 +54,7 @@ tb_diag_opts tb_run_diag_opts(const tb_run_config *cfg)
 		.heads = cfg->opts.heads,
 		.kv_heads = cfg->opts.kv_heads,
 		.origin_factor = cfg->opts.origin_factor,
+		.threads = cfg->opts.threads,
 	};
 
 	return d;

@@ -316,7 +316,7 @@ bool tb_tensor_streamed(const tb_tensor *t)
 				return true;
 		return false;
 	}
-	return windowed(t);
+	return t->blob && windowed(t); /* a sketch's tensor has no bytes here */
 }
 
 const void *tb_tensor_data(const tb_tensor *t)

@@ -53,6 +53,14 @@ expect_exit 1 "the text report" "$TBISECT" check --no-history "$T/ref" "$T/norm-
 check_that "text: confirmed by replay, with the fitted eps" \
 	grep -q "^     confirmed by replay: eps 1e-05 (the reference: 1e-06) reproduces the candidate (rel_l2 " "$TAP_OUT"
 
+# The replay runs on a thread of its own beside the features; on one
+# thread the report is the same, byte for byte.
+for bug in norm-epsilon final-norm residual-wiring; do
+	"$TBISECT" check --no-history "$T/ref" "$T/$bug" >"$T/$bug.threads" 2>&1 || :
+	"$TBISECT" check --no-history --threads 1 "$T/ref" "$T/$bug" >"$T/$bug.thread" 2>&1 || :
+	check_that "$bug: the same report on one thread" cmp "$T/$bug.threads" "$T/$bug.thread"
+done
+
 # mlp_norm reads the residual stream, embed + attn here.  No demo bug
 # diverges there first, so the reference is copied with its L0.mlp_norm
 # recomputed as x*(1+w): the norm output plus the unweighted norm.
