@@ -536,11 +536,16 @@ int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn
 		tb_tensor_release(a);
 		return -1;
 	}
+	/* float32 in place is handed over as it is: a copy would be the
+	 * walk's main cost. */
+	const float *da = tb_tensor_f32_direct(a), *db = tb_tensor_f32_direct(b);
 	for (uint64_t off = 0; rc == 0 && off < n; off += PAIR_BLOCK) {
 		size_t k = n - off < PAIR_BLOCK ? (size_t)(n - off) : PAIR_BLOCK;
-		tb_tensor_read_f32(a, off, k, x);
-		tb_tensor_read_f32(b, off, k, y);
-		rc = fn(ctx, x, y, k, off);
+		if (!da)
+			tb_tensor_read_f32(a, off, k, x);
+		if (!db)
+			tb_tensor_read_f32(b, off, k, y);
+		rc = fn(ctx, da ? da + off : x, db ? db + off : y, k, off);
 	}
 	tb_tensor_release(a);
 	tb_tensor_release(b);
