@@ -124,12 +124,12 @@ TB_CLONES static double residual(const side *s, const norm *n)
 	return tb_rel_l2(dd, s->yy);
 }
 
-/* Least squares per channel over the rows: w, and b when b is not NULL,
- * for the formulation and eps of n; sums holds 4 x cols doubles. */
-TB_CLONES static void fit(const side *s, form f, double eps, double *w, double *b, double *sums)
+/* The sums a least-squares fit per channel needs, over the rows, for the
+ * formulation f and eps: sums holds 4 x cols doubles (sum n^2, n y, n, y
+ * per channel, n the normalised input). */
+TB_CLONES static void fit_sums(const side *s, form f, double eps, double *sums)
 {
 	double *snn = sums, *sny = sums + s->cols, *sn = sums + 2 * s->cols, *sy = sums + 3 * s->cols;
-	double rows = (double)s->rows;
 
 	memset(sums, 0, 4 * s->cols * sizeof *sums);
 	for (uint64_t i = 0; i < s->rows; i++) {
@@ -146,12 +146,45 @@ TB_CLONES static void fit(const side *s, form f, double eps, double *w, double *
 			sy[c] += y[c];
 		}
 	}
+}
+
+/* The fit from fit_sums: w, and b when b is not NULL. */
+static void fit_solve(const side *s, const double *sums, double *w, double *b)
+{
+	const double *snn = sums, *sny = sums + s->cols, *sn = sums + 2 * s->cols, *sy = sums + 3 * s->cols;
+	double rows = (double)s->rows;
+
 	for (uint64_t c = 0; c < s->cols; c++) {
 		double den = b ? rows * snn[c] - sn[c] * sn[c] : snn[c];
 		w[c] = den > 0 ? (b ? rows * sny[c] - sn[c] * sy[c] : sny[c]) / den : 0;
 		if (b)
 			b[c] = (sy[c] - w[c] * sn[c]) / rows;
 	}
+}
+
+/* residual() of two norms of one formulation and eps, n0 without a bias
+ * and n1 with one, in one sweep. */
+TB_CLONES static void residual_pair(const side *s, const norm *n0, const norm *n1, double rel[2])
+{
+	const double *w0 = n0->w, *w1 = n1->w, *b1 = n1->b;
+	double dd0 = 0, dd1 = 0;
+
+	for (uint64_t i = 0; i < s->rows; i++) {
+		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		double mean, inv, row0 = 0, row1 = 0;
+		row_stats(s, i, n0->f, n0->eps, &mean, &inv);
+#pragma omp simd reduction(+ : row0, row1)
+		for (uint64_t c = 0; c < s->cols; c++) {
+			double n = (x[c] - mean) * inv;
+			double d0 = n * w0[c] - y[c], d1 = n * w1[c] + b1[c] - y[c];
+			row0 += d0 * d0;
+			row1 += d1 * d1;
+		}
+		dd0 += row0;
+		dd1 += row1;
+	}
+	rel[0] = tb_rel_l2(dd0, s->yy);
+	rel[1] = tb_rel_l2(dd1, s->yy);
 }
 
 /* The per-channel offset that n leaves on a side: mean over rows of y - n(x). */
@@ -171,25 +204,37 @@ static void fit_offset(const side *s, const norm *n, double *b)
  * reproduces it best without a bias, unless only a bias reproduces it.
  * Fills w and b (b unused without a bias) and *alike, the eps values
  * (bits of eps_grid) that reproduce it within the floor as well: where
- * the activations are large, eps is invisible.  Returns the residual. */
+ * the activations are large, eps is invisible.  Returns the residual.
+ * work holds 10 x cols doubles. */
 static double fit_reference(const side *ref, double floor, norm *n, unsigned *alike, double *w, double *b,
-			    double *sums)
+			    double *work)
 {
+	uint64_t H = ref->cols;
+	double *sums = work, *fit[3] = {work + 4 * H, work + 5 * H, work + 6 * H};
+	double *best_w[2] = {work + 7 * H, work + 8 * H}, *best_b = work + 9 * H;
 	double rel[2][N_FORMS][N_EPS];
 	int best[2][2] = {{0, 0}, {0, 0}}; /* [bias]: form and eps of the best */
 	int bias;
 
-	for (bias = 0; bias < 2; bias++)
-		for (int f = 0; f < N_FORMS; f++)
-			for (size_t e = 0; e < N_EPS; e++) {
-				norm t = {(form)f, eps_grid[e], w, bias ? b : NULL};
-				fit(ref, t.f, t.eps, w, bias ? b : NULL, sums);
-				rel[bias][f][e] = residual(ref, &t);
-				if (rel[bias][f][e] < rel[bias][best[bias][0]][best[bias][1]]) {
+	for (int f = 0; f < N_FORMS; f++)
+		for (size_t e = 0; e < N_EPS; e++) {
+			norm t[2] = {{(form)f, eps_grid[e], fit[0], NULL}, {(form)f, eps_grid[e], fit[1], fit[2]}};
+			double r[2];
+			fit_sums(ref, (form)f, eps_grid[e], sums);
+			fit_solve(ref, sums, fit[0], NULL);
+			fit_solve(ref, sums, fit[1], fit[2]);
+			residual_pair(ref, &t[0], &t[1], r);
+			for (bias = 0; bias < 2; bias++) {
+				rel[bias][f][e] = r[bias];
+				if ((f == 0 && e == 0) || r[bias] < rel[bias][best[bias][0]][best[bias][1]]) {
 					best[bias][0] = f;
 					best[bias][1] = (int)e;
+					memcpy(best_w[bias], fit[bias], H * sizeof *w);
+					if (bias)
+						memcpy(best_b, fit[2], H * sizeof *b);
 				}
 			}
+		}
 	bias = !(rel[0][best[0][0]][best[0][1]] <= floor) &&
 	       rel[1][best[1][0]][best[1][1]] < rel[0][best[0][0]][best[0][1]];
 	*n = (norm){(form)best[bias][0], eps_grid[best[bias][1]], w, bias ? b : NULL};
@@ -197,7 +242,9 @@ static double fit_reference(const side *ref, double floor, norm *n, unsigned *al
 	for (size_t e = 0; e < N_EPS; e++)
 		if (rel[bias][n->f][e] <= floor)
 			*alike |= 1u << e;
-	fit(ref, n->f, n->eps, w, bias ? b : NULL, sums);
+	memcpy(w, best_w[bias], H * sizeof *w);
+	if (bias)
+		memcpy(b, best_b, H * sizeof *b);
 	return rel[bias][n->f][best[bias][1]];
 }
 
@@ -335,7 +382,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	taken = (rows + step - 1) / step;
 	if (tb_replay_load_sampled(p, 3, cols, step, v, &finite, err) < 0)
 		return -1;
-	work = finite ? malloc((8 * cols + 6 * MAX_ROWS) * sizeof *work) : NULL;
+	work = finite ? malloc((12 * cols + 6 * MAX_ROWS) * sizeof *work) : NULL;
 	if (finite && !work) {
 		tb_replay_unload(v, 3);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
@@ -353,13 +400,13 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	{
 		side r = {v[0].ref, v[2].ref, taken, cols, NULL, {NULL, NULL}, 0};
 		side c = {v[0].cand, v[2].cand, taken, cols, NULL, {NULL, NULL}, 0};
-		/* work: 8 columns (below), then each side's row sums */
-		row_sums(&r, work + 8 * cols);
-		row_sums(&c, work + 8 * cols + 3 * MAX_ROWS);
+		/* work: 12 columns (below), then each side's row sums */
+		row_sums(&r, work + 12 * cols);
+		row_sums(&c, work + 12 * cols + 3 * MAX_ROWS);
 		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR, 1);
-		/* work, in columns: the reference's w and b, a variant's w and
-		 * b, the four sums of a fit. */
-		ref_rel = fit_reference(&r, floor, &ref, &alike, work, work + cols, work + 4 * cols);
+		/* work, in columns: the reference's w and b, then what fitting
+		 * it takes, later a variant's w and b. */
+		ref_rel = fit_reference(&r, floor, &ref, &alike, work, work + cols, work + 2 * cols);
 		eps_text(alike, eps, sizeof eps);
 		snprintf(ref_variant, sizeof ref_variant, "%s%s, eps %s", form_name[ref.f], ref.b ? " with bias" : "", eps);
 		try_variants(&c, &ref, alike, in->target->cell.id, work + 2 * cols, &best);
