@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/blaspool.h"
 #include "formats/reader.h"
 #include "formats/tree.h"
 #include "tensor/view.h"
@@ -649,6 +650,10 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	tb_tree *tree;
 	int rc;
 
+	/* Opening drops each file's header pages (index_with): with BLAS's
+	 * idle threads spinning on the other cores, every drop would stop
+	 * them to flush their TLBs. */
+	tb_blas_pool_stop();
 	*out = NULL;
 	if (!opts) {
 		tb_open_opts_init(&defaults);
