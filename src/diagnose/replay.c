@@ -54,8 +54,9 @@ double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_f
 	return f;
 }
 
-/* Rows 0, step, 2 step, ... of t's rows of cols values; step 1 is the
- * whole tensor, read as one run. */
+/* Rows 0, step, 2 step, ... of t's rows of cols values, one after
+ * another, in a malloc'd copy; step 1 is the whole tensor, read as one
+ * run. */
 static float *load_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n, tb_err *err)
 {
 	uint64_t rows = step > 1 ? t->numel / cols : 1, run = step > 1 ? cols : t->numel;
@@ -100,8 +101,7 @@ bool tb_replay_finite(const float *v, uint64_t n)
 	return true;
 }
 
-int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sides *v,
-			   bool *finite, tb_err *err)
+int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err)
 {
 	uint64_t nr, nc;
 
@@ -110,8 +110,8 @@ int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uin
 	for (size_t i = 0; i < n; i++) {
 		if (!p[i])
 			continue;
-		v[i].ref = load_rows(p[i]->ref, cols, step, &nr, err);
-		v[i].cand = v[i].ref ? load_rows(p[i]->cand, cols, step, &nc, err) : NULL;
+		v[i].ref = load_rows(p[i]->ref, 1, 1, &nr, err);
+		v[i].cand = v[i].ref ? load_rows(p[i]->cand, 1, 1, &nc, err) : NULL;
 		if (!v[i].cand) {
 			tb_replay_unload(v, n);
 			return -1;
@@ -121,9 +121,62 @@ int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uin
 	return 0;
 }
 
-int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err)
+/* One side's sampled rows: in place when t holds float32 there (a copy
+ * would cost more than the sweeps over it), else copied; and are they
+ * finite? */
+static int sample_rows(tb_tensor *t, uint64_t cols, uint64_t step, tb_replay_rowset *out, bool *finite, tb_err *err)
 {
-	return tb_replay_load_sampled(p, n, 1, 1, v, finite, err);
+	uint64_t rows = t->numel / cols, taken = (rows + step - 1) / step, n;
+	const float *direct;
+
+	memset(out, 0, sizeof *out);
+	if (tb_tensor_acquire(t, err) < 0)
+		return -1;
+	direct = tb_tensor_f32_direct(t);
+	if (direct) {
+		*out = (tb_replay_rowset){direct, step * cols, NULL, t};
+		for (uint64_t i = 0; i < taken && *finite; i++)
+			*finite = tb_replay_finite(direct + i * step * cols, cols);
+		return 0;
+	}
+	tb_tensor_release(t);
+	out->owned = load_rows(t, cols, step, &n, err);
+	if (!out->owned)
+		return -1;
+	*out = (tb_replay_rowset){out->owned, cols, out->owned, NULL};
+	*finite = *finite && tb_replay_finite(out->owned, n);
+	return 0;
+}
+
+int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sampled *v,
+			   bool *finite, tb_err *err)
+{
+	memset(v, 0, n * sizeof *v);
+	*finite = true;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] && (sample_rows(p[i]->ref, cols, step, &v[i].ref, finite, err) < 0 ||
+			     sample_rows(p[i]->cand, cols, step, &v[i].cand, finite, err) < 0)) {
+			tb_replay_unload_sampled(v, n);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void rows_free(tb_replay_rowset *r)
+{
+	free(r->owned);
+	if (r->held)
+		tb_tensor_release(r->held);
+	memset(r, 0, sizeof *r);
+}
+
+void tb_replay_unload_sampled(tb_replay_sampled *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		rows_free(&v[i].ref);
+		rows_free(&v[i].cand);
+	}
 }
 
 void tb_replay_unload(tb_replay_sides *v, size_t n)

@@ -47,6 +47,7 @@ static const double eps_grid[] = {1e-3, 1e-5, 1e-6, 1e-8, 1e-12};
  * formulation and eps tried shares. */
 typedef struct side {
 	const float *x, *y;
+	uint64_t xs, ys; /* floats from one row to the next */
 	uint64_t rows, cols;
 	double *mean, *ss[N_FORMS], yy;
 } side;
@@ -68,7 +69,7 @@ static void row_sums(side *s, double *work)
 	s->ss[LAYER] = work + 2 * s->rows;
 	s->yy = 0;
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		const float *x = s->x + i * s->xs, *y = s->y + i * s->ys;
 		double sum = 0, ss0 = 0, ssm = 0, yy = 0, mean;
 
 #pragma omp simd reduction(+ : sum, ss0, yy)
@@ -103,7 +104,7 @@ TB_CLONES static double residual(const side *s, const norm *n)
 	double dd = 0;
 
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		const float *x = s->x + i * s->xs, *y = s->y + i * s->ys;
 		double mean, inv, row = 0;
 		row_stats(s, i, n->f, n->eps, &mean, &inv);
 		if (b) {
@@ -133,7 +134,7 @@ TB_CLONES static void fit_sums(const side *s, form f, double eps, double *sums)
 
 	memset(sums, 0, 4 * s->cols * sizeof *sums);
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		const float *x = s->x + i * s->xs, *y = s->y + i * s->ys;
 		double mean, inv;
 		row_stats(s, i, f, eps, &mean, &inv);
 		/* the four sums are disjoint columns of one buffer */
@@ -170,7 +171,7 @@ TB_CLONES static void residual_pair(const side *s, const norm *n0, const norm *n
 	double dd0 = 0, dd1 = 0;
 
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		const float *x = s->x + i * s->xs, *y = s->y + i * s->ys;
 		double mean, inv, row0 = 0, row1 = 0;
 		row_stats(s, i, n0->f, n0->eps, &mean, &inv);
 #pragma omp simd reduction(+ : row0, row1)
@@ -192,7 +193,7 @@ static void fit_offset(const side *s, const norm *n, double *b)
 {
 	memset(b, 0, s->cols * sizeof *b);
 	for (uint64_t i = 0; i < s->rows; i++) {
-		const float *x = s->x + i * s->cols, *y = s->y + i * s->cols;
+		const float *x = s->x + i * s->xs, *y = s->y + i * s->ys;
 		double mean, inv;
 		row_stats(s, i, n->f, n->eps, &mean, &inv);
 		for (uint64_t c = 0; c < s->cols; c++)
@@ -356,12 +357,13 @@ static int input_taps(const tb_replay_in *in, const tb_pair **p, char *need, siz
 int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
 	const tb_pair *p[3];
-	tb_replay_sides v[3];
+	tb_replay_sampled v[3];
 	char cell[TB_CELL_NAME_MAX], need[64], ref_variant[64], eps[32];
 	uint64_t rows, cols, step, taken;
 	bool finite;
 	int n_in = input_taps(in, p, need, sizeof need);
 	double *work, floor, ref_rel;
+	float *summed;
 	tb_replay_best best = {"", NULL, 0};
 	norm ref;
 	unsigned alike;
@@ -382,25 +384,36 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	taken = (rows + step - 1) / step;
 	if (tb_replay_load_sampled(p, 3, cols, step, v, &finite, err) < 0)
 		return -1;
-	work = finite ? malloc((12 * cols + 6 * MAX_ROWS) * sizeof *work) : NULL;
-	if (finite && !work) {
-		tb_replay_unload(v, 3);
-		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	}
 	if (!finite) {
 		snprintf(out->note, sizeof out->note, "no replay from non-finite values");
-		tb_replay_unload(v, 3);
+		tb_replay_unload_sampled(v, 3);
 		return 0;
 	}
+	/* work: 12 columns (below), then each side's row sums; with two
+	 * input taps, their sums per side, taken x cols floats each */
+	work = malloc((12 * cols + 6 * MAX_ROWS) * sizeof *work);
+	summed = n_in == 2 ? malloc(2 * taken * cols * sizeof *summed) : NULL;
+	if (!work || (n_in == 2 && !summed)) {
+		free(work);
+		tb_replay_unload_sampled(v, 3);
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	}
 	if (n_in == 2)
-		for (uint64_t i = 0; i < taken * cols; i++) {
-			v[0].ref[i] += v[1].ref[i];
-			v[0].cand[i] += v[1].cand[i];
+		for (int k = 0; k < 2; k++) {
+			const tb_replay_rowset *a = k ? &v[0].cand : &v[0].ref, *b = k ? &v[1].cand : &v[1].ref;
+			float *o = summed + k * taken * cols;
+			for (uint64_t i = 0; i < taken; i++)
+				for (uint64_t c = 0; c < cols; c++)
+					o[i * cols + c] = a->v[i * a->stride + c] + b->v[i * b->stride + c];
 		}
 	{
-		side r = {v[0].ref, v[2].ref, taken, cols, NULL, {NULL, NULL}, 0};
-		side c = {v[0].cand, v[2].cand, taken, cols, NULL, {NULL, NULL}, 0};
-		/* work: 12 columns (below), then each side's row sums */
+		side r = {v[0].ref.v, v[2].ref.v, v[0].ref.stride, v[2].ref.stride, taken, cols, NULL, {NULL, NULL}, 0};
+		side c = {v[0].cand.v, v[2].cand.v, v[0].cand.stride, v[2].cand.stride, taken, cols, NULL, {NULL, NULL}, 0};
+		if (summed) {
+			r.x = summed;
+			c.x = summed + taken * cols;
+			r.xs = c.xs = cols;
+		}
 		row_sums(&r, work + 12 * cols);
 		row_sums(&c, work + 12 * cols + 3 * MAX_ROWS);
 		floor = tb_replay_floor(p[2]->ref, p[2]->cand, F32_FLOOR, 1);
@@ -415,6 +428,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 						  best.rel_l2});
 	}
 	free(work);
-	tb_replay_unload(v, 3);
+	free(summed);
+	tb_replay_unload_sampled(v, 3);
 	return 0;
 }

@@ -52,12 +52,29 @@ typedef struct tb_replay_sides {
  * say whether every value is finite; 0, or -1 and err with nothing left
  * loaded.  tb_replay_unload frees them. */
 int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, bool *finite, tb_err *err);
-/* The same for every step-th row of pairs of rows of cols values (rows
- * 0, step, 2 step, ...), one after another: for the ops that are a
- * function of each row alone, which a sample of rows pins down. */
-int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sides *v,
-			   bool *finite, tb_err *err);
 void tb_replay_unload(tb_replay_sides *v, size_t n);
+
+/* Every step-th row of one side's rows of cols values (rows 0, step,
+ * 2 step, ...): sampled row i at v + i * stride.  They are the tensor's
+ * float32 in place when it holds them (the tensor stays acquired), else a
+ * copy, one row after another. */
+typedef struct tb_replay_rowset {
+	const float *v;
+	uint64_t stride;
+	float *owned;    /* the copy, or NULL */
+	tb_tensor *held; /* the tensor read in place, or NULL */
+} tb_replay_rowset;
+
+typedef struct tb_replay_sampled {
+	tb_replay_rowset ref, cand; /* all zero for a NULL pair */
+} tb_replay_sampled;
+
+/* For the ops that are a function of each row alone, which a sample of
+ * rows pins down: the rows of both sides of the n pairs into v[n], as
+ * tb_replay_load_pairs; tb_replay_unload_sampled lets them go. */
+int tb_replay_load_sampled(const tb_pair *const *p, size_t n, uint64_t cols, uint64_t step, tb_replay_sampled *v,
+			   bool *finite, tb_err *err);
+void tb_replay_unload_sampled(tb_replay_sampled *v, size_t n);
 
 /* Do both sides of every pair (NULL ones skipped) hold rows x cols values,
  * cols the last axis, with rows >= min_rows (a per-channel fit over fewer

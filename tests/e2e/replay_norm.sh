@@ -53,6 +53,19 @@ expect_exit 1 "the text report" "$TBISECT" check --no-history "$T/ref" "$T/norm-
 check_that "text: confirmed by replay, with the fitted eps" \
 	grep -q "^     confirmed by replay: eps 1e-05 (the reference: 1e-06) reproduces the candidate (rel_l2 " "$TAP_OUT"
 
+# More positions than the norm replay takes (128): every third row, read
+# in place from float32 .npy files, decoded from bfloat16 ones (where
+# only the formulation stands above the rounding, below).
+demo ref-long norm-epsilon-long norm-epsilon --seq 300
+demo ref-long-bf16 norm-formulation-long-bf16 norm-formulation --seq 300 --dtype bf16
+long() {
+	expect_exit 1 "300 positions: $2" "$TBISECT" check --json --no-history "$T/$1" "$T/$2"
+	json_is "300 positions, $2: confirmed first" causes.0.id "$3"
+	json_is "300 positions, $2: by its variant" causes.0.confirmed.variant "$4"
+}
+long ref-long norm-epsilon-long norm-epsilon "eps 1e-05 (the reference: 1e-06)"
+long ref-long-bf16 norm-formulation-long-bf16 norm-formulation "x*(1+w) instead of x*w"
+
 # The replay runs on a thread of its own beside the features; on one
 # thread the report is the same, byte for byte.
 for bug in norm-epsilon final-norm residual-wiring; do
