@@ -56,8 +56,8 @@ double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_f
 
 /* Rows 0, step, 2 step, ... of t's rows of cols values, one after
  * another, in a malloc'd copy; step 1 is the whole tensor, read as one
- * run. */
-static float *load_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n, tb_err *err)
+ * run.  t is acquired. */
+static float *copy_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n, tb_err *err)
 {
 	uint64_t rows = step > 1 ? t->numel / cols : 1, run = step > 1 ? cols : t->numel;
 	uint64_t taken = (rows + step - 1) / step;
@@ -73,13 +73,20 @@ static float *load_rows(tb_tensor *t, uint64_t cols, uint64_t step, uint64_t *n,
 		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		return NULL;
 	}
-	if (tb_tensor_acquire(t, err) < 0) {
-		free(v);
-		return NULL;
-	}
 	for (uint64_t r = 0; r < taken; r++)
 		for (uint64_t i = 0; i < run; i += BLOCK)
 			tb_tensor_read_f32(t, r * step * run + i, run - i < BLOCK ? run - i : BLOCK, v + r * run + i);
+	return v;
+}
+
+/* The whole of t, copied to float32. */
+static float *load_whole(tb_tensor *t, uint64_t *n, tb_err *err)
+{
+	float *v;
+
+	if (tb_tensor_acquire(t, err) < 0)
+		return NULL;
+	v = copy_rows(t, 1, 1, n, err);
 	tb_tensor_release(t);
 	return v;
 }
@@ -110,8 +117,8 @@ int tb_replay_load_pairs(const tb_pair *const *p, size_t n, tb_replay_sides *v, 
 	for (size_t i = 0; i < n; i++) {
 		if (!p[i])
 			continue;
-		v[i].ref = load_rows(p[i]->ref, 1, 1, &nr, err);
-		v[i].cand = v[i].ref ? load_rows(p[i]->cand, 1, 1, &nc, err) : NULL;
+		v[i].ref = load_whole(p[i]->ref, &nr, err);
+		v[i].cand = v[i].ref ? load_whole(p[i]->cand, &nc, err) : NULL;
 		if (!v[i].cand) {
 			tb_replay_unload(v, n);
 			return -1;
@@ -139,8 +146,8 @@ static int sample_rows(tb_tensor *t, uint64_t cols, uint64_t step, tb_replay_row
 			*finite = tb_replay_finite(direct + i * step * cols, cols);
 		return 0;
 	}
+	out->owned = copy_rows(t, cols, step, &n, err);
 	tb_tensor_release(t);
-	out->owned = load_rows(t, cols, step, &n, err);
 	if (!out->owned)
 		return -1;
 	*out = (tb_replay_rowset){out->owned, cols, out->owned, NULL};
