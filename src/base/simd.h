@@ -182,6 +182,24 @@ TB_INLINE gen_f gen_ffma(gen_f a, gen_f b, gen_f c) { GEN_MAP(gen_f, 8, fmaf(a.v
 TB_INLINE gen_f gen_fabs(gen_f a) { GEN_MAP(gen_f, 8, fabsf(a.v[l])); }
 TB_INLINE gen_f gen_fmin(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] < b.v[l] ? a.v[l] : b.v[l]); }
 TB_INLINE gen_f gen_fmax(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
+/* v where x >= lim (x > lim), else +0. */
+TB_INLINE gen_f gen_fkeep_ge(gen_f x, gen_f lim, gen_f v) { GEN_MAP(gen_f, 8, x.v[l] >= lim.v[l] ? v.v[l] : 0.0f); }
+TB_INLINE gen_f gen_fkeep_gt(gen_f x, gen_f lim, gen_f v) { GEN_MAP(gen_f, 8, x.v[l] > lim.v[l] ? v.v[l] : 0.0f); }
+/* p * 2^n for t = n + 0x1.8p23 (n an integer, the result normal): n
+ * added to p's exponent. */
+TB_INLINE float tb_fscale1(float p, float t)
+{
+	uint32_t pb, tb, mb;
+	float m = 0x1.8p23f;
+
+	memcpy(&pb, &p, 4);
+	memcpy(&tb, &t, 4);
+	memcpy(&mb, &m, 4);
+	pb += (tb - mb) << 23;
+	memcpy(&p, &pb, 4);
+	return p;
+}
+TB_INLINE gen_f gen_fscale(gen_f p, gen_f t) { GEN_MAP(gen_f, 8, tb_fscale1(p.v[l], t.v[l])); }
 TB_INLINE gen_f gen_load(tb_src k, const void *base, uint64_t i) { GEN_MAP(gen_f, 8, tb_sload(k, base, i + (uint64_t)l)); }
 /* Lanes 0-3 / 4-7 widened. */
 TB_INLINE gen_d gen_lo(gen_f f) { GEN_MAP(gen_d, 4, (double)f.v[l]); }
@@ -249,6 +267,20 @@ SSE_INLINE sse_f sse_fabs(sse_f a)
 	__m128 m = _mm_castsi128_ps(_mm_set1_epi32(INT32_MAX));
 	return (sse_f){_mm_and_ps(a.lo, m), _mm_and_ps(a.hi, m)};
 }
+SSE_INLINE sse_f sse_fkeep_ge(sse_f x, sse_f lim, sse_f v)
+{
+	return (sse_f){_mm_and_ps(_mm_cmpge_ps(x.lo, lim.lo), v.lo), _mm_and_ps(_mm_cmpge_ps(x.hi, lim.hi), v.hi)};
+}
+SSE_INLINE sse_f sse_fkeep_gt(sse_f x, sse_f lim, sse_f v)
+{
+	return (sse_f){_mm_and_ps(_mm_cmpgt_ps(x.lo, lim.lo), v.lo), _mm_and_ps(_mm_cmpgt_ps(x.hi, lim.hi), v.hi)};
+}
+SSE_INLINE __m128 sse_fscale4(__m128 p, __m128 t)
+{
+	__m128i n = _mm_sub_epi32(_mm_castps_si128(t), _mm_castps_si128(_mm_set1_ps(0x1.8p23f)));
+	return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(p), _mm_slli_epi32(n, 23)));
+}
+SSE_INLINE sse_f sse_fscale(sse_f p, sse_f t) { return (sse_f){sse_fscale4(p.lo, t.lo), sse_fscale4(p.hi, t.hi)}; }
 SSE_INLINE sse_f sse_fmin(sse_f a, sse_f b) { return (sse_f){_mm_min_ps(a.lo, b.lo), _mm_min_ps(a.hi, b.hi)}; }
 SSE_INLINE sse_f sse_fmax(sse_f a, sse_f b) { return (sse_f){_mm_max_ps(a.lo, b.lo), _mm_max_ps(a.hi, b.hi)}; }
 SSE_INLINE __m128 sse_half4(__m128i u)
@@ -374,6 +406,13 @@ AVX_INLINE avx_f avx_fsub(avx_f a, avx_f b) { return _mm256_sub_ps(a, b); }
 AVX_INLINE avx_f avx_fmul(avx_f a, avx_f b) { return _mm256_mul_ps(a, b); }
 AVX_INLINE avx_f avx_ffma(avx_f a, avx_f b, avx_f c) { return _mm256_fmadd_ps(a, b, c); }
 AVX_INLINE avx_f avx_fabs(avx_f a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX))); }
+AVX_INLINE avx_f avx_fkeep_ge(avx_f x, avx_f lim, avx_f v) { return _mm256_and_ps(_mm256_cmp_ps(x, lim, _CMP_GE_OQ), v); }
+AVX_INLINE avx_f avx_fkeep_gt(avx_f x, avx_f lim, avx_f v) { return _mm256_and_ps(_mm256_cmp_ps(x, lim, _CMP_GT_OQ), v); }
+AVX_INLINE avx_f avx_fscale(avx_f p, avx_f t)
+{
+	__m256i n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(_mm256_set1_ps(0x1.8p23f)));
+	return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(n, 23)));
+}
 AVX_INLINE avx_f avx_fmin(avx_f a, avx_f b) { return _mm256_min_ps(a, b); }
 AVX_INLINE avx_f avx_fmax(avx_f a, avx_f b) { return _mm256_max_ps(a, b); }
 AVX_INLINE avx_f avx_load(tb_src k, const void *base, uint64_t i)

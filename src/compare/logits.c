@@ -26,25 +26,42 @@
 		(idx)[j_] = (i);                                               \
 	} while (0)
 
-/* 2^(j/64), j = 0..63, each correctly rounded (computed to 60 digits). */
-static const double exp2_64[64] = {
-	0x1.0000000000000p+0, 0x1.02c9a3e778061p+0, 0x1.059b0d3158574p+0, 0x1.0874518759bc8p+0,
-	0x1.0b5586cf9890fp+0, 0x1.0e3ec32d3d1a2p+0, 0x1.11301d0125b51p+0, 0x1.1429aaea92de0p+0,
-	0x1.172b83c7d517bp+0, 0x1.1a35beb6fcb75p+0, 0x1.1d4873168b9aap+0, 0x1.2063b88628cd6p+0,
-	0x1.2387a6e756238p+0, 0x1.26b4565e27cddp+0, 0x1.29e9df51fdee1p+0, 0x1.2d285a6e4030bp+0,
-	0x1.306fe0a31b715p+0, 0x1.33c08b26416ffp+0, 0x1.371a7373aa9cbp+0, 0x1.3a7db34e59ff7p+0,
-	0x1.3dea64c123422p+0, 0x1.4160a21f72e2ap+0, 0x1.44e086061892dp+0, 0x1.486a2b5c13cd0p+0,
-	0x1.4bfdad5362a27p+0, 0x1.4f9b2769d2ca7p+0, 0x1.5342b569d4f82p+0, 0x1.56f4736b527dap+0,
-	0x1.5ab07dd485429p+0, 0x1.5e76f15ad2148p+0, 0x1.6247eb03a5585p+0, 0x1.6623882552225p+0,
-	0x1.6a09e667f3bcdp+0, 0x1.6dfb23c651a2fp+0, 0x1.71f75e8ec5f74p+0, 0x1.75feb564267c9p+0,
-	0x1.7a11473eb0187p+0, 0x1.7e2f336cf4e62p+0, 0x1.82589994cce13p+0, 0x1.868d99b4492edp+0,
-	0x1.8ace5422aa0dbp+0, 0x1.8f1ae99157736p+0, 0x1.93737b0cdc5e5p+0, 0x1.97d829fde4e50p+0,
-	0x1.9c49182a3f090p+0, 0x1.a0c667b5de565p+0, 0x1.a5503b23e255dp+0, 0x1.a9e6b5579fdbfp+0,
-	0x1.ae89f995ad3adp+0, 0x1.b33a2b84f15fbp+0, 0x1.b7f76f2fb5e47p+0, 0x1.bcc1e904bc1d2p+0,
-	0x1.c199bdd85529cp+0, 0x1.c67f12e57d14bp+0, 0x1.cb720dcef9069p+0, 0x1.d072d4a07897cp+0,
-	0x1.d5818dcfba487p+0, 0x1.da9e603db3285p+0, 0x1.dfc97337b9b5fp+0, 0x1.e502ee78b3ff6p+0,
-	0x1.ea4afa2a490dap+0, 0x1.efa1bee615a27p+0, 0x1.f50765b6e4540p+0, 0x1.fa7c1819e90d8p+0,
-};
+/* The logit kernel's float lanes are summed over blocks of this many
+ * vectors, then into double (see logit_kernel.inc). */
+#define LOGIT_BLOCK 16
+#define LOGIT_SUMS 7
+
+/* log1p(z) - z for |z| < 2^-7: -z^2/2 + z^3/3 - ..., to z^10 (the
+ * terms left out are under 2^-56 of the first). */
+static double log1p_minus(double z)
+{
+	double q = 0;
+
+	for (int j = 10; j >= 2; j--)
+		q = q * z + (j % 2 ? 1.0 : -1.0) / j;
+	return z * z * q;
+}
+
+/* KL and the top-1 log-probabilities from the kernel's sums (see
+ * logit_kernel.inc); sd = mc - mr - k, so e_r e^w = e_c e^sd. */
+static void logit_finish(const double s[LOGIT_SUMS], double sd, tb_logit_row *out)
+{
+	double x = s[1] / s[0], kl;
+
+	if (sd > 600) {
+		/* e^sd overflows: cand's argmax, far from ref's, holds the mass
+		 * (s[4] >= 1), and the small-w terms vanish next to it */
+		kl = sd + log(s[4]) - log(s[0]) + log1p(s[3] * exp(-sd) / s[4]) - x;
+	} else {
+		double y = (s[2] + (s[4] * exp(sd) - s[5] - s[6])) / s[0], z = x + y;
+		/* log1p(z) - x, without the difference of x and nearly x when
+		 * both are small, nor of y and nearly y when both are large */
+		kl = fabs(z) < 0x1p-7 ? y + log1p_minus(z) : log1p(z) - x;
+	}
+	out->kl = kl < 0 ? 0 : kl; /* rounding can dip a hair below zero */
+	out->top1_logprob[0] = -log(s[0]);
+	out->top1_logprob[1] = -log(s[3] * exp(-sd) + s[4]);
+}
 
 #define TB_KERNEL_FILE "compare/logit_kernel.inc"
 #define TB_KERNEL_PREFIX logit

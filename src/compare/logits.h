@@ -1,7 +1,13 @@
 /*
  * logits: per-position comparison of two [S, V] logit tensors: KL(ref||cand)
- * of the softmaxes (computed stably in double), top-1 agreement, top-5
- * overlap and each side's top-1 log-probability.
+ * of the softmaxes, top-1 agreement, top-5 overlap and each side's top-1
+ * log-probability.  The exponentials are float, their sums go through
+ * double; KL is computed from the sum of e^w - 1 - w (logit_kernel.inc), so
+ * it keeps its relative accuracy down to the smallest KL: within
+ * TB_LOGIT_KL_REL of itself, and the log-probabilities within
+ * TB_LOGIT_LP_ABS (the block sums' bound of the metric kernel plus four
+ * units of the exponentials; tests/test_kernel.c checks both against long
+ * double from a KL of 1e-13 to 40).
  *
  * tb_logits_row handles one position; tb_logits_finish summarises.
  * tb_logit_metrics owns its arrays; tb_logits_free releases it.
@@ -10,6 +16,9 @@
 #define TB_LOGITS_H
 
 #include <stdint.h>
+
+#define TB_LOGIT_KL_REL 0x1p-20
+#define TB_LOGIT_LP_ABS (24 * 0x1p-24)
 
 typedef struct tb_logit_row {
 	double kl;             /* KL(ref || cand), nats; NaN when a side is not finite */

@@ -65,7 +65,10 @@ tap_exit() {
 		[ "$_rc" -ne 0 ] || _rc=1
 	fi
 	if [ -n "$TAP_AT_EXIT" ]; then eval "$TAP_AT_EXIT"; fi
-	rm -rf "${TAP_TMP:-}"
+	# A process the exit code just stopped (a tmux pane's tbisect) may still
+	# be writing in $TAP_TMP: rm then finds a folder not empty.  Try again,
+	# and never let the cleanup decide the test's status (set -e would).
+	rm -rf "${TAP_TMP:-}" 2>/dev/null || rm -rf "${TAP_TMP:-}" 2>/dev/null || :
 	exit "$_rc"
 }
 
