@@ -201,8 +201,15 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 
 	if (len > pw->n - start)
 		len = pw->n - start;
-	if (pw->logits) {
-		/* Logit rows are needed whole, in float. */
+	if (pw->logits && pr && pc) {
+		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
+			       tol->atol, tol->rtol, &sums);
+		tb_logits_row_raw(pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (int64_t)len,
+				  &pw->res->logits->rows[row]);
+		digest_run(pw, 0, start, len, NULL, &dsum[0]);
+		digest_run(pw, 1, start, len, NULL, &dsum[1]);
+	} else if (pw->logits) {
+		/* Logit rows the kernels cannot read in place are decoded whole. */
 		const float *dr = tb_tensor_f32_direct(pw->ref), *dc = tb_tensor_f32_direct(pw->cand);
 		const float *r = dr ? dr + start : NULL, *c = dc ? dc + start : NULL;
 		if ((!r || !c) && scratch_fit(s, (size_t)len) < 0)

@@ -6,20 +6,23 @@
 #include <string.h>
 
 #include "compare/logits.h"
+#include "compare/metrics.h"
 #include "base/simd.h"
 
 #define TOPK 5
 
-/* Insert x[i] into the running top-k idx[0..k) (largest first; ties keep
- * the lower index; NaN never enters). */
-#define TOPK_INSERT(x, i, idx, k)                                              \
+/* Insert element i of x (read by tb_sload as kind sk) into the running
+ * top-k idx[0..k) (largest first; ties keep the lower index; NaN never
+ * enters). */
+#define TOPK_AT(j) tb_sload(sk, x, (uint64_t)(j))
+#define TOPK_INSERT(i, idx, k)                                                 \
 	do {                                                                   \
-		float v_ = (x)[i];                                             \
+		float v_ = TOPK_AT(i);                                         \
 		int j_;                                                        \
-		if (isnan(v_) || ((k) == TOPK && !(v_ > (x)[(idx)[TOPK - 1]]))) \
+		if (isnan(v_) || ((k) == TOPK && !(v_ > TOPK_AT((idx)[TOPK - 1])))) \
 			break;                                                 \
 		j_ = (k) < TOPK ? (k)++ : TOPK - 1;                            \
-		while (j_ > 0 && v_ > (x)[(idx)[j_ - 1]]) {                    \
+		while (j_ > 0 && v_ > TOPK_AT((idx)[j_ - 1])) {                \
 			(idx)[j_] = (idx)[j_ - 1];                             \
 			j_--;                                                  \
 		}                                                              \
@@ -69,7 +72,13 @@ static void logit_finish(const double s[LOGIT_SUMS], double sd, tb_logit_row *ou
 
 void tb_logits_row(const float *ref, const float *cand, int64_t vocab, tb_logit_row *out)
 {
-	TB_SIMD_PICK(logit, row)(ref, cand, vocab, out);
+	TB_SIMD_PICK(logit, row)(TB_SRC_F32, ref, TB_SRC_F32, cand, vocab, out);
+}
+
+void tb_logits_row_raw(const void *ref, tb_dtype rdt, const void *cand, tb_dtype cdt, int64_t vocab,
+		       tb_logit_row *out)
+{
+	TB_SIMD_PICK(logit, row)((tb_src)tb_dtype_src(rdt), ref, (tb_src)tb_dtype_src(cdt), cand, vocab, out);
 }
 
 tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab)

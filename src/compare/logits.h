@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include "tensor/dtype.h"
+
 #define TB_LOGIT_KL_REL 0x1p-20
 #define TB_LOGIT_LP_ABS (24 * 0x1p-24)
 
@@ -36,6 +38,11 @@ typedef struct tb_logit_metrics {
 } tb_logit_metrics;
 
 void tb_logits_row(const float *ref, const float *cand, int64_t vocab, tb_logit_row *out);
+/* tb_logits_row on little-endian elements of rdt and cdt read in place
+ * (both must pass tb_acc_reads): the same results as on the exactly
+ * decoded float32 values. */
+void tb_logits_row_raw(const void *ref, tb_dtype rdt, const void *cand, tb_dtype cdt, int64_t vocab,
+		       tb_logit_row *out);
 /* Allocate for n_pos positions (rows zeroed). */
 tb_logit_metrics *tb_logits_new(int64_t n_pos, int64_t vocab);
 void tb_logits_finish(tb_logit_metrics *lm);

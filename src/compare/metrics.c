@@ -202,38 +202,31 @@ static bool float_safe(const kout *o)
 	return isfinite(s) && (s == 0 || s >= 0x1p-100);
 }
 
-static bool src_of(tb_dtype dt, tb_src *k)
+int tb_dtype_src(tb_dtype dt)
 {
 	switch (dt) {
 	case TB_DT_F32:
-		*k = TB_SRC_F32;
-		return true;
+		return TB_SRC_F32;
 	case TB_DT_BF16:
-		*k = TB_SRC_BF16;
-		return true;
+		return TB_SRC_BF16;
 	case TB_DT_F16:
-		*k = TB_SRC_F16;
-		return true;
+		return TB_SRC_F16;
 	default:
-		return false;
+		return -1;
 	}
 }
 
 bool tb_acc_reads(tb_dtype dt)
 {
-	tb_src k;
-
-	return src_of(dt, &k);
+	return tb_dtype_src(dt) >= 0;
 }
 
 void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dtype cdt, size_t n, uint64_t base,
 		    double atol, double rtol, tb_run_sums *run)
 {
-	tb_src rk = TB_SRC_F32, ck = TB_SRC_F32;
+	tb_src rk = (tb_src)tb_dtype_src(rdt), ck = (tb_src)tb_dtype_src(cdt);
 	kout o;
 
-	src_of(rdt, &rk);
-	src_of(cdt, &ck);
 	TB_SIMD_PICK(acc, run)(rk, r, ck, c, n, atol, rtol, &o);
 	if (!float_safe(&o)) {
 		run_nonfinite(a, rk, r, ck, c, n, base, atol, rtol, run);

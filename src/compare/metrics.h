@@ -73,6 +73,9 @@ void tb_acc_run(tb_acc *a, const float *r, const float *c, size_t n, uint64_t ba
 		tb_run_sums *run);
 /* Can tb_acc_run_raw read this dtype in place?  (f32, bf16, f16) */
 bool tb_acc_reads(tb_dtype dt);
+/* The element source (tb_src, base/simd.h) the kernels read dt as, or -1
+ * when they cannot read it in place. */
+int tb_dtype_src(tb_dtype dt);
 /* tb_acc_run on n little-endian elements of rdt at r and cdt at c (any
  * alignment); both dtypes must pass tb_acc_reads.  Results are those of
  * tb_acc_run on the exactly decoded float32 values. */
