@@ -412,8 +412,7 @@ AVX2 __m256 load8(const void *src, bool bf16, size_t j)
 	const unsigned char *b = src;
 
 	if (bf16)
-		return _mm256_castsi256_ps(
-			_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * j))), 16));
+		return avx_bf16x8(b + 2 * j);
 	return _mm256_loadu_ps((const float *)src + j);
 }
 
