@@ -448,6 +448,7 @@ static void test_no_state_home(void **state)
 {
 	char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
 	char want[8192];
+	bool stale[2];
 	tu_compared f;
 	tb_history h;
 	pair_dirs port;
@@ -461,6 +462,12 @@ static void test_no_state_home(void **state)
 	assert_string_equal(h.warning, "history not kept: neither XDG_STATE_HOME nor HOME is set");
 	assert_string_equal(h.path, "");
 	tb_history_free(&h);
+	/* No digests for a history that cannot be kept, unless the pass goes
+	 * to memory instead. */
+	tb_history_stale(&f.s, false, stale);
+	assert_false(stale[0] || stale[1]);
+	tb_history_stale(&f.s, true, stale);
+	assert_true(stale[0] && stale[1]);
 	/* HOME alone: the XDG default under it. */
 	assert_int_equal(setenv("HOME", port.state, 1), 0);
 	tb_history_open(&f.s, &h);
@@ -468,6 +475,22 @@ static void test_no_state_home(void **state)
 	assert_string_equal(h.warning, "");
 	assert_int_equal(strncmp(h.path, want, strlen(want)), 0);
 	tb_history_free(&h);
+	/* kept, with no pass yet: both trees need their digests */
+	tb_history_stale(&f.s, false, stale);
+	assert_true(stale[0] && stale[1]);
+	/* A state directory that cannot be written in is found before the
+	 * comparison (the file permissions do not bind root). */
+	snprintf(want, sizeof want, "%s/.local/state/tbisect", port.state);
+	assert_int_equal(chmod(want, 0555), 0);
+	if (geteuid() != 0) {
+		tb_history_open(&f.s, &h);
+		assert_int_equal(strncmp(h.warning, "history not kept: cannot write in ", 34), 0);
+		assert_string_equal(h.path, "");
+		tb_history_free(&h);
+		tb_history_stale(&f.s, false, stale);
+		assert_false(stale[0] || stale[1]);
+	}
+	assert_int_equal(chmod(want, 0755), 0);
 	if (home)
 		setenv("HOME", home, 1);
 	else

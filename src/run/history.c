@@ -415,6 +415,11 @@ static void open_history(const tb_session *s, tb_history *h, bool peek)
 		snprintf(h->warning, sizeof h->warning, "history not kept: cannot create %s: %s", dir, strerror(errno));
 		return;
 	}
+	/* found before the comparison, which then adds up no digests for it */
+	if (access(dir, W_OK | X_OK) != 0) {
+		snprintf(h->warning, sizeof h->warning, "history not kept: cannot write in %s: %s", dir, strerror(errno));
+		return;
+	}
 	if (!realpath(s->ref_path, ref) || !realpath(s->cand_path, cand)) {
 		snprintf(h->warning, sizeof h->warning, "history not kept: cannot resolve the dump paths");
 		return;
@@ -430,15 +435,19 @@ void tb_history_open(const tb_session *s, tb_history *h)
 	open_history(s, h, false);
 }
 
-void tb_history_stale(const tb_session *s, bool stale[2])
+void tb_history_stale(const tb_session *s, bool in_memory, bool stale[2])
 {
 	tb_history h;
 	char key[17];
 
 	open_history(s, &h, true);
 	for (int side = 0; side < 2; side++) {
+		if (!h.path[0]) {
+			stale[side] = in_memory;
+			continue;
+		}
 		tree_stat_key(side ? s->cand : s->ref, key);
-		stale[side] = !h.path[0] || !digest_stands(key, h.n ? &h.passes[h.n - 1] : NULL, side);
+		stale[side] = !digest_stands(key, h.n ? &h.passes[h.n - 1] : NULL, side);
 	}
 	tb_history_free(&h);
 }

@@ -77,10 +77,11 @@ void tb_history_open(const tb_session *s, tb_history *h);
 void tb_history_init_memory(tb_history *h);
 /* Which trees' value digests the next pass recorded on disk must read
  * (stale[0] the reference's, stale[1] the candidate's): those whose files
- * changed since the last pass, or all when the history is not kept on
- * disk.  The comparison adds them up as it reads the rows
- * (tb_compare_opts.digest), so recording the pass reads nothing again. */
-void tb_history_stale(const tb_session *s, bool stale[2]);
+ * changed since the last pass.  When no history file can be kept: all
+ * when the pass goes to memory instead (in_memory), else none.  The
+ * comparison adds them up as it reads the rows (tb_compare_opts.digest),
+ * so recording the pass reads nothing again. */
+void tb_history_stale(const tb_session *s, bool in_memory, bool stale[2]);
 /* Append this run as a pass (computing its movement) and save: 1.  The
  * trees' digests take the value digests r added up (tb_cell_result.digest)
  * and read the tensors it did not.  When

@@ -145,8 +145,8 @@ int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
 		co.tol_for = tb_tolfile_for_cell;
 		co.tol_ud = r->cfg->tolfile;
 	}
-	if (r->cfg->opts.record == TB_RECORD_DISK)
-		tb_history_stale(&r->sess, co.digest);
+	if (r->cfg->opts.record == TB_RECORD_DISK || r->cfg->opts.record == TB_RECORD_DISK_OR_MEMORY)
+		tb_history_stale(&r->sess, r->cfg->opts.record == TB_RECORD_DISK_OR_MEMORY, co.digest);
 	else
 		co.digest[0] = co.digest[1] = r->cfg->opts.record == TB_RECORD_MEMORY;
 	r->job = tb_compare_start(r->sess.pairing, &co, err);
@@ -253,12 +253,12 @@ void tb_listing_free(tb_listing *l)
 	memset(l, 0, sizeof *l);
 }
 
-int tb_run_record(const tb_run *r, tb_history *h, bool memory_fallback, tb_err *err)
+int tb_run_record(const tb_run *r, tb_history *h, tb_err *err)
 {
 	if (!h->in_memory) {
 		tb_history_free(h);
 		tb_history_open(&r->sess, h);
-		if (!h->path[0] && memory_fallback) {
+		if (!h->path[0] && r->cfg->opts.record == TB_RECORD_DISK_OR_MEMORY) {
 			char warning[sizeof h->warning];
 			memcpy(warning, h->warning, sizeof warning);
 			tb_history_init_memory(h);

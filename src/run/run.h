@@ -35,7 +35,10 @@ enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
  * digests the history lacks as it reads the rows. */
 typedef enum tb_record {
 	TB_RECORD_NONE,   /* not recorded: no digests */
-	TB_RECORD_DISK,   /* in the pair's history file: digests of the trees changed since its last pass */
+	TB_RECORD_DISK,   /* in the pair's history file: digests of the trees changed since its last pass;
+			     none when no file can be kept (check then records nothing) */
+	TB_RECORD_DISK_OR_MEMORY, /* as TB_RECORD_DISK, but in memory when no file can be kept (the
+				     interactive view): then all digests */
 	TB_RECORD_MEMORY, /* in a history kept in memory (the interactive view's --no-history): all */
 } tb_record;
 
@@ -126,9 +129,9 @@ void tb_listing_free(tb_listing *l);
  * (tb_history_init_memory, for --no-history), the pair's history is read
  * from disk again first, since another process may have added passes;
  * when it cannot be kept on disk (h->warning says why), the pass is kept
- * in memory if memory_fallback, else not at all.  1 when a pass was
- * recorded, 0 when not (the inputs are the last pass's, or no history is
- * kept), -1 when the pass could not be saved. */
-int tb_run_record(const tb_run *r, tb_history *h, bool memory_fallback, tb_err *err);
+ * in memory under TB_RECORD_DISK_OR_MEMORY, else not at all.  1 when a
+ * pass was recorded, 0 when not (the inputs are the last pass's, or no
+ * history is kept), -1 when the pass could not be saved. */
+int tb_run_record(const tb_run *r, tb_history *h, tb_err *err);
 
 #endif

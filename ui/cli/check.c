@@ -171,7 +171,7 @@ int tb_cmd_check(const tb_options *o)
 		goto out;
 	}
 	if (!o->no_history) {
-		int recorded = tb_run_record(&run, &hist, false, &err);
+		int recorded = tb_run_record(&run, &hist, &err);
 		if (hist.warning[0])
 			fprintf(stderr, "tbisect: warning: %s\n", hist.warning);
 		if (recorded < 0)

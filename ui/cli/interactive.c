@@ -17,8 +17,9 @@ int tb_cmd_tui(const tb_options *o)
 	int rc;
 
 	tb_run_opts_from(o, &ro);
-	/* the view records its passes in memory under --no-history */
-	ro.record = o->no_history ? TB_RECORD_MEMORY : TB_RECORD_DISK;
+	/* the view records its passes in memory under --no-history, and when
+	 * the state directory cannot be used */
+	ro.record = o->no_history ? TB_RECORD_MEMORY : TB_RECORD_DISK_OR_MEMORY;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_open(&run, &cfg, &err) < 0) {

@@ -54,7 +54,7 @@ static void record_pass(view *v)
 	tb_err err;
 	int rc;
 
-	rc = tb_run_record(&v->run, &v->hist, true, &err);
+	rc = tb_run_record(&v->run, &v->hist, &err);
 	if (v->hist.warning[0])
 		view_message(v, true, "%s", v->hist.warning);
 	if (rc < 0)
