@@ -137,6 +137,20 @@ static void test_spanned_estimates(void **state)
 	assert_string_equal(c.v[0].why, "kept");
 	tb_causes_free(&c);
 	tb_ruleset_free(rs);
+
+	/* The best score elsewhere in the span is where a prefer condition
+	 * holds too, though no require or unless threshold and neither end of
+	 * the span lies there: 0.5 * 0.6 * (1 + 1) / (1 + 1). */
+	rs = load("{\"rules\": [{\"id\": \"mlp-activation\", \"weight\": 0.6, \"require\": [\"cosine >= 0.9\"],"
+		  " \"prefer\": [\"cosine in [0.92, 0.93]\"], \"why\": \"act\", \"look_at\": \"l\"}]}");
+	f[TB_F_COSINE] = 0.85;
+	lo[TB_F_COSINE] = 0.8;
+	hi[TB_F_COSINE] = 0.96;
+	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
+	assert_int_equal(c.n, 1);
+	assert_near(c.v[0].score, 0.3, 1e-12);
+	tb_causes_free(&c);
+	tb_ruleset_free(rs);
 }
 
 static void rule_error(const char *json, const char *want)

@@ -528,7 +528,8 @@ static double score_of(const rule *r, const double *f)
 /* Estimated features a rule reads, at most. */
 #define SPAN_FEATURES 4
 /* Points tried per estimated feature: its estimate, its span's ends, and
- * each threshold inside the span with its neighbours. */
+ * each threshold inside the span with its neighbours (prefer conditions'
+ * too: the best score elsewhere may be where one of them holds). */
 #define SPAN_POINTS 32
 
 typedef struct span_walk {
@@ -612,6 +613,7 @@ static double span_score(const rule *r, const double *f, const double *lo, const
 		add_point(&w, w.n, hi[fe], lo[fe], hi[fe]);
 		add_thresholds(&w, w.n, r->require, r->n_require, lo[fe], hi[fe]);
 		add_thresholds(&w, w.n, r->unless, r->n_unless, lo[fe], hi[fe]);
+		add_thresholds(&w, w.n, r->prefer, r->n_prefer, lo[fe], hi[fe]);
 		w.n++;
 	}
 	if (!w.n)
