@@ -9,8 +9,8 @@
  *
  * Every set has the same lanes (d: 4 doubles, f: 8 floats, i: 8 int32) and
  * only exact IEEE operations in a fixed order, fused multiply-adds only
- * where a kernel asks for one (V(ffma), V(fma); -std=c11 turns contraction
- * off elsewhere), so all copies give bit-identical results: the AVX2 copy
+ * where a kernel asks for one (V(ffma); -std=c11 turns contraction off
+ * elsewhere), so all copies give bit-identical results: the AVX2 copy
  * needs the FMA instructions, and the SSE2 copy rounds a * b + c once in
  * double arithmetic (tb_fmaf; 10 times slower, on CPUs older than both).
  * Tests force a copy with tb_simd_force.  Owns nothing but that switch.
@@ -133,42 +133,8 @@ typedef struct gen_i {
 		r_.v[l] = (EXPR);        \
 	return r_
 
-TB_INLINE gen_d gen_dset(double x) { GEN_MAP(gen_d, 4, x); }
 TB_INLINE gen_d gen_dload(const double *p) { GEN_MAP(gen_d, 4, p[l]); }
 TB_INLINE gen_d gen_add(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] + b.v[l]); }
-TB_INLINE gen_d gen_sub(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] - b.v[l]); }
-TB_INLINE gen_d gen_mul(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] * b.v[l]); }
-/* a * b + c rounded once. */
-TB_INLINE gen_d gen_fma(gen_d a, gen_d b, gen_d c) { GEN_MAP(gen_d, 4, fma(a.v[l], b.v[l], c.v[l])); }
-/* a > b ? a : b, lane by lane (the x86 max rule). */
-TB_INLINE gen_d gen_max(gen_d a, gen_d b) { GEN_MAP(gen_d, 4, a.v[l] > b.v[l] ? a.v[l] : b.v[l]); }
-TB_INLINE gen_d gen_abs(gen_d a) { GEN_MAP(gen_d, 4, fabs(a.v[l])); }
-/* v where x >= lim, else +0. */
-TB_INLINE gen_d gen_keep_ge(gen_d x, gen_d lim, gen_d v) { GEN_MAP(gen_d, 4, x.v[l] >= lim.v[l] ? v.v[l] : 0.0); }
-/* tab[n & 63] * 2^(n >> 6) for t = n + 0x1.8p52 (n an integer, the
- * result normal): the exponent added to the table value's bits. */
-TB_INLINE uint64_t tb_texp_bits(double t, const double *tab)
-{
-	int64_t ti, mi, n;
-	uint64_t bits;
-	double m = 0x1.8p52;
-
-	memcpy(&ti, &t, 8);
-	memcpy(&mi, &m, 8);
-	n = ti - mi;
-	memcpy(&bits, &tab[n & 63], 8);
-	return bits + ((uint64_t)(n & ~(int64_t)63) << 46);
-}
-TB_INLINE gen_d gen_texp(gen_d t, const double *tab)
-{
-	gen_d r;
-
-	for (int l = 0; l < 4; l++) {
-		uint64_t bits = tb_texp_bits(t.v[l], tab);
-		memcpy(&r.v[l], &bits, 8);
-	}
-	return r;
-}
 TB_INLINE gen_i gen_izero(void) { GEN_MAP(gen_i, 8, 0); }
 /* cnt + (a <= b), lane by lane. */
 TB_INLINE gen_i gen_count_le(gen_i cnt, gen_f a, gen_f b) { GEN_MAP(gen_i, 8, cnt.v[l] + (a.v[l] <= b.v[l])); }
@@ -176,8 +142,8 @@ TB_INLINE gen_f gen_fset(float x) { GEN_MAP(gen_f, 8, x); }
 TB_INLINE gen_f gen_fadd(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] + b.v[l]); }
 TB_INLINE gen_f gen_fsub(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] - b.v[l]); }
 TB_INLINE gen_f gen_fmul(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] * b.v[l]); }
-/* fmaf and fma: one instruction where the CPU has it (aarch64, say);
- * x86's baseline copy has none (sse_ffma). */
+/* fmaf: one instruction where the CPU has it (aarch64, say); x86's
+ * baseline copy has none (sse_ffma). */
 TB_INLINE gen_f gen_ffma(gen_f a, gen_f b, gen_f c) { GEN_MAP(gen_f, 8, fmaf(a.v[l], b.v[l], c.v[l])); }
 TB_INLINE gen_f gen_fabs(gen_f a) { GEN_MAP(gen_f, 8, fabsf(a.v[l])); }
 TB_INLINE gen_f gen_fmin(gen_f a, gen_f b) { GEN_MAP(gen_f, 8, a.v[l] < b.v[l] ? a.v[l] : b.v[l]); }
@@ -237,21 +203,8 @@ typedef struct sse_i {
 
 #define SSE_D2(OP, a, b) ((sse_d){OP((a).lo, (b).lo), OP((a).hi, (b).hi)})
 
-SSE_INLINE sse_d sse_dset(double x) { return (sse_d){_mm_set1_pd(x), _mm_set1_pd(x)}; }
 SSE_INLINE sse_d sse_dload(const double *p) { return (sse_d){_mm_loadu_pd(p), _mm_loadu_pd(p + 2)}; }
 SSE_INLINE sse_d sse_add(sse_d a, sse_d b) { return SSE_D2(_mm_add_pd, a, b); }
-SSE_INLINE sse_d sse_sub(sse_d a, sse_d b) { return SSE_D2(_mm_sub_pd, a, b); }
-SSE_INLINE sse_d sse_mul(sse_d a, sse_d b) { return SSE_D2(_mm_mul_pd, a, b); }
-SSE_INLINE sse_d sse_max(sse_d a, sse_d b) { return SSE_D2(_mm_max_pd, a, b); }
-SSE_INLINE sse_d sse_abs(sse_d a)
-{
-	__m128d m = _mm_castsi128_pd(_mm_set1_epi64x(INT64_MAX));
-	return (sse_d){_mm_and_pd(a.lo, m), _mm_and_pd(a.hi, m)};
-}
-SSE_INLINE sse_d sse_keep_ge(sse_d x, sse_d lim, sse_d v)
-{
-	return (sse_d){_mm_and_pd(_mm_cmpge_pd(x.lo, lim.lo), v.lo), _mm_and_pd(_mm_cmpge_pd(x.hi, lim.hi), v.hi)};
-}
 SSE_INLINE sse_i sse_izero(void) { return (sse_i){_mm_setzero_si128(), _mm_setzero_si128()}; }
 SSE_INLINE sse_i sse_count_le(sse_i cnt, sse_f a, sse_f b)
 {
@@ -317,30 +270,6 @@ SSE_INLINE void sse_dstore(double *o, sse_d a)
 	_mm_storeu_pd(o, a.lo);
 	_mm_storeu_pd(o + 2, a.hi);
 }
-SSE_INLINE sse_d sse_fma(sse_d a, sse_d b, sse_d c)
-{
-	double x[4], y[4], z[4];
-
-	sse_dstore(x, a);
-	sse_dstore(y, b);
-	sse_dstore(z, c);
-	for (int l = 0; l < 4; l++)
-		x[l] = fma(x[l], y[l], z[l]);
-	return sse_dload(x);
-}
-/* SSE2 has no gather: lane by lane. */
-SSE_INLINE sse_d sse_texp(sse_d t, const double *tab)
-{
-	double v[4];
-	uint64_t bits;
-
-	sse_dstore(v, t);
-	for (int l = 0; l < 4; l++) {
-		bits = tb_texp_bits(v[l], tab);
-		memcpy(&v[l], &bits, 8);
-	}
-	return sse_dload(v);
-}
 SSE_INLINE void sse_fstore(float *o, sse_f a)
 {
 	_mm_storeu_ps(o, a.lo);
@@ -378,23 +307,8 @@ typedef __m256d avx_d;
 typedef __m256 avx_f;
 typedef __m256i avx_i;
 
-AVX_INLINE avx_d avx_dset(double x) { return _mm256_set1_pd(x); }
 AVX_INLINE avx_d avx_dload(const double *p) { return _mm256_loadu_pd(p); }
 AVX_INLINE avx_d avx_add(avx_d a, avx_d b) { return _mm256_add_pd(a, b); }
-AVX_INLINE avx_d avx_sub(avx_d a, avx_d b) { return _mm256_sub_pd(a, b); }
-AVX_INLINE avx_d avx_mul(avx_d a, avx_d b) { return _mm256_mul_pd(a, b); }
-AVX_INLINE avx_d avx_fma(avx_d a, avx_d b, avx_d c) { return _mm256_fmadd_pd(a, b, c); }
-AVX_INLINE avx_d avx_max(avx_d a, avx_d b) { return _mm256_max_pd(a, b); }
-AVX_INLINE avx_d avx_abs(avx_d a) { return _mm256_and_pd(a, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX))); }
-AVX_INLINE avx_d avx_keep_ge(avx_d x, avx_d lim, avx_d v) { return _mm256_and_pd(_mm256_cmp_pd(x, lim, _CMP_GE_OQ), v); }
-AVX_INLINE avx_d avx_texp(avx_d t, const double *tab)
-{
-	__m256i n = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(_mm256_set1_pd(0x1.8p52)));
-	__m256i j = _mm256_and_si256(n, _mm256_set1_epi64x(63));
-	__m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(n, j), 46);
-	__m256d v = _mm256_i64gather_pd(tab, j, 8);
-	return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(v), scale));
-}
 AVX_INLINE avx_i avx_izero(void) { return _mm256_setzero_si256(); }
 AVX_INLINE avx_i avx_count_le(avx_i cnt, avx_f a, avx_f b)
 {
