@@ -507,6 +507,55 @@ static void test_logits_bounds(void **state)
 	free(c);
 }
 
+/* Rows whose logits float can hold but whose differences it cannot
+ * (near +-3.4e38) overflow the float sums: they are redone in double, the
+ * same in every copy.  A KL that large has no cancellation to fear, so
+ * the textbook sum in long double is the reference. */
+static void test_logits_extremes(void **state)
+{
+	enum { N = 37 };
+	float r[N], c[N];
+	int ni = n_isas(state);
+
+	for (int shape = 0; shape < 4; shape++) {
+		for (int i = 0; i < N; i++) {
+			r[i] = (float)(i % 7);
+			c[i] = (float)(i % 5);
+		}
+		if (shape == 0)
+			r[3] = 3e38f, c[3] = -3e38f;
+		else if (shape == 1)
+			r[30] = -3e38f, c[30] = 3e38f;
+		else
+			for (int i = 0; i < N; i++)
+				r[i] = (shape == 2 ? -1 : 1) * (3e38f - (float)i * 5e36f), c[i] = -r[i];
+		long double mr = -INFINITY, mc = -INFINITY, sr = 0, sc = 0, kl = 0;
+		for (int i = 0; i < N; i++) {
+			mr = r[i] > mr ? r[i] : mr;
+			mc = c[i] > mc ? c[i] : mc;
+		}
+		for (int i = 0; i < N; i++) {
+			sr += expl(r[i] - mr);
+			sc += expl(c[i] - mc);
+		}
+		for (int i = 0; i < N; i++)
+			kl += expl(r[i] - mr) / sr * (((long double)r[i] - mr - logl(sr)) - ((long double)c[i] - mc - logl(sc)));
+		tb_logit_row row[3];
+		memset(row, 0, sizeof row);
+		for (int i = 0; i < ni; i++) {
+			use_isa(i);
+			tb_logits_row(r, c, N, &row[i]);
+			assert_true(isfinite(row[i].kl));
+			assert_near(row[i].kl, (double)kl, 1e-6 * (double)kl);
+			assert_near(row[i].top1_logprob[0], (double)-logl(sr), TB_LOGIT_LP_ABS);
+			assert_near(row[i].top1_logprob[1], (double)-logl(sc), TB_LOGIT_LP_ABS);
+		}
+		for (int i = 1; i < ni; i++)
+			assert_memory_equal(&row[i], &row[0], sizeof row[0]);
+	}
+	tb_simd_force(NULL);
+}
+
 /* Top-1/top-5 skip whole blocks; the result must equal a plain scan. */
 static void test_logits_topk_and_nonfinite(void **state)
 {
@@ -759,6 +808,7 @@ int main(void)
 		ON_EVERY_COPY(test_block_decoders_exhaustive),
 		ON_EVERY_COPY(test_logits_vs_naive),
 		ON_EVERY_COPY(test_logits_bounds),
+		ON_EVERY_COPY(test_logits_extremes),
 		ON_EVERY_COPY(test_logits_topk_and_nonfinite),
 		ON_EVERY_COPY(test_compare_threads_and_isas),
 	};

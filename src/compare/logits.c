@@ -66,6 +66,42 @@ static void logit_finish(const double s[LOGIT_SUMS], double sd, tb_logit_row *ou
 	out->top1_logprob[1] = -log(s[3] * exp(-sd) + s[4]);
 }
 
+/* The kernel's sums in double, one element at a time, for a row whose
+ * float sums overflowed (logits near float's range, whose differences
+ * float cannot hold): the same sums, with k = c - r at ref's argmax
+ * exact.  Returns sd for logit_finish. */
+static double sums_double(tb_src rk, const void *ref, tb_src ck, const void *cand, int64_t n, int64_t ir,
+			  double mr, double mc, double s[LOGIT_SUMS])
+{
+	double k = tb_sload(ck, cand, (uint64_t)ir) - mr;
+
+	memset(s, 0, LOGIT_SUMS * sizeof *s);
+	for (int64_t i = 0; i < n; i++) {
+		double r = tb_sload(rk, ref, (uint64_t)i), c = tb_sload(ck, cand, (uint64_t)i);
+		double er = exp(r - mr), w = (c - r) - k;
+		s[0] += er;
+		s[1] += er * w;
+		if (fabs(w) <= 0.5) {
+			double g = er * (expm1(w) - w);
+			s[2] += g;
+			s[3] += er + er * w + g;
+		} else {
+			s[4] += exp(c - mc);
+			s[5] += er;
+			s[6] += er * w;
+		}
+	}
+	return mc - mr - k;
+}
+
+static bool sums_finite(const double s[LOGIT_SUMS])
+{
+	for (int j = 0; j < LOGIT_SUMS; j++)
+		if (!isfinite(s[j]))
+			return false;
+	return true;
+}
+
 #define TB_KERNEL_FILE "compare/logit_kernel.inc"
 #define TB_KERNEL_PREFIX logit
 #include "base/simd_stamp.h"

@@ -460,11 +460,14 @@ typedef struct rope_variant {
 static int64_t first_missed_row(const side4 *s, const rope_cfg *c0, double floor)
 {
 	int64_t S = s->v[2].S;
-	int64_t *rows = malloc((size_t)S * sizeof *rows);
-	double *rel = malloc((size_t)S * sizeof *rel);
-	int64_t first = 0;
+	int64_t *rows, first = 0;
+	double *rel;
 
-	if (!rows || !rel || S > INT32_MAX) {
+	if (S <= 0 || S > INT32_MAX)
+		return 0;
+	rows = malloc((size_t)S * sizeof *rows);
+	rel = malloc((size_t)S * sizeof *rel);
+	if (!rows || !rel) {
 		free(rows);
 		free(rel);
 		return 0;
