@@ -4,7 +4,8 @@
 Compares two dump trees (directories of .npy files, or of .safetensors
 files) tensor by tensor, pairing equal names, and computes per cell what
 `tbisect check` reports: rel_l2, cosine, max_abs, mean_abs, the allclose
-fraction and the per-position rel_l2 with the first bad position.  Written
+fraction and the per-position rel_l2 with the first bad position, and for
+the logits (lm_head) the mean per-position KL(ref||cand) of the softmaxes.  Written
 the way a competent numpy user would: np.load(mmap_mode='r') (np.memmap for
 safetensors), vectorised, in chunks of rows so memory stays bounded, sums
 in float64 (--f32: in float32, faster and less exact, as a less careful
@@ -106,6 +107,26 @@ def compare(ref, cand, atol, rtol, diverge, dtype):
     }
 
 
+def log_softmax(x):
+    m = x.max(axis=1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+
+
+def kl_mean(ref, cand, dtype):
+    """Mean over rows of KL(softmax(ref) || softmax(cand)), rows of the last axis."""
+    (r_all, r_bf), (c_all, c_bf) = ref, cand
+    v = r_all.shape[-1]
+    r_all = r_all.reshape(-1, v)
+    c_all = c_all.reshape(-1, v)
+    step = max(1, CHUNK_ELEMS // v)
+    total = 0.0
+    for s in range(0, r_all.shape[0], step):
+        lr = log_softmax(widen(r_all[s:s + step], r_bf, dtype))
+        lc = log_softmax(widen(c_all[s:s + step], c_bf, dtype))
+        total += float((np.exp(lr) * (lr - lc)).sum())
+    return total / r_all.shape[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -119,8 +140,10 @@ def main():
     ref, cand = load_tree(a.ref), load_tree(a.cand)
     cells = {}
     for name in sorted(ref.keys() & cand.keys()):
-        cells[name] = compare(ref[name], cand[name], a.atol, a.rtol, a.diverge,
-                              np.float32 if a.f32 else np.float64)
+        dtype = np.float32 if a.f32 else np.float64
+        cells[name] = compare(ref[name], cand[name], a.atol, a.rtol, a.diverge, dtype)
+        if name in ("lm_head", "logits"):
+            cells[name]["kl_mean"] = kl_mean(ref[name], cand[name], dtype)
     diverged = sum(1 for m in cells.values() if not m["rel_l2"] <= a.diverge)
     print(f"baseline: {len(cells)} cells, {diverged} diverged")
     if a.json:

@@ -91,6 +91,14 @@ for name, m in np_.items():
         worst[k] = max(worst.get(k, 0), abs(a - b) / max(abs(b), 1e-300))
     if c["first_bad_position"] != m["first_bad_position"]:
         bad.append(f"{name}: first_bad_position tbisect {c['first_bad_position']} numpy {m['first_bad_position']}")
+    # The logit kernel's bound (src/compare/logits.h): KL within 2^-20 of
+    # itself; numpy's float64 sum of p (log p - log q) adds its own rounding.
+    if "kl_mean" in m:
+        a, b = (json.load(open(sys.argv[1])).get("logits") or {}).get("kl_mean"), m["kl_mean"]
+        if a is None or not abs(a - b) <= 2**-20 * abs(b) + 1e-15:
+            bad.append(f"{name}: kl_mean tbisect {a!r} numpy {b!r}")
+        else:
+            worst["kl_mean"] = max(worst.get("kl_mean", 0), abs(a - b) / max(abs(b), 1e-300))
 if bad:
     sys.exit("bench: tbisect and numpy disagree:\n  " + "\n  ".join(bad[:20]))
 print("  agree with numpy; largest relative differences: " + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()),
