@@ -314,7 +314,10 @@ static void test_threads_agree(void **state)
 
 static void assert_same_sketch(const tb_sketch *a, const tb_sketch *b)
 {
-	assert_true(a->sum == b->sum && a->sumsq == b->sumsq && a->min == b->min && a->max == b->max);
+	assert_true(a->sum == b->sum && a->sumsq == b->sumsq);
+	/* bitwise: of -0 and +0 extremes, the same one */
+	assert_memory_equal(&a->min, &b->min, sizeof a->min);
+	assert_memory_equal(&a->max, &b->max, sizeof a->max);
 	assert_int_equal(a->nan, b->nan);
 	assert_memory_equal(a->bucket, b->bucket, a->p.k * sizeof *a->bucket);
 	assert_memory_equal(a->pos_sumsq, b->pos_sumsq, (size_t)a->p.n_pos * sizeof *a->pos_sumsq);
@@ -329,14 +332,15 @@ static void assert_same_sketch(const tb_sketch *a, const tb_sketch *b)
  * buckets, 64 whole-tensor buckets (a block's rotation wraps in most
  * chunks) and 256 (in few), rows not a multiple of 64 or of 8, rows
  * shorter than 8, a
- * tensor without positions across a hash block, and runs holding NaN; in
+ * tensor without positions across a hash block, runs holding NaN, and
+ * tensors whose minimum or maximum is a zero held as -0 and +0; in
  * float32 and in bfloat16, whose sketch (of the same parameters) is the
  * float32 one of the same values. */
 static void test_copies_agree(void **state)
 {
 	static const int64_t shapes[][2] = {{300, 64},	{77, 1000}, {120, 13}, {64, 5},	  {9, 4099},
 					    {40, 2048}, {24, 2048}, {30, 1024}, {30, 640}, {30, 512},
-					    {1, 70000}, {33, 192},  {130, 4096}};
+					    {1, 70000}, {33, 192},  {130, 4096}, {16, 4096}, {16, 4096}};
 
 	(void)state;
 	for (size_t z = 0; z < sizeof shapes / sizeof *shapes; z++) {
@@ -348,6 +352,8 @@ static void test_copies_agree(void **state)
 			uint32_t bits;
 			/* magnitudes far apart, so that sums in another order differ */
 			v[i] = (z == 1 || z == 6 || z == 12) && i == 4321 ? NAN : (float)(gauss() * ldexp(1, (int)(i % 41) - 20));
+			if (z >= 13) /* values of one sign and zeros of both: an extreme is a zero */
+				v[i] = i % 13 == 0 ? ((i / 13) % 2 ? -0.0f : 0.0f) : (z == 13 ? 1 : -1) * (1.5f + (float)(i % 7));
 			/* the same values in bfloat16 */
 			memcpy(&bits, &v[i], sizeof bits);
 			bits &= 0xFFFF0000u;
