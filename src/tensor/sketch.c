@@ -458,6 +458,16 @@ AVX512 double reduce8_avx512(__m512d l)
 	return _mm512_cvtsd_f64(_mm512_add_pd(l, _mm512_shuffle_f64x2(l, l, _MM_SHUFFLE(1, 0, 3, 2))));
 }
 
+/* the block-hash terms modulo 2^64 (unsigned adds: the header's
+ * reduction adds signed lanes, whose overflow is undefined), */
+AVX512 uint64_t sum8_avx512(__m512i h)
+{
+	h = _mm512_add_epi64(h, _mm512_shuffle_i64x2(h, h, _MM_SHUFFLE(1, 0, 3, 2)));
+	h = _mm512_add_epi64(h, _mm512_shuffle_i64x2(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+	h = _mm512_add_epi64(h, _mm512_shuffle_epi32(h, _MM_PERM_BADC));
+	return (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(h));
+}
+
 /* and the extreme of 8 lanes as lanes_done's scan finds it: the first lane
  * that holds it (of -0 and +0, the one in the lower lane). */
 AVX512 __m256 extreme8(__m256 a, __m256 b, bool max)
@@ -586,7 +596,7 @@ fold_avx512(tb_sketch *s, cursor *c, const folder *fd, uint64_t i0, const void *
 	_mm512_storeu_pd(c->acc[1], a.acc1);
 	*st = (run_stats){reduce8_avx512(_mm512_add_pd(a.sum0, a.sum1)), reduce8_avx512(_mm512_add_pd(a.ss0, a.ss1)),
 			  first_equal(a.mn, false), first_equal(a.mx, true), 0, 0};
-	*hash += (uint64_t)_mm512_reduce_add_epi64(a.hb);
+	*hash += sum8_avx512(a.hb);
 	return j;
 }
 
