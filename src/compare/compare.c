@@ -201,11 +201,12 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 
 	if (len > pw->n - start)
 		len = pw->n - start;
-	if (pw->logits && pr && pc) {
+	if (pr && pc) {
 		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
 			       tol->atol, tol->rtol, &sums);
-		tb_logits_row_raw(pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (int64_t)len,
-				  &pw->res->logits->rows[row]);
+		if (pw->logits)
+			tb_logits_row_raw(pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (int64_t)len,
+					  &pw->res->logits->rows[row]);
 		digest_run(pw, 0, start, len, NULL, &dsum[0]);
 		digest_run(pw, 1, start, len, NULL, &dsum[1]);
 	} else if (pw->logits) {
@@ -226,11 +227,6 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 		tb_logits_row(r, c, (int64_t)len, &pw->res->logits->rows[row]);
 		digest_run(pw, 0, start, len, r, &dsum[0]);
 		digest_run(pw, 1, start, len, c, &dsum[1]);
-	} else if (pr && pc) {
-		tb_acc_run_raw(acc, pr + start * er, pw->ref->dtype, pc + start * ec, pw->cand->dtype, (size_t)len, start,
-			       tol->atol, tol->rtol, &sums);
-		digest_run(pw, 0, start, len, NULL, &dsum[0]);
-		digest_run(pw, 1, start, len, NULL, &dsum[1]);
 	} else {
 		/* Decode what cannot be read in place, a cache-sized block at a time. */
 		if (scratch_fit(s, BLOCK_ELEMS) < 0)
