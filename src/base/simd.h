@@ -115,6 +115,15 @@ TB_INLINE float tb_fmaf(float a, float b, float c)
 	return (float)s;
 }
 
+/* For the kernel templates (V names the set's op, see simd_stamp.h): a
+ * block's 8 float lanes added into a 4-lane double sum kept in memory at D
+ * (lanes i and i + 4 into lane i), and such a sum folded in a fixed order. */
+#define TB_V_FLUSH(D, F) V(dstore)((D), V(add)(V(add)(V(dload)(D), V(lo)(F)), V(hi)(F)))
+TB_INLINE double tb_fold4(const double l[4])
+{
+	return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
 /* --- gen_: portable C --- */
 
 typedef struct gen_d {

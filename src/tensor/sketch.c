@@ -253,7 +253,7 @@ typedef struct run_stats {
 /* Eight lanes summed in a fixed order. */
 static double reduce8(const double *l)
 {
-	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+	return tb_fold4(l) + tb_fold4(l + 4);
 }
 
 /* The careful statistics of a run holding NaN or Inf, value by value. */
