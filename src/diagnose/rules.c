@@ -528,8 +528,7 @@ static double score_of(const rule *r, const double *f)
 /* Estimated features a rule reads, at most. */
 #define SPAN_FEATURES 4
 /* Points tried per estimated feature: its estimate, its span's ends, and
- * each threshold inside the span with its neighbours (prefer conditions'
- * too: the best score elsewhere may be where one of them holds). */
+ * each threshold inside the span with its neighbours. */
 #define SPAN_POINTS 32
 
 typedef struct span_walk {
@@ -549,20 +548,33 @@ static void add_point(span_walk *w, int k, double x, double lo, double hi)
 		w->point[k][w->n_points[k]++] = x;
 }
 
-/* The conditions' thresholds on feature fe inside [lo, hi], each with its
- * neighbours: there a condition changes truth. */
-static void add_thresholds(span_walk *w, int k, const cond *c, size_t n, double lo, double hi)
+/* A rule's three lists of conditions: require, unless, prefer. */
+static void rule_conds(const rule *r, const cond *c[3], size_t n[3])
 {
-	for (size_t i = 0; i < n; i++) {
-		if (c[i].feature != w->feature[k])
-			continue;
-		for (int j = 0; j < (c[i].op == OP_IN ? 2 : 1); j++) {
-			double t = j ? c[i].b : c[i].a;
-			add_point(w, k, nextafter(t, -INFINITY), lo, hi);
-			add_point(w, k, t, lo, hi);
-			add_point(w, k, nextafter(t, INFINITY), lo, hi);
+	c[0] = r->require, c[1] = r->unless, c[2] = r->prefer;
+	n[0] = r->n_require, n[1] = r->n_unless, n[2] = r->n_prefer;
+}
+
+/* The thresholds of w's rule's conditions on feature k inside [lo, hi],
+ * each with its neighbours: there a condition changes truth (a prefer
+ * condition's too: the best score elsewhere may be where it holds). */
+static void add_thresholds(span_walk *w, int k, double lo, double hi)
+{
+	const cond *c[3];
+	size_t n[3];
+
+	rule_conds(w->r, c, n);
+	for (int g = 0; g < 3; g++)
+		for (size_t i = 0; i < n[g]; i++) {
+			if (c[g][i].feature != w->feature[k])
+				continue;
+			for (int j = 0; j < (c[g][i].op == OP_IN ? 2 : 1); j++) {
+				double t = j ? c[g][i].b : c[g][i].a;
+				add_point(w, k, nextafter(t, -INFINITY), lo, hi);
+				add_point(w, k, t, lo, hi);
+				add_point(w, k, nextafter(t, INFINITY), lo, hi);
+			}
 		}
-	}
 }
 
 static void walk_points(span_walk *w, int k)
@@ -583,9 +595,10 @@ static void walk_points(span_walk *w, int k)
 
 static bool reads(const rule *r, int fe)
 {
-	const cond *c[3] = {r->require, r->unless, r->prefer};
-	size_t n[3] = {r->n_require, r->n_unless, r->n_prefer};
+	const cond *c[3];
+	size_t n[3];
 
+	rule_conds(r, c, n);
 	for (int g = 0; g < 3; g++)
 		for (size_t i = 0; i < n[g]; i++)
 			if (c[g][i].feature == fe)
@@ -611,9 +624,7 @@ static double span_score(const rule *r, const double *f, const double *lo, const
 		add_point(&w, w.n, f[fe], lo[fe], hi[fe]);
 		add_point(&w, w.n, lo[fe], lo[fe], hi[fe]);
 		add_point(&w, w.n, hi[fe], lo[fe], hi[fe]);
-		add_thresholds(&w, w.n, r->require, r->n_require, lo[fe], hi[fe]);
-		add_thresholds(&w, w.n, r->unless, r->n_unless, lo[fe], hi[fe]);
-		add_thresholds(&w, w.n, r->prefer, r->n_prefer, lo[fe], hi[fe]);
+		add_thresholds(&w, w.n, lo[fe], hi[fe]);
 		w.n++;
 	}
 	if (!w.n)
