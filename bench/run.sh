@@ -71,7 +71,8 @@ for case in "$@"; do
     pr warm >/dev/null
     "$py" - "$tmp/tb.json" "$tmp/np.json" <<'EOF'
 import json, sys
-tb = {c["ref_name"]: c for c in json.load(open(sys.argv[1]))["cells"]}
+report = json.load(open(sys.argv[1]))
+tb = {c["ref_name"]: c for c in report["cells"]}
 np_ = json.load(open(sys.argv[2]))
 B = 18 * 2**-24
 bad, worst = [], {}
@@ -94,7 +95,7 @@ for name, m in np_.items():
     # The logit kernel's bound (src/compare/logits.h): KL within 2^-20 of
     # itself; numpy's float64 sum of p (log p - log q) adds its own rounding.
     if "kl_mean" in m:
-        a, b = (json.load(open(sys.argv[1])).get("logits") or {}).get("kl_mean"), m["kl_mean"]
+        a, b = (report.get("logits") or {}).get("kl_mean"), m["kl_mean"]
         if a is None or not abs(a - b) <= 2**-20 * abs(b) + 1e-15:
             bad.append(f"{name}: kl_mean tbisect {a!r} numpy {b!r}")
         else:
