@@ -95,14 +95,15 @@ fi
 # uninstalls (DESTDIR too) and cleans up after itself.  One test.
 if [ "${TB_DISTCHECK:-yes}" != no ]; then
 	cd "$here/build"
-	if make -j"$jobs" distcheck >distcheck.log 2>&1; then
+	if make -j"$jobs" distcheck VERBOSE=1 >distcheck.log 2>&1; then
 		passed=$((passed + 1))
 		echo "ok - make distcheck"
 	else
 		failed=$((failed + 1))
 		status=1
-		echo "not ok - make distcheck (build/distcheck.log ends:)"
-		tail -n 40 distcheck.log
+		echo "not ok - make distcheck (build/distcheck.log: its failed tests, then its end)"
+		grep -E -A 3 '^(not ok|Bail out|FAIL:|ERROR:)' distcheck.log | head -n 40 || true
+		tail -n 20 distcheck.log
 	fi
 fi
 

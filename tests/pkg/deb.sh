@@ -33,7 +33,12 @@ check_that "debian/changelog's version $changelog is configure.ac's $version" te
 TAP_RC=0
 (cd "$src" && dpkg-buildpackage -us -uc -b) </dev/null >"$S/build.log" 2>&1 || TAP_RC=$?
 if [ "$TAP_RC" -ne 0 ]; then
-	tail -n 30 "$S/build.log" | sed 's/^/#   /'
+	# which tests failed, then their logs (VERBOSE=1 prints test-suite.log)
+	# without the passing lines, so CI's tail names the culprit
+	grep -E '^(FAIL|ERROR): ' "$S/build.log" | sed 's/^/#   /' || true
+	sed -n '/test-suite\.log$/,/^Testsuite summary/p' "$S/build.log" | grep -v -E '^(ok|PASS:) ' | head -n 150 |
+		sed 's/^/#   /' || true
+	tail -n 8 "$S/build.log" | sed 's/^/#   /'
 	bail_out "dpkg-buildpackage -us -uc -b failed with status $TAP_RC"
 fi
 ok "dpkg-buildpackage -us -uc -b builds the package"
