@@ -436,9 +436,12 @@ static int npy_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	return tb_tensor_check_bounds(t, f->path, err);
 }
 
+static const char *const npy_companions[] = {MANIFEST_NAME, NULL};
+
 const tb_format tb_fmt_npy = {
 	.name = "npy",
 	.suffixes = npy_suffixes,
 	.sniff = npy_sniff,
 	.index = npy_index,
+	.companions = npy_companions,
 };

@@ -42,6 +42,9 @@ typedef struct tb_format {
 	 * in the tree, extension dropped, '/' as '.'); prefix: what container
 	 * keys are prefixed with ("" or "sub.dir."). */
 	int (*index)(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err);
+	/* Names of the files the reader reads beside its own (npy's dtypes.json),
+	 * NULL-terminated, or NULL: the tree skips them without a note. */
+	const char *const *companions;
 } tb_format;
 
 /* Bytes of a file's start that sniffers see: enough for a zip's first

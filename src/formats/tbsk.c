@@ -348,4 +348,9 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 
 static const char *const tbsk_suffixes[] = {".tbsk", NULL};
 
-const tb_format tb_fmt_tbsk = {"tbisect sketch", tbsk_suffixes, tbsk_sniff, tbsk_index};
+const tb_format tb_fmt_tbsk = {
+	.name = "tbisect sketch",
+	.suffixes = tbsk_suffixes,
+	.sniff = tbsk_sniff,
+	.index = tbsk_index,
+};

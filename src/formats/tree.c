@@ -499,6 +499,20 @@ static bool reader_suffix(const char *name)
 	return false;
 }
 
+/* Is the file one a reader reads beside its own?  A manifest the user put
+ * there on purpose is no surprise to note on every run. */
+static bool is_companion(const char *rel)
+{
+	const char *base = strrchr(rel, '/');
+
+	base = base ? base + 1 : rel;
+	for (int i = 0; tb_formats[i]; i++)
+		for (int k = 0; tb_formats[i]->companions && tb_formats[i]->companions[k]; k++)
+			if (!strcmp(base, tb_formats[i]->companions[k]))
+				return true;
+	return false;
+}
+
 /* Why no reader claims a file: a format we know of but do not read, or none. */
 static const char *unclaimed_reason(const tb_file *f)
 {
@@ -555,7 +569,8 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 	}
 	fmt = pick_format(f, rel);
 	if (!fmt) {
-		tb_builder_note(b, "skipped %s: %s", path, unclaimed_reason(f));
+		if (!is_companion(rel))
+			tb_builder_note(b, "skipped %s: %s", path, unclaimed_reason(f));
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);

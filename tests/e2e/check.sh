@@ -88,6 +88,7 @@ expect_exit 0 "bf16 safetensors vs bf16 npy (--npy-void2 bf16)" "$TBISECT" check
 expect_error 2 "$T/bf16/cand" "bf16 npy without --npy-void2 is refused" "$TBISECT" check "$T/bf16/ref" "$T/bf16/cand"
 printf '{"*": "bfloat16"}\n' >"$T/bf16/cand/dtypes.json"
 expect_exit 0 "bf16 npy read through a dtypes.json manifest" "$TBISECT" check "$T/bf16/ref" "$T/bf16/cand"
+check_that "the manifest is no skipped file to note" test ! -s "$TAP_ERR"
 gen f16 --layers 1 --ref-dtype f32 --cand-dtype f16
 expect_exit 0 "f16 candidate of an f32 reference: not diverged" "$TBISECT" check --json "$T/f16/ref" "$T/f16/cand"
 json_is "f16 candidate: verdict close" verdict close
