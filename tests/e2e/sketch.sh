@@ -4,6 +4,7 @@
 # the full comparison on the verdict, the first divergence and its first
 # bad position; every estimated rel_l2 lies inside its stated bound (JSON
 # estimated, rel_l2_bound); equal tensors are known equal (match, exit 0).
+# Every bug mkdemo injects agrees too, in every dtype and format in turn.
 # Bad sketches (other seed, truncated, corrupted, another version) give
 # exit 2 and one line naming the file; the trees are never written to.
 set -eu
@@ -32,9 +33,11 @@ json_is "own tree: bound [0, 0]" cells.3.rel_l2_bound '[0,0]'
 expect_exit 0 "a correct port: match" "$TBISECT" check --json --no-history "$T/ref.tbsk" "$T/none"
 json_is "correct port: match" verdict match
 
-# agree: the full comparison and the sketch's, on verdict, first divergence, first bad position, bounds
+# agree NAME SKETCH-REF SKETCH-CAND LABEL [FULL-REF]: the full comparison
+# (FULL-REF, default $T/ref, against $T/NAME) and the sketch's, on verdict,
+# first divergence, first bad position, bounds
 agree() {
-	run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/$1"
+	run_cmd "$TBISECT" check --json --no-history "${5:-$T/ref}" "$T/$1"
 	cp "$TAP_OUT" "$T/full.json"
 	run_cmd "$TBISECT" check --json --no-history "$2" "$3"
 	cp "$TAP_OUT" "$T/est.json"
@@ -131,6 +134,22 @@ json_is "tokenizer from the rows' norms" causes.0.id tokenizer
 expect_exit 0 "sketch a candidate" "$TBISECT" sketch "$T/rope-style" -o "$T/rope.tbsk"
 agree rope-style "$T/ref.tbsk" "$T/rope.tbsk" "sketch against sketch"
 agree rope-style "$T/ref" "$T/rope.tbsk" "tree against sketch"
+# every bug mkdemo injects, each pair in one of the dtypes and formats in
+# turn: sketch against tree, and sketch against sketch
+n_bugs=0
+for bug in $("$MKDEMO" --list | awk '{ print $1 }'); do
+	dt=$(echo "f32 bf16 f16" | cut -d' ' -f$((n_bugs % 3 + 1)))
+	fmt=$(echo "npy safetensors" | cut -d' ' -f$((n_bugs / 3 % 2 + 1)))
+	d=all-$bug
+	"$MKDEMO" --sub --layers 2 --seq 32 --seed $((n_bugs + 2)) --dtype "$dt" --format "$fmt" --bug "$bug" \
+		"$T/$d-ref" "$T/$d" >/dev/null || bail_out "mkdemo $bug failed"
+	"$TBISECT" sketch "$T/$d-ref" -o "$T/$d-ref.tbsk" 2>/dev/null || bail_out "sketch of $d-ref failed"
+	"$TBISECT" sketch "$T/$d" -o "$T/$d.tbsk" 2>/dev/null || bail_out "sketch of $d failed"
+	agree "$d" "$T/$d-ref.tbsk" "$T/$d" "$dt $fmt, sketch against tree" "$T/$d-ref"
+	agree "$d" "$T/$d-ref.tbsk" "$T/$d.tbsk" "$dt $fmt, sketch against sketch" "$T/$d-ref"
+	n_bugs=$((n_bugs + 1))
+done
+check_that "every bug of mkdemo's list ($n_bugs)" test "$n_bugs" -ge 31
 
 # every layout tbisect reads: ranks joined before sketching, bf16 safetensors
 "$top_builddir/tests/layoutgen" npy "$T/ref" "$T/tp2" 2 64 || bail_out "layoutgen failed"
