@@ -20,6 +20,12 @@ snapshot "$T/ref" >"$T/ref.before"
 
 expect_exit 0 "sketch the reference" "$TBISECT" sketch "$T/ref" -o "$T/ref.tbsk"
 check_that "it says what it wrote" grep -q "^tbisect: wrote $T/ref.tbsk: 40 tensors, [0-9]* bytes (.*% of the tree's [0-9]*), seed 1\$" "$TAP_ERR"
+check_that "rows of 64 values: a note says the sketch is no smaller thing to carry" \
+	grep -q "^tbisect: note: the sketch is [0-9]*% of the tree: each tensor, row and column carry a fixed part" "$TAP_ERR"
+"$TBGEN" --layers 1 --seq 256 --hidden 1024 --vocab 256 "$T/wide" "$T/wide-cand" >/dev/null || bail_out "tbgen failed"
+expect_exit 0 "sketch a tree of 1024-value rows" "$TBISECT" sketch "$T/wide" -o "$T/wide.tbsk"
+check_that "... under 1% of it, with no note ($(cat "$TAP_ERR"))" \
+	sh -c 'grep -q "(0\.[0-9]*% of the tree" "$1" && ! grep -q note "$1"' - "$TAP_ERR"
 snapshot "$T/ref" >"$T/ref.after"
 check_that "the tree is not written to" cmp -s "$T/ref.before" "$T/ref.after"
 expect_exit 0 "ls the sketch" "$TBISECT" ls "$T/ref.tbsk"

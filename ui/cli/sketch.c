@@ -32,6 +32,14 @@ int tb_cmd_sketch(const tb_options *o)
 			o->output, st.tensors, (unsigned long long)st.sketch_bytes,
 			st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 0.0,
 			(unsigned long long)st.tree_bytes, (unsigned long long)o->seed);
+		/* a sketch's size is mostly per tensor and per row: on short rows
+		 * it is no fingerprint to carry instead of the tree */
+		if (st.sketch_bytes * 10 >= st.tree_bytes)
+			fprintf(stderr,
+				"tbisect: note: the sketch is %.0f%% of the tree: each tensor, row and column carry a "
+				"fixed part, under 1%% of a model's activations (rows of 1024 values or more, hundreds "
+				"of positions); a tree this small is cheaper to copy, and compared itself exactly\n",
+				st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 100.0);
 		if (st.partial)
 			fprintf(stderr,
 				"tbisect: note: left out %zu partial sum%s ('%s'%s): the ranks' shares add up, their norms do "
