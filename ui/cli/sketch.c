@@ -28,18 +28,18 @@ int tb_cmd_sketch(const tb_options *o)
 	if (tb_run_sketch(&cfg, o->paths[0], o->rank, o->ranks ? o->ranks : 1, o->output, o->seed, &st, &err) < 0) {
 		rc = tb_die(&err);
 	} else {
+		double share = st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 0.0;
 		fprintf(stderr, "tbisect: wrote %s: %zu tensors, %llu bytes (%.2f%% of the tree's %llu), seed %llu\n",
-			o->output, st.tensors, (unsigned long long)st.sketch_bytes,
-			st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 0.0,
+			o->output, st.tensors, (unsigned long long)st.sketch_bytes, share,
 			(unsigned long long)st.tree_bytes, (unsigned long long)o->seed);
-		/* a sketch's size is mostly per tensor and per row: on short rows
-		 * it is no fingerprint to carry instead of the tree */
-		if (st.sketch_bytes * 10 >= st.tree_bytes)
+		/* a sketch's size is mostly per tensor, row and column: on short
+		 * rows it is no fingerprint to carry instead of the tree */
+		if (share >= 10)
 			fprintf(stderr,
 				"tbisect: note: the sketch is %.0f%% of the tree: each tensor, row and column carry a "
 				"fixed part, under 1%% of a model's activations (rows of 1024 values or more, hundreds "
 				"of positions); a tree this small is cheaper to copy, and compared itself exactly\n",
-				st.tree_bytes ? 100.0 * (double)st.sketch_bytes / (double)st.tree_bytes : 100.0);
+				share);
 		if (st.partial)
 			fprintf(stderr,
 				"tbisect: note: left out %zu partial sum%s ('%s'%s): the ranks' shares add up, their norms do "
