@@ -57,6 +57,15 @@ typedef enum tb_src {
 	TB_SRC_F16
 } tb_src;
 
+/* The (ref, cand) source pairs the kernel templates specialise for, as
+ * CASE(R, C) each (one copy per pair, the sources constant in it), and
+ * the switch key of a pair. */
+#define TB_SRC_PAIR(R, C) ((R) * 3 + (C))
+#define TB_SRC_PAIRS(CASE)                                                                        \
+	CASE(TB_SRC_F32, TB_SRC_F32) CASE(TB_SRC_F32, TB_SRC_BF16) CASE(TB_SRC_F32, TB_SRC_F16)    \
+	CASE(TB_SRC_BF16, TB_SRC_F32) CASE(TB_SRC_BF16, TB_SRC_BF16) CASE(TB_SRC_BF16, TB_SRC_F16) \
+	CASE(TB_SRC_F16, TB_SRC_F32) CASE(TB_SRC_F16, TB_SRC_BF16) CASE(TB_SRC_F16, TB_SRC_F16)
+
 #define TB_INLINE static inline __attribute__((always_inline))
 
 /* --- scalar decoding, exactly as the vector loaders do it --- */
