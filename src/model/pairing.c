@@ -497,49 +497,98 @@ size_t tb_pairing_complete(const tb_pairing *p)
 	return n;
 }
 
+/* A main cell (CONTRACT §7.1): a tap of the table that refines no other. */
+static bool main_cell(const tb_cell *cell)
+{
+	const tb_tap_info *ti = tb_tap_info_of(cell->id);
+
+	return ti && ti->parent == TB_TAP_NONE;
+}
+
 void tb_pairing_coverage(const tb_pairing *p, tb_coverage *c)
 {
 	memset(c, 0, sizeof *c);
 	for (size_t i = 0; i < p->n_pairs; i++) {
 		const tb_pair *pr = &p->pairs[i];
-		bool layer = pr->cell.layer >= 0;
+		bool layer = pr->cell.layer >= 0, main = main_cell(&pr->cell);
 		c->paired += pr->ref && pr->cand;
+		c->cells_paired += main && pr->ref && pr->cand;
 		c->layer_paired += layer && pr->ref && pr->cand;
-		c->layer_tensors[0] += layer && pr->ref;
-		c->layer_tensors[1] += layer && pr->cand;
+		for (int side = 0; side < 2; side++) {
+			const tb_tensor *t = side ? pr->cand : pr->ref, *other = side ? pr->ref : pr->cand;
+			c->layer_tensors[side] += layer && t;
+			c->cells[side] += main && t;
+			c->sub_one_sided[side] += !main && t && !other;
+		}
 	}
 	for (int side = 0; side < 2; side++) {
 		/* Every tensor is in a complete pair or unpaired, one-sided cells too. */
 		c->tensors[side] = c->paired + p->n_unp[side];
 		for (size_t i = 0; i < p->n_unp[side]; i++) {
 			const tb_unpaired *u = &p->unp[side][i];
+			if (u->kind != TB_UNP_UNMAPPED)
+				continue;
+			c->unmapped[side]++;
 			/* A layer index is the likeliest number in a tensor's name. */
-			if (u->kind == TB_UNP_UNMAPPED && strpbrk(u->tensor->name, "0123456789"))
+			if (strpbrk(u->tensor->name, "0123456789"))
 				c->layer_tensors[side]++;
 		}
 	}
 }
 
+static size_t smaller_side(const tb_coverage *c)
+{
+	return c->cells[0] < c->cells[1] ? c->cells[0] : c->cells[1];
+}
+
+bool tb_coverage_empty(const tb_coverage *c)
+{
+	return c->paired == 0 && c->tensors[0] && c->tensors[1];
+}
+
+static bool no_layer_paired(const tb_coverage *c)
+{
+	return c->layer_tensors[0] && c->layer_tensors[1] && !c->layer_paired;
+}
+
 bool tb_coverage_poor(const tb_coverage *c)
 {
-	size_t smaller = c->tensors[0] < c->tensors[1] ? c->tensors[0] : c->tensors[1];
-
-	if (c->layer_tensors[0] && c->layer_tensors[1] && !c->layer_paired)
-		return true;
-	return c->paired * 2 < smaller;
+	return tb_coverage_empty(c) || no_layer_paired(c) || c->cells_paired * 2 < smaller_side(c);
 }
 
 void tb_coverage_text(const tb_coverage *c, char *buf, size_t size)
 {
-	size_t smaller = c->tensors[0] < c->tensors[1] ? c->tensors[0] : c->tensors[1];
+	size_t smaller = smaller_side(c);
+	char unm[96] = "";
+	int n;
 
-	if (c->paired * 2 < smaller)
-		snprintf(buf, size, "only %zu of %zu tensors paired (ref %zu, cand %zu)", c->paired, smaller,
-			 c->tensors[0], c->tensors[1]);
-	else if (c->layer_tensors[0] && c->layer_tensors[1] && !c->layer_paired)
-		snprintf(buf, size, "no layer tensor paired, %zu of %zu tensors in all (ref %zu, cand %zu)", c->paired,
-			 smaller, c->tensors[0], c->tensors[1]);
+	if (c->unmapped[0] || c->unmapped[1])
+		snprintf(unm, sizeof unm, "; unmapped tensors: ref %zu, cand %zu", c->unmapped[0], c->unmapped[1]);
+	if (tb_coverage_empty(c))
+		n = snprintf(buf, size, "no cell paired (ref %zu tensors, cand %zu", c->tensors[0], c->tensors[1]);
+	else if (c->cells_paired * 2 < smaller)
+		n = snprintf(buf, size, "only %zu of %zu main cells paired (ref %zu, cand %zu", c->cells_paired, smaller,
+			     c->cells[0], c->cells[1]);
+	else if (no_layer_paired(c))
+		n = snprintf(buf, size, "no layer cell paired, %zu main cell%s in all (ref %zu, cand %zu", c->cells_paired,
+			     c->cells_paired == 1 ? "" : "s", c->cells[0], c->cells[1]);
 	else
-		snprintf(buf, size, "%zu of %zu tensors paired (ref %zu, cand %zu)", c->paired, smaller, c->tensors[0],
-			 c->tensors[1]);
+		n = snprintf(buf, size, "%zu of %zu main cells paired (ref %zu, cand %zu", c->cells_paired, smaller,
+			     c->cells[0], c->cells[1]);
+	if (n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, "%s)", unm);
+}
+
+void tb_coverage_subtap_note(const tb_coverage *c, char *buf, size_t size)
+{
+	size_t n = c->sub_one_sided[0] + c->sub_one_sided[1];
+
+	if (!n) {
+		snprintf(buf, size, "%s", "");
+		return;
+	}
+	snprintf(buf, size,
+		 "%zu sub-tap cell%s on one side only (ref %zu, cand %zu): listed as unpaired, not counted in the "
+		 "coverage",
+		 n, n == 1 ? "" : "s", c->sub_one_sided[0], c->sub_one_sided[1]);
 }

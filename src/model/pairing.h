@@ -73,23 +73,40 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 		     tb_pairing **out, tb_err *err);
 void tb_pairing_free(tb_pairing *p);
 
-/* How much of the two trees paired (CONTRACT §1, "Coverage"); token ids
- * count on neither side. */
+/* How much of the two trees paired (CONTRACT §1 and §7.1): coverage counts
+ * the main cells (embed, attn_norm, attn, mlp_norm, mlp, block,
+ * final_norm, logits); a sub-tap on one side only never lowers it.  Token
+ * ids count on neither side. */
 typedef struct tb_coverage {
-	size_t paired;           /* cells with a tensor on both sides */
+	size_t paired;           /* cells with a tensor on both sides (any tap) */
 	size_t tensors[2];       /* per side */
-	size_t layer_tensors[2]; /* of them: mapped to a cell inside a layer, or
+	size_t cells_paired;     /* main cells with a tensor on both sides */
+	size_t cells[2];         /* main cells per side */
+	size_t sub_one_sided[2]; /* sub-tap cells on this side only */
+	size_t unmapped[2];      /* tensors no naming rule maps */
+	size_t layer_tensors[2]; /* tensors mapped to a cell inside a layer, or
 				  * unmapped with a number in the name */
 	size_t layer_paired;     /* paired cells inside a layer */
 } tb_coverage;
 
 void tb_pairing_coverage(const tb_pairing *p, tb_coverage *c);
 /* Too little paired to conclude anything: under one half of the smaller
- * side's tensors, or layer tensors on both sides and none of them paired. */
+ * side's main cells, layer tensors on both sides and none of them paired,
+ * or nothing paired at all. */
 bool tb_coverage_poor(const tb_coverage *c);
-/* "only 1 of 23 tensors paired (ref 23, cand 23)", "no layer tensor paired,
- * ...", or for a good pairing "23 of 23 tensors paired (ref 23, cand 23)" */
+/* Nothing paired at all: no verdict can be given, even under
+ * --allow-partial (a verdict over nothing is not a pass). */
+bool tb_coverage_empty(const tb_coverage *c);
+/* "only 3 of 23 main cells paired (ref 23, cand 23)", "no layer cell
+ * paired, 1 main cell in all (ref 23, cand 1; unmapped tensors: ref 0,
+ * cand 22)", "no cell paired (...)", or for a good pairing "23 of 23 main
+ * cells paired (ref 23, cand 23)" */
+#define TB_COVERAGE_TEXT_MAX 200
 void tb_coverage_text(const tb_coverage *c, char *buf, size_t size);
+/* The note on sub-taps found on one side only ("" when there are none):
+ * "4 sub-tap cells on one side only (ref 0, cand 4): listed as unpaired,
+ * not counted in the coverage" */
+void tb_coverage_subtap_note(const tb_coverage *c, char *buf, size_t size);
 
 /* Index of the pair for a cell, or -1. */
 long tb_pairing_find(const tb_pairing *p, const tb_cell *cell);

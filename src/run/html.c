@@ -180,7 +180,7 @@ static void header(FILE *out, const tb_report *r, const tb_html_opts *o)
 		fputs("<dd id=\"first-divergence\" data-cell=\"\">none: no cell diverged</dd>\n", out);
 	}
 	if (r->coverage) {
-		char cov[160];
+		char cov[TB_COVERAGE_TEXT_MAX];
 		tb_coverage_text(r->coverage, cov, sizeof cov);
 		fprintf(out, "<dt>Coverage</dt><dd id=\"coverage\" data-paired=\"%zu\" data-ref=\"%zu\" data-cand=\"%zu\">",
 			r->coverage->paired, r->coverage->tensors[0], r->coverage->tensors[1]);

@@ -64,7 +64,7 @@ static void facts(FILE *out, const tb_report *r)
 		fputc('\n', out);
 	}
 	if (r->coverage) {
-		char cov[160];
+		char cov[TB_COVERAGE_TEXT_MAX];
 		tb_coverage_text(r->coverage, cov, sizeof cov);
 		fprintf(out, "- **Coverage:** ");
 		md_text(out, cov);

@@ -296,7 +296,7 @@ static void add_cell_ref(cJSON *root, const char *key, const tb_result *res, lon
 
 void tb_report_coverage_warning(const tb_report *r, char *buf, size_t size)
 {
-	char cov[160];
+	char cov[TB_COVERAGE_TEXT_MAX];
 
 	tb_coverage_text(r->coverage, cov, sizeof cov);
 	snprintf(buf, size, "%s (--allow-partial): the verdict covers the paired cells only, and no cause is named",
@@ -309,10 +309,18 @@ static void diag_json(cJSON *root, const tb_report *r)
 	cJSON *warn;
 
 	if (r->coverage) {
-		cJSON *c = cJSON_AddObjectToObject(root, "coverage");
+		cJSON *c = cJSON_AddObjectToObject(root, "coverage"), *cells;
+		char note[200];
 		cJSON_AddNumberToObject(c, "paired", (double)r->coverage->paired);
 		cJSON_AddNumberToObject(c, "ref_tensors", (double)r->coverage->tensors[0]);
 		cJSON_AddNumberToObject(c, "cand_tensors", (double)r->coverage->tensors[1]);
+		cells = cJSON_AddObjectToObject(c, "cells");
+		cJSON_AddNumberToObject(cells, "paired", (double)r->coverage->cells_paired);
+		cJSON_AddNumberToObject(cells, "ref", (double)r->coverage->cells[0]);
+		cJSON_AddNumberToObject(cells, "cand", (double)r->coverage->cells[1]);
+		tb_coverage_subtap_note(r->coverage, note, sizeof note);
+		if (note[0])
+			cJSON_AddStringToObject(c, "note", note);
 	}
 	if (!d)
 		return;
@@ -681,6 +689,12 @@ int tb_report_text(FILE *out, const tb_report *r)
 	/* Faults of the dumps themselves come before any metric is read. */
 	tb_report_each_warning(r, text_warning, out);
 	tb_report_grid(out, res, 0);
+	if (r->coverage) {
+		char note[200];
+		tb_coverage_subtap_note(r->coverage, note, sizeof note);
+		if (note[0])
+			fprintf(out, "\nnote: %s\n", note);
+	}
 	for (int side = 0; side < 2; side++) {
 		size_t n = p->n_unp[side];
 		if (!n)

@@ -110,11 +110,14 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	unused_rules(r);
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
-	if (r->partial && !o->allow_partial) {
-		char cov[160];
+	/* --allow-partial goes on with what paired, never with nothing: a
+	 * verdict over no cell is not a pass (CONTRACT §7.1). */
+	if (r->partial && (!o->allow_partial || (tb_coverage_empty(&r->coverage) && !o->allow_empty))) {
+		char cov[TB_COVERAGE_TEXT_MAX];
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
-		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one) or --allow-partial",
-			   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path);
+		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one)%s",
+			   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path,
+			   o->allow_partial ? ": --allow-partial gives no verdict over nothing" : " or --allow-partial");
 		tb_run_free(r);
 		return -1;
 	}
@@ -175,7 +178,7 @@ int tb_run_finish(tb_run *r, tb_err *err)
 	/* What was not compared could be the cause, or the origin, as well as
 	 * anything else. */
 	if (r->partial) {
-		char cov[160];
+		char cov[TB_COVERAGE_TEXT_MAX];
 		tb_causes_free(&r->diag.causes);
 		r->diag.origin.origin = -1;
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
@@ -206,6 +209,8 @@ int tb_run_exec(tb_run *r, const tb_run_config *cfg, tb_err *err)
 
 int tb_run_exit_code(const tb_run *r)
 {
+	if (r->open && tb_coverage_empty(&r->coverage))
+		return TB_EXIT_BAD_INPUT;
 	return r->res && r->res->verdict == TB_ST_DIVERGED ? TB_EXIT_DIVERGED : TB_EXIT_OK;
 }
 
@@ -255,6 +260,9 @@ void tb_listing_free(tb_listing *l)
 
 int tb_run_record(const tb_run *r, tb_history *h, tb_err *err)
 {
+	/* A pairing of nothing compared nothing: it is no pass. */
+	if (tb_coverage_empty(&r->coverage))
+		return 0;
 	if (!h->in_memory) {
 		tb_history_free(h);
 		tb_history_open(&r->sess, h);

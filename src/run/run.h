@@ -52,6 +52,7 @@ typedef struct tb_run_opts {
 	int heads, kv_heads;  /* 0: infer */
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
+	bool allow_empty;     /* go on when no cell paired at all (suggest-map, whose job that is) */
 	bool no_builtin_names; /* only the map file names tensors */
 	tb_layout_opts layout; /* steps and ranks (--step, --steps, --shard) */
 	tb_record record;     /* how the pass will be recorded (tb_run_record) */
@@ -108,7 +109,8 @@ void tb_run_cancel(tb_run *r);
 /* Open, compare at the configured tolerance and diagnose, at once. */
 int tb_run_exec(tb_run *r, const tb_run_config *cfg, tb_err *err);
 /* TB_EXIT_DIVERGED when a cell diverged, else TB_EXIT_OK (also while no
- * result is there). */
+ * result is there); TB_EXIT_BAD_INPUT when no cell paired (a view opened
+ * with allow_empty). */
 int tb_run_exit_code(const tb_run *r);
 /* Take over another run's trees, result and diagnosis (src is left empty). */
 void tb_run_move(tb_run *dst, tb_run *src);

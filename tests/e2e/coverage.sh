@@ -24,15 +24,15 @@ for f in "$T"/cand/*.npy; do
 	cp "$f" "$T/maxtext/$n.npy"
 done
 
-expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired (ref 23, cand 23)" \
+expect_error_msg 2 "$T/maxtext" "no layer cell paired, 1 main cell in all (ref 23, cand 1; unmapped tensors: ref 0, cand 22)" \
 	"check: 1 of 23 paired is refused with the counts" "$TBISECT" check "$T/ref" "$T/maxtext"
 check_that "the message names the way out" grep -q -- "--map FILE (tbisect suggest-map $T/ref $T/maxtext writes one) or --allow-partial" "$TAP_ERR"
 check_that "the message names the reference too" grep -q -- "$T/ref vs " "$TAP_ERR"
 check_that "no report on stdout" test ! -s "$TAP_OUT"
-expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired" "check --json: refused the same way" \
+expect_error_msg 2 "$T/maxtext" "no layer cell paired, 1 main cell in all" "check --json: refused the same way" \
 	"$TBISECT" check --json "$T/ref" "$T/maxtext"
 check_that "check --json: no report on stdout" test ! -s "$TAP_OUT"
-expect_error_msg 2 "$T/maxtext" "only 1 of 23 tensors paired" "the interactive view: refused before the terminal" \
+expect_error_msg 2 "$T/maxtext" "no layer cell paired, 1 main cell in all" "the interactive view: refused before the terminal" \
 	"$TBISECT" "$T/ref" "$T/maxtext"
 check_that "no history was recorded for a refused pairing" test ! -d "$T/state/tbisect"
 
@@ -48,11 +48,11 @@ json_is "--allow-partial: no cause is named" 'causes.#' 0
 json_is "--allow-partial: no origin is named" origin null
 json_is "--allow-partial: the first divergence is the one compared cell" first_divergence.cell logits
 check_that "--allow-partial: the warning gives the counts" \
-	sh -c "'$JSONQ' '$T/partial.json' warnings.0.text | grep -q 'only 1 of 23 tensors paired'"
+	sh -c "'$JSONQ' '$T/partial.json' warnings.0.text | grep -q 'no layer cell paired, 1 main cell in all'"
 expect_exit 1 "--allow-partial, text report" "$TBISECT" check --no-history --allow-partial "$T/ref" "$T/maxtext"
-check_that "text: the coverage warning comes first" grep -q '^warning (coverage): only 1 of 23 tensors paired' "$TAP_OUT"
+check_that "text: the coverage warning comes first" grep -q '^warning (coverage): no layer cell paired, 1 main cell in all' "$TAP_OUT"
 check_that "text: no cause named" grep -q '^likely causes: none named on a partial pairing' "$TAP_OUT"
-check_that "text: no origin located" grep -q '^origin: not located: only 1 of 23' "$TAP_OUT"
+check_that "text: no origin located" grep -q '^origin: not located: no layer cell paired, 1 main cell in all' "$TAP_OUT"
 check_that "text: no 'everything matches' claim" sh -c "! grep -q 'everything matches' '$TAP_OUT'"
 check_that "text: no tied-embeddings verdict" sh -c "! grep -q 'tied-embeddings' '$TAP_OUT'"
 
@@ -61,10 +61,10 @@ printf ':save-display %s\nq\n:save-display %s\nq\n' "$T/unpaired.txt" "$T/heatma
 expect_exit 1 "the view under --allow-partial runs its script" env TERM=xterm LINES=24 COLUMNS=80 \
 	TBISECT_SCRIPT="$T/partial.script" "$TBISECT" --no-history --allow-partial "$T/ref" "$T/maxtext"
 check_that "the view opens on the unpaired tensors" grep -q '^unpaired tensors: ref 22, cand 22' "$T/unpaired.txt"
-check_that "the unpaired screen gives the coverage" grep -q 'only 1 of 23 tensors paired' "$T/unpaired.txt"
+check_that "the unpaired screen gives the coverage" grep -q 'no layer cell paired, 1 main cell in all' "$T/unpaired.txt"
 check_that "both trees side by side, each tensor with why" \
 	grep -q '^- model\.embed_tokens  *? net\.blk0$' "$T/unpaired.txt"
-check_that "the heatmap's banner gives the coverage" grep -q 'only 1 of 23 tensors paired .*no cause is named' "$T/heatmap.txt"
+check_that "the heatmap's banner gives the coverage" sh -c "tr '\\n' ' ' <'$T/heatmap.txt' | grep -q 'no layer cell paired, 1 main cell in all .*no cause is named'"
 check_that "the heatmap names no cause" grep -q 'none named on a partial pairing' "$T/heatmap.txt"
 printf 'u\n:save-display %s\nq\nq\n' "$T/full.txt" >"$T/full.script"
 expect_exit 1 "u on a full pairing" env TERM=xterm LINES=24 COLUMNS=80 TBISECT_SCRIPT="$T/full.script" \
@@ -81,13 +81,49 @@ for b in model.embed_tokens model.norm lm_head; do
 done
 cp "$T/cand/model.layers.0.npy" "$T/few-cand/blk_0.npy"
 cp "$T/cand/model.layers.1.npy" "$T/few-cand/blk_1.npy"
-expect_error_msg 2 "$T/few-cand" "no layer tensor paired, 3 of 5 tensors in all" \
+expect_error_msg 2 "$T/few-cand" "no layer cell paired, 3 main cells in all (ref 5, cand 3; unmapped tensors: ref 0, cand 2)" \
 	"3 of 5 paired but no layer tensor: refused" "$TBISECT" check "$T/few-ref" "$T/few-cand"
+
+# --allow-partial goes on with little, never with nothing (CONTRACT §7.1):
+# a candidate none of whose names map gives no verdict at all.
+mkdir "$T/nothing"
+for f in "$T"/maxtext/*.npy; do [ "$(basename "$f")" = tokens.npy ] || cp "$f" "$T/nothing/x_$(basename "$f")"; done
+expect_error_msg 2 "$T/nothing" "no cell paired (ref 23 tensors, cand 23; unmapped tensors: ref 0, cand 23)" \
+	"--allow-partial with no cell paired: exit 2, not a match" \
+	"$TBISECT" check --json --allow-partial --no-history "$T/ref" "$T/nothing"
+check_that "no report on nothing" test ! -s "$TAP_OUT"
+check_that "the message says why --allow-partial does not help" \
+	grep -q -- "--allow-partial gives no verdict over nothing" "$TAP_ERR"
+printf 'q\n:save-display %s\nq\n' "$T/nothing.txt" >"$T/nothing.script"
+expect_exit 2 "the view on nothing paired: it opens (to pair with M, y), exit 2 on quitting" \
+	env XDG_STATE_HOME="$T/nothing-state" TERM=xterm LINES=24 COLUMNS=80 TBISECT_SCRIPT="$T/nothing.script" \
+	"$TBISECT" --allow-partial "$T/ref" "$T/nothing"
+check_that "the view on nothing paired: no verdict, not MATCH" \
+	sh -c "head -n 1 '$T/nothing.txt' | grep -q 'NO VERDICT' && ! grep -q MATCH '$T/nothing.txt'"
+check_that "the view on nothing paired: no pass recorded" \
+	sh -c "! ls '$T/nothing-state/tbisect' 2>/dev/null | grep -q ."
+
+# Coverage counts main cells: sub-taps one side dumped and the other did
+# not never lower it; they are listed as unpaired, with one note.
+"$MKDEMO" --sub --bug rope-style "$T/sub-ref" "$T/sub-cand" >/dev/null || bail_out "mkdemo failed"
+expect_exit 1 "sub-taps on one side only: no refusal" \
+	"$TBISECT" check --json --no-history "$T/sub-ref" "$T/cand"
+cp "$TAP_OUT" "$T/sub.json"
+json_is "sub-taps: coverage.cells.paired" coverage.cells.paired 23
+json_is "sub-taps: coverage.cells.ref" coverage.cells.ref 23
+json_is "sub-taps: coverage.cells.cand" coverage.cells.cand 23
+json_is "sub-taps: the ref's 7 sub-taps are unpaired" 'unpaired.ref.#' 28
+check_that "sub-taps: the note counts them" sh -c "'$JSONQ' '$T/sub.json' coverage.note | grep -q '^28 sub-tap cells on one side only (ref 28, cand 0): listed as unpaired, not counted in the coverage$'"
+json_is "sub-taps: no coverage warning" 'warnings.#' 0
+expect_exit 1 "sub-taps, text report" "$TBISECT" check --no-history "$T/sub-ref" "$T/cand"
+check_that "text: the note on sub-taps" grep -q '^note: 28 sub-tap cells on one side only' "$TAP_OUT"
 
 # What is fine: a full pairing, one model-level tensor against another,
 # and a smaller candidate that pairs whole.
 expect_exit 1 "a full pairing is checked" "$TBISECT" check --json --no-history "$T/ref" "$T/cand"
 json_is "a full pairing: coverage 23 of 23" coverage.paired 23
+json_is "a full pairing: coverage.cells.paired" coverage.cells.paired 23
+check_that "a full pairing: no note on sub-taps" sh -c "! grep -q '\"note\"' '$TAP_OUT'"
 json_is "a full pairing: first_divergence.cell" first_divergence.cell L0.attn
 json_is "a full pairing: no coverage warning" 'warnings.#' 0
 mkdir "$T/lg-ref" "$T/lg-cand"

@@ -13,7 +13,7 @@ T=$TAP_TMP
 expect_exit 1 "a diverged pair: exit 1, as check" "$TBISECT" check --markdown --no-history "$T/ref" "$T/cand"
 check_that "the heading: verdict, first divergence and position" \
 	grep -q -x -F '## tbisect: DIVERGED, first divergence `L0.attn` at position 1' "$TAP_OUT"
-check_that "the coverage" grep -q -x -F -- '- **Coverage:** 23 of 23 tensors paired (ref 23, cand 23)' "$TAP_OUT"
+check_that "the coverage" grep -q -x -F -- '- **Coverage:** 23 of 23 main cells paired (ref 23, cand 23)' "$TAP_OUT"
 check_that "the cell counts" grep -q -x -F -- '- **Cells:** 23: 2 match, 0 close, 21 diverged, 0 missing' "$TAP_OUT"
 check_that "the origin, underscores escaped" grep -q -F -- '- **Origin:** error is born at L0.attn: rel\_l2 0.469' "$TAP_OUT"
 check_that "the causes of the first divergence" grep -q -x -F '### Likely causes of `L0.attn`' "$TAP_OUT"

@@ -20,6 +20,10 @@ int tb_cmd_tui(const tb_options *o)
 	/* the view records its passes in memory under --no-history, and when
 	 * the state directory cannot be used */
 	ro.record = o->no_history ? TB_RECORD_MEMORY : TB_RECORD_DISK_OR_MEMORY;
+	/* Under --allow-partial the view opens even on a pairing of nothing, to
+	 * pair it (M, y): it shows no verdict, records no pass and exits 2
+	 * until something pairs. */
+	ro.allow_empty = ro.allow_partial;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_open(&run, &cfg, &err) < 0) {

@@ -18,8 +18,9 @@ int tb_cmd_suggest(const tb_options *o)
 	int rc = TB_EXIT_OK;
 
 	tb_run_opts_from(o, &ro);
-	/* The pairing to fix is usually the partial one. */
+	/* The pairing to fix is usually the partial one, or none at all. */
 	ro.allow_partial = true;
+	ro.allow_empty = true;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_open(&run, &cfg, &err) < 0 || tb_suggest_map(&run.sess, &sg, &err) < 0) {

@@ -33,7 +33,7 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 			doc_wrap(dc, ui_attr(UI_HEADER), "  origin: ", 4, dg->origin.text);
 	}
 	if (v->run.partial) {
-		char cov[160];
+		char cov[TB_COVERAGE_TEXT_MAX];
 		tb_coverage_text(&v->run.coverage, cov, sizeof cov);
 		doc_wrap(dc, ui_attr(UI_ERROR), "  none named: ", 4, cov);
 		return;

@@ -74,7 +74,7 @@ static int banner(const view *v, WINDOW *w, int y0)
 		}
 	}
 	if (v->run.partial) {
-		char cov[160], text[256];
+		char cov[TB_COVERAGE_TEXT_MAX], text[256];
 		tb_coverage_text(&v->run.coverage, cov, sizeof cov);
 		snprintf(text, sizeof text, "%s: no cause is named (u: the unpaired tensors)", cov);
 		n += wrap_at(w, y0 < 0 ? y0 : y0 + n, max - n, ui_attr(UI_ERROR), text, &last);
@@ -162,7 +162,11 @@ static void draw_header(view *v, WINDOW *w)
 
 	ui_put(w, 0, 0, ui_attr(UI_TITLE), "tbisect");
 	x = 9;
-	if (v->run.res) {
+	if (v->run.res && tb_coverage_empty(&v->run.coverage)) {
+		/* Nothing paired (--allow-partial): no verdict, until M and y pair the trees. */
+		ui_put(w, 0, x, ui_attr(UI_ERROR), "NO VERDICT");
+		x += 12;
+	} else if (v->run.res) {
 		int vd = v->run.res->verdict;
 		ui_put(w, 0, x, ui_attr(vd == TB_ST_DIVERGED ? UI_BAD : vd == TB_ST_CLOSE ? UI_CLOSE : UI_GOOD), "%s",
 		       tb_verdict_word(vd));

@@ -27,7 +27,7 @@ static void fill(const view *v, doc *dc)
 	const tb_pairing *p = view_pairing(v);
 	int half = (getmaxx(dc->w) - 1) / 2;
 	size_t n = p->n_unp[0] > p->n_unp[1] ? p->n_unp[0] : p->n_unp[1];
-	char cov[160], side[2][512];
+	char cov[TB_COVERAGE_TEXT_MAX], note[TB_COVERAGE_TEXT_MAX], side[2][512];
 
 	tb_coverage_text(&v->run.coverage, cov, sizeof cov);
 	if (v->run.partial) {
@@ -35,9 +35,11 @@ static void fill(const view *v, doc *dc)
 		doc_wrap(dc, ui_attr(UI_ERROR), "  ", 2,
 			 "under --allow-partial no cause is named: pair the rest with a --map (tbisect suggest-map writes one)");
 	} else {
-		doc_line(dc, ui_attr(UI_DIM), "  %zu of the tensors paired (ref %zu, cand %zu)", v->run.coverage.paired,
-			 v->run.coverage.tensors[0], v->run.coverage.tensors[1]);
+		doc_wrap(dc, ui_attr(UI_DIM), "  ", 2, cov);
 	}
+	tb_coverage_subtap_note(&v->run.coverage, note, sizeof note);
+	if (note[0])
+		doc_wrap(dc, ui_attr(UI_DIM), "  ", 2, note);
 	doc_line(dc, 0, "%s", "");
 	doc_line(dc, ui_attr(UI_LABEL), "%-*.*s %-.*s", half, half, "ref (unpaired)", half, "cand (unpaired)");
 	if (n == 0)
