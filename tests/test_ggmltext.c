@@ -187,7 +187,6 @@ static void test_v3_layouts(void **state)
 	/* 36 printed of 56: rows 0-2 and 4-6 of 7, columns 0-2 and 5-7 of 8 */
 	assert_int_equal(tu_tensor(tree, "attn_norm-0")->partial->n, 36);
 	assert_int_equal(tu_tensor(tree, "attn_norm-0")->partial->index[3], 5);
-	assert_true(tu_tensor(tree, "attn_norm-0")->partial->has_sum);
 	tb_tree_free(tree);
 }
 
@@ -219,41 +218,179 @@ static void test_v1_layout_and_logs(void **state)
 	tb_tree_free(tree);
 }
 
-/* Qcur-N is written before and after RoPE (the last counts), ffn_out-N
- * twice when a control vector follows (the first counts); "norm" gives
- * way to result_norm; views are skipped, quantized tensors (header only)
- * with a note. */
-static void test_names(void **state)
+/* A node with its op and operands, as the printers write them (the
+ * operands' dims are not read). */
+static void node(gen *g, const char *name, const char *type, const char *op, const char *src0, const char *src1,
+		 const int64_t ne[4], int seed)
+{
+	fprintf(g->f, "%s: %24s = (%s) %10s(%s{1, 1, 1, 1}, %s%s}) = {%lld, %lld, %lld, %lld}\n",
+		g->st == V3 ? "common_debug_cb_eval" : "ggml_debug", name, type, op, src0, src1 ? src1 : "",
+		src1 ? "{1, 1, 1, 1}" : "", (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
+	if (strcmp(type, "q8_0"))
+		body(g, ne, seed);
+}
+
+static void expect_role(tb_tree *tree, const char *name, const char *role)
+{
+	tb_tensor *t = tu_tensor(tree, name);
+
+	assert_non_null(t->role);
+	assert_string_equal(t->role, role);
+}
+
+/* A layer of llama.cpp's Llama graph as the 2024 tree prints it (the
+ * headers of a capture of koboldcpp's llama-eval-callback, values
+ * generated): the op decides each node's role, whatever its name
+ * (kqv_out-0 is the attention's output, its input kqv_merged_cont-0),
+ * RoPE's output takes its query's name and op, a row selection carries
+ * its source's tap, views and reshapes are no tensor, quantized headers
+ * are noted. */
+static void test_ops_2024(void **state)
 {
 	const char *path = tu_path(tu_tmpdir(), "dump.txt");
-	const int64_t flat[4] = {16, 4, 1, 1}, roped[4] = {4, 4, 4, 1}, view[4] = {2, 2, 1, 1};
+	const int64_t h[4] = {16, 4, 1, 1}, heads[4] = {4, 4, 4, 1}, last[4] = {16, 1, 1, 1}, kv[4] = {2, 2, 1, 1};
+	tb_tree *tree;
+	gen g;
+	(void)state;
+
+	gen_open(&g, path, V1);
+	node(&g, "inp_embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "norm-0", "f32", "RMS_NORM", "inp_embd", NULL, h, 2);
+	node(&g, "attn_norm-0", "f32", "MUL", "norm-0", "blk.0.attn_norm.weight", h, 3);
+	node(&g, "Qcur-0", "f32", "MUL_MAT", "blk.0.attn_q.weight", "attn_norm-0", h, 4);
+	node(&g, "Qcur-0 (reshaped)", "f32", "RESHAPE", "Qcur-0", NULL, heads, 4);
+	node(&g, "Qcur-0", "f32", "ROPE", "Qcur-0 (reshaped)", "inp_pos", heads, 5);
+	node(&g, "k_q8-0", "q8_0", "CPY", "Kcur-0", "k_cache_view-0", kv, 0);
+	node(&g, "kqv_merged_cont-0", "f32", "CONT", "kqv_merged-0", NULL, h, 6);
+	node(&g, "kqv_out-0", "f32", "MUL_MAT", "blk.0.attn_output.weight", "kqv_merged_cont-0", h, 7);
+	node(&g, "node_9", "f32", "GET_ROWS", "kqv_out-0", "inp_out_ids", last, 7);
+	node(&g, "node_10", "f32", "GET_ROWS", "inp_embd", "inp_out_ids", last, 1);
+	node(&g, "ffn_inp-0", "f32", "ADD", "node_9", "node_10", last, 8);
+	node(&g, "ffn_silu-0", "f32", "SILU", "ffn_gate-0", NULL, last, 9);
+	node(&g, "ffn_gate_par-0", "f32", "MUL", "ffn_silu-0", "ffn_up-0", last, 10);
+	node(&g, "ffn_out-0", "f32", "MUL_MAT", "blk.0.ffn_down.weight", "ffn_gate_par-0", last, 11);
+	node(&g, "ffn_out-0", "f32", "ADD", "ffn_out-0", "blk.0.ffn_down.bias", last, 12);
+	node(&g, "l_out-0", "f32", "ADD", "ffn_out-0", "ffn_inp-0", last, 13);
+	node(&g, "norm", "f32", "RMS_NORM", "l_out-0", NULL, last, 14);
+	node(&g, "result_norm", "f32", "MUL", "norm", "output_norm.weight", last, 15);
+	node(&g, "result_output", "f32", "MUL_MAT", "output.weight", "result_norm", last, 16);
+	gen_close(&g);
+	tree = tu_open(path, NULL);
+	expect_role(tree, "inp_embd", "embed");
+	expect_role(tree, "attn_norm-0", "layers.0.attn_norm");
+	expect_role(tree, "Qcur-0", "layers.0.attn.q");
+	expect_dump(tu_tensor(tree, "Qcur-0"), h, 4, 3);
+	expect_role(tree, "Qcur-0 (ROPE)", "layers.0.attn.q_rope");
+	expect_dump(tu_tensor(tree, "Qcur-0 (ROPE)"), heads, 5, 3);
+	assert_int_equal(tu_tensor(tree, "Qcur-0")->gguf_qk_head_dim, 4);
+	assert_int_equal(tu_tensor(tree, "Qcur-0 (ROPE)")->gguf_qk_head_dim, 4);
+	expect_role(tree, "kqv_merged_cont-0", "layers.0.attn.core");
+	expect_role(tree, "kqv_out-0", "layers.0.attn");
+	assert_string_equal(tu_tensor(tree, "kqv_out-0")->origin, "MUL_MAT(blk.0.attn_output.weight, kqv_merged_cont-0)");
+	expect_role(tree, "ffn_inp-0", "layers.0.attn.resid");
+	expect_role(tree, "ffn_gate_par-0", "layers.0.mlp.act");
+	/* the bias added is the MLP's output, under its name */
+	expect_role(tree, "ffn_out-0", "layers.0.mlp");
+	expect_dump(tu_tensor(tree, "ffn_out-0"), last, 12, 3);
+	expect_role(tree, "l_out-0", "layers.0.block");
+	expect_role(tree, "result_norm", "final_norm");
+	expect_role(tree, "result_output", "logits");
+	expect_role(tree, "norm-0", "");
+	expect_role(tree, "norm", "");
+	expect_role(tree, "ffn_silu-0", "");
+	assert_null(tb_tree_find(tree, "Qcur-0 (reshaped)"));
+	assert_null(tb_tree_find(tree, "k_q8-0"));
+	assert_int_equal(tree->n_notes, 1);
+	assert_non_null(strstr(tree->notes[0], "skipped 1 quantized tensor of "));
+	assert_non_null(strstr(tree->notes[0], "k_q8-0 (q8_0)"));
+	tb_tree_free(tree);
+}
+
+/* The 2026 graph (headers of a July 2026 llama-eval-callback's capture):
+ * the embedding is embd, Qcur-0 is written three times (projection,
+ * reshape, RoPE), kqv_out-0 is o_proj's input (a reshape of flash
+ * attention's output) and attn_out-0 its output, the MLP's activation a
+ * fused SWIGLU.  The prompt's ids are read from the list eval-callback
+ * logs before the graph. */
+static void test_ops_2026(void **state)
+{
+	const char *path = tu_path(tu_tmpdir(), "dump.txt");
+	const int64_t h[4] = {16, 4, 1, 1}, heads[4] = {4, 4, 4, 1}, wide[4] = {32, 4, 1, 1};
+	const int64_t ids[4] = {1, 107, 104, 111};
 	tb_tree *tree;
 	gen g;
 	(void)state;
 
 	gen_open(&g, path, V3);
-	tensor(&g, "Qcur-0", flat, 1);
-	tensor(&g, "Qcur-0 (reshaped)", roped, 1);
-	tensor(&g, "Qcur-0", roped, 2);
-	tensor(&g, "ffn_out-0", flat, 3);
-	header(&g, "cache_k_l0 (view)", "q8_0", view);
-	header(&g, "k_quant-0", "q4_K", view);
-	tensor(&g, "ffn_out-0", flat, 4);
-	tensor(&g, "l_out-0", flat, 4);
-	tensor(&g, "norm", flat, 5);
-	tensor(&g, "result_norm", flat, 6);
+	fputs("0.00.021.162 I number of input tokens = 4\n0.00.021.182 I   1\n0.00.021.205 I   107\n"
+	      "0.00.021.205 I   104\n0.00.021.205 I   111\n", g.f);
+	node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "Qcur-0", "f32", "MUL_MAT", "blk.0.attn_q.weight", "attn_norm-0", h, 2);
+	node(&g, "Qcur-0", "f32", "RESHAPE", "Qcur-0", NULL, heads, 2);
+	node(&g, "Qcur-0", "f32", "ROPE", "Qcur-0", "leaf_5", heads, 3);
+	node(&g, "__fattn__-0", "f32", "FLASH_ATTN_EXT", "Qcur-0 (view) (permuted)", "cache_k_l0 (view) (permuted)",
+	     heads, 4);
+	node(&g, "kqv_out-0", "f32", "RESHAPE", "__fattn__-0", NULL, h, 4);
+	node(&g, "attn_out-0", "f32", "MUL_MAT", "blk.0.attn_output.weight", "kqv_out-0", h, 5);
+	node(&g, "ffn_inp-0", "f32", "ADD", "attn_out-0", "embd", h, 6);
+	node(&g, "ffn_gate-0", "f32", "MUL_MAT", "blk.0.ffn_gate.weight", "ffn_norm-0", wide, 7);
+	node(&g, "ffn_swiglu-0", "f32", "SWIGLU", "ffn_gate-0", "ffn_up-0", wide, 8);
+	node(&g, "ffn_out-0", "f32", "MUL_MAT", "blk.0.ffn_down.weight", "ffn_swiglu-0", h, 9);
+	node(&g, "l_out-0", "f32", "ADD", "ffn_out-0", "ffn_inp-0", h, 10);
+	node(&g, "result_output", "f32", "MUL_MAT", "token_embd.weight", "result_norm", h, 11);
+	gen_close(&g);
+	tree = tu_open(path, NULL);
+	expect_role(tree, "embd", "embed");
+	expect_role(tree, "Qcur-0", "layers.0.attn.q");
+	expect_dump(tu_tensor(tree, "Qcur-0"), h, 2, 3);
+	expect_role(tree, "Qcur-0 (ROPE)", "layers.0.attn.q_rope");
+	expect_role(tree, "__fattn__-0", "");
+	expect_role(tree, "kqv_out-0", "layers.0.attn.core");
+	expect_role(tree, "attn_out-0", "layers.0.attn");
+	expect_role(tree, "ffn_inp-0", "layers.0.attn.resid");
+	expect_role(tree, "ffn_swiglu-0", "layers.0.mlp.act");
+	expect_role(tree, "ffn_out-0", "layers.0.mlp");
+	expect_role(tree, "l_out-0", "layers.0.block");
+	/* tied embeddings: the logits from token_embd */
+	expect_role(tree, "result_output", "logits");
+	assert_int_equal(tree->n_tokens, 4);
+	assert_memory_equal(tree->tokens, ids, sizeof ids);
+	tb_tree_free(tree);
+}
+
+/* llama-debug's warmup decode is left out with a note, and its token
+ * list read; two passes after it are steps. */
+static void test_passes(void **state)
+{
+	const char *path = tu_path(tu_tmpdir(), "debug.txt");
+	const int64_t two[4] = {8, 2, 1, 1}, four[4] = {8, 4, 1, 1};
+	const int64_t ids[4] = {1, 35, 107, 104};
+	tb_tree *tree;
+	gen g;
+	(void)state;
+
+	gen_open(&g, path, V3);
+	fputs("0.00.020.660 I common_init_from_params: warming up the model with an empty run - please wait ... "
+	      "(--no-warmup to disable)\n", g.f);
+	node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", two, 1);
+	node(&g, "attn_norm-0", "f32", "MUL", "norm-0", "blk.0.attn_norm.weight", two, 2);
+	fputs("0.00.126.881 I system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 |\n", g.f);
+	for (int pass = 0; pass < 2; pass++) {
+		node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", four, 3 + pass);
+		node(&g, "attn_norm-0", "f32", "MUL", "norm-0", "blk.0.attn_norm.weight", four, 5 + pass);
+	}
+	/* a space's piece is a space: the id still ends in ") " */
+	fputs("Model add_bos: true\nInput prompt: \" he\"\nToken ids (4):\n<s>(1)  (35) h(107) e(104) \n", g.f);
 	gen_close(&g);
 	tree = tu_open(path, NULL);
 	assert_int_equal(tree->n_tensors, 4);
-	/* the final norm before its weight gives way to result_norm */
-	assert_null(tb_tree_find(tree, "norm"));
-	expect_dump(tu_tensor(tree, "result_norm"), flat, 6, 3);
-	expect_dump(tu_tensor(tree, "Qcur-0"), roped, 2, 3);
-	expect_dump(tu_tensor(tree, "ffn_out-0"), flat, 3, 3);
-	assert_null(tb_tree_find(tree, "Qcur-0 (reshaped)"));
+	expect_role(tree, "step_0.embd", "embed");
+	expect_dump(tu_tensor(tree, "step_0.embd"), four, 3, 3);
+	expect_dump(tu_tensor(tree, "step_1.attn_norm-0"), four, 6, 3);
 	assert_int_equal(tree->n_notes, 1);
-	assert_non_null(strstr(tree->notes[0], "skipped 1 quantized tensor of "));
-	assert_non_null(strstr(tree->notes[0], "k_quant-0 (q4_K)"));
+	assert_non_null(strstr(tree->notes[0], "left out the warmup decode of "));
+	assert_int_equal(tree->n_tokens, 4);
+	assert_memory_equal(tree->tokens, ids, sizeof ids);
 	tb_tree_free(tree);
 }
 
@@ -275,8 +412,9 @@ static void test_nonfinite(void **state)
 	tb_tree_free(tree);
 }
 
-/* A header found past the sniffer's 512 bytes: a .log is read whole, any
- * other name needs the header within them. */
+/* A header found past the sniffer's 512 bytes: a .log is read whole, a
+ * text file of any other name is searched whole for a header, a binary
+ * file never. */
 static void test_sniff(void **state)
 {
 	const char *dir = tu_tmpdir();
@@ -302,8 +440,15 @@ static void test_sniff(void **state)
 	tree = tu_open(tu_path(dir, "late.log"), NULL);
 	assert_int_equal(tree->n_tensors, 1);
 	tb_tree_free(tree);
-	tu_expect_refused(tu_path(dir, "late"), NULL, NULL, "not a tensor file");
+	/* any other name is searched whole when it is text */
+	tree = tu_open(tu_path(dir, "late"), NULL);
+	assert_int_equal(tree->n_tensors, 1);
+	tb_tree_free(tree);
 	tu_expect_refused(tu_path(dir, "nodump"), NULL, NULL, "notes.txt: not a tensor file");
+	/* binary is never searched */
+	text[0] = '\0';
+	tu_write(tu_path(dir, "binary/capture.out"), text, sizeof text);
+	tu_expect_refused(tu_path(dir, "binary"), NULL, NULL, "capture.out: not a tensor file");
 }
 
 /* Each refusal names the file and the line. */
@@ -346,15 +491,72 @@ static void test_refusals(void **state)
 	}
 }
 
+/* What makes a whole capture unreadable, each refused with the line: an
+ * operand naming a weight no GGUF has, a second run after the first's
+ * tensors, a graph that stops before the logits with nothing after it
+ * (the log lost its end), a model that never loaded. */
+static void test_bad_captures(void **state)
+{
+	const char *dir = tu_tmpdir();
+	const int64_t h[4] = {2, 1, 1, 1};
+	gen g;
+	(void)state;
+
+	gen_open(&g, tu_path(dir, "typo.txt"), V3);
+	node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "attn_out-0", "f32", "MUL_MAT", "blk.0.attn_outptu.weight", "kqv_out-0", h, 2);
+	gen_close(&g);
+	tu_expect_refused(tu_path(dir, "typo.txt"), NULL, NULL,
+			  "line 8: 'attn_out-0' MUL_MAT's operand 'blk.0.attn_outptu.weight' is no weight llama.cpp's "
+			  "GGUF files name");
+
+	gen_open(&g, tu_path(dir, "two.txt"), V1);
+	fputs("build: 999 (KOBOLDCPP) with KCPP for KCPP\n", g.f);
+	node(&g, "inp_embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "result_output", "f32", "MUL_MAT", "output.weight", "result_norm", h, 2);
+	fputs("build: 999 (KOBOLDCPP) with KCPP for KCPP\n", g.f);
+	node(&g, "inp_embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	gen_close(&g);
+	tu_expect_refused(tu_path(dir, "two.txt"), NULL, NULL,
+			  "line 16: another run of llama.cpp starts here ('build: 999 (KOBOLDCPP) with KCPP for KCP...') "
+			  "after the tensors of the first (line 2 on): capture one run per file");
+
+	gen_open(&g, tu_path(dir, "cut.txt"), V3);
+	node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "attn_norm-0", "f32", "MUL", "norm-0", "blk.0.attn_norm.weight", h, 2);
+	gen_close(&g);
+	tu_expect_refused(tu_path(dir, "cut.txt"), NULL, NULL,
+			  "line 14: the capture ends after 'attn_norm-0' (L0.attn_norm), before the logits, with nothing "
+			  "after it");
+	/* the same graph with what the program printed after it: a capture of some nodes only */
+	gen_open(&g, tu_path(dir, "filtered.txt"), V3);
+	node(&g, "embd", "f32", "GET_ROWS", "token_embd.weight", "inp_tokens", h, 1);
+	node(&g, "attn_norm-0", "f32", "MUL", "norm-0", "blk.0.attn_norm.weight", h, 2);
+	fputs("Token ids (1):\n<s>(1) \n", g.f);
+	gen_close(&g);
+	tb_tree_free(tu_open(tu_path(dir, "filtered.txt"), NULL));
+
+	tu_write_str(tu_path(dir, "failed.out"),
+		     "0.00.006.978 E llama_model_load: error loading model: missing tensor 'blk.1.ffn_down.weight'\n"
+		     "0.00.007.614 E common_init_from_params: failed to load model 'm.gguf'\n"
+		     "0.00.007.620 E main : failed to init\n");
+	tu_expect_refused(tu_path(dir, "failed.out"), NULL, NULL,
+			  "line 1: llama.cpp did not run the model, so it printed no tensor: 'llama_model_load: error "
+			  "loading model: missing tensor 'blk.1.ffn_down.weight''");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_v3_layouts),
 		cmocka_unit_test(test_v1_layout_and_logs),
-		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_ops_2024),
+		cmocka_unit_test(test_ops_2026),
+		cmocka_unit_test(test_passes),
 		cmocka_unit_test(test_nonfinite),
 		cmocka_unit_test(test_sniff),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_bad_captures),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -692,6 +692,13 @@ static void whole_shape(const tb_tensor *t, char *buf, size_t size)
 		tb_shape_format(t->ndim, t->shape, buf, size);
 }
 
+const char *tb_cell_note(const tb_cell_result *c)
+{
+	if (c->cand && c->cand->note)
+		return c->cand->note;
+	return c->ref ? c->ref->note : NULL;
+}
+
 const tb_partial *tb_cell_partial(const tb_cell_result *c)
 {
 	if (c->ref && c->ref->partial)

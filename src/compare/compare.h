@@ -104,6 +104,9 @@ void tb_cell_judge(tb_cell_result *c);
 /* What a cell's dump printed of its tensors when only some values were
  * (CONTRACT §3 "partial"), or NULL. */
 const tb_partial *tb_cell_partial(const tb_cell_result *c);
+/* How pairing laid a side out to meet the other (tb_tensor.note: llama.cpp's
+ * queries and keys in Hugging Face's order), or NULL. */
+const char *tb_cell_note(const tb_cell_result *c);
 /* Recount statuses, verdict and first divergence. */
 void tb_result_summarise(tb_result *r);
 void tb_result_free(tb_result *r);

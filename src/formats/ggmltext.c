@@ -4,20 +4,26 @@
  * and before it examples/eval-callback), usually captured with the
  * program's logs around them.  Each node is a header line
  *
- *     common_debug_cb_eval:   attn_norm-0 = (f32)   MUL(norm-0{8, 4, 1, 1}, ...}) = {8, 4, 1, 1}
+ *     common_debug_cb_eval:   attn_norm-0 = (f32)   MUL(norm-0{8, 4, 1, 1}, blk.0.attn_norm.weight{8, 1, 1, 1}}) = {8, 4, 1, 1}
  *
- * ("ggml_debug:" in older versions), then its values nested by ne3, ne2
+ * ("ggml_debug:" in the 2024 tree), then its values nested by ne3, ne2
  * and ne1, a row of ne0 values per line, printed "%12.4f".  An axis longer
  * than six shows its first and last three entries around a "...": the
  * tensor read holds the printed values only, 1-D, with a tb_partial saying
  * where in the whole tensor they sit (ne0 is the fastest axis: the whole
  * shape is [ne3, ne2, ne1, ne0]).  A tensor printed in full is an ordinary
- * tensor of that shape.  Quantized tensors print their header only and
- * are skipped with a note; views (names ending " (view)", " (reshaped)",
- * ...) are skipped.  A graph name printed more than once keeps its last
- * write (Qcur-N after RoPE), except ffn_out-N, whose first write is the
- * MLP's output; the final norm before its weight ("norm") gives way to
- * result_norm.
+ * tensor of that shape.  Quantized tensors print their header only.
+ *
+ * What a node is comes from its op and operands (ggmlgraph.h), which each
+ * tensor carries as its role; a node that computes no tap is a graph
+ * internal.  A capture may hold several forward passes: llama-debug's
+ * warmup decode is left out with a note, and the passes after it are
+ * steps (step_K. before the names).  The prompt's token ids are read where
+ * the program lists them.  A capture that ends before the logits with
+ * nothing after its last node lost its end (llama.cpp of 2026 logs from a
+ * thread of its own, which the exit does not wait for): refused, as are
+ * two runs in one file, a model that failed to load, and an operand that
+ * names no weight llama.cpp has.
  */
 #include "config.h"
 
@@ -27,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/ggmlgraph.h"
 #include "formats/reader.h"
 
 /* Values a file may hold in all (each takes 12 bytes: the value and its index). */
@@ -46,20 +53,22 @@ static const char *const header_starts[] = {"common_debug_cb_eval: ", "ggml_debu
  * ones) gets its header only. */
 static const char *const printed_types[] = {"f32", "f16", "bf16", "i64", "i32", "i16", "i8"};
 
-/* Graph names whose first write is the tap: llama's graph names the MLP's
- * output ffn_out-N, and the residual sum after it too when a control
- * vector takes the l_out-N name. */
-static const char *const first_write_names[] = {"ffn_out-"};
+/* Log lines (after the common log's prefix) that open a run of a
+ * llama.cpp program: a second one after a tensor is a second run. */
+static const char *const run_starts[] = {"build: ", "llama_model_loader: loaded meta data",
+					 "common_init_result: fitting params"};
 
-/* Graph names of an intermediate that the dump also holds finished under
- * another name, which alone is the tap: llama's final norm is "norm"
- * before its weight and "result_norm" after it (both would claim the
- * final_norm cell). */
-static const struct {
-	const char *name, *finished;
-} superseded[] = {
-	{"norm", "result_norm"},
-};
+/* A log line that says the next forward pass is the warmup decode
+ * (common_init_from_params, common/common.cpp). */
+static const char warmup_mark[] = "warming up the model";
+
+/* Log lines that say the model never ran, the most telling first. */
+static const char *const load_failures[] = {"error loading model", "failed to load model", "failed to init"};
+
+/* What lists the prompt's token ids: eval-callback's count, then one id
+ * per line; llama-debug's count, then one line of "piece(id)". */
+static const char ids_per_line[] = "number of input tokens = ";
+static const char ids_in_line[] = "Token ids (";
 
 /* One line of the file. */
 typedef struct cursor {
@@ -153,6 +162,7 @@ static const char *find_last(const char *p, const char *end, const char *s)
 typedef struct header {
 	const char *name, *type;
 	size_t name_len, type_len;
+	tb_span op, src[2]; /* the op and its operands' names (n == 0: none) */
 	int64_t ne[4];
 	bool ne_overflow; /* an ne does not fit in 63 bits */
 } header;
@@ -179,6 +189,47 @@ static bool parse_ne(const char *p, const char *end, header *h)
 		}
 	}
 	return p == end;
+}
+
+/* An operand "NAME{a, b, c, d}" at the start of [p, end): its name into
+ * *src; the end of its dims, or NULL. */
+static const char *parse_operand(const char *p, const char *end, tb_span *src)
+{
+	for (const char *q = p; q < end; q++) {
+		const char *close;
+		header dims = {0};
+		if (*q != '{')
+			continue;
+		close = memchr(q, '}', (size_t)(end - q));
+		if (close && parse_ne(q + 1, close, &dims)) {
+			src->p = p;
+			src->n = (size_t)(q - p);
+			return close + 1;
+		}
+	}
+	return NULL;
+}
+
+/* "OP(SRC0{ne}, SRC1{ne}})" or "OP(SRC0{ne}, })" in [p, end) into h (left
+ * empty when it reads otherwise: the node then computes no known tap). */
+static void parse_op(const char *p, const char *end, header *h)
+{
+	const char *open = memchr(p, '(', (size_t)(end - p)), *q;
+	header got = *h;
+
+	if (!open)
+		return;
+	while (p < open && is_space(*p))
+		p++;
+	got.op.p = p;
+	got.op.n = (size_t)(open - p);
+	q = parse_operand(open + 1, end, &got.src[0]);
+	if (!q || end - q < 2 || q[0] != ',' || q[1] != ' ')
+		return;
+	q += 2;
+	if (!(q < end && *q == '}') && !parse_operand(q, end, &got.src[1]))
+		return;
+	*h = got;
 }
 
 /* A header line "FN: NAME = (TYPE) OP(SRCS) = {NE}" in [p, end).  cut: the
@@ -219,7 +270,10 @@ static int parse_header(const char *p, const char *end, bool cut, header *h)
 		end--;
 	if (end[-1] != '}' || shape[-1] != ')')
 		return cut ? HDR_CUT : HDR_NO;
-	return parse_ne(shape + 4, end - 1, h) ? HDR_YES : HDR_NO;
+	if (!parse_ne(shape + 4, end - 1, h))
+		return HDR_NO;
+	parse_op(close + 1, shape - 1, h);
+	return HDR_YES;
 }
 
 static bool ggml_sniff(const unsigned char *head, size_t n)
@@ -290,27 +344,31 @@ static bool parse_value(const char *p, const char *end, float *out)
 	return true;
 }
 
-/* One tensor's dump: its header and the values printed. */
+/* One node's dump: its header and the values printed. */
 typedef struct record {
 	header h;
 	size_t line;      /* of the header */
-	size_t seq;       /* order in the file */
+	bool printed;     /* its type prints values (quantized ones print the header only) */
 	float *v;         /* malloc'd */
 	uint64_t *ix;     /* flat indices of v, malloc'd */
 	uint64_t n, cap;
-	double sum;
-	bool has_sum;
 } record;
 
 /* What one file's parse keeps. */
 typedef struct parse {
 	cursor c;
-	record *rec;      /* kept dumps, malloc'd */
+	record *rec;      /* every node, in the file's order, malloc'd */
 	size_t n_rec, cap_rec;
 	uint64_t values;  /* in all, against MAX_VALUES */
 	size_t quantized; /* headers without values */
 	char first_quantized[64];
-	bool any_header;
+	bool warmup;      /* the log announced a warmup decode before the first node */
+	bool ended;       /* the program printed on after the last node */
+	size_t last_line; /* of the last node's values */
+	size_t failed_line, failed_rank; /* the log line that says the model did not load */
+	char failed[200];
+	int64_t *tokens;  /* the prompt's ids, as the program listed them, malloc'd */
+	size_t n_tokens;
 } parse;
 
 /* [p, end) for an error message: at most QUOTE_MAX bytes, control
@@ -321,7 +379,7 @@ static void quote(const char *p, const char *end, char *buf, size_t size)
 
 	for (; p < end && n + 4 < size && n < QUOTE_MAX; p++)
 		buf[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
-	if (p < end && n + 4 < size) {
+	if (p < end && n + 4 <= size) {
 		memcpy(buf + n, "...", 3);
 		n += 3;
 	}
@@ -452,8 +510,9 @@ static int parse_row(parse *ps, record *r, uint64_t base, tb_err *err)
 	return 0;
 }
 
-/* An optional "sum = X" (and llama-debug's "sum_sq = X") after a block of
- * ne3. */
+/* An optional "sum = X" (and a "sum_sq = X") after a block of ne3: checked
+ * as numbers, not kept (the 2024 printer sums the printed values only,
+ * the 2026 one all of them). */
 static int parse_sums(parse *ps, record *r, tb_err *err)
 {
 	for (;;) {
@@ -474,10 +533,6 @@ static int parse_sums(parse *ps, record *r, tb_err *err)
 		p += sq ? 9 : 6;
 		if (!parse_value(p, end, &v))
 			return name_error(ps, r, err, "its sum is not a number");
-		if (!sq) {
-			r->sum = v;
-			r->has_sum = true;
-		}
 	}
 	return 0;
 }
@@ -531,58 +586,11 @@ static bool in_list(const char *p, size_t n, const char *const *list, size_t cou
 }
 
 /* A view of another node ("Qcur-0 (reshaped)", "kv (view)"), or no name. */
-static bool skipped_name(const header *h)
+static bool view_name(const header *h)
 {
 	return h->name_len == 0 || (h->name[h->name_len - 1] == ')' && find(h->name, h->name + h->name_len, " ("));
 }
 
-/* Does the first write of this name count (ffn_out-N)? */
-static bool first_write_wins(const header *h)
-{
-	for (size_t i = 0; i < sizeof first_write_names / sizeof *first_write_names; i++) {
-		size_t n = strlen(first_write_names[i]), k = n;
-		if (h->name_len <= n || memcmp(h->name, first_write_names[i], n))
-			continue;
-		while (k < h->name_len && is_digit(h->name[k]))
-			k++;
-		if (k == h->name_len)
-			return true;
-	}
-	return false;
-}
-
-static bool same_name(const record *a, const record *b)
-{
-	return a->h.name_len == b->h.name_len && !memcmp(a->h.name, b->h.name, a->h.name_len);
-}
-
-/* Is r an intermediate whose finished tensor the dump holds too? */
-static bool is_superseded(const parse *ps, const record *r)
-{
-	for (size_t i = 0; i < sizeof superseded / sizeof *superseded; i++) {
-		if (!equals(r->h.name, r->h.name + r->h.name_len, superseded[i].name))
-			continue;
-		for (size_t k = 0; k < ps->n_rec; k++)
-			if (equals(ps->rec[k].h.name, ps->rec[k].h.name + ps->rec[k].h.name_len, superseded[i].finished))
-				return true;
-	}
-	return false;
-}
-
-static int cmp_record(const void *a, const void *b)
-{
-	const record *x = *(record *const *)a, *y = *(record *const *)b;
-	size_t n = x->h.name_len < y->h.name_len ? x->h.name_len : y->h.name_len;
-	int c = memcmp(x->h.name, y->h.name, n);
-
-	if (c)
-		return c;
-	if (x->h.name_len != y->h.name_len)
-		return x->h.name_len < y->h.name_len ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Keep r in ps (which takes its buffers). */
 static int keep_record(parse *ps, record *r, tb_err *err)
 {
 	if (ps->n_rec == ps->cap_rec) {
@@ -603,50 +611,186 @@ static int keep_record(parse *ps, record *r, tb_err *err)
 static int parse_tensor(parse *ps, const header *h, tb_err *err)
 {
 	uint64_t numel = 1;
-	record r = {.h = *h, .line = ps->c.lineno, .seq = ps->n_rec};
-	int rc;
+	record r = {.h = *h, .line = ps->c.lineno};
+	int rc = 0;
 
-	ps->any_header = true;
-	if (!in_list(h->type, h->type_len, printed_types, sizeof printed_types / sizeof *printed_types)) {
-		if (!skipped_name(h) && !ps->quantized++)
+	r.printed = in_list(h->type, h->type_len, printed_types, sizeof printed_types / sizeof *printed_types);
+	if (!r.printed) {
+		if (!view_name(h) && !ps->quantized++)
 			snprintf(ps->first_quantized, sizeof ps->first_quantized, "%.*s (%.*s)",
 				 (int)(h->name_len < 40 ? h->name_len : 40), h->name, (int)(h->type_len < 16 ? h->type_len : 16),
 				 h->type);
-		return 0;
+	} else {
+		for (int d = 0; d < 4 && !r.h.ne_overflow; d++)
+			r.h.ne_overflow = __builtin_mul_overflow(numel, (uint64_t)h->ne[d], &numel);
+		if (r.h.ne_overflow || numel > INT64_MAX / sizeof(float))
+			return name_error(ps, &r, err, "its shape {ne0, ne1, ne2, ne3} overflows");
+		rc = parse_values(ps, &r, err);
 	}
-	for (int d = 0; d < 4 && !r.h.ne_overflow; d++)
-		r.h.ne_overflow = __builtin_mul_overflow(numel, (uint64_t)h->ne[d], &numel);
-	if (r.h.ne_overflow || numel > INT64_MAX / sizeof(float))
-		return name_error(ps, &r, err, "its shape {ne0, ne1, ne2, ne3} overflows");
-	rc = parse_values(ps, &r, err);
-	if (rc == 0 && !skipped_name(h))
+	if (rc == 0)
 		rc = keep_record(ps, &r, err);
 	free(r.v);
 	free(r.ix);
+	ps->last_line = ps->c.lineno;
+	ps->ended = false;
 	return rc;
 }
 
-/* The tree tensor of a dump: the printed values, 1-D with a tb_partial,
- * or the whole tensor when nothing was elided. */
-static int add_record(tb_builder *b, const tb_file *f, const char *prefix, record *r, tb_err *err)
+/* Does the line (after the log prefix) start with one of list? */
+static bool starts_any(const char *p, const char *end, const char *const *list, size_t count)
 {
-	char name[TB_MAX_NAME + 1];
+	p = skip_log_prefix(p, end);
+	for (size_t i = 0; i < count; i++)
+		if ((size_t)(end - p) >= strlen(list[i]) && !memcmp(p, list[i], strlen(list[i])))
+			return true;
+	return false;
+}
+
+/* Parse a non-negative integer at the start of [p, end); its end, or NULL. */
+static const char *parse_count(const char *p, const char *end, int64_t *v)
+{
+	const char *q = p;
+
+	*v = 0;
+	for (; q < end && is_digit(*q) && *v < INT64_MAX / 10 - 9; q++)
+		*v = *v * 10 + (*q - '0');
+	return q > p ? q : NULL;
+}
+
+/* The ids of a token list that starts at the current line (the count line),
+ * if it is one of the layouts the programs print. */
+static void read_tokens(parse *ps)
+{
+	const char *p = skip_log_prefix(ps->c.line, ps->c.le), *at;
+	int64_t n, id;
+	bool per_line;
+
+	if ((at = find(p, ps->c.le, ids_per_line)) != NULL)
+		per_line = true;
+	else if ((at = find(p, ps->c.le, ids_in_line)) != NULL)
+		per_line = false;
+	else
+		return;
+	at += per_line ? sizeof ids_per_line - 1 : sizeof ids_in_line - 1;
+	if (!parse_count(at, ps->c.le, &n) || n <= 0 || n > (1 << 24))
+		return;
+	int64_t *ids = malloc((size_t)n * sizeof *ids);
+	size_t got = 0;
+	cursor c = ps->c;
+	if (!ids)
+		return;
+	if (per_line) {
+		/* "  1" per line, each after the log's prefix */
+		while (got < (size_t)n && next_line(&c)) {
+			const char *q = skip_log_prefix(c.line, c.le), *e = c.le;
+			trim(&q, &e);
+			if (parse_count(q, e, &id) != e)
+				break;
+			ids[got++] = id;
+		}
+	} else if (next_line(&c)) {
+		/* "<s>(1) h(107) ...": an id in parentheses, then a space or the end */
+		for (const char *q = c.line; q < c.le && got < (size_t)n; q++) {
+			const char *e;
+			if (*q != '(' || !(e = parse_count(q + 1, c.le, &id)) || e >= c.le || *e != ')' ||
+			    (e + 1 < c.le && e[1] != ' '))
+				continue;
+			ids[got++] = id;
+			q = e;
+		}
+	}
+	if (got != (size_t)n) {
+		free(ids);
+		return;
+	}
+	free(ps->tokens);
+	ps->tokens = ids;
+	ps->n_tokens = got;
+}
+
+/* A log line between the nodes: what it says of the run. */
+static int log_line(parse *ps, tb_err *err)
+{
+	const char *p = ps->c.line, *end = ps->c.le;
+
+	trim(&p, &end);
+	if (p == end)
+		return 0;
+	if (ps->n_rec && starts_any(ps->c.line, ps->c.le, run_starts, sizeof run_starts / sizeof *run_starts)) {
+		char q[QUOTE_MAX + 4];
+		quote(skip_log_prefix(p, end), end, q, sizeof q);
+		return tb_err_set(err, ps->c.path,
+				  "line %zu: another run of llama.cpp starts here ('%s') after the tensors of the first "
+				  "(line %zu on): capture one run per file",
+				  ps->c.lineno, q, ps->rec[0].line);
+	}
+	if (!ps->n_rec && find(p, end, warmup_mark))
+		ps->warmup = true;
+	for (size_t k = 0; k < sizeof load_failures / sizeof *load_failures; k++) {
+		if (find(p, end, load_failures[k]) && (!ps->failed_line || k < ps->failed_rank)) {
+			p = skip_log_prefix(p, end);
+			ps->failed_line = ps->c.lineno;
+			ps->failed_rank = k;
+			snprintf(ps->failed, sizeof ps->failed, "%.*s", (int)((size_t)(end - p) < 190 ? end - p : 190), p);
+		}
+	}
+	read_tokens(ps);
+	ps->ended = ps->n_rec > 0;
+	return 0;
+}
+
+/* The nodes of a pass, [*first, *last), of the records (as classified). */
+static void pass_span(const tb_ggml_node *nodes, size_t n, int pass, size_t *first, size_t *last)
+{
+	size_t i = 0;
+
+	while (i < n && nodes[i].pass < pass)
+		i++;
+	*first = i;
+	while (i < n && nodes[i].pass == pass)
+		i++;
+	*last = i;
+}
+
+/* A node's canonical name ("layers.0.attn", "logits"), or "" for a graph internal. */
+static const char *role_of(tb_builder *b, const tb_ggml_node *n)
+{
+	char buf[64];
+
+	if (!n->tap || n->carried)
+		return "";
+	if (n->layer >= 0)
+		snprintf(buf, sizeof buf, "layers.%d.%s", n->layer, n->tap);
+	else
+		snprintf(buf, sizeof buf, "%s", n->tap);
+	return tb_builder_keep(b, buf, strlen(buf));
+}
+
+/* The tree tensor of a dump under name: the printed values, 1-D with a
+ * tb_partial, or the whole tensor when nothing was elided. */
+static int add_record(tb_builder *b, const tb_file *f, const char *name, record *r, const tb_ggml_node *node,
+		      int qk_head_dim, tb_err *err)
+{
 	int64_t whole[4] = {r->h.ne[3], r->h.ne[2], r->h.ne[1], r->h.ne[0]};
 	uint64_t numel = (uint64_t)whole[0] * (uint64_t)whole[1] * (uint64_t)whole[2] * (uint64_t)whole[3];
 	int64_t n = (int64_t)r->n;
+	char origin[256];
 	tb_tensor *t;
 	tb_blob *blob;
 
-	if (r->h.name_len > TB_MAX_NAME)
-		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "line %zu: tensor name longer than %d bytes", r->line,
-				   TB_MAX_NAME);
-	memcpy(name, r->h.name, r->h.name_len);
-	name[r->h.name_len] = '\0';
-	t = tb_builder_add(b, f->path, prefix, name, err);
+	t = tb_builder_add(b, f->path, "", name, err);
 	blob = t ? tb_builder_blob(b, err) : NULL;
 	if (!blob)
 		return -1;
 	t->dtype = TB_DT_F32;
+	t->gguf_qk_head_dim = qk_head_dim;
+	t->role = role_of(b, node);
+	snprintf(origin, sizeof origin, "%.*s(%.*s%s%.*s)", (int)r->h.op.n, r->h.op.p, (int)r->h.src[0].n,
+		 r->h.src[0].p, r->h.src[1].n ? ", " : "", (int)r->h.src[1].n, r->h.src[1].p);
+	t->origin = tb_builder_keep(b, origin, strlen(origin));
+	t->stored_as = tb_builder_keep(b, r->h.type, r->h.type_len);
+	if (!t->role || !t->origin || !t->stored_as)
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
 	if (r->n == numel) {
 		if (tb_tensor_set_shape(t, 4, whole, f->path, err) < 0)
 			return -1;
@@ -660,8 +804,6 @@ static int add_record(tb_builder *b, const tb_file *f, const char *prefix, recor
 		memcpy(pa->shape, whole, sizeof whole);
 		pa->n = r->n;
 		pa->index = ix;
-		pa->sum = r->sum;
-		pa->has_sum = r->has_sum;
 		t->partial = pa;
 		if (tb_tensor_set_shape(t, 1, &n, f->path, err) < 0)
 			return -1;
@@ -675,27 +817,117 @@ static int add_record(tb_builder *b, const tb_file *f, const char *prefix, recor
 	return tb_tensor_check_bounds(t, f->path, err);
 }
 
-/* Add the dump that counts for each name: the last write, or the first
- * for first_write_names. */
-static int add_records(tb_builder *b, const tb_file *f, const char *prefix, parse *ps, tb_err *err)
+static bool span_eq(tb_span a, tb_span b)
 {
-	record **order = malloc((ps->n_rec ? ps->n_rec : 1) * sizeof *order);
+	return a.n == b.n && !memcmp(a.p, b.p, a.n);
+}
+
+/* Is tap a query's ('q') or a key's ('k'), before or after RoPE? */
+static char qk_kind(const char *tap)
+{
+	if (!tap)
+		return 0;
+	if (!strcmp(tap, "attn.q") || !strcmp(tap, "attn.q_rope"))
+		return 'q';
+	if (!strcmp(tap, "attn.k") || !strcmp(tap, "attn.k_rope"))
+		return 'k';
+	return 0;
+}
+
+/* The channels per head of node i's query or key (0: not one, or no
+ * node of its pass says): ne0 of its RoPE, or of the reshape to heads
+ * that RoPE reads. */
+static int head_dim(const tb_ggml_node *nodes, const parse *ps, size_t first, size_t end, size_t i)
+{
+	char kind = qk_kind(nodes[i].tap);
+
+	for (size_t j = first; kind && j < end; j++) {
+		const tb_ggml_node *n = &nodes[j];
+		bool shaped = n->carried ? equals(n->op.p, n->op.p + n->op.n, "RESHAPE")
+					 : equals(n->op.p, n->op.p + n->op.n, "ROPE");
+		if (shaped && n->layer == nodes[i].layer && qk_kind(n->tap) == kind && ps->rec[j].h.ne[0] <= INT32_MAX)
+			return (int)ps->rec[j].h.ne[0];
+	}
+	return 0;
+}
+
+/* Is node i the last write of its tap in its pass (when it computes one),
+ * or of its name (when it is a graph internal)? */
+static bool last_write(const tb_ggml_node *nodes, size_t i, size_t end)
+{
+	const tb_ggml_node *n = &nodes[i];
+	bool tap = n->tap && !n->carried;
+
+	for (size_t j = i + 1; j < end; j++) {
+		const tb_ggml_node *m = &nodes[j];
+		if (tap ? m->tap && !m->carried && m->layer == n->layer && !strcmp(m->tap, n->tap)
+			: span_eq(m->name, n->name))
+			return false;
+	}
+	return true;
+}
+
+/* The name a kept node gets in its pass: its own, or, when a node kept
+ * before it has that name (Qcur-0 is the query before RoPE and after it),
+ * its name and op, "Qcur-0 (ROPE)".  0, or -1 when a graph internal's
+ * name is already a tap's. */
+static int node_name(const tb_ggml_node *nodes, const bool *kept, size_t first, size_t i, const char *prefix,
+		     char *buf, size_t size)
+{
+	const tb_ggml_node *n = &nodes[i];
+	bool taken = false;
+
+	for (size_t j = first; j < i && !taken; j++)
+		taken = kept[j] && span_eq(nodes[j].name, n->name);
+	if (taken && !(n->tap && !n->carried))
+		return -1;
+	if (taken)
+		snprintf(buf, size, "%s%.*s (%.*s)", prefix, (int)n->name.n, n->name.p, (int)n->op.n, n->op.p);
+	else
+		snprintf(buf, size, "%s%.*s", prefix, (int)n->name.n, n->name.p);
+	return 0;
+}
+
+/* Add the nodes of passes [first_pass, n_passes) that count: each tap's
+ * last write, and each graph internal's last write under its name (views
+ * of other nodes and quantized headers aside). */
+static int add_passes(tb_builder *b, const tb_file *f, parse *ps, const tb_ggml_node *nodes, int first_pass,
+		      int n_passes, tb_err *err)
+{
+	bool *kept = calloc(ps->n_rec ? ps->n_rec : 1, sizeof *kept);
 	int rc = 0;
 
-	if (!order)
+	if (!kept)
 		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
-	for (size_t i = 0; i < ps->n_rec; i++)
-		order[i] = &ps->rec[i];
-	qsort(order, ps->n_rec, sizeof *order, cmp_record);
-	for (size_t i = 0; i < ps->n_rec && rc == 0; i++) {
-		size_t j = i;
-		while (j + 1 < ps->n_rec && same_name(order[j + 1], order[i]))
-			j++;
-		if (!is_superseded(ps, order[i]))
-			rc = add_record(b, f, prefix, first_write_wins(&order[i]->h) ? order[i] : order[j], err);
-		i = j;
+	for (int pass = first_pass; pass < n_passes && rc == 0; pass++) {
+		size_t first, end;
+		char prefix[32] = "";
+		pass_span(nodes, ps->n_rec, pass, &first, &end);
+		if (n_passes - first_pass > 1)
+			snprintf(prefix, sizeof prefix, "step_%d.", pass - first_pass);
+		/* the taps first, so that an internal never takes a tap's name */
+		for (int taps = 1; taps >= 0 && rc == 0; taps--) {
+			for (size_t i = first; i < end && rc == 0; i++) {
+				const tb_ggml_node *n = &nodes[i];
+				char name[TB_MAX_NAME + 1];
+				bool is_tap = n->tap && !n->carried;
+				if (is_tap != (bool)taps || !ps->rec[i].printed || !last_write(nodes, i, end) ||
+				    (!is_tap && view_name(&ps->rec[i].h)))
+					continue;
+				if (n->name.n + 64 > TB_MAX_NAME) {
+					rc = tb_err_setc(err, TB_ERR_LIMIT, f->path, "line %zu: tensor name longer than %d bytes",
+							 ps->rec[i].line, TB_MAX_NAME - 64);
+					break;
+				}
+				if (node_name(nodes, kept, first, i, prefix, name, sizeof name) < 0)
+					continue;
+				kept[i] = true;
+				rc = add_record(b, f, name, &ps->rec[i], n,
+						is_tap ? head_dim(nodes, ps, first, end, i) : 0, err);
+			}
+		}
 	}
-	free(order);
+	free(kept);
 	return rc;
 }
 
@@ -706,6 +938,73 @@ static void free_parse(parse *ps)
 		free(ps->rec[i].ix);
 	}
 	free(ps->rec);
+	free(ps->tokens);
+}
+
+/* "L1.attn_norm" or "final_norm" for a message; "" for a graph internal. */
+static void cell_text(const tb_ggml_node *n, char *buf, size_t size)
+{
+	if (!n->tap)
+		snprintf(buf, size, "%s", "");
+	else if (n->layer >= 0)
+		snprintf(buf, size, " (L%d.%s)", n->layer, n->tap);
+	else
+		snprintf(buf, size, " (%s)", n->tap);
+}
+
+/* What the whole capture says, once its nodes are classified: a refusal
+ * (-1) or the passes to keep. */
+static int check_capture(const tb_file *f, parse *ps, const tb_ggml_node *nodes, tb_builder *b, int *first_pass,
+			 int *n_passes, tb_err *err)
+{
+	size_t first, end;
+	bool embed = false, logits = false;
+	char cell[96];
+
+	for (size_t i = 0; i < ps->n_rec; i++) {
+		tb_span w = tb_ggml_unknown_weight(&nodes[i]);
+		if (w.n)
+			return tb_err_set(err, f->path,
+					  "line %zu: '%.*s' %.*s's operand '%.*s' is no weight llama.cpp's GGUF files name "
+					  "(gguf-py's TENSOR_NAMES): the node's cell is unknown",
+					  ps->rec[i].line, (int)(nodes[i].name.n < 64 ? nodes[i].name.n : 64), nodes[i].name.p,
+					  (int)nodes[i].op.n, nodes[i].op.p, (int)(w.n < 96 ? w.n : 96), w.p);
+	}
+	*n_passes = nodes[ps->n_rec - 1].pass + 1;
+	*first_pass = 0;
+	if (ps->warmup && *n_passes > 1) {
+		pass_span(nodes, ps->n_rec, 0, &first, &end);
+		tb_builder_note(b,
+				"left out the warmup decode of %s (lines %zu-%zu): llama.cpp runs it before the prompt "
+				"(--no-warmup leaves it out)",
+				f->path, ps->rec[first].line, ps->rec[end].line - 1);
+		*first_pass = 1;
+	}
+	pass_span(nodes, ps->n_rec, *n_passes - 1, &first, &end);
+	for (size_t i = first; i < end; i++) {
+		embed |= tb_ggml_is_embed(&nodes[i]);
+		logits |= tb_ggml_is_logits(nodes[i].tap) && !nodes[i].carried;
+	}
+	if (embed && !logits && !ps->ended) {
+		const tb_ggml_node *last = &nodes[ps->n_rec - 1], *tap = NULL;
+		char was[160] = "";
+		for (size_t i = end; i-- > first && !tap;)
+			if (nodes[i].tap && !nodes[i].carried)
+				tap = &nodes[i];
+		cell_text(last, cell, sizeof cell);
+		if (tap && tap != last) {
+			char tc[96];
+			cell_text(tap, tc, sizeof tc);
+			snprintf(was, sizeof was, "; the last cell it printed is '%.*s'%s",
+				 (int)(tap->name.n < 64 ? tap->name.n : 64), tap->name.p, tc);
+		}
+		return tb_err_set(err, f->path,
+				  "line %zu: the capture ends after '%.*s'%s, before the logits, with nothing after it%s: "
+				  "the cells after it were never printed (llama.cpp writes its log from a thread of its own "
+				  "and can lose the end when it exits): capture it again",
+				  ps->last_line, (int)(last->name.n < 64 ? last->name.n : 64), last->name.p, cell, was);
+	}
+	return 0;
 }
 
 static int ggml_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
@@ -713,29 +1012,83 @@ static int ggml_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	/* An empty file is mapped as no data at all. */
 	const char *data = f->size ? (const char *)f->data : "";
 	parse ps = {.c = {.p = data, .end = data + f->size, .path = f->path}};
+	tb_ggml_node *nodes = NULL;
+	int first_pass = 0, n_passes = 0;
 	header h;
 	int rc = 0;
 
 	(void)stem;
+	(void)prefix;
 	while (rc == 0 && next_line(&ps.c))
-		if (parse_header(ps.c.line, ps.c.le, false, &h) == HDR_YES)
-			rc = parse_tensor(&ps, &h, err);
-	/* A log or text file with no dump is skipped as any file no reader claims. */
-	if (rc == 0 && !ps.any_header)
-		tb_builder_note(b, "skipped %s: not a tensor file", f->path);
+		rc = parse_header(ps.c.line, ps.c.le, false, &h) == HDR_YES ? parse_tensor(&ps, &h, err)
+									     : log_line(&ps, err);
+	if (rc == 0 && !ps.n_rec) {
+		if (ps.failed_line)
+			rc = tb_err_set(err, f->path, "line %zu: llama.cpp did not run the model, so it printed no tensor: '%s'",
+					ps.failed_line, ps.failed);
+		else
+			/* A log or text file with no dump is skipped as any file no reader claims. */
+			tb_builder_note(b, "skipped %s: not a tensor file", f->path);
+	}
+	if (rc == 0 && ps.n_rec) {
+		nodes = calloc(ps.n_rec, sizeof *nodes);
+		if (!nodes)
+			rc = tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
+		for (size_t i = 0; nodes && i < ps.n_rec; i++) {
+			nodes[i].name = (tb_span){ps.rec[i].h.name, ps.rec[i].h.name_len};
+			nodes[i].op = ps.rec[i].h.op;
+			nodes[i].src[0] = ps.rec[i].h.src[0];
+			nodes[i].src[1] = ps.rec[i].h.src[1];
+		}
+		if (nodes) {
+			tb_ggml_classify(nodes, ps.n_rec);
+			rc = check_capture(f, &ps, nodes, b, &first_pass, &n_passes, err);
+		}
+	}
 	if (rc == 0 && ps.quantized)
 		tb_builder_note(b, "skipped %zu quantized tensor%s of %s, %s%s: llama.cpp prints their header only",
 				ps.quantized, ps.quantized == 1 ? "" : "s", f->path, ps.first_quantized,
 				ps.quantized > 1 ? " and others" : "");
-	if (rc == 0)
-		rc = add_records(b, f, prefix, &ps, err);
+	if (rc == 0 && nodes)
+		rc = add_passes(b, f, &ps, nodes, first_pass, n_passes, err);
+	if (rc == 0 && ps.tokens) {
+		tb_builder_set_tokens(b, ps.tokens, ps.n_tokens);
+		ps.tokens = NULL;
+	}
+	free(nodes);
 	free_parse(&ps);
 	return rc;
+}
+
+/* A capture anywhere in a text file: a header line after any length of
+ * log, or the log of a llama.cpp run that failed to load its model. */
+static bool ggml_sniff_deep(const unsigned char *data, size_t n)
+{
+	const char *p = (const char *)data, *end = p + n;
+
+	for (size_t k = 0; k < sizeof header_starts / sizeof *header_starts; k++) {
+		const char *at = p;
+		while ((at = memmem(at, (size_t)(end - at), header_starts[k], strlen(header_starts[k]))) != NULL) {
+			const char *ls = at, *le = memchr(at, '\n', (size_t)(end - at));
+			header h;
+			while (ls > p && ls[-1] != '\n')
+				ls--;
+			if (!le)
+				le = end;
+			if (le > ls && le[-1] == '\r')
+				le--;
+			if (parse_header(ls, le, false, &h) == HDR_YES)
+				return true;
+			at += strlen(header_starts[k]);
+		}
+	}
+	return memmem(p, n, "llama_model_load", 16) && memmem(p, n, load_failures[1], strlen(load_failures[1]));
 }
 
 const tb_format tb_fmt_ggmltext = {
 	.name = "llama.cpp text dump",
 	.suffixes = ggml_suffixes,
 	.sniff = ggml_sniff,
+	.sniff_deep = ggml_sniff_deep,
 	.index = ggml_index,
 };

@@ -7,12 +7,14 @@
  * file gives the row length: --vocab N does, and without it a .bin file is
  * skipped.  The tensor is the file mapped as [size / (4 N), N], named by
  * the file's stem (the naming conventions map llamacpp-* and pytorch-* to
- * the logits cell).
+ * the logits cell).  The token ids llama-debug writes beside them
+ * (MODEL-tokens.bin, int32) are the tree's token ids.
  */
 #include "config.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/reader.h"
@@ -28,6 +30,29 @@ static bool raw_sniff(const unsigned char *head, size_t n)
 	return false;
 }
 
+/* llama-debug --save-logits writes the prompt's ids beside the logits,
+ * as int32: data/llamacpp-MODEL-tokens.bin (examples/debug/debug.cpp). */
+static const char tokens_suffix[] = "-tokens";
+
+static int raw_tokens(tb_builder *b, const tb_file *f, tb_err *err)
+{
+	size_t n = (size_t)(f->size / 4);
+	int64_t *ids;
+
+	if (f->size == 0 || f->size % 4)
+		return tb_err_set(err, f->path, "its %llu bytes are not int32 token ids", (unsigned long long)f->size);
+	ids = malloc(n * sizeof *ids);
+	if (!ids)
+		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		int32_t v;
+		memcpy(&v, f->data + 4 * i, 4);
+		ids[i] = v;
+	}
+	tb_builder_set_tokens(b, ids, n);
+	return 0;
+}
+
 static int raw_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
 	int64_t vocab = tb_builder_opts(b)->vocab, shape[2];
@@ -36,6 +61,8 @@ static int raw_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	tb_blob *blob;
 
 	(void)prefix;
+	if (tb_has_suffix(stem, tokens_suffix))
+		return raw_tokens(b, f, err);
 	if (vocab <= 0) {
 		tb_builder_note(b, "skipped %s: --vocab N reads raw float32 logits", f->path);
 		return 0;

@@ -38,6 +38,10 @@ typedef struct tb_format {
 	const char *const *suffixes; /* lower-case file-name endings, NULL-terminated */
 	/* Claim by content; head holds the file's first n (<= TB_SNIFF_BYTES) bytes. */
 	bool (*sniff)(const unsigned char *head, size_t n);
+	/* Or NULL; else claim a text file that no reader claims by its head or
+	 * its name by content found anywhere in it (a capture after pages of
+	 * log): data holds the whole file. */
+	bool (*sniff_deep)(const unsigned char *data, size_t n);
 	/* Add the file's tensors.  stem: the raw name a lone tensor gets (path
 	 * in the tree, extension dropped, '/' as '.'); prefix: what container
 	 * keys are prefixed with ("" or "sub.dir."). */

@@ -472,6 +472,13 @@ static const tb_format *pick_format(const tb_file *f, const char *name)
 		for (int k = 0; tb_formats[i]->suffixes[k]; k++)
 			if (tb_has_suffix(name, tb_formats[i]->suffixes[k]))
 				return tb_formats[i];
+	/* Only text is searched whole: a binary file (a GGUF, a checkpoint)
+	 * beside the dumps is never read through. */
+	if (!f->data || memchr(f->data, '\0', n))
+		return NULL;
+	for (int i = 0; tb_formats[i]; i++)
+		if (tb_formats[i]->sniff_deep && tb_formats[i]->sniff_deep(f->data, (size_t)f->size))
+			return tb_formats[i];
 	return NULL;
 }
 

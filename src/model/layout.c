@@ -326,12 +326,12 @@ static void append(char *buf, size_t size, const char *text)
 	memcpy(buf + len, text, add + 1);
 }
 
-/* The cell a base name maps to, or an invalid cell. */
-static tb_cell cell_of(const lay *L, const char *base)
+/* The cell an entry's base name (or its role) maps to, or an invalid cell. */
+static tb_cell cell_of(const lay *L, const entry *e)
 {
 	tb_cell c;
 
-	if (!tb_namer_map(L->namer, base, L->shared, &c, NULL, 0))
+	if (!tb_namer_map_role(L->namer, e->base, e->t->role, L->shared, &c, NULL, NULL, 0))
 		tb_cell_make(&c, -1, "");
 	return c;
 }
@@ -410,7 +410,7 @@ static int64_t core_width(lay *L)
 	for (size_t i = 0; i < L->n; i++) {
 		const entry *e = &L->e[i];
 		/* NULL: an entry already joined into another; rank -1: joined */
-		if (!e->base || e->t->ndim < 1 || cell_of(L, e->base).id != TB_TAP_ATTN_CORE)
+		if (!e->base || e->t->ndim < 1 || cell_of(L, e).id != TB_TAP_ATTN_CORE)
 			continue;
 		int64_t w = e->t->shape[e->t->ndim - 1];
 		L->core_shard = e->rank >= 0 ? w : w % L->tree->layout.ranks ? 0 : w / L->tree->layout.ranks;
@@ -472,7 +472,7 @@ static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *er
 static int join_fused(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 {
 	static const char *const names[] = {"[q]", "[k]", "[v]"};
-	tb_cell c = cell_of(L, g->base);
+	tb_cell c = cell_of(L, g);
 	bool qkv = !strcmp(c.tap, "attn.qkv");
 	int np = qkv ? 3 : 2;
 	tb_tensor *proj[3], *cols[64];
@@ -504,7 +504,7 @@ static int join_fused(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 static int join_ranks(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 {
 	tb_tensor *parts[n];
-	tb_cell c = cell_of(L, g->base);
+	tb_cell c = cell_of(L, g);
 	int axis;
 	const char *spec;
 	join_kind kind = join_of(L->o, &c, g->t, &axis, &spec, err);
@@ -895,7 +895,7 @@ void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q,
 	if (read_entries(&L, tree, &tagged, &err) == 0) {
 		for (size_t i = 0; i < L.n && !(*q && *kv); i++) {
 			const tb_tensor *t = L.e[i].t;
-			tb_cell c = cell_of(&L, L.e[i].base);
+			tb_cell c = cell_of(&L, &L.e[i]);
 			if (t->ndim < 1)
 				continue;
 			int64_t w = t->shape[t->ndim - 1];

@@ -122,10 +122,14 @@ const tb_convention tb_conventions[] = {
 	{"layers{S}.post_self_attention_layer_norm", "mlp_norm"},
 	{"layers{S}.mlp", "mlp"},
 	/* llama.cpp graph tensors (the names its graph builders give them, by
-	 * what they compute): Qcur/Kcur are written before and after RoPE, the
-	 * last write is after it; kqv_out is o_proj's input, ffn_inp the
-	 * residual stream after attention, l_out the layer's output. */
+	 * what they compute in the current graph), for dumps that carry no
+	 * op line: a capture's nodes go by their op (formats/ggmlgraph.h),
+	 * since a name's meaning changed (kqv_out was o_proj's output in 2024,
+	 * its input since).  Qcur/Kcur are written before and after RoPE, the
+	 * last write is after it; ffn_inp is the residual stream after
+	 * attention, l_out the layer's output. */
 	{"inp_embd", "embed"},
+	{"embd", "embed"},
 	{"attn_norm-{N}", "attn_norm"},
 	{"Qcur-{N}", "attn.q_rope"},
 	{"Kcur-{N}", "attn.k_rope"},
@@ -134,6 +138,8 @@ const tb_convention tb_conventions[] = {
 	{"attn_out-{N}", "attn"},
 	{"ffn_inp-{N}", "attn.resid"},
 	{"ffn_norm-{N}", "mlp_norm"},
+	{"ffn_gate-{N}", "mlp.gate"},
+	{"ffn_up-{N}", "mlp.up"},
 	{"ffn_out-{N}", "mlp"},
 	{"l_out-{N}", "block"},
 	{"result_norm", "final_norm"},
@@ -453,6 +459,28 @@ static bool lookup(const tb_namer *namer, const char *raw, const char *shared, t
 	return false;
 }
 
+/* A name with a role: the map file's rules see the raw name, the
+ * conventions the role ("" maps nowhere). */
+static bool lookup_role(const tb_namer *namer, const char *raw, const char *role, const char *shared, tb_cell *cell,
+			how *h)
+{
+	char norm[1024];
+
+	if (!role)
+		return lookup(namer, raw, shared, cell, h);
+	h->user_rule = -1;
+	if (user_rules(namer, raw, cell, h))
+		return true;
+	if (!*role || (namer && namer->no_builtins))
+		return false;
+	snprintf(norm, sizeof norm, "%s", role);
+	if (!map_normalised(namer, norm, cell, h))
+		return false;
+	if (h->rule)
+		snprintf(h->rule, h->rule_size, "%s", "what it computes (its op)");
+	return true;
+}
+
 bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, char *rule,
 		  size_t rule_size)
 {
@@ -463,10 +491,17 @@ bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb
 
 bool tb_namer_map_rule(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, int *user_rule)
 {
-	how h = {-1, NULL, 0};
-	bool mapped = lookup(namer, raw, shared, cell, &h);
+	return tb_namer_map_role(namer, raw, NULL, shared, cell, user_rule, NULL, 0);
+}
 
-	*user_rule = h.user_rule;
+bool tb_namer_map_role(const tb_namer *namer, const char *raw, const char *role, const char *shared, tb_cell *cell,
+		       int *user_rule, char *rule, size_t rule_size)
+{
+	how h = {-1, rule, rule_size};
+	bool mapped = lookup_role(namer, raw, role, shared, cell, &h);
+
+	if (user_rule)
+		*user_rule = h.user_rule;
 	return mapped;
 }
 

@@ -41,6 +41,14 @@ bool tb_namer_map(const tb_namer *namer, const char *raw, const char *shared, tb
 /* As tb_namer_map; *user_rule: the index of the map file's rule that
  * matched, -1 for a built-in convention (or no match). */
 bool tb_namer_map_rule(const tb_namer *namer, const char *raw, const char *shared, tb_cell *cell, int *user_rule);
+/* As tb_namer_map_rule, for a tensor whose file says what it computes:
+ * role (tb_tensor.role, a canonical name) is what the built-in
+ * conventions map, "" maps nowhere (a graph internal), and the map file's
+ * rules still see the raw name first; a NULL role is the raw name's
+ * lookup.  user_rule and rule may be NULL. */
+bool tb_namer_map_role(const tb_namer *namer, const char *raw, const char *role, const char *shared, tb_cell *cell,
+		       int *user_rule, char *rule, size_t rule_size);
+
 /* The map file's rules: how many, each one's "match" as written, the file. */
 size_t tb_namer_n_rules(const tb_namer *namer);
 const char *tb_namer_rule_pattern(const tb_namer *namer, size_t i);

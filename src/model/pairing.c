@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/pairing.h"
+#include "model/qkorder.h"
 #include "tensor/compose.h"
 #include "tensor/view.h"
 
@@ -166,7 +167,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
-		bool mapped_ = tb_namer_map_rule(namer, t->name, tn.shared, &m.cell, &m.user_rule);
+		bool mapped_ = tb_namer_map_role(namer, t->name, t->role, tn.shared, &m.cell, &m.user_rule, NULL, 0);
 		/* a recorded input caught by a free-form sub-tap (layers.N.mlp.inputs_0)
 		 * is still an input */
 		if (mapped_ && m.user_rule < 0 && m.cell.id == TB_TAP_OTHER && tb_name_is_aux(t->name))
@@ -176,8 +177,10 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 			continue;
 		}
 		if (!mapped_) {
-			if (tb_name_is_aux(t->name))
-				continue; /* inputs are no cell; the sanity checks compare the token ids */
+			/* inputs are no cell (the sanity checks compare the token ids),
+			 * nor are a graph's internals */
+			if (tb_name_is_aux(t->name) || (t->role && !t->role[0]))
+				continue;
 			if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
 				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			continue;
@@ -387,6 +390,82 @@ static int gather_partial(tb_pairing *p, tb_pair *pr, tb_err *err)
 	return 0;
 }
 
+/* The query and key cells whose one side is llama.cpp's (in GGUF's
+ * channel order) and the other not. */
+static bool qk_pair(const tb_pair *pr)
+{
+	tb_tap_id id = pr->cell.id;
+
+	if (id != TB_TAP_ATTN_Q && id != TB_TAP_ATTN_K && id != TB_TAP_ATTN_Q_ROPE && id != TB_TAP_ATTN_K_ROPE)
+		return false;
+	if (!pr->ref || !pr->cand || !pr->ref->gguf_qk_head_dim == !pr->cand->gguf_qk_head_dim)
+		return false;
+	return pr->ref->gguf_qk_head_dim ? tb_qkorder_fits(pr->ref, pr->cand) : tb_qkorder_fits(pr->cand, pr->ref);
+}
+
+/* Does undoing the converter's permutation make the first query (or key)
+ * agree better?  Yes unless it clearly does not (then p->qk_note says
+ * so): a pre-RoPE projection decides best, as RoPE plays no part in it. */
+static int qk_decide(tb_pairing *p, bool *undo, tb_err *err)
+{
+	const tb_pair *pick = NULL;
+	double rel[2];
+
+	*undo = true;
+	for (size_t k = 0; k < p->n_pairs; k++) {
+		const tb_pair *pr = &p->pairs[k];
+		if (!qk_pair(pr))
+			continue;
+		if (!pick || ((pr->cell.id == TB_TAP_ATTN_Q || pr->cell.id == TB_TAP_ATTN_K) &&
+			      pick->cell.id != TB_TAP_ATTN_Q && pick->cell.id != TB_TAP_ATTN_K))
+			pick = pr;
+	}
+	if (!pick)
+		return 0;
+	for (int u = 0; u < 2; u++) {
+		tb_tensor *g = pick->ref->gguf_qk_head_dim ? pick->ref : pick->cand;
+		tb_tensor *o = g == pick->ref ? pick->cand : pick->ref, *v;
+		if (tb_qkorder_view(g, o, u, &v, err) < 0)
+			return -1;
+		rel[u] = tb_qkorder_rel_l2(v, o);
+		tb_compose_free(v);
+	}
+	if (rel[0] < rel[1] / 2) {
+		char cell[TB_CELL_NAME_MAX];
+		*undo = false;
+		tb_cell_name(&pick->cell, cell, sizeof cell);
+		snprintf(p->qk_note, sizeof p->qk_note,
+			 "llama.cpp's queries and keys agree in their own channel order, not with convert_hf_to_gguf's "
+			 "permutation undone (%s: rel_l2 %.2g as they are, %.2g undone): the converter did not permute "
+			 "q and k, right for a model whose RoPE rotates halves in llama.cpp too (NeoX style, as Qwen2), "
+			 "the classic conversion bug for a Llama-style one",
+			 cell, rel[0], rel[1]);
+	}
+	return 0;
+}
+
+/* See each llama.cpp query and key through a view in the other side's order. */
+static int qk_order(tb_pairing *p, tb_err *err)
+{
+	bool undo;
+
+	if (qk_decide(p, &undo, err) < 0)
+		return -1;
+	for (size_t k = 0; k < p->n_pairs; k++) {
+		tb_pair *pr = &p->pairs[k];
+		tb_tensor **g, *v;
+		if (!qk_pair(pr))
+			continue;
+		g = pr->ref->gguf_qk_head_dim ? &pr->ref : &pr->cand;
+		if (tb_qkorder_view(*g, g == &pr->ref ? pr->cand : pr->ref, undo, &v, err) < 0)
+			return -1;
+		if (keep_view(p, v) < 0)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+		*g = v;
+	}
+	return 0;
+}
+
 /* The map file's rules that took no tensor of either tree. */
 static int note_unused(tb_pairing *p, const tb_namer *namer, const size_t *hits)
 {
@@ -448,9 +527,12 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 			goto oom;
 		if (pr->cell.layer + 1 > p->n_layers)
 			p->n_layers = pr->cell.layer + 1;
-		if (gather_partial(p, pr, err) < 0)
-			goto fail;
 	}
+	if (qk_order(p, err) < 0)
+		goto fail;
+	for (size_t k = 0; k < p->n_pairs; k++)
+		if (gather_partial(p, &p->pairs[k], err) < 0)
+			goto fail;
 	free(sd[0].v);
 	free(sd[1].v);
 	free(hits);

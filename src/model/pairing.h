@@ -49,8 +49,10 @@ typedef struct tb_pairing {
 	int n_layers;          /* 1 + highest layer index seen, 0 if none */
 	size_t *unused_rules;  /* indices of the map file's rules that took no tensor */
 	size_t n_unused_rules;
-	tb_tensor **views;     /* layers of scan-stacked tensors, parts of fused ones (owned) */
+	tb_tensor **views;     /* layers of scan-stacked tensors, parts of fused ones, llama.cpp's
+				* queries and keys in the other side's order (owned) */
 	size_t n_views;
+	char qk_note[512];     /* when they agree only in llama.cpp's own channel order, what that says; else "" */
 } tb_pairing;
 
 /* What splitting a fused qkv_proj needs when the other tree's q/k/v

@@ -22,7 +22,8 @@ static double tree_tie(const tb_listing *l, const int64_t *tok, size_t n_tok)
 
 	for (size_t i = 0; i < l->tree->n_tensors; i++) {
 		tb_cell c;
-		if (!tb_namer_map(l->namer, l->tree->tensors[i]->name, l->names.shared, &c, NULL, 0))
+		const tb_tensor *x = l->tree->tensors[i];
+		if (!tb_namer_map_role(l->namer, x->name, x->role, l->names.shared, &c, NULL, NULL, 0))
 			continue;
 		for (int k = 0; k < 3; k++)
 			if (c.id == taps[k] && !t[k])
@@ -132,7 +133,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 					 "'%s' holds only some of its values (a partial dump): no sketch of it", t->name);
 			break;
 		}
-		if ((mapped = tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0)))
+		if ((mapped = tb_namer_map_role(l.namer, t->name, t->role, l.names.shared, &cell, NULL, NULL, 0)))
 			tb_cell_name(&cell, cells[n_jobs], sizeof cells[n_jobs]);
 		rc = job_of(&lo, t, &cell, mapped, rank, ranks, seed, &jobs[n_jobs], &joined[n_jobs], err);
 		if (rc == 1) {
@@ -309,7 +310,7 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 			char name[TB_CELL_NAME_MAX] = "";
 			if ((rc = merge_one(trees, n, t, &sum, err)) < 0)
 				break;
-			if (tb_namer_map(l.namer, t->name, l.names.shared, &cell, NULL, 0))
+			if (tb_namer_map_role(l.namer, t->name, t->role, l.names.shared, &cell, NULL, NULL, 0))
 				tb_cell_name(&cell, name, sizeof name);
 			rc = tb_tbsk_add(&w, t, name, &sum, err);
 			stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);

@@ -99,6 +99,8 @@ void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char
 	}
 	if (r->map_warning && r->map_warning[0])
 		fn(ctx, "map", r->map_warning);
+	if (r->pairing && r->pairing->qk_note[0])
+		fn(ctx, "qk-order", r->pairing->qk_note);
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fn(ctx, r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
 	for (size_t i = 0; r->result && i < r->result->n_cells; i++)
@@ -199,6 +201,8 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	cJSON_AddStringToObject(o, "status", tb_status_name(c->status));
 	if (tb_cell_partial(c))
 		cJSON_AddTrueToObject(o, "partial");
+	if (tb_cell_note(c))
+		cJSON_AddStringToObject(o, "layout", tb_cell_note(c));
 	cJSON_AddItemToObject(o, "shape", shape_json(c->ndim, c->shape));
 	if (have && c->shape_mismatch)
 		cJSON_AddItemToObject(o, "cand_shape", shape_json(c->cand->ndim, c->cand->shape));
@@ -341,6 +345,12 @@ static void diag_json(cJSON *root, const tb_report *r)
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "id", "map");
 		cJSON_AddStringToObject(o, "text", r->map_warning);
+		cJSON_AddItemToArray(warn, o);
+	}
+	if (r->pairing && r->pairing->qk_note[0]) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", "qk-order");
+		cJSON_AddStringToObject(o, "text", r->pairing->qk_note);
 		cJSON_AddItemToArray(warn, o);
 	}
 	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
@@ -597,6 +607,8 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 		tb_partial_describe(tb_cell_partial(c), shape, sizeof shape);
 		fprintf(out, "  partial: %s\n", shape);
 	}
+	if (tb_cell_note(c))
+		fprintf(out, "  layout: %s\n", tb_cell_note(c));
 	if (!c->ref || !c->cand)
 		return;
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);

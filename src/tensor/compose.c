@@ -143,9 +143,23 @@ int tb_compose_columns(tb_tensor *src, int64_t start, int64_t width, const char 
 int tb_compose_gather(tb_tensor *src, const uint64_t *index, uint64_t n, const char *name, tb_tensor **out,
 		      tb_err *err)
 {
+	int64_t len = (int64_t)n;
+
+	return tb_compose_gather_as(src, index, 1, &len, name, out, err);
+}
+
+int tb_compose_gather_as(tb_tensor *src, const uint64_t *index, int ndim, const int64_t *shape, const char *name,
+			 tb_tensor **out, tb_err *err)
+{
 	tb_tensor *t;
+	uint64_t n = 1;
 
 	*out = NULL;
+	if (ndim < 1 || ndim > TB_MAX_DIMS)
+		return tb_err_set(err, src->path, "tensor '%s': a gather of %d dims", src->name, ndim);
+	for (int d = 0; d < ndim; d++)
+		if (shape[d] < 0 || __builtin_mul_overflow(n, (uint64_t)shape[d], &n))
+			return tb_err_set(err, src->path, "tensor '%s': a gather's element count overflows", src->name);
 	for (uint64_t i = 0; i < n; i++)
 		if (index[i] >= src->numel)
 			return tb_err_set(err, src->path, "tensor '%s': no element %llu (it has %llu)", src->name,
@@ -162,8 +176,9 @@ int tb_compose_gather(tb_tensor *src, const uint64_t *index, uint64_t n, const c
 	}
 	if (n)
 		memcpy(t->parts->index, index, (size_t)n * sizeof *index);
-	t->ndim = 1;
-	t->shape[0] = (int64_t)n;
+	t->ndim = ndim;
+	memset(t->shape, 0, sizeof t->shape);
+	memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
 	return finish(t, out, err);
 }
 
@@ -175,6 +190,7 @@ void tb_compose_free(tb_tensor *t)
 		free(t->parts->part);
 		free(t->parts->at);
 		free(t->parts->index);
+		free(t->parts->held);
 		free(t->parts);
 	}
 	free(t->name);

@@ -26,6 +26,9 @@ int tb_compose_columns(tb_tensor *t, int64_t start, int64_t width, const char *n
 /* t.flat[index[i]] for i < n, 1-D (a copy of index is kept). */
 int tb_compose_gather(tb_tensor *t, const uint64_t *index, uint64_t n, const char *name, tb_tensor **out,
 		      tb_err *err);
+/* The same, laid out in shape (ndim dims, as many elements as index holds). */
+int tb_compose_gather_as(tb_tensor *t, const uint64_t *index, int ndim, const int64_t *shape, const char *name,
+			 tb_tensor **out, tb_err *err);
 void tb_compose_free(tb_tensor *t);
 
 #endif

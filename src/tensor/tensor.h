@@ -79,6 +79,8 @@ typedef struct tb_tensor_parts {
 	int64_t *at;             /* TB_PARTS_CONCAT: n + 1 offsets along axis */
 	int64_t start;           /* TB_PARTS_COLUMNS */
 	uint64_t *index;         /* TB_PARTS_GATHER: flat C-order indices into the part, owned */
+	void *held;              /* a block the composite owns beside its parts (the tb_partial
+				  * it carries, when it made one), or NULL */
 } tb_tensor_parts;
 
 /* What of a whole tensor a dump printed, when it printed only some of its
@@ -90,8 +92,6 @@ typedef struct tb_partial {
 	int64_t shape[TB_MAX_DIMS]; /* the whole tensor's */
 	uint64_t n;                 /* values dumped */
 	const uint64_t *index;      /* ascending flat C-order indices into shape */
-	double sum;                 /* the dump's own sum line, when has_sum */
-	bool has_sum;
 } tb_partial;
 
 typedef struct tb_tensor {
@@ -113,6 +113,21 @@ typedef struct tb_tensor {
 				    * owned by the tree */
 	const struct tb_sketch *sketch; /* a fingerprint in place of the values (a .tbsk file's
 					 * tensor, see sketch.h), or NULL; owned by the tree */
+	const char *role;    /* the canonical name ("layers.0.attn") that what the file says the
+			      * tensor computes gives it (llama.cpp's op line: MUL_MAT by
+			      * blk.0.attn_output.weight, whatever the node is called), which
+			      * naming reads in place of the raw name; "" for a node that computes
+			      * no tap (a graph internal, no cell); NULL when the file says
+			      * nothing.  Owned by the tree */
+	const char *origin;  /* how the file describes the tensor ("MUL_MAT(blk.0.attn_output.weight,
+			      * kqv_merged_cont-0)"), or NULL; owned by the tree */
+	const char *stored_as; /* the dtype the file names for values it holds as text ("f16"
+				* for llama.cpp's printed f16 tensors), or NULL; owned by the tree */
+	int gguf_qk_head_dim; /* a query or key of llama.cpp, each head's channels in the order
+			       * convert_hf_to_gguf puts them in (model/qkorder.h), heads of this
+			       * many channels; 0 otherwise */
+	const char *note;    /* how pairing laid the tensor out to meet the other side's, or NULL
+			      * (static, or owned with the view) */
 } tb_tensor;
 
 /* A blob with no source yet; tb_blob_free releases it and what it owns. */

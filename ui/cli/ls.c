@@ -46,11 +46,34 @@ static ls_entry *ls_entries(const tb_tree *tree, const tb_namer *namer, const tb
 	for (size_t i = 0; e && i < tree->n_tensors; i++) {
 		e[i].t = tree->tensors[i];
 		e[i].at = i;
-		e[i].mapped = tb_namer_map(namer, e[i].t->name, tn->shared, &e[i].cell, e[i].rule, sizeof e[i].rule);
+		e[i].mapped = tb_namer_map_role(namer, e[i].t->name, e[i].t->role, tn->shared, &e[i].cell, NULL, e[i].rule,
+						sizeof e[i].rule);
 	}
 	if (e && tree->n_tensors)
 		qsort(e, tree->n_tensors, sizeof *e, cmp_entry);
 	return e;
+}
+
+/* The dtype the file gives (llama.cpp prints f16 tensors as text, held
+ * here as float32). */
+static const char *ls_dtype(const tb_tensor *t)
+{
+	return t->stored_as ? t->stored_as : tb_dtype_name(t->dtype);
+}
+
+/* The whole tensor's shape, and how many of its values a partial dump
+ * printed: "[1, 1, 14, 64] (36 printed)". */
+static void ls_shape(const tb_tensor *t, char *buf, size_t size)
+{
+	size_t n;
+
+	if (!t->partial) {
+		tb_shape_format(t->ndim, t->shape, buf, size);
+		return;
+	}
+	tb_shape_format(t->partial->ndim, t->partial->shape, buf, size);
+	n = strlen(buf);
+	snprintf(buf + n, size - n, " (%llu printed)", (unsigned long long)t->partial->n);
 }
 
 static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *tn, const tb_tolfile *tf,
@@ -90,10 +113,19 @@ static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *
 			if (tb_name_is_token_ids(t->name))
 				cJSON_AddTrueToObject(o, "token_ids");
 		}
-		cJSON_AddStringToObject(o, "dtype", tb_dtype_name(t->dtype));
-		for (int d = 0; d < t->ndim; d++)
-			cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+		cJSON_AddStringToObject(o, "dtype", ls_dtype(t));
+		for (int d = 0; d < (t->partial ? t->partial->ndim : t->ndim); d++)
+			cJSON_AddItemToArray(shape, cJSON_CreateNumber(
+							    (double)(t->partial ? t->partial->shape[d] : t->shape[d])));
 		cJSON_AddItemToObject(o, "shape", shape);
+		if (t->partial) {
+			cJSON_AddTrueToObject(o, "partial");
+			cJSON_AddNumberToObject(o, "printed", (double)t->partial->n);
+		}
+		if (t->role && !t->role[0])
+			cJSON_AddTrueToObject(o, "internal");
+		if (t->origin)
+			cJSON_AddStringToObject(o, "op", t->origin);
 		cJSON_AddStringToObject(o, "file", t->path);
 		cJSON_AddItemToArray(arr, o);
 	}
@@ -121,7 +153,7 @@ static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf
 	}
 	if (width > 60)
 		width = 60;
-	printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
+	printf("%-*s  %-14s %-10s %-28s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
 	       tf ? "  TOLERANCE" : "");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		const tb_tensor *t = e[i].t;
@@ -140,13 +172,14 @@ static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf
 			snprintf(cell, sizeof cell, "(token ids)");
 		} else if (tb_name_is_aux(t->name)) {
 			snprintf(cell, sizeof cell, "(input)");
+		} else if (t->role && !t->role[0]) {
+			snprintf(cell, sizeof cell, "(internal)");
 		} else {
 			snprintf(cell, sizeof cell, "(unmapped)");
 			unmapped++;
 		}
-		tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
-		printf("%-*s  %-14s %-10s %-18s %s%s\n", (int)width, t->name, cell, tb_dtype_name(t->dtype), shape,
-		       t->path, tols);
+		ls_shape(t, shape, sizeof shape);
+		printf("%-*s  %-14s %-10s %-28s %s%s\n", (int)width, t->name, cell, ls_dtype(t), shape, t->path, tols);
 	}
 	printf("%zu tensors, %zu unmapped\n", tree->n_tensors, unmapped);
 	tb_layout_text(&tree->layout, layout, sizeof layout);

@@ -429,6 +429,8 @@ static void detail_draw(view *v, WINDOW *w)
 		tb_partial_describe(tb_cell_partial(c), shape, sizeof shape);
 		doc_line(&dc, ui_attr(UI_DIM), "partial: %s; the metrics are of those", shape);
 	}
+	if (tb_cell_note(c))
+		doc_wrap(&dc, ui_attr(UI_DIM), "layout: ", 8, tb_cell_note(c));
 	if (c->ref && c->cand) {
 		double noise = tb_tolfile_noise(v->cfg->tolfile, &c->cell, c->ref->name, c->cand->name);
 		if (noise >= 0)

@@ -1,0 +1,209 @@
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/qkorder.h"
+#include "tensor/compose.h"
+
+/* Where a llama.cpp query or key's elements go in the other side's order. */
+typedef struct qk_map {
+	int64_t S, H, hd;
+	bool heads_first; /* the other side is [heads, S, d] */
+	bool undo;        /* put each head's channels back in Hugging Face's order */
+} qk_map;
+
+/* A partial view's partial and its indices, in one block. */
+typedef struct held_partial {
+	tb_partial pa;
+	uint64_t index[];
+} held_partial;
+
+/* The whole tensor's shape with leading size-1 axes dropped. */
+static int squeezed(const tb_tensor *t, int64_t *out)
+{
+	int nd = t->partial ? t->partial->ndim : t->ndim, k = 0;
+	const int64_t *sh = t->partial ? t->partial->shape : t->shape;
+
+	while (k < nd - 1 && sh[k] == 1)
+		k++;
+	memcpy(out, sh + k, (size_t)(nd - k) * sizeof *out);
+	return nd - k;
+}
+
+static bool make_map(const tb_tensor *g, const tb_tensor *o, qk_map *m)
+{
+	int64_t sg[TB_MAX_DIMS], so[TB_MAX_DIMS];
+	int ng = squeezed(g, sg), no = squeezed(o, so);
+
+	memset(m, 0, sizeof *m);
+	m->hd = g->gguf_qk_head_dim;
+	if (m->hd < 2 || m->hd % 2 || o->partial || o->gguf_qk_head_dim)
+		return false;
+	if (ng == 2 && sg[1] % m->hd == 0) {
+		m->S = sg[0];
+		m->H = sg[1] / m->hd;
+	} else if (ng == 3 && sg[2] == m->hd) {
+		m->S = sg[0];
+		m->H = sg[1];
+	} else {
+		return false;
+	}
+	if (no == 2)
+		return so[0] == m->S && so[1] == m->H * m->hd;
+	if (no != 3 || so[2] != m->hd)
+		return false;
+	/* Hugging Face's RoPE output is [1, heads, S, d]: read so when both fit */
+	if (so[0] == m->H && so[1] == m->S) {
+		m->heads_first = true;
+		return true;
+	}
+	return so[0] == m->S && so[1] == m->H;
+}
+
+bool tb_qkorder_fits(const tb_tensor *g, const tb_tensor *o)
+{
+	qk_map m;
+
+	return make_map(g, o, &m);
+}
+
+/* The other side's flat index of g's flat element gi. */
+static uint64_t target(const qk_map *m, uint64_t gi)
+{
+	uint64_t C = (uint64_t)(m->H * m->hd), s = gi / C, c = gi % C, h = c / (uint64_t)m->hd,
+		 j = c % (uint64_t)m->hd;
+
+	if (m->undo)
+		j = j % 2 == 0 ? j / 2 : (uint64_t)m->hd / 2 + j / 2;
+	return m->heads_first ? (h * (uint64_t)m->S + s) * (uint64_t)m->hd + j : s * C + h * (uint64_t)m->hd + j;
+}
+
+static const char *note_of(const qk_map *m)
+{
+	if (m->undo)
+		return m->heads_first ? "llama.cpp's channels of each head put back in Hugging Face's order (undoing the "
+					"permutation convert_hf_to_gguf applies for llama.cpp's RoPE), and its [S, heads, d] "
+					"read as [heads, S, d]"
+				      : "llama.cpp's channels of each head put back in Hugging Face's order (undoing the "
+					"permutation convert_hf_to_gguf applies for llama.cpp's RoPE)";
+	return m->heads_first ? "llama.cpp's channels in their own order (they agree better so than with "
+				"convert_hf_to_gguf's permutation undone), its [S, heads, d] read as [heads, S, d]"
+			      : "llama.cpp's channels in their own order (they agree better so than with "
+				"convert_hf_to_gguf's permutation undone)";
+}
+
+/* pairs (target, source) sorted by target */
+typedef struct moved {
+	uint64_t to, from;
+} moved;
+
+static int cmp_moved(const void *a, const void *b)
+{
+	const moved *x = a, *y = b;
+
+	return (x->to > y->to) - (x->to < y->to);
+}
+
+static int partial_view(tb_tensor *g, const tb_tensor *o, const qk_map *m, tb_tensor **out, tb_err *err)
+{
+	const tb_partial *pa = g->partial;
+	uint64_t n = pa->n, *order = malloc(n ? n * sizeof *order : 1);
+	moved *mv = malloc(n ? n * sizeof *mv : 1);
+	held_partial *hp = malloc(sizeof *hp + (n ? n : 1) * sizeof *hp->index);
+	int rc = 0;
+
+	if (!order || !mv || !hp) {
+		rc = tb_err_setc(err, TB_ERR_NOMEM, g->path, "out of memory");
+		goto out;
+	}
+	for (uint64_t k = 0; k < n; k++)
+		mv[k] = (moved){target(m, pa->index[k]), k};
+	qsort(mv, n, sizeof *mv, cmp_moved);
+	for (uint64_t k = 0; k < n; k++) {
+		order[k] = mv[k].from;
+		hp->index[k] = mv[k].to;
+	}
+	memset(&hp->pa, 0, sizeof hp->pa);
+	hp->pa.ndim = o->ndim;
+	memcpy(hp->pa.shape, o->shape, sizeof hp->pa.shape);
+	hp->pa.n = n;
+	hp->pa.index = hp->index;
+	rc = tb_compose_gather(g, order, n, g->name, out, err);
+	if (rc == 0) {
+		(*out)->partial = &hp->pa;
+		(*out)->parts->held = hp;
+		hp = NULL;
+	}
+out:
+	free(order);
+	free(mv);
+	free(hp);
+	return rc;
+}
+
+static int whole_view(tb_tensor *g, const tb_tensor *o, const qk_map *m, tb_tensor **out, tb_err *err)
+{
+	uint64_t *inv = malloc(g->numel ? g->numel * sizeof *inv : 1);
+	int rc;
+
+	if (!inv)
+		return tb_err_setc(err, TB_ERR_NOMEM, g->path, "out of memory");
+	for (uint64_t i = 0; i < g->numel; i++)
+		inv[target(m, i)] = i;
+	rc = tb_compose_gather_as(g, inv, o->ndim, o->shape, g->name, out, err);
+	free(inv);
+	return rc;
+}
+
+int tb_qkorder_view(tb_tensor *g, const tb_tensor *o, bool undo, tb_tensor **out, tb_err *err)
+{
+	qk_map m;
+	int rc;
+
+	*out = NULL;
+	if (!make_map(g, o, &m))
+		return tb_err_set(err, g->path, "'%s' cannot be read in the order of '%s'", g->name, o->name);
+	m.undo = undo;
+	rc = g->partial ? partial_view(g, o, &m, out, err) : whole_view(g, o, &m, out, err);
+	if (rc == 0)
+		(*out)->note = note_of(&m);
+	return rc;
+}
+
+/* Values read whole into a malloc'd buffer, or NULL. */
+static float *read_all(tb_tensor *t)
+{
+	tb_err err;
+	float *v = malloc(t->numel ? t->numel * sizeof *v : 1);
+
+	if (!v || tb_tensor_acquire(t, &err) < 0) {
+		free(v);
+		return NULL;
+	}
+	tb_tensor_read_f32(t, 0, t->numel, v);
+	tb_tensor_release(t);
+	return v;
+}
+
+double tb_qkorder_rel_l2(tb_tensor *v, tb_tensor *o)
+{
+	float *a = read_all(v), *b = read_all(o);
+	double d = 0, r = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return NAN;
+	}
+	for (uint64_t k = 0; k < v->numel; k++) {
+		uint64_t at = v->partial ? v->partial->index[k] : k;
+		double x = a[k], y = at < o->numel ? b[at] : NAN;
+		d += (x - y) * (x - y);
+		r += y * y;
+	}
+	free(a);
+	free(b);
+	return r > 0 ? sqrt(d / r) : NAN;
+}
