@@ -255,6 +255,60 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 	return 0;
 }
 
+/* A partial dump's cell gets its profile from the rows it printed: each
+ * element's position is its place in the whole tensor's second-to-last
+ * axis.  0, or -1 when out of memory. */
+static int partial_positions(pair_work *pw)
+{
+	tb_cell_result *c = pw->res;
+	const tb_partial *pa = tb_cell_partial(c);
+	int64_t sh[TB_MAX_DIMS], S, H;
+	int nd = 0, k = 0, rc;
+	float *r, *v;
+	tb_run_sums *pos;
+	bool *seen;
+
+	if (!pa || c->shape_mismatch || pw->n != pa->n || c->m.n_pos)
+		return 0;
+	while (k < pa->ndim - 1 && pa->shape[k] == 1)
+		k++;
+	for (; k < pa->ndim; k++)
+		sh[nd++] = pa->shape[k];
+	if (nd < 2 || sh[nd - 1] <= 0 || sh[nd - 2] <= 1)
+		return 0;
+	S = sh[nd - 2];
+	H = sh[nd - 1];
+	r = malloc(pa->n * 2 * sizeof *r);
+	pos = calloc((size_t)S, sizeof *pos);
+	seen = calloc((size_t)S, sizeof *seen);
+	if (!r || !pos || !seen) {
+		rc = -1;
+		goto out;
+	}
+	v = r + pa->n;
+	tb_tensor_read_f32(pw->ref, 0, pa->n, r);
+	tb_tensor_read_f32(pw->cand, 0, pa->n, v);
+	for (uint64_t i = 0; i < pa->n; i++) {
+		int64_t p = (int64_t)(pa->index[i] / (uint64_t)H % (uint64_t)S);
+		double a = r[i], b = v[i];
+		seen[p] = true;
+		if (isfinite(a) && isfinite(b)) {
+			pos[p].sdd += (b - a) * (b - a);
+			pos[p].srr += a * a;
+			pos[p].scc += b * b;
+			pos[p].src += a * b;
+		} else if (!(a == b || (isnan(a) && isnan(b)))) {
+			pos[p].mismatch++;
+		}
+	}
+	rc = tb_metrics_positions(&c->m, pos, seen, S, c->tol.diverge);
+out:
+	free(r);
+	free(pos);
+	free(seen);
+	return rc;
+}
+
 static void pair_finish(tb_job *job, pair_work *pw)
 {
 	tb_cell_result *c = pw->res;
@@ -263,11 +317,15 @@ static void pair_finish(tb_job *job, pair_work *pw)
 	tb_acc_init(&total);
 	for (size_t i = 0; i < pw->n_units; i++)
 		tb_acc_merge(&total, &pw->unit_acc[i]);
-	if (tb_metrics_finish(&c->m, &total, pw->rows, pw->n_rows, pw->n_pos, c->tol.diverge) < 0) {
+	if (tb_metrics_finish(&c->m, &total, pw->rows, pw->n_rows, pw->n_pos, c->tol.diverge) < 0 ||
+	    (pw->acquired && pw->acquire_rc == 0 && partial_positions(pw) < 0)) {
 		tb_err e;
 		tb_err_setc(&e, TB_ERR_NOMEM, NULL, "out of memory computing metrics");
 		fail(job, &e);
 	}
+	/* a partial dump's worst element by its place in the whole tensor */
+	if (tb_cell_partial(c) && !c->shape_mismatch && c->m.worst_index < tb_cell_partial(c)->n)
+		c->m.worst_index = tb_cell_partial(c)->index[c->m.worst_index];
 	if (c->logits)
 		tb_logits_finish(c->logits);
 	for (int s = 0; s < 2; s++) {
@@ -320,7 +378,7 @@ static void estimated_metrics(tb_metrics *m, const tb_sketch *r, const tb_sketch
 		m->max[i] = n > 0 ? s->max : NAN;
 		m->l2[i] = sqrt(s->sumsq);
 	}
-	m->n_pos = r->p.n_pos;
+	m->n_pos = m->pos_seen = r->p.n_pos;
 	m->pos_rel_l2 = e->pos_rel_l2;
 	m->pos_cos = e->pos_cos;
 	m->pos_norm_ratio = e->pos_norm_ratio;
@@ -490,8 +548,9 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		c->tol = o->tol;
 		if (o->tol_for)
 			o->tol_for(o->tol_ud, &c->cell, c->ref, c->cand, &c->tol);
-		c->ndim = shown->ndim;
-		memcpy(c->shape, shown->shape, sizeof c->shape);
+		/* a partial dump's cell has the whole tensor's shape */
+		c->ndim = shown->partial ? shown->partial->ndim : shown->ndim;
+		memcpy(c->shape, shown->partial ? shown->partial->shape : shown->shape, sizeof c->shape);
 		c->m.first_bad_position = -1;
 		pw->res = c;
 		pw->ref = p->pairs[i].ref;

@@ -177,16 +177,24 @@ int tb_inspect_diff(const tb_cell_result *c, size_t k, tb_elem *worst, size_t *n
 	stream_close(&s);
 	if (n_out)
 		*n_out = p.top.n;
+	/* a partial dump's elements by their place in the whole tensor */
+	for (size_t i = 0; tb_cell_partial(c) && i < p.top.n; i++)
+		worst[i].index = tb_cell_partial(c)->index[worst[i].index];
 	return 0;
 }
 
 /* Row length and positions as the comparison saw them: the last axis is a
- * row, the one before it the position. */
+ * row, the one before it the position (of the whole tensor, for a
+ * partial dump). */
 static int position_geometry(const tb_cell_result *c, uint64_t *row_len, int64_t *n_pos)
 {
 	int64_t sq[TB_MAX_DIMS];
-	int nr = tb_tensor_squeezed(c->ref, sq);
+	int nr = c->ndim, k = 0;
 
+	while (k < c->ndim - 1 && c->shape[k] == 1)
+		k++;
+	nr = c->ndim - k;
+	memcpy(sq, c->shape + k, (size_t)nr * sizeof *sq);
 	if (nr < 2 || sq[nr - 1] <= 0 || sq[nr - 2] <= 0)
 		return -1;
 	*row_len = (uint64_t)sq[nr - 1];
@@ -200,6 +208,25 @@ static void topk_block(void *ud, const float *r, const float *c, size_t n, uint6
 
 	for (size_t i = 0; i < n; i++)
 		topk_offer(t, base + i, r[i], c[i], elem_diff(r[i], c[i]));
+}
+
+/* A partial dump's elements of one position, offered by their place in
+ * the whole tensor. */
+typedef struct printed_pos {
+	topk *top;
+	const tb_partial *pa;
+	uint64_t row_len, n_pos, pos;
+} printed_pos;
+
+static void printed_block(void *ud, const float *r, const float *c, size_t n, uint64_t base)
+{
+	printed_pos *pp = ud;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = pp->pa->index[base + i];
+		if (at / pp->row_len % pp->n_pos == pp->pos)
+			topk_offer(pp->top, at, r[i], c[i], elem_diff(r[i], c[i]));
+	}
 }
 
 int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem *worst, size_t *n_out,
@@ -219,8 +246,13 @@ int tb_inspect_position(const tb_cell_result *c, int64_t pos, size_t k, tb_elem 
 		cell_label(c, name, sizeof name);
 		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s has no position %lld", name, (long long)pos);
 	}
-	for (uint64_t row = (uint64_t)pos; row * row_len < s.n; row += (uint64_t)n_pos)
-		stream_range(&s, row * row_len, row_len, topk_block, &t);
+	if (tb_cell_partial(c)) {
+		printed_pos pp = {&t, tb_cell_partial(c), row_len, (uint64_t)n_pos, (uint64_t)pos};
+		stream_range(&s, 0, s.n, printed_block, &pp);
+	} else {
+		for (uint64_t row = (uint64_t)pos; row * row_len < s.n; row += (uint64_t)n_pos)
+			stream_range(&s, row * row_len, row_len, topk_block, &t);
+	}
 	stream_close(&s);
 	*n_out = t.n;
 	return 0;

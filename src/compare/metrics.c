@@ -323,14 +323,8 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 	if (n_pos <= 0 || !rows)
 		return 0;
 	tb_run_sums *pos = calloc((size_t)n_pos, sizeof *pos);
-	m->pos_rel_l2 = malloc((size_t)n_pos * sizeof *m->pos_rel_l2);
-	m->pos_cos = malloc((size_t)n_pos * sizeof *m->pos_cos);
-	m->pos_norm_ratio = malloc((size_t)n_pos * sizeof *m->pos_norm_ratio);
-	if (!pos || !m->pos_rel_l2 || !m->pos_cos || !m->pos_norm_ratio) {
-		free(pos);
-		tb_metrics_done(m);
+	if (!pos)
 		return -1;
-	}
 	for (uint64_t i = 0; i < n_rows; i++) {
 		tb_run_sums *p = &pos[i % (uint64_t)n_pos];
 		p->sdd += rows[i].sdd;
@@ -339,8 +333,29 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 		p->src += rows[i].src;
 		p->mismatch += rows[i].mismatch;
 	}
+	int rc = tb_metrics_positions(m, pos, NULL, n_pos, diverge);
+	free(pos);
+	return rc;
+}
+
+int tb_metrics_positions(tb_metrics *m, const tb_run_sums *pos, const bool *seen, int64_t n_pos, double diverge)
+{
+	m->pos_rel_l2 = malloc((size_t)n_pos * sizeof *m->pos_rel_l2);
+	m->pos_cos = malloc((size_t)n_pos * sizeof *m->pos_cos);
+	m->pos_norm_ratio = malloc((size_t)n_pos * sizeof *m->pos_norm_ratio);
+	if (!m->pos_rel_l2 || !m->pos_cos || !m->pos_norm_ratio) {
+		tb_metrics_done(m);
+		return -1;
+	}
 	m->n_pos = n_pos;
+	m->pos_seen = 0;
+	m->first_bad_position = -1;
 	for (int64_t i = 0; i < n_pos; i++) {
+		if (seen && !seen[i]) {
+			m->pos_rel_l2[i] = m->pos_cos[i] = m->pos_norm_ratio[i] = NAN;
+			continue;
+		}
+		m->pos_seen++;
 		/* A position where NaN/Inf appear on one side is as bad as it gets,
 		 * whatever its finite elements say. */
 		m->pos_rel_l2[i] = pos[i].mismatch ? INFINITY : tb_rel_l2(pos[i].sdd, pos[i].srr);
@@ -349,7 +364,6 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 		if (m->first_bad_position < 0 && !(m->pos_rel_l2[i] <= diverge))
 			m->first_bad_position = i;
 	}
-	free(pos);
 	return 0;
 }
 
@@ -359,5 +373,5 @@ void tb_metrics_done(tb_metrics *m)
 	free(m->pos_cos);
 	free(m->pos_norm_ratio);
 	m->pos_rel_l2 = m->pos_cos = m->pos_norm_ratio = NULL;
-	m->n_pos = 0;
+	m->n_pos = m->pos_seen = 0;
 }

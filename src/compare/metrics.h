@@ -90,6 +90,8 @@ typedef struct tb_metrics {
 	float worst_ref, worst_cand;
 	double mean[2], std[2], min[2], max[2], l2[2]; /* per side, over that side's finite elements */
 	int64_t n_pos;        /* positions (S of [.., S, H]); 0 when not an activation */
+	int64_t pos_seen;     /* of them, those with values: a partial dump prints some rows
+			       * only, and the others' entries are NaN */
 	double *pos_rel_l2;   /* n_pos each, owned; infinite where NaN/Inf differ */
 	double *pos_cos;
 	double *pos_norm_ratio;
@@ -115,6 +117,11 @@ double tb_norm_ratio(double scc, double srr);
  * n_pos is 0; row i is position i % n_pos).  diverge sets first_bad_position. */
 int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos,
 		      double diverge);
+/* The per-position profile of a partial dump's cell (m finished without
+ * one): pos[p] sums position p's printed elements, seen[p] says it has
+ * any; the others stay NaN.  first_bad_position is the first printed
+ * position past diverge.  -1 when out of memory. */
+int tb_metrics_positions(tb_metrics *m, const tb_run_sums *pos, const bool *seen, int64_t n_pos, double diverge);
 void tb_metrics_done(tb_metrics *m);
 
 #endif

@@ -186,11 +186,19 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* max(e[1..4]) / median(e[1..S-1]): how much of its final size the error
- * already has right after position 0. */
+/* Was position p's row dumped?  A partial dump prints some rows only; the
+ * profile holds NaN for the others. */
+static bool seen_at(const double *e, int64_t p)
+{
+	return !isnan(e[p]);
+}
+
+/* max(e[1..4]) / median(e[1..S-1]) over the positions dumped: how much of
+ * its final size the error already has right after position 0. */
 static double early_ratio(const double *e, int64_t S)
 {
-	double *sorted, early = 0, med;
+	double *sorted, early = NAN, med;
+	int64_t n = 0;
 
 	if (S < 6)
 		return NAN;
@@ -198,12 +206,15 @@ static double early_ratio(const double *e, int64_t S)
 	if (!sorted)
 		return NAN;
 	for (int64_t p = 1; p < S; p++) {
-		sorted[p - 1] = isfinite(e[p]) ? e[p] : INFINITY;
+		if (!seen_at(e, p))
+			continue;
+		sorted[n] = isfinite(e[p]) ? e[p] : INFINITY;
 		if (p <= 4)
-			early = fmax(early, sorted[p - 1]);
+			early = isnan(early) ? sorted[n] : fmax(early, sorted[n]);
+		n++;
 	}
-	qsort(sorted, (size_t)(S - 1), sizeof *sorted, cmp_double);
-	med = sorted[(S - 1) / 2];
+	qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+	med = n >= 5 ? sorted[(n - 1) / 2] : NAN;
 	free(sorted);
 	return med > 0 ? early / med : NAN;
 }
@@ -213,17 +224,19 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	const tb_metrics *m = &t->m;
 	int64_t S = m->n_pos, bad = 0, ratios = 0;
 	double d = t->tol.diverge, mx = 0, rs = 0, rss = 0;
-	if (S <= 0)
+	if (S <= 0 || m->pos_seen <= 0)
 		return;
 	v[TB_F_N_POS] = (double)S;
 	v[TB_F_POS0_REL] = m->pos_rel_l2[0];
-	v[TB_F_POS0_OK] = m->pos_rel_l2[0] <= d;
+	v[TB_F_POS0_OK] = seen_at(m->pos_rel_l2, 0) ? m->pos_rel_l2[0] <= d : NAN;
 	v[TB_F_POS1_REL] = S > 1 ? m->pos_rel_l2[1] : NAN;
 	v[TB_F_FIRST_BAD_POS] = (double)m->first_bad_position;
-	v[TB_F_LAST_POS_OK] = m->pos_rel_l2[S - 1] <= d;
+	v[TB_F_LAST_POS_OK] = seen_at(m->pos_rel_l2, S - 1) ? m->pos_rel_l2[S - 1] <= d : NAN;
 	v[TB_F_POS_COS_MIN] = 1;
 	for (int64_t p = 0; p < S; p++) {
 		double e = m->pos_rel_l2[p];
+		if (!seen_at(m->pos_rel_l2, p))
+			continue;
 		bad += !(e <= d);
 		if (e > mx || isnan(e))
 			mx = isnan(e) ? INFINITY : e;
@@ -238,7 +251,7 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	v[TB_F_POS_MAX_REL] = mx;
 	if (S > 1 && mx > 0 && isfinite(mx))
 		v[TB_F_POS1_SHARE] = m->pos_rel_l2[1] / mx;
-	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)S;
+	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)m->pos_seen;
 	v[TB_F_LATE_ONLY] = m->first_bad_position >= 100;
 	v[TB_F_EARLY_SMALL] = S > 1 && m->pos_rel_l2[1] < 0.1 * mx;
 	v[TB_F_POS_GROWTH] = log_slope(m->pos_rel_l2, 1, S);
@@ -251,23 +264,27 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	}
 	/* non-causal attention: the last position sees everything either way */
 	if (S >= 3) {
-		int64_t before_bad = 0;
-		for (int64_t p = 0; p < S - 1; p++)
-			before_bad += !(m->pos_rel_l2[p] <= d);
-		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && before_bad >= (S - 1) * 8 / 10;
+		int64_t before_bad = 0, before = 0;
+		for (int64_t p = 0; p < S - 1; p++) {
+			before += seen_at(m->pos_rel_l2, p);
+			before_bad += seen_at(m->pos_rel_l2, p) && !(m->pos_rel_l2[p] <= d);
+		}
+		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && before >= 2 && before_bad >= before * 8 / 10;
 	}
 	/* A window: exact (or nearly) below W, a jump at W, off after it.  A
 	 * smooth rise (RoPE base) crosses --diverge somewhere too, but
 	 * without the jump. */
 	v[TB_F_WINDOW] = -1;
 	if (m->first_bad_position >= 2) {
-		int64_t w = m->first_bad_position, after = 0;
+		int64_t w = m->first_bad_position, after = 0, later = 0;
 		double before = 0;
 		for (int64_t p = 0; p < w; p++)
-			before = fmax(before, m->pos_rel_l2[p]);
-		for (int64_t p = w; p < S; p++)
-			after += !(m->pos_rel_l2[p] <= d);
-		if (after >= (S - w) * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before &&
+			before = seen_at(m->pos_rel_l2, p) ? fmax(before, m->pos_rel_l2[p]) : before;
+		for (int64_t p = w; p < S; p++) {
+			later += seen_at(m->pos_rel_l2, p);
+			after += seen_at(m->pos_rel_l2, p) && !(m->pos_rel_l2[p] <= d);
+		}
+		if (after >= later * 8 / 10 && m->pos_rel_l2[w] >= WINDOW_JUMP * before &&
 		    before <= fmax(WINDOW_EXACT, 2 * input_rel))
 			v[TB_F_WINDOW] = (double)w;
 	}
@@ -438,6 +455,46 @@ static int bias_block(void *ctx, const float *r, const float *c, size_t n, uint6
 	return 0;
 }
 
+/* The share of the error a per-channel offset explains, from what a
+ * partial dump printed: each value's channel is its place in the whole
+ * tensor's last axis, and each channel's offset is the mean over the rows
+ * it was printed in. */
+static void partial_bias_fraction(const tb_cell_result *t, const tb_partial *pa, double *v)
+{
+	int64_t H = pa->shape[pa->ndim - 1];
+	uint64_t n = pa->n;
+	float *r = malloc(n ? 2 * n * sizeof *r : 1);
+	double *sum = calloc((size_t)(H > 0 ? H : 1), sizeof *sum), *cnt = calloc((size_t)(H > 0 ? H : 1), sizeof *cnt);
+	double total = 0, explained = 0;
+	tb_err err;
+
+	if (H <= 0 || !r || !sum || !cnt || tb_tensor_acquire((tb_tensor *)t->ref, &err) < 0)
+		goto out;
+	if (tb_tensor_acquire((tb_tensor *)t->cand, &err) < 0) {
+		tb_tensor_release((tb_tensor *)t->ref);
+		goto out;
+	}
+	tb_tensor_read_f32(t->ref, 0, n, r);
+	tb_tensor_read_f32(t->cand, 0, n, r + n);
+	tb_tensor_release((tb_tensor *)t->ref);
+	tb_tensor_release((tb_tensor *)t->cand);
+	for (uint64_t i = 0; i < n; i++) {
+		double d = (double)r[n + i] - r[i];
+		uint64_t h = pa->index[i] % (uint64_t)H;
+		d = isfinite(d) ? d : 0;
+		sum[h] += d;
+		cnt[h]++;
+		total += d * d;
+	}
+	for (int64_t h = 0; h < H; h++)
+		explained += cnt[h] > 1 ? sum[h] * sum[h] / cnt[h] : 0;
+	v[TB_F_BIAS_FRAC] = total > 0 ? explained / total : NAN;
+out:
+	free(r);
+	free(sum);
+	free(cnt);
+}
+
 /* Share of the error a per-channel constant offset explains.  Streamed a
  * block at a time: the target may be the logits, far larger than a row. */
 static void bias_fraction(const tb_cell_result *t, double *v)
@@ -449,6 +506,11 @@ static void bias_fraction(const tb_cell_result *t, double *v)
 
 	if (t->m.estimated) { /* from the sketches' column sums */
 		v[TB_F_BIAS_FRAC] = t->m.bias_frac;
+		return;
+	}
+	if (tb_cell_partial(t)) {
+		if (t->m.pos_seen > 1 && !t->shape_mismatch)
+			partial_bias_fraction(t, tb_cell_partial(t), v);
 		return;
 	}
 	if (!rows_of(t, &S, &H))
@@ -551,16 +613,18 @@ static void tie_features(const tb_diag_input *in, double *v)
 	free(tok);
 }
 
-/* An attention sub-tap (q, k after RoPE) diverges first when the bug is in
- * attention, but the attention output shows the pattern the rules know:
- * profile that one when it diverged too. */
+/* A sub-tap (q, k after RoPE; the MLP's gate or activation) diverges
+ * first when the bug is in attention or the MLP, but the group's output
+ * shows the pattern the rules know: profile that one when it diverged
+ * too. */
 static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_result *t)
 {
+	tb_tap_id parent = tb_cell_parent(&t->cell);
 	const tb_cell_result *a;
 
-	if (tb_cell_parent(&t->cell) != TB_TAP_ATTN)
+	if (parent != TB_TAP_ATTN && parent != TB_TAP_MLP)
 		return t;
-	a = tb_result_cell(r, t->cell.layer, TB_TAP_ATTN);
+	a = tb_result_cell(r, t->cell.layer, parent);
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 
@@ -574,7 +638,11 @@ static void sub_tap_features(const tb_cell_result *t, double *v)
 
 	if (m->n_pos <= 0)
 		return;
-	v[TB_F_SUB_POS0_OK] = m->pos_rel_l2[0] <= t->tol.diverge;
+	v[TB_F_SUB_POS0_OK] = seen_at(m->pos_rel_l2, 0) ? m->pos_rel_l2[0] <= t->tol.diverge : NAN;
+	/* a partial dump printed some channels of each head: a rotation keeps
+	 * the norm of channel pairs it may not have printed both of */
+	if (tb_cell_partial(t))
+		return;
 	for (int64_t p = 0; p < m->n_pos && kept; p++)
 		kept = fabs(m->pos_norm_ratio[p] - 1) < tol;
 	v[TB_F_SUB_NORM_KEPT] = kept;
@@ -608,9 +676,11 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		return;
 	const tb_cell_result *t = &r->cells[target], *prof = profile_cell(r, t);
 	where(r, target, v);
-	if (prof != t) {
+	if (prof != t && prof->cell.id == TB_TAP_ATTN) {
 		sub_tap_features(t, v);
 		v[TB_F_AT_ATTN] = 1;
+	} else if (prof != t) {
+		v[TB_F_AT_MLP] = 1;
 	}
 	scale_and_direction(prof, v);
 	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);

@@ -81,30 +81,39 @@ expect_exit 0 "the 2024 capture against the 2026 one (two graphs, one model)" \
 json_is "2024 against 2026: the 13 main cells pair" coverage.cells.paired 13
 count_is "2024 against 2026: no cell diverged" diverged 0
 
-# --- conversion bugs: the first divergence is where the bug is ---
-while read -r cap ref cell; do
+# --- conversion bugs: the first divergence is where the bug is, its first
+# bad position the first printed row past --diverge, and the cause ranked
+# first is the bug's, from the printed rows (positions, channels) ---
+while read -r cap ref cell pos cause; do
 	expect_exit 1 "$cap: exit 1" "$TBISECT" check --json --no-history "$C/$ref" "$T/$cap.log"
 	json_is "$cap: first divergence $cell" first_divergence.cell "$cell"
+	json_is "$cap: first bad position $pos" first_divergence.first_bad_position "$pos"
+	json_is "$cap: the cause ranked first is $cause" causes.0.id "$cause"
 done <<EOF
-2024-noperm ref.npz L0.attn.q_rope
-2026-noperm ref.npz L0.attn.q_rope
-2024-eps ref.npz L0.attn_norm
-2026-theta ref.npz L0.attn.q_rope
-2024-gateup ref.npz L0.mlp.gate
-2026-gateup ref.npz L0.mlp.gate
-2026-transposed ref.npz L1.attn
-2026-nobias ref-bias.npz L0.mlp
-2024-nooutput ref.npz logits
+2024-noperm ref.npz L0.attn.q_rope 1 rope-style
+2026-noperm ref.npz L0.attn.q_rope 1 rope-style
+2024-eps ref.npz L0.attn_norm 0 norm-epsilon
+2026-theta ref.npz L0.attn.q_rope 1 rope-theta
+2024-gateup ref.npz L0.mlp.gate 0 mlp-gating
+2026-gateup ref.npz L0.mlp.gate 0 mlp-gating
+2026-transposed ref.npz L1.attn 0 weight-mapping
+2026-nobias ref-bias.npz L0.mlp 0 mlp-bias
+2024-nooutput ref.npz logits null tied-embeddings
 EOF
 expect_exit 1 "q and k not permuted: check" "$TBISECT" check --json --no-history "$REF" "$T/2024-noperm.log"
 json_is "not permuted: the warning says the queries agree in llama.cpp's own order" warnings.0.id qk-order
 check_that "not permuted: the warning quotes both agreements" \
 	sh -c "'$JSONQ' '$TAP_OUT' warnings.0.text | grep -q 'L0.attn.q: rel_l2 [0-9.e-]* as they are, [0-9.]* undone'"
 cell_is "not permuted: the projection before RoPE matches" L0.attn.q status match
-expect_exit 1 "no output.weight: check" "$TBISECT" check --json --no-history "$REF" "$T/2024-nooutput.log"
-json_is "no output.weight (tied to token_embd): tied-embeddings" causes.0.id tied-embeddings
-expect_exit 1 "o_proj transposed in layer 1: check" "$TBISECT" check --json --no-history "$REF" "$T/2026-transposed.log"
-json_is "o_proj transposed in layer 1: weight-mapping" causes.0.id weight-mapping
+expect_exit 1 "RoPE base: check" "$TBISECT" check --json --no-history "$REF" "$T/2026-theta.log"
+cell_is "RoPE base: a partial cell has the whole tensor's shape" L0.attn.q_rope shape "[1, 8, 14, 8]"
+cell_is "RoPE base: its worst element is an index into the whole tensor, at a printed row" L0.attn.q_rope worst \
+	'{"index": [0, 2, 13, 1], "ref": -1.715308666229248, "cand": 1.507599949836731}'
+"$JSONQ" "$TAP_OUT" first_divergence.pos_rel_l2 >"$T/profile.json"
+check_that "RoPE base: the profile is of the printed rows (0-2, 11-13), null elsewhere, growing" "$PY" -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+sys.exit(not (len(e) == 14 and e[3:11] == [None] * 8 and e[0] < 1e-3 and e[13] > e[11] > e[1]))' "$T/profile.json"
 
 # --- what ls shows ---
 expect_exit 0 "ls reads the 2024 capture" "$TBISECT" ls "$T/2024-clean.log"

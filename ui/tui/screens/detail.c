@@ -496,7 +496,7 @@ static int64_t next_bad_pos(const view *v, int dir)
 	const tb_cell_result *c = cur_cell(v);
 
 	for (int64_t p = d_state.pos + dir; p >= 0 && p < c->m.n_pos; p += dir)
-		if (!(c->m.pos_rel_l2[p] <= c->tol.diverge))
+		if (!isnan(c->m.pos_rel_l2[p]) && !(c->m.pos_rel_l2[p] <= c->tol.diverge))
 			return p;
 	return -1;
 }
