@@ -107,7 +107,7 @@ static void global_counts(const tb_result *r, double *v)
 {
 	size_t compared_n = 0, div = 0, close = 0;
 	bool only_logits = true, only_fl = true, fn_div = false, lg_div = false, nan_any = false;
-	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM);
+	const tb_cell_result *fn = tb_result_cell(r, -1, TB_TAP_FINAL_NORM), *em = tb_result_cell(r, -1, TB_TAP_EMBED);
 
 	for (size_t i = 0; i < r->n_cells; i++) {
 		const tb_cell_result *c = &r->cells[i];
@@ -136,6 +136,8 @@ static void global_counts(const tb_result *r, double *v)
 	v[TB_F_ONLY_FINAL_AND_LOGITS] = div > 0 && only_fl && fn_div && lg_div;
 	v[TB_F_FINAL_NORM_OK] = compared(fn) ? ok_status(fn) : NAN;
 	v[TB_F_FINAL_NORM_REL_L2] = compared(fn) ? fn->m.rel_l2 : NAN;
+	v[TB_F_EMBED_REL] = compared(em) ? em->m.rel_l2 : NAN;
+	v[TB_F_EMBED_COS] = compared(em) ? em->m.cosine : NAN;
 	v[TB_F_NAN_ANY] = nan_any;
 }
 

@@ -51,6 +51,8 @@
 	X(ONLY_FINAL_AND_LOGITS, "only_final_and_logits", "bool", "final_norm and logits are the only diverged cells") \
 	X(FINAL_NORM_OK, "final_norm_ok", "bool", "final_norm matches or is close")                           \
 	X(FINAL_NORM_REL_L2, "final_norm_rel_l2", "ratio", "rel_l2 of final_norm, whatever its status")         \
+	X(EMBED_REL, "embed_rel", "ratio", "rel_l2 of embed, whatever its status (a lookup: what the weights' rounding alone gives)") \
+	X(EMBED_COS, "embed_cos", "cosine", "cosine of embed, whatever its status")                           \
 	X(ATTN_OK, "attn_ok", "bool", "the target layer's attn output matches or is close")                   \
 	X(MLP_OK, "mlp_ok", "bool", "the target layer's mlp output matches or is close")                      \
 	X(ATTN_NORM_OK, "attn_norm_ok", "bool", "the target layer's attn_norm matches or is close")            \

@@ -115,6 +115,13 @@ import json, sys
 e = json.load(open(sys.argv[1]))
 sys.exit(not (len(e) == 14 and e[3:11] == [None] * 8 and e[0] < 1e-3 and e[13] > e[11] > e[1]))' "$T/profile.json"
 
+# q8_0 weights: diverged at --diverge 1e-2 (1.2% at L0.attn.q), and named
+# for what it is: the embedding, a lookup, already differs by 0.5%
+expect_exit 1 "q8_0 weights: exit 1" "$TBISECT" check --json --no-history "$REF" "$T/2026-q8.log"
+json_is "q8_0 weights: the cause is the weights' precision" causes.0.id dtype-precision
+check_that "q8_0 weights: the why quotes the embedding's own error" \
+	sh -c "'$JSONQ' '$TAP_OUT' causes.0.why | grep -q '^the embedding, a lookup that computes nothing, already differs by rel_l2 0.005 '"
+
 # --- what ls shows ---
 expect_exit 0 "ls reads the 2024 capture" "$TBISECT" ls "$T/2024-clean.log"
 check_that "ls: kqv_out-0 is the attention output by its op" grep -q '^kqv_out-0  *L0\.attn  *f32  *\[1, 1, 14, 64\] (36 printed) ' "$TAP_OUT"
