@@ -379,6 +379,76 @@ static bool rows_of(const tb_cell_result *t, int64_t *S, int64_t *H)
 	return *S > 1 && *H > 0;
 }
 
+/* The whole tensor's [S, H] of t (a partial dump's whole shape). */
+static bool whole_rows(const tb_tensor *t, int64_t *S, int64_t *H)
+{
+	int nd = t->partial ? t->partial->ndim : t->ndim, k = 0;
+	const int64_t *sh = t->partial ? t->partial->shape : t->shape;
+
+	while (k < nd - 1 && sh[k] == 1)
+		k++;
+	if (nd - k != 2)
+		return false;
+	*S = sh[k];
+	*H = sh[k + 1];
+	return *S > 1 && *H > 0;
+}
+
+/* embed_shift for a partial dump against a whole tensor, whatever their
+ * lengths (a sequence one token short is the shift's own signature): each
+ * printed row p against the whole side's rows p - 1, p and p + 1, at the
+ * columns printed. */
+static void partial_embed_shift(const tb_cell_result *t, double *v)
+{
+	const tb_tensor *pt = t->cand->partial ? t->cand : t->ref, *wt = pt == t->cand ? t->ref : t->cand;
+	const tb_partial *pa = pt->partial;
+	int64_t Sp, Sw, H, Hw;
+	float *pv = NULL, *w = NULL;
+	double shifted[2] = {0, 0}, rows[2] = {0, 0};
+	tb_err err;
+
+	if (wt->partial || !whole_rows(pt, &Sp, &H) || !whole_rows(wt, &Sw, &Hw) || H != Hw || pt->numel != pa->n)
+		return;
+	pv = tb_tensor_load_f32((tb_tensor *)pt, &err);
+	w = pv ? tb_tensor_load_f32((tb_tensor *)wt, &err) : NULL;
+	for (uint64_t i = 0; w && i < pa->n;) {
+		int64_t p = (int64_t)(pa->index[i] / (uint64_t)H);
+		uint64_t end = i;
+		double cs[3], pp = 0;
+		while (end < pa->n && (int64_t)(pa->index[end] / (uint64_t)H) == p)
+			end++;
+		for (uint64_t k = i; k < end; k++)
+			pp += isfinite(pv[k]) ? (double)pv[k] * pv[k] : 0;
+		/* cosine of the printed row with the whole side's rows p - 1, p, p + 1 at its columns */
+		for (int d = 0; d < 3; d++) {
+			int64_t q = p + d - 1;
+			double dot = 0, qq = 0;
+			cs[d] = NAN;
+			if (q < 0 || q >= Sw || !(pp > 0))
+				continue;
+			for (uint64_t k = i; k < end; k++) {
+				double a = isfinite(pv[k]) ? pv[k] : 0, b = w[q * H + (int64_t)(pa->index[k] % (uint64_t)H)];
+				b = isfinite(b) ? b : 0;
+				dot += a * b;
+				qq += b * b;
+			}
+			cs[d] = qq > 0 ? dot / sqrt(pp * qq) : 0;
+		}
+		/* the candidate's row p is the reference's p - 1 (d = 0) or p + 1 (d = 2) */
+		for (int d = 0; d < 3; d += 2) {
+			if (isnan(cs[d]))
+				continue;
+			rows[d / 2]++;
+			shifted[d / 2] += cs[d] > SAME_COS && !(cs[1] >= cs[d]);
+		}
+		i = end;
+	}
+	if (rows[0] > 0 || rows[1] > 0)
+		v[TB_F_EMBED_SHIFT] = fmax(rows[0] > 0 ? shifted[0] / rows[0] : 0, rows[1] > 0 ? shifted[1] / rows[1] : 0);
+	free(pv);
+	free(w);
+}
+
 /* Which reference row does each candidate row of the embedding look like? */
 static void embed_shift(const tb_cell_result *t, double *v)
 {
@@ -389,6 +459,10 @@ static void embed_shift(const tb_cell_result *t, double *v)
 
 	if (t->m.estimated) { /* from the sketches' row norms */
 		v[TB_F_EMBED_SHIFT] = t->m.shift_frac;
+		return;
+	}
+	if (t->ref->partial || t->cand->partial) {
+		partial_embed_shift(t, v);
 		return;
 	}
 	if (!rows_of(t, &S, &H))

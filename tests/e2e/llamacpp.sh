@@ -99,7 +99,15 @@ done <<EOF
 2026-transposed ref.npz L1.attn 0 weight-mapping
 2026-nobias ref-bias.npz L0.mlp 0 mlp-bias
 2024-nooutput ref.npz logits null tied-embeddings
+2024-nobos ref.npz embed null tokenizer
+2026-nobos ref.npz embed null tokenizer
 EOF
+expect_exit 1 "no BOS, 2024 (no ids printed): check" "$TBISECT" check --json --no-history "$REF" "$T/2024-nobos.log"
+check_that "no BOS, 2024: the printed rows are the reference's shifted by one" \
+	sh -c "'$JSONQ' '$TAP_OUT' causes.0.why | grep -q \"row p matches the reference's row p+1 or p-1 for 1.00 of positions\""
+expect_exit 1 "no BOS, 2026: check" "$TBISECT" check --json --no-history "$REF" "$T/2026-nobos.log"
+json_is "no BOS, 2026: the ids eval-callback printed are one short" warnings.0.text \
+	"token ids differ: 14 in the reference, 13 in the candidate; the candidate's ids are the reference's shifted by -1"
 expect_exit 1 "q and k not permuted: check" "$TBISECT" check --json --no-history "$REF" "$T/2024-noperm.log"
 json_is "not permuted: the warning says the queries agree in llama.cpp's own order" warnings.0.id qk-order
 check_that "not permuted: the warning quotes both agreements" \
