@@ -288,6 +288,19 @@ int tb_replay_cell(const tb_session *s, const tb_result *r, long cell, int heads
 		snprintf(out->note, sizeof out->note, "no replay from a sketch: replaying an op needs its tensors");
 		return 0;
 	}
+	if (tb_cell_partial(in.target)) {
+		const tb_partial *pa = tb_cell_partial(in.target);
+		uint64_t whole = 1;
+		char name[TB_CELL_NAME_MAX];
+		for (int d = 0; d < pa->ndim; d++)
+			whole *= (uint64_t)pa->shape[d];
+		tb_cell_name(&in.target->cell, name, sizeof name);
+		snprintf(out->note, sizeof out->note,
+			 "no replay from a partial dump: %s holds %llu of its %llu values (llama.cpp prints the first and "
+			 "last three of each axis), and replaying an op needs every value of its inputs and output",
+			 name, (unsigned long long)pa->n, (unsigned long long)whole);
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
 		if (in.target->cell.id == ops[i].tap)
 			return ops[i].replay(&in, out, err);

@@ -162,6 +162,8 @@ json_is "dump.out: the same first divergence" first_divergence.cell L0.attn_norm
 expect_exit 1 "eps: the text report" "$TBISECT" check --no-history "$REF" "$T/2024-eps.log"
 check_that "the text report says the cell is partial" \
 	grep -q '^  partial: 36 of 896 values dumped (whole shape \[1, 1, 14, 64\])$' "$TAP_OUT"
+check_that "the replay hint says what is missing: values, not tensors" \
+	grep -q '^  no replay from a partial dump: L0.attn_norm holds 36 of its 896 values (llama.cpp prints the first and last three of each axis)' "$TAP_OUT"
 printf 'f\nEnter\n:save-display %s\nq\n' "$T/detail.txt" >"$T/script"
 expect_exit 1 "the interactive view opens the first divergence's detail (script mode)" env TERM=xterm-256color \
 	LINES=40 COLUMNS=100 HOME="$T" TBISECT_SCRIPT="$T/script" "$TBISECT" --no-history "$REF" "$T/2026-theta.log"
