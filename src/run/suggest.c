@@ -8,6 +8,7 @@
 
 #include "base/jsonutil.h"
 #include "compare/pairstat.h"
+#include "tensor/compose.h"
 #include "run/structure.h"
 #include "run/suggest.h"
 
@@ -192,9 +193,44 @@ static tb_tensor *hole(const tb_pairing *p, int other, int layer, const char *ta
 	return NULL;
 }
 
-/* Cosine of two tensors of one element count over their first elements;
+static double same_count_cosine(const tb_tensor *ref, const tb_tensor *cand);
+
+/* A partial dump (llama.cpp's printed values) against a whole tensor: the
+ * cosine at the elements printed, as the pairing would compare them; NaN
+ * when the whole one cannot be read at them. */
+static double partial_cosine(const tb_tensor *ref, const tb_tensor *cand)
+{
+	const tb_tensor *pt = ref->partial ? ref : cand, *wt = pt == ref ? cand : ref;
+	const tb_partial *pa = pt->partial;
+	uint64_t base, *at = NULL;
+	tb_tensor *g = NULL;
+	tb_err err;
+	double cs = NAN;
+
+	if (wt->partial || wt->sketch || !tb_partial_place(pa, wt, &base) || pt->numel != pa->n)
+		return NAN;
+	at = malloc(pa->n ? pa->n * sizeof *at : 1);
+	if (!at)
+		return NAN;
+	for (uint64_t k = 0; k < pa->n; k++)
+		at[k] = base + pa->index[k];
+	if (tb_compose_gather((tb_tensor *)wt, at, pa->n, wt->name, &g, &err) == 0) {
+		cs = pt == ref ? same_count_cosine(pt, g) : same_count_cosine(g, pt);
+		tb_compose_free(g);
+	}
+	free(at);
+	return cs;
+}
+
+/* Cosine of two tensors of one element count over their first elements,
+ * or of a partial dump's printed values and the other's at their places;
  * NaN when they differ in size or cannot be read. */
 static double cosine(const tb_tensor *ref, const tb_tensor *cand)
+{
+	return !ref->partial != !cand->partial ? partial_cosine(ref, cand) : same_count_cosine(ref, cand);
+}
+
+static double same_count_cosine(const tb_tensor *ref, const tb_tensor *cand)
 {
 	tb_tolerance tol;
 	tb_metrics m;
@@ -519,6 +555,7 @@ static int suggest_side(const tb_session *s, int side, tb_suggestion *sg, tb_err
 	sg->unpaired[side] = n;
 	for (size_t i = 0; i < p->n_pairs; i++)
 		holes += side ? p->pairs[i].ref && !p->pairs[i].cand : p->pairs[i].cand && !p->pairs[i].ref;
+	sg->holes[side] = holes;
 	if (make_groups(ps, n, &gs, &ng) < 0)
 		goto out;
 	if (!holes) {

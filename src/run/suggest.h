@@ -38,6 +38,7 @@ typedef struct tb_suggestion {
 	tb_suggested_rule *rules;
 	size_t n;
 	size_t unpaired[2]; /* unmapped tensors per side before the suggestion */
+	size_t holes[2];    /* cells the other side has and this one lacks, that its names could fill */
 	tb_cell *cells[2];  /* the cells the rules give each side's names */
 	size_t n_cells[2];
 } tb_suggestion;

@@ -145,6 +145,30 @@ json_is "ls --json: the whole shape" tensors.0.shape "[1,1,14,64]"
 check_that "ls: llama-debug's warmup decode is left out with a note" \
 	sh -c "'$JSONQ' '$TAP_OUT' notes.0 | grep -q '^left out the warmup decode of .*2026-warmup.log (lines 6-'"
 
+# --- suggest-map against a capture: the printed values at their places ---
+mkdir "$T/renamed"
+"$PY" - "$REF" "$T/renamed" <<'PY' || bail_out "cannot write the renamed reference"
+import re, sys
+import numpy as np
+d = np.load(sys.argv[1])
+for k in d.files:
+    np.save("%s/%s.npy" % (sys.argv[2], re.sub(r"^model\.layers\.(\d+)\.input_layernorm$", r"net.blk\1.ln_in", k)), d[k])
+PY
+expect_exit 0 "suggest-map: a reference name no convention knows, against the capture's printed values" \
+	"$TBISECT" suggest-map "$T/renamed" "$T/2024-clean.log"
+cp "$TAP_OUT" "$T/suggested.json"
+json_is "suggest-map: the rule" rules.0.match '^net\.blk([0-9]+)\.ln_in$'
+json_is "suggest-map: its cell" rules.0.tap attn_norm
+expect_exit 0 "the suggested map pairs the renamed reference with the capture" \
+	"$TBISECT" check --json --no-history --map "$T/suggested.json" "$T/renamed" "$T/2024-clean.log"
+json_is "with the map: the 13 main cells pair" coverage.cells.paired 13
+mkdir "$T/noise"
+"$PY" -c 'import sys, numpy as np; np.save(sys.argv[1], np.random.default_rng(1).standard_normal((3, 5)).astype("f4"))' \
+	"$T/noise/blk0_x.npy" || bail_out "cannot write noise"
+cp "$T/renamed/lm_head.npy" "$T/noise/"
+expect_exit 0 "suggest-map with nothing to suggest: exit 0" "$TBISECT" suggest-map "$T/noise" "$T/2024-clean.log"
+check_that "suggest-map says why it found no rule" grep -q "^tbisect: no rule found for the 1 unmapped names of $T/noise: none of them lines up with a cell the other tree has and this one lacks" "$TAP_ERR"
+
 # --- the capture anywhere in a file: a .out, after 50 KB of log ---
 {
 	i=0

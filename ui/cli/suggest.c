@@ -38,8 +38,15 @@ int tb_cmd_suggest(const tb_options *o)
 			fprintf(stderr, "tbisect: every tensor of %s and %s has a name tbisect knows: nothing to suggest\n",
 				o->paths[0], o->paths[1]);
 		else if (sg.n == 0)
-			fprintf(stderr, "tbisect: no rule found for the %zu unmapped names of %s and %zu of %s\n",
-				sg.unpaired[0], o->paths[0], sg.unpaired[1], o->paths[1]);
+			for (int side = 0; side < 2; side++)
+				if (sg.unpaired[side])
+					fprintf(stderr, "tbisect: no rule found for the %zu unmapped names of %s: %s\n",
+						sg.unpaired[side], o->paths[side],
+						sg.holes[side] ? "none of them lines up with a cell the other tree has and this one "
+								 "lacks (the same element count, or a partial dump's printed values "
+								 "at their places, and values alike)"
+							       : "the other tree has no cell this one lacks, and the trees' own "
+								 "structure names none of them");
 	}
 	tb_suggestion_free(&sg);
 	if (fflush(stdout) != 0) {
