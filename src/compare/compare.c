@@ -263,17 +263,14 @@ static int partial_positions(pair_work *pw)
 	tb_cell_result *c = pw->res;
 	const tb_partial *pa = tb_cell_partial(c);
 	int64_t sh[TB_MAX_DIMS], S, H;
-	int nd = 0, k = 0, rc;
+	int nd, rc;
 	float *r, *v;
 	tb_run_sums *pos;
 	bool *seen;
 
 	if (!pa || c->shape_mismatch || pw->n != pa->n || c->m.n_pos)
 		return 0;
-	while (k < pa->ndim - 1 && pa->shape[k] == 1)
-		k++;
-	for (; k < pa->ndim; k++)
-		sh[nd++] = pa->shape[k];
+	nd = tb_shape_squeeze(pa->ndim, pa->shape, sh);
 	if (nd < 2 || sh[nd - 1] <= 0 || sh[nd - 2] <= 1)
 		return 0;
 	S = sh[nd - 2];

@@ -189,12 +189,8 @@ int tb_inspect_diff(const tb_cell_result *c, size_t k, tb_elem *worst, size_t *n
 static int position_geometry(const tb_cell_result *c, uint64_t *row_len, int64_t *n_pos)
 {
 	int64_t sq[TB_MAX_DIMS];
-	int nr = c->ndim, k = 0;
+	int nr = tb_shape_squeeze(c->ndim, c->shape, sq);
 
-	while (k < c->ndim - 1 && c->shape[k] == 1)
-		k++;
-	nr = c->ndim - k;
-	memcpy(sq, c->shape + k, (size_t)nr * sizeof *sq);
 	if (nr < 2 || sq[nr - 1] <= 0 || sq[nr - 2] <= 0)
 		return -1;
 	*row_len = (uint64_t)sq[nr - 1];

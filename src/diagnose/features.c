@@ -382,15 +382,12 @@ static bool rows_of(const tb_cell_result *t, int64_t *S, int64_t *H)
 /* The whole tensor's [S, H] of t (a partial dump's whole shape). */
 static bool whole_rows(const tb_tensor *t, int64_t *S, int64_t *H)
 {
-	int nd = t->partial ? t->partial->ndim : t->ndim, k = 0;
-	const int64_t *sh = t->partial ? t->partial->shape : t->shape;
+	int64_t sh[TB_MAX_DIMS];
 
-	while (k < nd - 1 && sh[k] == 1)
-		k++;
-	if (nd - k != 2)
+	if ((t->partial ? tb_shape_squeeze(t->partial->ndim, t->partial->shape, sh) : tb_tensor_squeezed(t, sh)) != 2)
 		return false;
-	*S = sh[k];
-	*H = sh[k + 1];
+	*S = sh[0];
+	*H = sh[1];
 	return *S > 1 && *H > 0;
 }
 

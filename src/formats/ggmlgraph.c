@@ -74,6 +74,11 @@ static const struct {
 	{"attn.k", "attn.k_rope"},
 };
 
+bool tb_span_eq(tb_span a, tb_span b)
+{
+	return a.n == b.n && !memcmp(a.p, b.p, a.n);
+}
+
 static bool span_is(tb_span s, const char *text)
 {
 	size_t n = strlen(text);
@@ -165,7 +170,7 @@ static tb_ggml_node *source(tb_ggml_node *nodes, size_t i, tb_span s)
 	if (!s.n)
 		return NULL;
 	for (size_t j = i; j-- > 0 && nodes[j].pass == nodes[i].pass;)
-		if (nodes[j].name.n == s.n && !memcmp(nodes[j].name.p, s.p, s.n))
+		if (tb_span_eq(nodes[j].name, s))
 			return &nodes[j];
 	return NULL;
 }

@@ -37,6 +37,9 @@ typedef struct tb_ggml_node {
 			    * here: it holds the tap's values, but another node is the tap */
 } tb_ggml_node;
 
+/* Do two spans hold the same text? */
+bool tb_span_eq(tb_span a, tb_span b);
+
 /* Classify n nodes in file order. */
 void tb_ggml_classify(tb_ggml_node *nodes, size_t n);
 

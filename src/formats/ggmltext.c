@@ -817,11 +817,6 @@ static int add_record(tb_builder *b, const tb_file *f, const char *name, record 
 	return tb_tensor_check_bounds(t, f->path, err);
 }
 
-static bool span_eq(tb_span a, tb_span b)
-{
-	return a.n == b.n && !memcmp(a.p, b.p, a.n);
-}
-
 /* Is tap a query's ('q') or a key's ('k'), before or after RoPE? */
 static char qk_kind(const char *tap)
 {
@@ -861,7 +856,7 @@ static bool last_write(const tb_ggml_node *nodes, size_t i, size_t end)
 	for (size_t j = i + 1; j < end; j++) {
 		const tb_ggml_node *m = &nodes[j];
 		if (tap ? m->tap && !m->carried && m->layer == n->layer && !strcmp(m->tap, n->tap)
-			: span_eq(m->name, n->name))
+			: tb_span_eq(m->name, n->name))
 			return false;
 	}
 	return true;
@@ -878,7 +873,7 @@ static int node_name(const tb_ggml_node *nodes, const bool *kept, size_t first, 
 	bool taken = false;
 
 	for (size_t j = first; j < i && !taken; j++)
-		taken = kept[j] && span_eq(nodes[j].name, n->name);
+		taken = kept[j] && tb_span_eq(nodes[j].name, n->name);
 	if (taken && !(n->tap && !n->carried))
 		return -1;
 	if (taken)

@@ -20,16 +20,10 @@ typedef struct held_partial {
 	uint64_t index[];
 } held_partial;
 
-/* The whole tensor's shape with leading size-1 axes dropped. */
+/* The whole tensor's shape (a partial dump's whole one), squeezed. */
 static int squeezed(const tb_tensor *t, int64_t *out)
 {
-	int nd = t->partial ? t->partial->ndim : t->ndim, k = 0;
-	const int64_t *sh = t->partial ? t->partial->shape : t->shape;
-
-	while (k < nd - 1 && sh[k] == 1)
-		k++;
-	memcpy(out, sh + k, (size_t)(nd - k) * sizeof *out);
-	return nd - k;
+	return t->partial ? tb_shape_squeeze(t->partial->ndim, t->partial->shape, out) : tb_tensor_squeezed(t, out);
 }
 
 static bool make_map(const tb_tensor *g, const tb_tensor *o, qk_map *m)

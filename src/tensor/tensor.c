@@ -175,7 +175,7 @@ int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err)
 }
 
 /* shape without its leading size-1 axes into out; the new rank. */
-static int squeeze(int ndim, const int64_t *shape, int64_t *out)
+int tb_shape_squeeze(int ndim, const int64_t *shape, int64_t *out)
 {
 	int k = 0, n = 0;
 
@@ -188,7 +188,7 @@ static int squeeze(int ndim, const int64_t *shape, int64_t *out)
 
 int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape)
 {
-	return squeeze(t->ndim, t->shape, shape);
+	return tb_shape_squeeze(t->ndim, t->shape, shape);
 }
 
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size)
@@ -223,8 +223,8 @@ bool tb_partial_same(const tb_partial *a, const tb_partial *b)
 		return false;
 	if (a == b)
 		return true;
-	na = squeeze(a->ndim, a->shape, sa);
-	nb = squeeze(b->ndim, b->shape, sb);
+	na = tb_shape_squeeze(a->ndim, a->shape, sa);
+	nb = tb_shape_squeeze(b->ndim, b->shape, sb);
 	return na == nb && !memcmp(sa, sb, (size_t)na * sizeof *sa) && a->n == b->n &&
 	       (a->n == 0 || !memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index));
 }
@@ -241,7 +241,7 @@ static uint64_t count(int n, const int64_t *shape)
 bool tb_partial_place(const tb_partial *p, const tb_tensor *t, uint64_t *base)
 {
 	int64_t sp[TB_MAX_DIMS], st[TB_MAX_DIMS];
-	int np = squeeze(p->ndim, p->shape, sp), nt = squeeze(t->ndim, t->shape, st);
+	int np = tb_shape_squeeze(p->ndim, p->shape, sp), nt = tb_shape_squeeze(t->ndim, t->shape, st);
 	uint64_t n = count(np, sp);
 
 	*base = 0;

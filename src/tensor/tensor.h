@@ -151,6 +151,8 @@ int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err);
  * become [], so a scalar pairs with a one-element tensor.  Returns the new
  * rank. */
 int tb_tensor_squeezed(const tb_tensor *t, int64_t *shape);
+/* The same for any shape (a partial dump's whole one). */
+int tb_shape_squeeze(int ndim, const int64_t *shape, int64_t *out);
 /* "[2, 16, 64]" */
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
 
