@@ -106,6 +106,28 @@ static const struct {
 	{"l_out-5", NULL, "L5.block"},
 	{"result_norm", NULL, "final_norm"},
 	{"result_output", NULL, "logits"},
+	/* modular's debug-model dumper */
+	{"layer_07", NULL, "L7.block"},
+	{"post_final_norm", NULL, "final_norm"},
+	{"last_logits", NULL, "logits"},
+	/* Flax capture_intermediates keys (MaxText): the call and item 0 are
+	 * the module's, "out" is the output projection there */
+	{"intermediates/decoder/layers_2/mlp/__call__", "intermediates/", "L2.mlp"},
+	{"decoder/layers_2/self_attention/out/__call__", NULL, "L2.attn.o"},
+	{"decoder/layers_2/self_attention/__call__/0", NULL, "L2.attn"},
+	{"decoder/layers_2/self_attention/attention_op/__call__", NULL, "L2.attn.core"},
+	{"decoder/layers_2/self_attention/query_rotary/__call__", NULL, "L2.attn.q_rope"},
+	{"decoder/layers_2/__call__/0/0", NULL, "L2.block"},
+	{"decoder/logits_dense/__call__", NULL, "logits"},
+	{"decoder/layers_2/mlp/__call__/1", NULL, "-"},
+	{"decoder/layers_2/__call__/0/1", NULL, "-"},
+	{"decoder/layers_2/mlp/bogus/__call__", NULL, "-"},
+	/* transformers v5: the text model of a multimodal one */
+	{"model.language_model.layers.4.self_attn", NULL, "L4.attn"},
+	{"model.language_model.embed_tokens", NULL, "embed"},
+	{"model.language_model.norm", NULL, "final_norm"},
+	{"language_model.model.layers.4", NULL, "L4.block"},
+	{"language_model.lm_head", NULL, "logits"},
 	/* ignored suffixes */
 	{"model.layers.1.self_attn.output", NULL, "L1.attn"},
 	{"model.layers.1.mlp.out", NULL, "L1.mlp"},
@@ -167,7 +189,9 @@ static void test_aux_names(void **state)
 		"positions", "step_0.model.layers.0.mlp.inputs_0", "LlamaForCausalLM.model.layers.0.mlp_inputs_args_0",
 		"model.layers.2.inputs.0", "model.layers.1.outputs_1", "model.layers.1.output.0", "model",
 		"uuid.model.outputs", "model.layers.0.self_attn.rotary_emb_1.outputs_0", "LlamaForCausalLM_outputs_logits",
-		"(Unnamed Layer* 13) [Shuffle]_output",
+		"(Unnamed Layer* 13) [Shuffle]_output", "intermediates/decoder/layers_0/Dropout_0/__call__",
+		"intermediates/decoder/layers_0/mlp/Dropout_12/__call__/0", "intermediates/__call__", "decoder/__call__",
+		"decoder/layers_0/activation_mean", "prompt_tokens",
 	};
 	static const char *const cells[] = {
 		"model.layers.0.mlp", "model.layers.0.mlp.outputs", "model.layers.1.input_layernorm.outputs_1",
@@ -198,6 +222,46 @@ static void test_aux_names(void **state)
 	assert_true(tb_name_is_last_block("uuid.model.norm.outputs_1"));
 	assert_true(tb_name_is_last_block("LlamaForCausalLM.model.norm_inputs_args_0"));
 	assert_false(tb_name_is_last_block("model.norm.outputs_0"));
+	assert_true(tb_name_is_last_position("hf_layers/last_logits"));
+	assert_false(tb_name_is_last_position("logits"));
+	assert_true(tb_name_is_token_ids("prompt_tokens"));
+	tb_namer_free(nm);
+}
+
+/* Towers of multimodal models are no text cells, whatever their names. */
+static void test_towers(void **state)
+{
+	static const struct {
+		const char *raw, *tower;
+	} towers[] = {
+		{"model.visual.blocks.3.attn", "vision"},
+		{"model.vision_tower.vision_model.encoder.layers.0.self_attn", "vision"},
+		{"vision_tower.vision_model.encoder.layers.0.mlp", "vision"},
+		{"model.multi_modal_projector", "projector"},
+		{"model.audio_tower.layers.1", "audio"},
+		{"model.language_model.layers.0.mlp", NULL},
+		{"lm_head", NULL},
+		{"model.visualizer", NULL},
+		{"model.multi_modal_projector_x", NULL},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++) {
+		const char *got = tb_name_tower(towers[i].raw);
+		if ((got == NULL) != (towers[i].tower == NULL) || (got && strcmp(got, towers[i].tower)))
+			fail_msg("%s: tower %s, want %s", towers[i].raw, got ? got : "none",
+				 towers[i].tower ? towers[i].tower : "none");
+	}
+}
+
+static void test_text_model_prefixed(void **state)
+{
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	expect(nm, "step_0.model.language_model.layers.1.mlp", "step_0.", "L1.mlp");
 	tb_namer_free(nm);
 }
 
@@ -447,6 +511,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
 		cmocka_unit_test(test_onnx_names),          cmocka_unit_test(test_aux_names),
+		cmocka_unit_test(test_towers),              cmocka_unit_test(test_text_model_prefixed),
 		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
 		cmocka_unit_test(test_cells),               cmocka_unit_test(test_tap_ids),

@@ -483,6 +483,15 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b)
 	return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
 }
 
+/* Does t hold every value of one position's logits: not a partial dump,
+ * or one of a whole [1, vocab] (the last position only)? */
+static bool whole_one_position(const tb_tensor *t)
+{
+	int64_t sq[TB_MAX_DIMS];
+
+	return !t->partial || (tb_shape_squeeze(t->partial->ndim, t->partial->shape, sq) == 1 && t->partial->n == (uint64_t)sq[0]);
+}
+
 /* Decide how a pair is walked: element count, rows, positions. */
 static void plan_pair(pair_work *pw)
 {
@@ -500,7 +509,7 @@ static void plan_pair(pair_work *pw)
 	if ((same || pw->ref->numel == pw->cand->numel) && nr >= 2 && sr[nr - 1] > 0) {
 		pw->row_len = (uint64_t)sr[nr - 1];
 		pw->n_pos = sr[nr - 2];
-	} else if (same && nr == 1 && sr[0] > 0 && c->cell.id == TB_TAP_LOGITS && !pw->ref->partial) {
+	} else if (same && nr == 1 && sr[0] > 0 && c->cell.id == TB_TAP_LOGITS && whole_one_position(pw->ref)) {
 		/* one position's logits (raw logits files hold the last token's) */
 		pw->row_len = (uint64_t)sr[0];
 		pw->n_pos = 1;

@@ -91,6 +91,10 @@ const tb_convention tb_conventions[] = {
 	{"decoder.layers_{N}.self_attention.query", "attn.q"},
 	{"decoder.layers_{N}.self_attention.key", "attn.k"},
 	{"decoder.layers_{N}.self_attention.value", "attn.v"},
+	{"decoder.layers_{N}.self_attention.query_rotary", "attn.q_rope"},
+	{"decoder.layers_{N}.self_attention.key_rotary", "attn.k_rope"},
+	{"decoder.layers_{N}.self_attention.attention_op", "attn.core"},
+	{"decoder.layers_{N}.self_attention.out", "attn.o"},
 	{"decoder.layers_{N}.self_attention", "attn"},
 	{"decoder.layers_{N}.post_self_attention_layer_norm", "mlp_norm"},
 	{"decoder.layers_{N}.mlp.wi_0", "mlp.gate"},
@@ -99,10 +103,15 @@ const tb_convention tb_conventions[] = {
 	{"decoder.layers_{N}.mlp", "mlp"},
 	{"decoder.layers_{N}", "block"},
 	{"decoder.decoder_norm", "final_norm"},
+	{"decoder.logits_dense", "logits"},
 	{"layers_{N}.pre_self_attention_layer_norm", "attn_norm"},
 	{"layers_{N}.self_attention.query", "attn.q"},
 	{"layers_{N}.self_attention.key", "attn.k"},
 	{"layers_{N}.self_attention.value", "attn.v"},
+	{"layers_{N}.self_attention.query_rotary", "attn.q_rope"},
+	{"layers_{N}.self_attention.key_rotary", "attn.k_rope"},
+	{"layers_{N}.self_attention.attention_op", "attn.core"},
+	{"layers_{N}.self_attention.out", "attn.o"},
 	{"layers_{N}.self_attention", "attn"},
 	{"layers_{N}.post_self_attention_layer_norm", "mlp_norm"},
 	{"layers_{N}.mlp.wi_0", "mlp.gate"},
@@ -111,15 +120,36 @@ const tb_convention tb_conventions[] = {
 	{"layers_{N}.mlp", "mlp"},
 	{"layers_{N}", "block"},
 	{"decoder_norm", "final_norm"},
+	{"logits_dense", "logits"},
 	/* MaxText with scanned layers: one tensor per tap, the layer axis first */
 	{"decoder.layers{S}.pre_self_attention_layer_norm", "attn_norm"},
+	{"decoder.layers{S}.self_attention.query", "attn.q"},
+	{"decoder.layers{S}.self_attention.key", "attn.k"},
+	{"decoder.layers{S}.self_attention.value", "attn.v"},
+	{"decoder.layers{S}.self_attention.query_rotary", "attn.q_rope"},
+	{"decoder.layers{S}.self_attention.key_rotary", "attn.k_rope"},
+	{"decoder.layers{S}.self_attention.attention_op", "attn.core"},
+	{"decoder.layers{S}.self_attention.out", "attn.o"},
 	{"decoder.layers{S}.self_attention", "attn"},
 	{"decoder.layers{S}.post_self_attention_layer_norm", "mlp_norm"},
+	{"decoder.layers{S}.mlp.wi_0", "mlp.gate"},
+	{"decoder.layers{S}.mlp.wi_1", "mlp.up"},
+	{"decoder.layers{S}.mlp.wo", "mlp.down"},
 	{"decoder.layers{S}.mlp", "mlp"},
 	{"decoder.layers{S}", "block"},
 	{"layers{S}.pre_self_attention_layer_norm", "attn_norm"},
+	{"layers{S}.self_attention.query", "attn.q"},
+	{"layers{S}.self_attention.key", "attn.k"},
+	{"layers{S}.self_attention.value", "attn.v"},
+	{"layers{S}.self_attention.query_rotary", "attn.q_rope"},
+	{"layers{S}.self_attention.key_rotary", "attn.k_rope"},
+	{"layers{S}.self_attention.attention_op", "attn.core"},
+	{"layers{S}.self_attention.out", "attn.o"},
 	{"layers{S}.self_attention", "attn"},
 	{"layers{S}.post_self_attention_layer_norm", "mlp_norm"},
+	{"layers{S}.mlp.wi_0", "mlp.gate"},
+	{"layers{S}.mlp.wi_1", "mlp.up"},
+	{"layers{S}.mlp.wo", "mlp.down"},
 	{"layers{S}.mlp", "mlp"},
 	/* llama.cpp graph tensors (the names its graph builders give them, by
 	 * what they compute in the current graph), for dumps that carry no
@@ -189,6 +219,13 @@ const tb_convention tb_conventions[] = {
 	{"hidden_states[{M}]", "block"},
 	{"hidden_states.0", "embed"},
 	{"hidden_states.{M}", "block"},
+	/* modular's debug-model dumper (its skill's comparator-build
+	 * reference): post_embed, layer_NN (block outputs, zero-padded),
+	 * post_final_norm, last_logits (the last position only:
+	 * tb_name_is_last_position) */
+	{"layer_{N}", "block"},
+	{"post_final_norm", "final_norm"},
+	{"last_logits", "logits"},
 	/* model-level */
 	{"embed", "embed"},
 	{"post_embed", "embed"},
@@ -353,6 +390,98 @@ static void output_item(char *buf)
 	}
 }
 
+static void normalise(const char *raw, char *buf, size_t size);
+
+/* A multimodal model's text decoder under another module: its paths with
+ * that module's part cut, as a text-only model's would read.  transformers
+ * v5 puts it under model.language_model (lm_head stays at the top), 4.x
+ * LLaVA-style models under language_model with their own lm_head. */
+static const struct {
+	const char *from, *to;
+} text_models[] = {
+	{"model.language_model.", "model."},
+	{"language_model.model.", "model."},
+	{"language_model.lm_head", "lm_head"},
+	{"model.text_model.", "model."},
+};
+
+static void text_model_path(char *buf)
+{
+	for (size_t i = 0; i < sizeof text_models / sizeof *text_models; i++) {
+		size_t f = strlen(text_models[i].from), t = strlen(text_models[i].to);
+		if (!strncmp(buf, text_models[i].from, f)) {
+			memmove(buf + t, buf + f, strlen(buf + f) + 1);
+			memcpy(buf, text_models[i].to, t);
+			return;
+		}
+	}
+}
+
+/* The towers of multimodal models and their projectors, by the first parts
+ * of their paths (transformers: Qwen-VL's model.visual, LLaVA's and
+ * SigLIP's vision_tower, Gemma 3's multi_modal_projector, Qwen-Omni's
+ * audio_tower; 4.x without the "model." before them). */
+static const struct {
+	const char *prefix, *tower;
+} towers[] = {
+	{"visual.", "vision"},
+	{"vision_tower.", "vision"},
+	{"vision_model.", "vision"},
+	{"vision_encoder.", "vision"},
+	{"audio_tower.", "audio"},
+	{"audio_encoder.", "audio"},
+	{"multi_modal_projector", "projector"},
+	{"mm_projector", "projector"},
+};
+
+const char *tb_name_tower(const char *raw)
+{
+	char norm[8192];
+	const char *p;
+
+	normalise(raw, norm, sizeof norm);
+	p = !strncmp(norm, "model.", 6) ? norm + 6 : norm;
+	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++) {
+		size_t n = strlen(towers[i].prefix);
+		if (!strncmp(p, towers[i].prefix, n) && (towers[i].prefix[n - 1] == '.' || !p[n] || p[n] == '.'))
+			return towers[i].tower;
+	}
+	return NULL;
+}
+
+/* A Flax capture_intermediates key (flax.linen.Module.sow: each module's
+ * __call__ outputs under "__call__", a tuple, one item per call):
+ * "PATH.__call__", "PATH.__call__.C" (call C) or "PATH.__call__.C.I"
+ * (item I of a call's tuple output, nn.scan's (carry, None)).  Call 0's
+ * output, or its item 0, is the module's; a later call or item gets a
+ * name of its own (".call_C", ".item_I"), never the module's cell.
+ * Returns whether the key was one. */
+static bool flax_key(char *buf)
+{
+	char *p = strstr(buf, "__call__"), *q;
+	long call = 0, item = 0;
+
+	if (!p || (p != buf && p[-1] != '.'))
+		return false;
+	q = p + 8;
+	if (*q == '.' && q[1] >= '0' && q[1] <= '9') {
+		call = strtol(q + 1, &q, 10);
+		if (*q == '.' && q[1] >= '0' && q[1] <= '9')
+			item = strtol(q + 1, &q, 10);
+	}
+	if (*q)
+		return false;
+	if (p != buf)
+		p--;
+	if (call > 0)
+		sprintf(p, ".call_%ld", call);
+	else if (item > 0)
+		sprintf(p, ".item_%ld", item);
+	else
+		*p = '\0';
+	return true;
+}
+
 static void normalise(const char *raw, char *buf, size_t size)
 {
 	static const char *const tails[] = {".output", ".out", ":0", ".outputs", "_outputs"};
@@ -363,7 +492,12 @@ static void normalise(const char *raw, char *buf, size_t size)
 	for (char *s = buf; *s; s++)
 		if (*s == '/')
 			*s = '.';
+	/* Flax names a module's output by its call: "out" there is the
+	 * attention's output projection, no output marker */
+	if (flax_key(buf))
+		return;
 	output_item(buf);
+	text_model_path(buf);
 	while (again) {
 		again = false;
 		n = strlen(buf);
@@ -450,7 +584,7 @@ static bool lookup(const tb_namer *namer, const char *raw, const char *shared, t
 	/* Cut the shared prefix piece by piece: "run7.model.embed_tokens"
 	 * tries "model.embed_tokens", then "embed_tokens". */
 	for (size_t i = 0; i < len; i++) {
-		if (shared[i] != '.')
+		if (shared[i] != '.' && shared[i] != '/')
 			continue;
 		normalise(raw + i + 1, norm, sizeof norm);
 		if (*norm && map_normalised(namer, norm, cell, h))
@@ -716,10 +850,29 @@ int tb_hidden_states_index(const char *raw)
 	return (int)v;
 }
 
+/* "Dropout_3" and the like: Flax's auto-name of a module of this class. */
+static bool auto_named(const char *base, const char *cls)
+{
+	size_t n = strlen(cls);
+
+	return !strncmp(base, cls, n) && base[n] == '_' && base[n + 1] && strspn(base + n + 1, "0123456789") == strlen(base + n + 1);
+}
+
+/* A Flax capture's entry that is no tap: a dropout (its input again, when
+ * deterministic), a KV cache, and the outputs of the whole model and of
+ * its decoder (the logits again, and MaxText's decoder returns them). */
+static bool flax_non_tap(const char *norm, const char *base)
+{
+	return auto_named(base, "Dropout") || !strcmp(base, "dropout") || auto_named(base, "KVCache") || !*norm ||
+	       !strcmp(norm, "intermediates") || !strcmp(base, "decoder");
+}
+
 bool tb_name_is_aux(const char *raw)
 {
 	static const char *const names[] = {"positions", "position_ids", "cache_position", "attention_mask", "seq_lens",
-					    "req_pool_indices", "rotary_emb"};
+					    "req_pool_indices", "rotary_emb",
+					    /* what MaxText sows with record_internal_nn_metrics */
+					    "activation_mean", "activation_stdev", "activation_fraction_zero"};
 	char norm[8192];
 	const char *base;
 
@@ -734,6 +887,8 @@ bool tb_name_is_aux(const char *raw)
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (!strncmp(base, names[i], strlen(names[i])))
 			return true;
+	if (strstr(raw, "__call__") && flax_non_tap(norm, base))
+		return true;
 	/* what a module was called with (SGLang inputs.K, vLLM inputs_K, HF's
 	 * model debugger _inputs_args_K / _inputs_kwargs_NAME), the model's
 	 * own inputs and outputs (HF: Class_inputs_..., Class_outputs_...;
@@ -775,9 +930,19 @@ bool tb_name_is_last_block(const char *raw)
 	return false;
 }
 
+bool tb_name_is_last_position(const char *raw)
+{
+	char norm[8192];
+	const char *base;
+
+	normalise(raw, norm, sizeof norm);
+	base = strrchr(norm, '.');
+	return !strcmp(base ? base + 1 : norm, "last_logits");
+}
+
 bool tb_name_is_token_ids(const char *raw)
 {
-	static const char *const names[] = {"tokens", "input_ids", "token_ids"};
+	static const char *const names[] = {"tokens", "input_ids", "token_ids", "prompt_tokens"};
 	char norm[8192];
 	const char *base;
 

@@ -58,7 +58,7 @@ const char *tb_namer_path(const tb_namer *namer);
 int tb_hidden_states_index(const char *raw);
 
 /* Is this raw name the model's input token ids ("tokens", "input_ids",
- * "token_ids", possibly under a prefix)?  They are no cell: the sanity
+ * "token_ids", "prompt_tokens", possibly under a prefix)?  They are no cell: the sanity
  * checks read them. */
 bool tb_name_is_token_ids(const char *raw);
 
@@ -75,6 +75,16 @@ bool tb_name_is_aux(const char *raw);
  * block output?  Pairing gives it
  * the block cell of its tree's last layer. */
 bool tb_name_is_last_block(const char *raw);
+
+/* The tower a raw name belongs to ("vision", "audio", "projector": a
+ * multimodal model's encoders and the projector into the text decoder),
+ * or NULL for the text decoder's. */
+const char *tb_name_tower(const char *raw);
+
+/* Does this raw name hold the last position only, its position axis
+ * dropped (modular's debug-model dumper: last_logits, [vocab])?  Pairing
+ * compares it with the other side's last position. */
+bool tb_name_is_last_position(const char *raw);
 
 /* The longest prefix ending in '.' shared by all names ("" when none). */
 void tb_common_prefix(const char *const *names, size_t n, char *buf, size_t size);

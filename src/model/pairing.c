@@ -65,6 +65,7 @@ const char *tb_unpaired_reason(tb_unpaired_kind kind)
 		[TB_UNP_DUPLICATE] = "another tensor of this tree maps to the same cell",
 		[TB_UNP_ONE_SIDED] = "no tensor of the other tree maps to its cell",
 		[TB_UNP_UNSPLIT] = "a fused projection the other tree has as separate ones: give --heads and --kv-heads to split it",
+		[TB_UNP_TOWER] = "a vision or audio tower's (or its projector's): not a cell of the text decoder",
 	};
 
 	return reasons[kind];
@@ -155,6 +156,35 @@ static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
 	return 0;
 }
 
+/* A tensor of the last position only, its position axis dropped
+ * ([vocab]): a partial dump of one position, which pairing reads at the
+ * other side's last position (tb_partial_place). */
+static int last_position(tb_pairing *p, mapped *m, tb_err *err)
+{
+	int64_t sq[TB_MAX_DIMS], shape[2];
+	uint64_t *index;
+	tb_tensor *g;
+	int rc;
+
+	if (m->t->partial || m->t->sketch || tb_tensor_squeezed(m->t, sq) != 1)
+		return 0;
+	shape[0] = 1;
+	shape[1] = sq[0];
+	index = malloc(m->t->numel ? m->t->numel * sizeof *index : 1);
+	if (!index)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+	for (uint64_t k = 0; k < m->t->numel; k++)
+		index[k] = k;
+	rc = tb_compose_partial(m->t, index, index, m->t->numel, 2, shape, m->t->name, &g, err);
+	free(index);
+	if (rc < 0)
+		return -1;
+	if (keep_view(p, g) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+	m->t = g;
+	return 0;
+}
+
 /* Map every tensor of a tree into sd; unmapped tensors go to unpaired.
  * hits counts the tensors each map rule took. */
 static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *namer, side_vec *sd, size_t *hits,
@@ -168,6 +198,13 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
 		bool mapped_ = tb_namer_map_role(namer, t->name, t->role, tn.shared, &m.cell, &m.user_rule, NULL, 0);
+		/* a tower's layers are no text decoder's, whatever their names
+		 * look like, unless the map file says otherwise */
+		if (m.user_rule < 0 && tb_name_tower(t->name)) {
+			if (add_unpaired(p, si, t, TB_UNP_TOWER) < 0)
+				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+			continue;
+		}
 		/* a recorded input caught by a free-form sub-tap (layers.N.mlp.inputs_0)
 		 * is still an input */
 		if (mapped_ && m.user_rule < 0 && m.cell.id == TB_TAP_OTHER && tb_name_is_aux(t->name))
@@ -187,6 +224,8 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		}
 		if (m.user_rule >= 0)
 			hits[m.user_rule]++;
+		if (m.user_rule < 0 && tb_name_is_last_position(t->name) && last_position(p, &m, err) < 0)
+			return -1;
 		if (m.cell.layer == TB_LAYER_STACKED) {
 			if (t->ndim < 2) {
 				if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
@@ -467,6 +506,35 @@ static int qk_order(tb_pairing *p, tb_err *err)
 }
 
 /* The map file's rules that took no tensor of either tree. */
+/* Cells of heads dumped in two layouts ([S, heads, d] against [heads, S,
+ * d] or [S, heads*d]): one side seen in the other's (tb_heads_view). */
+static int head_layouts(tb_pairing *p, tb_err *err)
+{
+	static const tb_tap_id heads[] = {TB_TAP_ATTN_Q,      TB_TAP_ATTN_K,      TB_TAP_ATTN_V,
+					  TB_TAP_ATTN_Q_ROPE, TB_TAP_ATTN_K_ROPE, TB_TAP_ATTN_CORE};
+
+	for (size_t k = 0; k < p->n_pairs; k++) {
+		tb_pair *pr = &p->pairs[k];
+		tb_tensor *which, *v;
+		size_t i = 0;
+		while (i < sizeof heads / sizeof *heads && heads[i] != pr->cell.id)
+			i++;
+		if (i == sizeof heads / sizeof *heads || !pr->ref || !pr->cand)
+			continue;
+		if (tb_heads_view(pr->ref, pr->cand, &which, &v, err) < 0)
+			return -1;
+		if (!v)
+			continue;
+		if (keep_view(p, v) < 0)
+			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+		if (which == pr->cand)
+			pr->cand = v;
+		else
+			pr->ref = v;
+	}
+	return 0;
+}
+
 static int note_unused(tb_pairing *p, const tb_namer *namer, const size_t *hits)
 {
 	size_t n = tb_namer_n_rules(namer);
@@ -528,7 +596,7 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 		if (pr->cell.layer + 1 > p->n_layers)
 			p->n_layers = pr->cell.layer + 1;
 	}
-	if (qk_order(p, err) < 0)
+	if (qk_order(p, err) < 0 || head_layouts(p, err) < 0)
 		goto fail;
 	for (size_t k = 0; k < p->n_pairs; k++)
 		if (gather_partial(p, &p->pairs[k], err) < 0)

@@ -30,6 +30,8 @@ typedef enum tb_unpaired_kind {
 	TB_UNP_DUPLICATE, /* another tensor of its tree took the cell */
 	TB_UNP_ONE_SIDED, /* no tensor of the other tree maps to its cell */
 	TB_UNP_UNSPLIT,   /* a fused projection that could not be split */
+	TB_UNP_TOWER,     /* a vision or audio tower's, or its projector's (tb_name_tower) */
+	TB_UNP_KINDS
 } tb_unpaired_kind;
 
 /* "no naming rule matched", ... */

@@ -12,13 +12,9 @@ typedef struct qk_map {
 	int64_t S, H, hd;
 	bool heads_first; /* the other side is [heads, S, d] */
 	bool undo;        /* put each head's channels back in Hugging Face's order */
+	bool gguf;        /* g is llama.cpp's (else only the axes differ) */
+	bool g_split;     /* g is [S, heads, d] (else [S, heads*d]) */
 } qk_map;
-
-/* A partial view's partial and its indices, in one block. */
-typedef struct held_partial {
-	tb_partial pa;
-	uint64_t index[];
-} held_partial;
 
 /* The whole tensor's shape (a partial dump's whole one), squeezed. */
 static int squeezed(const tb_tensor *t, int64_t *out)
@@ -26,14 +22,18 @@ static int squeezed(const tb_tensor *t, int64_t *out)
 	return t->partial ? tb_shape_squeeze(t->partial->ndim, t->partial->shape, out) : tb_tensor_squeezed(t, out);
 }
 
-static bool make_map(const tb_tensor *g, const tb_tensor *o, qk_map *m)
+/* g's elements in o's order, g's heads of hd channels; gguf: g is
+ * llama.cpp's (hd even, o not llama.cpp's). */
+static bool make_map(const tb_tensor *g, const tb_tensor *o, int64_t hd, bool gguf, qk_map *m)
 {
 	int64_t sg[TB_MAX_DIMS], so[TB_MAX_DIMS];
 	int ng = squeezed(g, sg), no = squeezed(o, so);
 
 	memset(m, 0, sizeof *m);
-	m->hd = g->gguf_qk_head_dim;
-	if (m->hd < 2 || m->hd % 2 || o->partial || o->gguf_qk_head_dim)
+	m->hd = hd;
+	m->gguf = gguf;
+	m->g_split = ng == 3;
+	if (m->hd < 1 || (gguf && (m->hd < 2 || m->hd % 2 || o->gguf_qk_head_dim)) || o->partial)
 		return false;
 	if (ng == 2 && sg[1] % m->hd == 0) {
 		m->S = sg[0];
@@ -60,7 +60,7 @@ bool tb_qkorder_fits(const tb_tensor *g, const tb_tensor *o)
 {
 	qk_map m;
 
-	return make_map(g, o, &m);
+	return make_map(g, o, g->gguf_qk_head_dim, true, &m);
 }
 
 /* The other side's flat index of g's flat element gi. */
@@ -76,6 +76,9 @@ static uint64_t target(const qk_map *m, uint64_t gi)
 
 static const char *note_of(const qk_map *m)
 {
+	if (!m->gguf)
+		return m->heads_first ? (m->g_split ? "[S, heads, d] read as [heads, S, d]" : "[S, heads*d] read as [heads, S, d]")
+				      : (m->g_split ? "[S, heads, d] read as [S, heads*d]" : "[S, heads*d] read as [S, heads, d]");
 	if (m->undo)
 		return m->heads_first ? "llama.cpp's channels of each head put back in Hugging Face's order (undoing the "
 					"permutation convert_hf_to_gguf applies for llama.cpp's RoPE), and its [S, heads, d] "
@@ -103,12 +106,11 @@ static int cmp_moved(const void *a, const void *b)
 static int partial_view(tb_tensor *g, const tb_tensor *o, const qk_map *m, tb_tensor **out, tb_err *err)
 {
 	const tb_partial *pa = g->partial;
-	uint64_t n = pa->n, *order = malloc(n ? n * sizeof *order : 1);
+	uint64_t n = pa->n, *order = malloc(n ? n * sizeof *order : 1), *index = malloc(n ? n * sizeof *index : 1);
 	moved *mv = malloc(n ? n * sizeof *mv : 1);
-	held_partial *hp = malloc(sizeof *hp + (n ? n : 1) * sizeof *hp->index);
-	int rc = 0;
+	int rc;
 
-	if (!order || !mv || !hp) {
+	if (!order || !mv || !index) {
 		rc = tb_err_setc(err, TB_ERR_NOMEM, g->path, "out of memory");
 		goto out;
 	}
@@ -117,23 +119,13 @@ static int partial_view(tb_tensor *g, const tb_tensor *o, const qk_map *m, tb_te
 	qsort(mv, n, sizeof *mv, cmp_moved);
 	for (uint64_t k = 0; k < n; k++) {
 		order[k] = mv[k].from;
-		hp->index[k] = mv[k].to;
+		index[k] = mv[k].to;
 	}
-	memset(&hp->pa, 0, sizeof hp->pa);
-	hp->pa.ndim = o->ndim;
-	memcpy(hp->pa.shape, o->shape, sizeof hp->pa.shape);
-	hp->pa.n = n;
-	hp->pa.index = hp->index;
-	rc = tb_compose_gather(g, order, n, g->name, out, err);
-	if (rc == 0) {
-		(*out)->partial = &hp->pa;
-		(*out)->parts->held = hp;
-		hp = NULL;
-	}
+	rc = tb_compose_partial(g, order, index, n, o->ndim, o->shape, g->name, out, err);
 out:
 	free(order);
+	free(index);
 	free(mv);
-	free(hp);
 	return rc;
 }
 
@@ -151,19 +143,61 @@ static int whole_view(tb_tensor *g, const tb_tensor *o, const qk_map *m, tb_tens
 	return rc;
 }
 
+static int view(tb_tensor *g, const tb_tensor *o, qk_map *m, tb_tensor **out, tb_err *err)
+{
+	int rc = g->partial ? partial_view(g, o, m, out, err) : whole_view(g, o, m, out, err);
+
+	if (rc == 0)
+		(*out)->note = note_of(m);
+	return rc;
+}
+
 int tb_qkorder_view(tb_tensor *g, const tb_tensor *o, bool undo, tb_tensor **out, tb_err *err)
 {
 	qk_map m;
-	int rc;
 
 	*out = NULL;
-	if (!make_map(g, o, &m))
+	if (!make_map(g, o, g->gguf_qk_head_dim, true, &m))
 		return tb_err_set(err, g->path, "'%s' cannot be read in the order of '%s'", g->name, o->name);
 	m.undo = undo;
-	rc = g->partial ? partial_view(g, o, &m, out, err) : whole_view(g, o, &m, out, err);
-	if (rc == 0)
-		(*out)->note = note_of(&m);
-	return rc;
+	return view(g, o, &m, out, err);
+}
+
+/* The channels per head two tensors of one head cell say they have: the
+ * last axis of one laid out as [S, heads, d] or [heads, S, d]; 0 when
+ * neither says, or they disagree. */
+static int64_t head_dim(const tb_tensor *a, const tb_tensor *b)
+{
+	int64_t sa[TB_MAX_DIMS], sb[TB_MAX_DIMS];
+	int na = squeezed(a, sa), nb = squeezed(b, sb);
+
+	if (na == 3 && nb == 3)
+		return sa[2] == sb[2] ? sa[2] : 0;
+	return na == 3 ? sa[2] : nb == 3 ? sb[2] : 0;
+}
+
+int tb_heads_view(tb_tensor *a, tb_tensor *b, tb_tensor **which, tb_tensor **out, tb_err *err)
+{
+	int64_t sa[TB_MAX_DIMS], sb[TB_MAX_DIMS];
+	int na = squeezed(a, sa), nb = squeezed(b, sb);
+	int64_t hd = head_dim(a, b);
+	qk_map m;
+
+	*out = NULL;
+	*which = NULL;
+	if (hd < 1 || a->gguf_qk_head_dim || b->gguf_qk_head_dim || a->sketch || b->sketch ||
+	    (na == nb && !memcmp(sa, sb, (size_t)na * sizeof *sa)))
+		return 0;
+	/* the side whose positions come first, seen in the other's layout */
+	if (!b->partial && make_map(b, a, hd, false, &m)) {
+		*which = b;
+		return view(b, a, &m, out, err);
+	}
+	if (!a->partial && make_map(a, b, hd, false, &m)) {
+		*which = a;
+		return view(a, b, &m, out, err);
+	}
+	return 0;
 }
 
 /* Values read whole into a malloc'd buffer, or NULL. */

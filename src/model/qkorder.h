@@ -34,6 +34,15 @@ bool tb_qkorder_fits(const tb_tensor *g, const tb_tensor *o);
  * partial g stays partial, at the elements it printed, in o's shape. */
 int tb_qkorder_view(tb_tensor *g, const tb_tensor *o, bool undo, tb_tensor **out, tb_err *err);
 
+/* A cell of heads (queries, keys, values, attention output) dumped in two
+ * layouts of [S, heads*d], [S, heads, d] and [heads, S, d] (MaxText's
+ * [B, S, heads, d] against Hugging Face's [B, heads, S, d] after RoPE, or
+ * its [B, S, heads*d] projections): a view of one in the other's layout,
+ * *which says of which (b when it can, so the reference stays as it is).
+ * Nothing (*out NULL) when the shapes agree, neither shows its heads, or
+ * no layout of one is the other's. */
+int tb_heads_view(tb_tensor *a, tb_tensor *b, tb_tensor **which, tb_tensor **out, tb_err *err);
+
 /* ||v - o|| / ||o|| over the elements v holds (v a view from
  * tb_qkorder_view of a tensor paired with o); NaN when it cannot be read
  * or o is zero. */

@@ -148,6 +148,40 @@ int tb_compose_gather(tb_tensor *src, const uint64_t *index, uint64_t n, const c
 	return tb_compose_gather_as(src, index, 1, &len, name, out, err);
 }
 
+/* A partial's record and its indices, in one block the composite holds. */
+typedef struct held_partial {
+	tb_partial pa;
+	uint64_t index[];
+} held_partial;
+
+int tb_compose_partial(tb_tensor *t, const uint64_t *order, const uint64_t *index, uint64_t n, int ndim,
+		       const int64_t *shape, const char *name, tb_tensor **out, tb_err *err)
+{
+	held_partial *hp;
+
+	*out = NULL;
+	if (ndim < 1 || ndim > TB_MAX_DIMS || n > (SIZE_MAX - sizeof *hp) / sizeof *index)
+		return tb_err_set(err, t->path, "tensor '%s': a partial of %d dims and %llu values", t->name, ndim,
+				  (unsigned long long)n);
+	hp = malloc(sizeof *hp + (n ? n : 1) * sizeof *index);
+	if (!hp)
+		return tb_err_setc(err, TB_ERR_NOMEM, t->path, "out of memory");
+	memset(&hp->pa, 0, sizeof hp->pa);
+	hp->pa.ndim = ndim;
+	memcpy(hp->pa.shape, shape, (size_t)ndim * sizeof *shape);
+	hp->pa.n = n;
+	hp->pa.index = hp->index;
+	if (n)
+		memcpy(hp->index, index, (size_t)n * sizeof *index);
+	if (tb_compose_gather(t, order, n, name, out, err) < 0) {
+		free(hp);
+		return -1;
+	}
+	(*out)->partial = &hp->pa;
+	(*out)->parts->held = hp;
+	return 0;
+}
+
 int tb_compose_gather_as(tb_tensor *src, const uint64_t *index, int ndim, const int64_t *shape, const char *name,
 			 tb_tensor **out, tb_err *err)
 {

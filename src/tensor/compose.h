@@ -29,6 +29,11 @@ int tb_compose_gather(tb_tensor *t, const uint64_t *index, uint64_t n, const cha
 /* The same, laid out in shape (ndim dims, as many elements as index holds). */
 int tb_compose_gather_as(tb_tensor *t, const uint64_t *index, int ndim, const int64_t *shape, const char *name,
 			 tb_tensor **out, tb_err *err);
+/* t.flat[order[i]] for i < n, 1-D, carrying a tb_partial: the elements
+ * index[i] of a whole tensor of shape (ndim dims).  Copies of order and
+ * index are kept. */
+int tb_compose_partial(tb_tensor *t, const uint64_t *order, const uint64_t *index, uint64_t n, int ndim,
+		       const int64_t *shape, const char *name, tb_tensor **out, tb_err *err);
 void tb_compose_free(tb_tensor *t);
 
 #endif

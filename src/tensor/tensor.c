@@ -210,6 +210,12 @@ void tb_partial_describe(const tb_partial *p, char *buf, size_t size)
 	for (int d = 0; d < p->ndim; d++)
 		whole *= (uint64_t)p->shape[d];
 	tb_shape_format(p->ndim, p->shape, shape, sizeof shape);
+	/* every value of one position: a dump of the last position only */
+	if (p->n == whole && p->ndim >= 1 && whole == (uint64_t)p->shape[p->ndim - 1]) {
+		snprintf(buf, size, "the last position only (%llu values), read at the other side's last",
+			 (unsigned long long)p->n);
+		return;
+	}
 	snprintf(buf, size, "%llu of %llu values dumped (whole shape %s)", (unsigned long long)p->n,
 		 (unsigned long long)whole, shape);
 }

@@ -156,7 +156,8 @@ int tb_shape_squeeze(int ndim, const int64_t *shape, int64_t *out);
 /* "[2, 16, 64]" */
 void tb_shape_format(int ndim, const int64_t *shape, char *buf, size_t size);
 
-/* "36 of 1024 values dumped (whole shape [1, 1, 16, 64])" */
+/* "36 of 1024 values dumped (whole shape [1, 1, 16, 64])", or for every
+ * value of one position "the last position only (512 values), ..." */
 void tb_partial_describe(const tb_partial *p, char *buf, size_t size);
 /* Do two partial dumps hold the same elements of tensors of one shape
  * (leading size-1 axes aside)?  False when either is NULL. */

@@ -6,7 +6,8 @@ with one injected porting bug.
 
     python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
-        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] [--replay] REF CAND
+        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] [--replay] \
+        [--layout L] [--cand-layout L] REF CAND
 
 npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
 safetensors files canonical names.  --replay adds the taps a replay needs,
@@ -33,6 +34,8 @@ import struct
 import sys
 
 import numpy as np
+
+import layouts
 
 BUGS = [
     "none", "tokenizer", "embedding-weights", "embedding-scale",
@@ -385,8 +388,10 @@ def package(taps, tokens):
     return t
 
 
-def write(out, fmt, tensors):
-    if fmt == "npy":
+def write(out, fmt, tensors, layout=None, cfg=None):
+    if layout:
+        layouts.WRITERS[layout](out, tensors, cfg)
+    elif fmt == "npy":
         write_npy_tree(out, tensors)
     else:
         write_safetensors(out, tensors, fmt == "bf16")
@@ -428,6 +433,10 @@ def parse(argv=None):
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
     ap.add_argument("--replay", action="store_true",
                     help="--subtaps and the replay taps: attn.q_rope, attn.k_rope, attn.core, mlp.act")
+    ap.add_argument("--layout", choices=sorted(layouts.WRITERS),
+                    help="write both sides as this tool does (tests/pymodel/layouts.py)")
+    ap.add_argument("--cand-layout", choices=sorted(layouts.WRITERS),
+                    help="the candidate's layout, when not --layout's")
     ap.add_argument("out_ref")
     ap.add_argument("out_cand")
     cfg = ap.parse_args(argv)
@@ -441,8 +450,8 @@ def parse(argv=None):
 def main():
     cfg = parse()
     ref, cand = build(cfg)
-    write(cfg.out_ref, cfg.format, ref)
-    write(cfg.out_cand, cfg.format, cand)
+    write(cfg.out_ref, cfg.format, ref, cfg.layout, cfg)
+    write(cfg.out_cand, cfg.format, cand, cfg.cand_layout or cfg.layout, cfg)
 
 
 if __name__ == "__main__":

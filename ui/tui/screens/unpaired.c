@@ -20,6 +20,8 @@ static const char *const tags[] = {
 	[TB_UNP_UNMAPPED] = "? ",
 	[TB_UNP_DUPLICATE] = "2 ",
 	[TB_UNP_ONE_SIDED] = "- ",
+	[TB_UNP_UNSPLIT] = "f ",
+	[TB_UNP_TOWER] = "t ",
 };
 
 static void fill(const view *v, doc *dc)
@@ -52,7 +54,7 @@ static void fill(const view *v, doc *dc)
 		doc_line(dc, 0, "%-*.*s %-.*s", half, half, side[0], half, side[1]);
 	}
 	doc_line(dc, 0, "%s", "");
-	for (int k = TB_UNP_UNMAPPED; k <= TB_UNP_ONE_SIDED; k++)
+	for (int k = TB_UNP_UNMAPPED; k < TB_UNP_KINDS; k++)
 		doc_line(dc, ui_attr(UI_DIM), "  %s%s", tags[k], tb_unpaired_reason((tb_unpaired_kind)k));
 }
 

@@ -1,0 +1,177 @@
+"""Dump layouts of the tools users dump with, written from model.py's taps
+(canonical name -> float32 [1, S, X], "tokens" -> int64 [1, S]).
+
+Each is a reconstruction: the tools themselves (transformers, MAX, JAX)
+do not run here.  The lines that define each layout are cited by writer.
+"""
+import os
+
+import numpy as np
+
+
+def _save(out, rel, a):
+    path = os.path.join(out, rel)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    np.save(path, a)
+
+
+def _layers(taps):
+    return sorted({int(k.split(".")[1]) for k in taps if k.startswith("layers.")})
+
+
+def modular(out, taps, cfg=None, max_side=False):
+    """modular/skills debug-model/references/comparator-build.md (a85422d7):
+      L47  np.save(f"{OUT_DIR}/{name}.npy", h[0].detach().float().cpu().numpy())
+      L52  save("post_embed")            hook on backbone.embed_tokens
+      L54  save(f"layer_{i:02d}")        hook on each backbone.layers[i]
+      L55  save("post_final_norm")       hook on backbone.norm
+      L66  np.save(f"{OUT_DIR}/last_logits.npy", out.logits[0, -1]...)
+      L67  np.save(f"{OUT_DIR}/prompt_tokens.npy", inputs.input_ids[0]...)
+    One flat folder; h[0] drops the batch axis: [S, H]; last_logits is
+    [vocab], the last position only.  The MAX side (L163-176) writes the
+    same names but no prompt_tokens.npy (max_side)."""
+    _save(out, "post_embed.npy", taps["embed"][0])
+    for l in _layers(taps):
+        _save(out, "layer_%02d.npy" % l, taps["layers.%d.block" % l][0])
+    _save(out, "post_final_norm.npy", taps["final_norm"][0])
+    _save(out, "last_logits.npy", taps["logits"][0, -1])
+    if not max_side:
+        _save(out, "prompt_tokens.npy", taps["tokens"][0])
+
+
+V5_TEXT = {"attn_norm": "input_layernorm", "attn": "self_attn",
+           "mlp_norm": "post_attention_layernorm", "mlp": "mlp"}
+
+
+def v5(out, taps, tower_layers=2, patches=9, width=48, seed=7):
+    """transformers v5 VLM module paths, one npy per module as dump_hf.py
+    hooks write them (folders for dots): the text model under
+    model.language_model (modeling_qwen2_5_vl.py: Qwen2_5_VLModel holds
+    .visual and .language_model; the causal-LM class holds .model and
+    .lm_head, so lm_head has no such prefix), a Qwen-VL vision tower
+    model.visual.blocks.N.{norm1,attn,norm2,mlp} and its merger.  The
+    tower's activations are random: they are another model's."""
+    for k, a in taps.items():
+        if k == "tokens":
+            rel = "input_ids"
+        elif k == "embed":
+            rel = "model/language_model/embed_tokens"
+        elif k == "final_norm":
+            rel = "model/language_model/norm"
+        elif k == "logits":
+            rel = "lm_head"
+        else:
+            parts = k.split(".")
+            if len(parts) != 3:
+                continue
+            _, l, tap = parts
+            rel = "model/language_model/layers/%s" % l
+            if tap != "block":
+                rel += "/" + V5_TEXT[tap]
+        _save(out, rel + ".npy", a)
+    rng = np.random.default_rng(seed)
+    for l in range(tower_layers):
+        for m in ("norm1", "attn", "norm2", "mlp"):
+            _save(out, "model/visual/blocks/%d/%s.npy" % (l, m),
+                  rng.standard_normal((patches, width)).astype(np.float32))
+        _save(out, "model/visual/blocks/%d.npy" % l,
+              rng.standard_normal((patches, width)).astype(np.float32))
+    _save(out, "model/visual/merger.npy",
+          rng.standard_normal((patches // 3, taps["embed"].shape[-1])).astype(np.float32))
+
+
+FLAX_ATTN = {"q": "query", "k": "key", "v": "value", "q_rope": "query_rotary",
+             "k_rope": "key_rotary", "core": "attention_op", "o": "out"}
+FLAX_MLP = {"gate": "wi_0", "up": "wi_1", "down": "wo"}
+FLAX_MAIN = {"attn_norm": "pre_self_attention_layer_norm", "attn": "self_attention",
+             "mlp_norm": "post_self_attention_layer_norm", "mlp": "mlp"}
+
+
+def _flax_entries(taps, cfg):
+    """(module path, array as MaxText's module returns it) of every tap.
+    MaxText (pure Linen, AI-Hypercomputer/maxtext 3b642d1f): models.py
+    L688-699 token_embedder and decoder; layers/decoders.py L473 Dropout_0,
+    L594 layers_{lyr}, L609 decoder_norm, L614 Dropout_1, L632
+    logits_dense; layers/llama2.py L71, 92, 126, 141 the four sublayers,
+    L149 Dropout_0; attentions.py L1300 query, L1502-1503 key/value,
+    L1529-1530 query_rotary/key_rotary, L1239 attention_op, L1372 out
+    ([B, S, heads, head_dim] but out's); linears.py L242 wi_0/wi_1, L260
+    Dropout_0, L270 wo."""
+    S = taps["embed"].shape[1]
+    heads = lambda a, n: a.reshape(1, S, n, -1)
+    yield "token_embedder", taps["embed"]
+    yield "decoder/Dropout_0", taps["embed"]
+    for l in _layers(taps):
+        p = "decoder/layers_%d" % l
+        for tap, mod in FLAX_MAIN.items():
+            yield "%s/%s" % (p, mod), taps["layers.%d.%s" % (l, tap)]
+        yield p + "/Dropout_0", taps["layers.%d.mlp" % l]
+        yield p, taps["layers.%d.block" % l]
+        for st, mod in FLAX_ATTN.items():
+            a = taps.get("layers.%d.attn.%s" % (l, st))
+            if a is None:
+                continue
+            if st in ("q_rope", "k_rope"):   # model.py's [1, heads, S, d]
+                a = a.transpose(0, 2, 1, 3)
+            elif st != "o":
+                a = heads(a, cfg.heads if st in ("q", "core") else cfg.kv_heads)
+            yield "%s/self_attention/%s" % (p, mod), a
+        for st, mod in FLAX_MLP.items():
+            a = taps.get("layers.%d.mlp.%s" % (l, st))
+            if a is not None:
+                yield "%s/mlp/%s" % (p, mod), a
+        if "layers.%d.mlp.act" % l in taps:
+            yield p + "/mlp/Dropout_0", taps["layers.%d.mlp.act" % l]
+    yield "decoder/decoder_norm", taps["final_norm"]
+    yield "decoder/Dropout_1", taps["final_norm"]
+    yield "decoder/logits_dense", taps["logits"]
+    yield "decoder", taps["logits"]
+    yield "", taps["logits"]
+
+
+def flax(out, taps, cfg):
+    """A capture_intermediates collection as users save it: the state's
+    "intermediates" flattened with flax.traverse_util.flatten_dict(...,
+    sep="/") into np.savez.  Flax's Module.sow (flax/linen/module.py L854,
+    L1224-1226) stores each module's __call__ outputs as a tuple under
+    "__call__", so every value is a 1-tuple, which np.savez saves with a
+    leading axis of 1: "intermediates/decoder/layers_0/mlp/__call__"
+    [1, 1, S, H]; the root's own output is "intermediates/__call__"."""
+    flat = {}
+    for path, a in _flax_entries(taps, cfg):
+        key = "intermediates/" + (path + "/" if path else "") + "__call__"
+        flat[key] = np.asarray((a,))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    np.savez(out, **flat)
+
+
+def flax_tree(out, taps, cfg):
+    """The same flattened with jax.tree_util.tree_flatten_with_path, which
+    also enters the tuple: one .npy per call, "__call__/0.npy"."""
+    for path, a in _flax_entries(taps, cfg):
+        _save(out, "intermediates/" + (path + "/" if path else "") + "__call__/0.npy", a)
+
+
+def flax_scan(out, taps, cfg):
+    """MaxText with scan_layers (decoders.py L394-416: nn.scan named
+    "layers", variable_axes {"intermediates": 0}): every layer tap stacked
+    with the layer axis first, "decoder/layers/mlp/__call__/0" [L, 1, S,
+    H]; the layer returns (output, None) under scan (llama2.py L165-168),
+    so the block is item 0 of call 0: "decoder/layers/__call__/0/0"."""
+    flat, stacks = {}, {}
+    for path, a in _flax_entries(taps, cfg):
+        parts = path.split("/")
+        if len(parts) >= 2 and parts[1].startswith("layers_"):
+            sub = "/".join(["decoder", "layers"] + parts[2:])
+            stacks.setdefault(sub, []).append(a)
+        else:
+            flat["intermediates/" + (path + "/" if path else "") + "__call__/0"] = a
+    for sub, arrs in stacks.items():
+        key = "intermediates/" + sub + ("/__call__/0/0" if sub == "decoder/layers" else "/__call__/0")
+        flat[key] = np.stack(arrs)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    np.savez(out, **flat)
+
+
+WRITERS = {"modular": modular, "modular-max": lambda o, t, c: modular(o, t, max_side=True),
+           "v5": lambda o, t, c: v5(o, t), "flax": flax, "flax-tree": flax_tree, "flax-scan": flax_scan}
