@@ -237,7 +237,7 @@ static void test_towers(void **state)
 		{"model.visual.blocks.3.attn", "vision"},
 		{"model.vision_tower.vision_model.encoder.layers.0.self_attn", "vision"},
 		{"vision_tower.vision_model.encoder.layers.0.mlp", "vision"},
-		{"model.multi_modal_projector", "projector"},
+		{"model.multi_modal_projector", "vision"},
 		{"model.audio_tower.layers.1", "audio"},
 		{"model.language_model.layers.0.mlp", NULL},
 		{"lm_head", NULL},
@@ -252,6 +252,43 @@ static void test_towers(void **state)
 			fail_msg("%s: tower %s, want %s", towers[i].raw, got ? got : "none",
 				 towers[i].tower ? towers[i].tower : "none");
 	}
+}
+
+/* A tower's grid: its own rows, its prefix cut. */
+static void test_tower_cells(void **state)
+{
+	static const struct {
+		const char *raw, *tower, *cell;
+	} cells[] = {
+		{"model.visual.blocks.3.attn", "vision", "L3.attn"},
+		{"model.visual.blocks.3", "vision", "L3.block"},
+		{"model.visual.patch_embed", "vision", "embed"},
+		{"model.visual.merger", "vision", "logits"},
+		{"model.vision_tower.vision_model.encoder.layers.1.layer_norm2", "vision", "L1.mlp_norm"},
+		{"vision_tower.vision_model.post_layernorm", "vision", "final_norm"},
+		{"model.multi_modal_projector", "vision", "logits"},
+		{"model.audio_tower.layers.2.fc2", "audio", "L2.mlp"},
+		{"model.visual.blocks.3.attn", "audio", "-"},
+		{"model.language_model.layers.0.mlp", "vision", "-"},
+		{"model.visual.blocks.0.attn.qkv", "vision", "L0.attn.qkv"},
+		{"model.visual.rotary_pos_emb", "vision", "-"},
+	};
+	tb_namer *nm;
+	tb_err err;
+	(void)state;
+
+	assert_int_equal(tb_namer_new(NULL, &nm, &err), 0);
+	for (size_t i = 0; i < sizeof cells / sizeof *cells; i++) {
+		char got[128];
+		tb_cell c;
+		if (tb_namer_map_tower(nm, cells[i].raw, cells[i].tower, &c, NULL))
+			tb_cell_name(&c, got, sizeof got);
+		else
+			snprintf(got, sizeof got, "-");
+		if (strcmp(got, cells[i].cell))
+			fail_msg("%s in the %s tower: got %s, want %s", cells[i].raw, cells[i].tower, got, cells[i].cell);
+	}
+	tb_namer_free(nm);
 }
 
 static void test_text_model_prefixed(void **state)
@@ -512,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_builtin_conventions), cmocka_unit_test(test_rule_reported),
 		cmocka_unit_test(test_onnx_names),          cmocka_unit_test(test_aux_names),
 		cmocka_unit_test(test_towers),              cmocka_unit_test(test_text_model_prefixed),
+		cmocka_unit_test(test_tower_cells),
 		cmocka_unit_test(test_common_prefix),       cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_map_errors),          cmocka_unit_test(test_missing_map_file),
 		cmocka_unit_test(test_cells),               cmocka_unit_test(test_tap_ids),

@@ -417,36 +417,102 @@ static void text_model_path(char *buf)
 	}
 }
 
-/* The towers of multimodal models and their projectors, by the first parts
- * of their paths (transformers: Qwen-VL's model.visual, LLaVA's and
- * SigLIP's vision_tower, Gemma 3's multi_modal_projector, Qwen-Omni's
- * audio_tower; 4.x without the "model." before them). */
+/* The towers of multimodal models, by the first parts of their paths
+ * (transformers: Qwen-VL's model.visual, LLaVA's vision_tower around a
+ * SigLIP or CLIP vision_model, Qwen-Omni's and Qwen2-Audio's audio_tower;
+ * 4.x without the "model." before them); the projector into the text
+ * decoder is the vision tower's last cell.  Longer prefixes first. */
 static const struct {
 	const char *prefix, *tower;
+	bool keep; /* the prefix is the module itself (a projector): kept in the rest */
 } towers[] = {
-	{"visual.", "vision"},
-	{"vision_tower.", "vision"},
-	{"vision_model.", "vision"},
-	{"vision_encoder.", "vision"},
-	{"audio_tower.", "audio"},
-	{"audio_encoder.", "audio"},
-	{"multi_modal_projector", "projector"},
-	{"mm_projector", "projector"},
+	{"vision_tower.vision_model.", "vision", false},
+	{"vision_tower.", "vision", false},
+	{"visual.", "vision", false},
+	{"vision_model.", "vision", false},
+	{"vision_encoder.", "vision", false},
+	{"audio_tower.", "audio", false},
+	{"audio_encoder.", "audio", false},
+	{"multi_modal_projector", "vision", true},
+	{"mm_projector", "vision", true},
 };
+
+/* A tower's module paths, with the tower's prefix cut (Qwen-VL's blocks,
+ * SigLIP's and CLIP's encoder.layers, Whisper-style audio encoders'
+ * layers with fc1/fc2): its grid has the text decoder's rows, its patch
+ * embedding as embed, its last norm as final_norm and what it hands the
+ * text decoder (Qwen-VL's merger, a projector) as logits. */
+static const tb_convention tower_conventions[] = {
+	{"patch_embed", "embed"},
+	{"embeddings", "embed"},
+	{"blocks.{N}.norm1", "attn_norm"},
+	{"blocks.{N}.attn", "attn"},
+	{"blocks.{N}.norm2", "mlp_norm"},
+	{"blocks.{N}.mlp", "mlp"},
+	{"blocks.{N}", "block"},
+	{"encoder.layers.{N}.layer_norm1", "attn_norm"},
+	{"encoder.layers.{N}.self_attn", "attn"},
+	{"encoder.layers.{N}.layer_norm2", "mlp_norm"},
+	{"encoder.layers.{N}.mlp", "mlp"},
+	{"encoder.layers.{N}", "block"},
+	{"layers.{N}.self_attn_layer_norm", "attn_norm"},
+	{"layers.{N}.self_attn", "attn"},
+	{"layers.{N}.final_layer_norm", "mlp_norm"},
+	{"layers.{N}.fc2", "mlp"},
+	{"post_layernorm", "final_norm"},
+	{"layer_norm", "final_norm"},
+	{"ln_post", "final_norm"},
+	{"merger", "logits"},
+	{"multi_modal_projector", "logits"},
+	{"mm_projector", "logits"},
+};
+const tb_convention *const tb_tower_conventions = tower_conventions;
+const size_t tb_n_tower_conventions = sizeof tower_conventions / sizeof *tower_conventions;
+
+/* The tower of a normalised name, and where the rest of it starts. */
+static const char *tower_of(const char *norm, const char **rest)
+{
+	const char *p = !strncmp(norm, "model.", 6) ? norm + 6 : norm;
+
+	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++) {
+		size_t n = strlen(towers[i].prefix);
+		if (strncmp(p, towers[i].prefix, n) || (towers[i].keep && p[n] && p[n] != '.'))
+			continue;
+		*rest = towers[i].keep ? p : p + n;
+		return towers[i].tower;
+	}
+	return NULL;
+}
+
+bool tb_tower_known(const char *name)
+{
+	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++)
+		if (!strcmp(towers[i].tower, name))
+			return true;
+	return false;
+}
+
+size_t tb_tower_names(const char **names, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++) {
+		size_t k = 0;
+		while (k < n && strcmp(names[k], towers[i].tower))
+			k++;
+		if (k == n && n < max)
+			names[n++] = towers[i].tower;
+	}
+	return n;
+}
 
 const char *tb_name_tower(const char *raw)
 {
 	char norm[8192];
-	const char *p;
+	const char *rest;
 
 	normalise(raw, norm, sizeof norm);
-	p = !strncmp(norm, "model.", 6) ? norm + 6 : norm;
-	for (size_t i = 0; i < sizeof towers / sizeof *towers; i++) {
-		size_t n = strlen(towers[i].prefix);
-		if (!strncmp(p, towers[i].prefix, n) && (towers[i].prefix[n - 1] == '.' || !p[n] || p[n] == '.'))
-			return towers[i].tower;
-	}
-	return NULL;
+	return tower_of(norm, &rest);
 }
 
 /* A Flax capture_intermediates key (flax.linen.Module.sow: each module's
@@ -637,6 +703,30 @@ bool tb_namer_map_role(const tb_namer *namer, const char *raw, const char *role,
 	if (user_rule)
 		*user_rule = h.user_rule;
 	return mapped;
+}
+
+bool tb_namer_map_tower(const tb_namer *namer, const char *raw, const char *tower, tb_cell *cell, int *user_rule)
+{
+	how h = {-1, NULL, 0};
+	char norm[8192];
+	const char *rest, *tw;
+	bool mapped = user_rules(namer, raw, cell, &h);
+
+	if (user_rule)
+		*user_rule = h.user_rule;
+	if (mapped || (namer && namer->no_builtins))
+		return mapped;
+	normalise(raw, norm, sizeof norm);
+	tw = tower_of(norm, &rest);
+	if (!tw || strcmp(tw, tower))
+		return false;
+	for (size_t i = 0; i < tb_n_tower_conventions; i++)
+		if (match_convention(&tower_conventions[i], rest, cell))
+			return true;
+	for (size_t i = 0; i < tb_n_conventions; i++)
+		if (match_convention(&tb_conventions[i], rest, cell))
+			return true;
+	return false;
 }
 
 void tb_namer_use_builtins(tb_namer *namer, bool on)

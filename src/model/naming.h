@@ -76,10 +76,22 @@ bool tb_name_is_aux(const char *raw);
  * the block cell of its tree's last layer. */
 bool tb_name_is_last_block(const char *raw);
 
-/* The tower a raw name belongs to ("vision", "audio", "projector": a
- * multimodal model's encoders and the projector into the text decoder),
- * or NULL for the text decoder's. */
+/* The tower a raw name belongs to ("vision", "audio": a multimodal
+ * model's encoders, the projector into the text decoder being the vision
+ * tower's), or NULL for the text decoder's. */
 const char *tb_name_tower(const char *raw);
+
+/* Is name one of the towers tb_name_tower gives? */
+bool tb_tower_known(const char *name);
+/* The towers tb_name_tower gives, each once, in the table's order (at
+ * most max into names); returns how many. */
+size_t tb_tower_names(const char **names, size_t max);
+
+/* A tensor's cell in the grid of a tower: the map file's rules on the raw
+ * name, else the tower's conventions (tb_tower_conventions), then the
+ * others, on the name with the tower's prefix cut.  False for a tensor of
+ * another tower or of the text decoder. */
+bool tb_namer_map_tower(const tb_namer *namer, const char *raw, const char *tower, tb_cell *cell, int *user_rule);
 
 /* Does this raw name hold the last position only, its position axis
  * dropped (modular's debug-model dumper: last_logits, [vocab])?  Pairing
@@ -98,5 +110,8 @@ typedef struct tb_convention {
 } tb_convention;
 extern const tb_convention tb_conventions[];
 extern const size_t tb_n_conventions;
+/* A tower's own rows, on the name with the tower's prefix cut. */
+extern const tb_convention *const tb_tower_conventions;
+extern const size_t tb_n_tower_conventions;
 
 #endif

@@ -23,6 +23,16 @@ void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree)
 	free(names);
 }
 
+bool tb_tree_holds_tower(const tb_tree *tree, const char *tower)
+{
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		const char *tw = tb_name_tower(tree->tensors[i]->name);
+		if (tw && !strcmp(tw, tower))
+			return true;
+	}
+	return false;
+}
+
 /* One side's tensors with their cells. */
 typedef struct mapped {
 	tb_cell cell;
@@ -187,8 +197,8 @@ static int last_position(tb_pairing *p, mapped *m, tb_err *err)
 
 /* Map every tensor of a tree into sd; unmapped tensors go to unpaired.
  * hits counts the tensors each map rule took. */
-static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *namer, side_vec *sd, size_t *hits,
-		    tb_err *err)
+static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *namer, const char *tower, side_vec *sd,
+		    size_t *hits, tb_err *err)
 {
 	tb_tree_names tn;
 	tb_tensor *last_block = NULL;
@@ -197,10 +207,19 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
-		bool mapped_ = tb_namer_map_role(namer, t->name, t->role, tn.shared, &m.cell, &m.user_rule, NULL, 0);
+		bool mapped_;
+		if (tower) {
+			/* a tower's grid holds its tensors only */
+			const char *tw = tb_name_tower(t->name);
+			mapped_ = tb_namer_map_tower(namer, t->name, tower, &m.cell, &m.user_rule);
+			if (!mapped_ && (!tw || strcmp(tw, tower)))
+				continue;
+		} else {
+			mapped_ = tb_namer_map_role(namer, t->name, t->role, tn.shared, &m.cell, &m.user_rule, NULL, 0);
+		}
 		/* a tower's layers are no text decoder's, whatever their names
 		 * look like, unless the map file says otherwise */
-		if (m.user_rule < 0 && tb_name_tower(t->name)) {
+		if (!tower && m.user_rule < 0 && tb_name_tower(t->name)) {
 			if (add_unpaired(p, si, t, TB_UNP_TOWER) < 0)
 				return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			continue;
@@ -563,7 +582,7 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 		goto fail;
 	}
 	for (int s = 0; s < 2; s++)
-		if (map_side(p, s, trees[s], namer, &sd[s], hits, err) < 0)
+		if (map_side(p, s, trees[s], namer, o ? o->tower : NULL, &sd[s], hits, err) < 0)
 			goto fail;
 	for (int s = 0; s < 2; s++)
 		if (split_fused(p, &sd[s], &sd[1 - s], o, err) < 0)

@@ -61,6 +61,8 @@ typedef struct tb_pairing {
  * projections do not say it. */
 typedef struct tb_pairing_opts {
 	int heads, kv_heads; /* 0: unknown */
+	const char *tower;   /* the grid paired: a tower's ("vision", "audio": tb_name_tower), or NULL
+			      * for the text decoder's, where the towers' tensors are unpaired */
 } tb_pairing_opts;
 
 /* A tensor's cell in its tree (shared-prefix aware).  False when unmapped. */
@@ -68,6 +70,9 @@ typedef struct tb_tree_names {
 	char shared[1024]; /* prefix shared by every raw name of the tree */
 } tb_tree_names;
 void tb_tree_names_init(tb_tree_names *tn, const tb_tree *tree);
+
+/* Does the tree hold a tensor of this tower (tb_name_tower)? */
+bool tb_tree_holds_tower(const tb_tree *tree, const char *tower);
 
 /* Scan-stacked tensors (TB_LAYER_STACKED) become one view per layer; a
  * fused attn.qkv or mlp.gate_up becomes one view per projection where the

@@ -101,6 +101,20 @@ void tb_report_each_warning(const tb_report *r, void (*fn)(void *ctx, const char
 		fn(ctx, "map", r->map_warning);
 	if (r->pairing && r->pairing->qk_note[0])
 		fn(ctx, "qk-order", r->pairing->qk_note);
+	/* a tower that diverged fails no exit code of the text grid's: it
+	 * is said first */
+	for (size_t i = 0; i < r->n_towers; i++) {
+		const tb_tower_summary *s = &r->towers[i];
+		char text[600];
+		if (!s->failed && s->verdict != TB_ST_DIVERGED)
+			continue;
+		if (s->failed)
+			snprintf(text, sizeof text, "the %s tower could not be compared: %s", s->name, s->error);
+		else
+			snprintf(text, sizeof text, "the %s tower diverges (first at %s); tbisect check --tower %s shows its grid",
+				 s->name, s->first, s->name);
+		fn(ctx, "tower", text);
+	}
 	for (size_t i = 0; r->diag && i < r->diag->sanity.n_warnings; i++)
 		fn(ctx, r->diag->sanity.warnings[i].id, r->diag->sanity.warnings[i].text);
 	for (size_t i = 0; r->result && i < r->result->n_cells; i++)
@@ -307,6 +321,15 @@ void tb_report_coverage_warning(const tb_report *r, char *buf, size_t size)
 		 cov);
 }
 
+static void json_warning(void *ctx, const char *id, const char *text)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "text", text);
+	cJSON_AddItemToArray(ctx, o);
+}
+
 static void diag_json(cJSON *root, const tb_report *r)
 {
 	const tb_diagnosis *d = r->diag;
@@ -333,32 +356,7 @@ static void diag_json(cJSON *root, const tb_report *r)
 	cJSON_AddStringToObject(root, "origin_text", d->origin.text);
 	add_num(root, "drift_per_layer", d->origin.drift);
 	warn = cJSON_AddArrayToObject(root, "warnings");
-	if (r->partial && r->coverage) {
-		cJSON *o = cJSON_CreateObject();
-		char text[320];
-		tb_report_coverage_warning(r, text, sizeof text);
-		cJSON_AddStringToObject(o, "id", "coverage");
-		cJSON_AddStringToObject(o, "text", text);
-		cJSON_AddItemToArray(warn, o);
-	}
-	if (r->map_warning && r->map_warning[0]) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "id", "map");
-		cJSON_AddStringToObject(o, "text", r->map_warning);
-		cJSON_AddItemToArray(warn, o);
-	}
-	if (r->pairing && r->pairing->qk_note[0]) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "id", "qk-order");
-		cJSON_AddStringToObject(o, "text", r->pairing->qk_note);
-		cJSON_AddItemToArray(warn, o);
-	}
-	for (size_t i = 0; i < d->sanity.n_warnings; i++) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "id", d->sanity.warnings[i].id);
-		cJSON_AddStringToObject(o, "text", d->sanity.warnings[i].text);
-		cJSON_AddItemToArray(warn, o);
-	}
+	tb_report_each_warning(r, json_warning, warn);
 	if (r->show_features) {
 		cJSON *f = cJSON_AddObjectToObject(root, "features");
 		for (int i = 0; i < TB_F_COUNT; i++)
@@ -372,6 +370,38 @@ static const tb_cell_result *find_logits(const tb_result *res)
 		if (res->cells[i].logits)
 			return &res->cells[i];
 	return NULL;
+}
+
+/* "tower": the grid reported (null: the text decoder's); "towers": each
+ * tower compared beside the text grid. */
+static void add_towers(cJSON *root, const tb_report *r)
+{
+	cJSON *arr;
+
+	if (r->tower)
+		cJSON_AddStringToObject(root, "tower", r->tower);
+	else
+		cJSON_AddNullToObject(root, "tower");
+	arr = cJSON_AddArrayToObject(root, "towers");
+	for (size_t i = 0; arr && i < r->n_towers; i++) {
+		const tb_tower_summary *s = &r->towers[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "tower", s->name);
+		if (s->failed) {
+			cJSON_AddNullToObject(o, "verdict");
+			cJSON_AddStringToObject(o, "error", s->error);
+		} else {
+			cJSON_AddStringToObject(o, "verdict", tb_status_name(s->verdict));
+			cJSON_AddNumberToObject(o, "cells", (double)s->cells);
+			cJSON_AddNumberToObject(o, "diverged", (double)s->count[TB_ST_DIVERGED]);
+			cJSON_AddNumberToObject(o, "missing", (double)s->count[TB_ST_MISSING]);
+			if (s->first[0])
+				cJSON_AddStringToObject(o, "first_divergence", s->first);
+			else
+				cJSON_AddNullToObject(o, "first_divergence");
+		}
+		cJSON_AddItemToArray(arr, o);
+	}
 }
 
 char *tb_report_json(const tb_report *r)
@@ -394,6 +424,7 @@ char *tb_report_json(const tb_report *r)
 	add_num(tol, "diverge", res->tol.diverge);
 	add_num(tol, "max_kl", res->tol.max_kl);
 	cJSON_AddStringToObject(root, "verdict", tb_status_name(res->verdict));
+	add_towers(root, r);
 	if (res->first_div >= 0) {
 		cJSON *fd = first_div_json(&res->cells[res->first_div]);
 		add_profile(fd, &res->cells[res->first_div]);
@@ -695,6 +726,8 @@ int tb_report_text(FILE *out, const tb_report *r)
 	}
 	fprintf(out, "tolerance: atol %g  rtol %g  diverge %g  max-kl %g\n", res->tol.atol, res->tol.rtol,
 		res->tol.diverge, res->tol.max_kl);
+	if (r->tower)
+		fprintf(out, "grid: the %s tower\n", r->tower);
 	fprintf(out, "cells: %zu (%zu match, %zu close, %zu diverged, %zu missing); unpaired tensors: ref %zu, cand %zu\n\n",
 		res->n_cells, res->count[TB_ST_MATCH], res->count[TB_ST_CLOSE], res->count[TB_ST_DIVERGED],
 		res->count[TB_ST_MISSING], p->n_unp[0], p->n_unp[1]);
@@ -711,11 +744,20 @@ int tb_report_text(FILE *out, const tb_report *r)
 		size_t n = p->n_unp[side];
 		if (!n)
 			continue;
+		size_t shown = 0, towers = 0;
 		fprintf(out, "\nunpaired in %s:\n", side ? "cand" : "ref");
-		for (size_t i = 0; i < n && i < MAX_UNPAIRED_SHOWN; i++)
-			fprintf(out, "  %s  (%s)\n", p->unp[side][i].tensor->name, p->unp[side][i].reason);
-		if (n > MAX_UNPAIRED_SHOWN)
-			fprintf(out, "  ... and %zu more\n", n - MAX_UNPAIRED_SHOWN);
+		/* a tower's tensors are told as one line: their grid is their own */
+		for (size_t i = 0; i < n; i++) {
+			if (p->unp[side][i].kind == TB_UNP_TOWER)
+				towers++;
+			else if (shown++ < MAX_UNPAIRED_SHOWN)
+				fprintf(out, "  %s  (%s)\n", p->unp[side][i].tensor->name, p->unp[side][i].reason);
+		}
+		if (shown > MAX_UNPAIRED_SHOWN)
+			fprintf(out, "  ... and %zu more\n", shown - MAX_UNPAIRED_SHOWN);
+		if (towers)
+			fprintf(out, "  %zu tensor%s of towers (no cells of the text decoder: --tower NAME compares a tower)\n",
+				towers, towers == 1 ? "" : "s");
 	}
 	if (res->first_div >= 0) {
 		char name[TB_CELL_NAME_MAX];
@@ -732,6 +774,14 @@ int tb_report_text(FILE *out, const tb_report *r)
 		if (r->history_unchanged && r->history->n)
 			fprintf(out, "  no new pass: the inputs are those of pass %d\n",
 				r->history->passes[r->history->n - 1].number);
+	}
+	if (r->n_towers) {
+		fprintf(out, "\ntowers (each its own grid: --tower NAME shows it):\n");
+		for (size_t i = 0; i < r->n_towers; i++) {
+			char line[512];
+			tb_tower_text(&r->towers[i], line, sizeof line);
+			fprintf(out, "  %s\n", line);
+		}
 	}
 	fprintf(out, "\nverdict: %s\n", tb_status_name(res->verdict));
 	return ferror(out) ? -1 : 0;

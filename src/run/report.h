@@ -16,6 +16,7 @@
 #include "diagnose/diagnose.h"
 #include "run/history.h"
 #include "model/pairing.h"
+#include "run/towers.h"
 
 typedef struct tb_report {
 	const char *ref_path, *cand_path; /* as given on the command line */
@@ -31,6 +32,9 @@ typedef struct tb_report {
 	bool history_unchanged;           /* this run recorded no pass: its inputs are the last pass's */
 	const tb_tree_layout *layout[2];  /* ranks and steps of ref, cand (NULL: not reported) */
 	const tb_tolfile *tolfile;        /* --tol, whose calibrated noise gives noise_ratio (may be NULL) */
+	const char *tower;                /* the grid reported: a tower's (--tower), or NULL for the text decoder's */
+	const tb_tower_summary *towers;   /* with the text grid: each tower compared beside it */
+	size_t n_towers;
 } tb_report;
 
 /* Each warning a report gives, in order: coverage, the map's unused

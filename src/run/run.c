@@ -87,6 +87,17 @@ static void unused_rules(tb_run *r)
 		snprintf(w + len, size - len, " matched no tensor of either tree");
 }
 
+/* Does a tree hold no tensor of the tower compared?  Then it says so
+ * (there is nothing to compare the other's with). */
+static bool no_tower(const tb_tree *tree, const char *tower, tb_err *err)
+{
+	if (tb_tree_holds_tower(tree, tower))
+		return false;
+	tb_err_set(err, tree->path, "no tensor of a %s tower (--tower %s): its paths start with none of the "
+		   "tower prefixes tbisect-dumps(5) lists", tower, tower);
+	return true;
+}
+
 int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 {
 	const tb_run_opts *o = &cfg->opts;
@@ -95,7 +106,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		.map_file = o->map_file,
 		.map_text = cfg->map_text,
 		.map_len = cfg->map_len,
-		.pairing = {.heads = o->heads, .kv_heads = o->kv_heads},
+		.pairing = {.heads = o->heads, .kv_heads = o->kv_heads, .tower = o->tower},
 		.layout = o->layout,
 		.no_builtin_names = o->no_builtin_names,
 	};
@@ -107,6 +118,10 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	if (tb_session_open_with(&r->sess, o->ref_path, o->cand_path, &so, err) < 0)
 		return -1;
 	r->open = true;
+	if (o->tower && (no_tower(r->sess.ref, o->tower, err) || no_tower(r->sess.cand, o->tower, err))) {
+		tb_run_free(r);
+		return -1;
+	}
 	unused_rules(r);
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
@@ -260,8 +275,9 @@ void tb_listing_free(tb_listing *l)
 
 int tb_run_record(const tb_run *r, tb_history *h, tb_err *err)
 {
-	/* A pairing of nothing compared nothing: it is no pass. */
-	if (tb_coverage_empty(&r->coverage))
+	/* A pairing of nothing compared nothing: it is no pass; nor is a
+	 * tower's grid, the pair's passes being its text decoder's. */
+	if (tb_coverage_empty(&r->coverage) || r->cfg->opts.tower)
 		return 0;
 	if (!h->in_memory) {
 		tb_history_free(h);

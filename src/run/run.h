@@ -50,6 +50,7 @@ typedef struct tb_run_opts {
 	tb_tolerance tol;
 	int threads;          /* 0: one per CPU */
 	int heads, kv_heads;  /* 0: infer */
+	const char *tower;    /* the grid compared: a tower's (tb_name_tower), or NULL for the text decoder's */
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 	bool allow_empty;     /* go on when no cell paired at all (suggest-map, whose job that is) */

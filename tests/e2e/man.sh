@@ -66,16 +66,20 @@ while read -r c; do
 	check_that "tbisect.1 documents the $c command" grep -q "^     tbisect $c \\[options\\]" "$T/tbisect.1.txt"
 done <"$T/commands"
 
-# Every convention of the naming table is listed, in its order.
-awk '/tb_conventions\[\] = \{/{f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/model/naming.c" |
-	sed -n 's/^[[:space:]]*{"\([^"]*\)",.*/\1/p' | sed -e 's/{N}/N/g' -e 's/{M}/M/g' -e 's/{S}//g' -e 's/{T}/TAP/g' -e 's/{\*}/*/g' >"$T/conv"
-check_that "src/model/naming.c has conventions to check" test -s "$T/conv"
-awk 'NR == FNR { want[++n] = $0; next }
-	$1 == want[i + 1] { i++ }
-	END { if (i < n) { print want[i + 1]; exit 1 } }' "$T/conv" "$T/tbisect-dumps.5.txt" >"$T/conv.missing"
-check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") conventions of src/model/naming.c in order" \
-	test ! -s "$T/conv.missing"
-[ -s "$T/conv.missing" ] && diag "first one missing: $(cat "$T/conv.missing")"
+# Every convention of the naming tables (the text decoder's, the towers')
+# is listed, in its order.
+for table in tb_conventions tower_conventions; do
+	awk -v t="$table" '$0 ~ t "\\[\\] = \\{" {f=1;next} f&&/^};/{f=0} f' "$top_srcdir/src/model/naming.c" |
+		sed -n 's/^[[:space:]]*{"\([^"]*\)",.*/\1/p' |
+		sed -e 's/{N}/N/g' -e 's/{M}/M/g' -e 's/{S}//g' -e 's/{T}/TAP/g' -e 's/{\*}/*/g' >"$T/conv"
+	check_that "src/model/naming.c has $table to check" test -s "$T/conv"
+	awk 'NR == FNR { want[++n] = $0; next }
+		$1 == want[i + 1] { i++ }
+		END { if (i < n) { print want[i + 1]; exit 1 } }' "$T/conv" "$T/tbisect-dumps.5.txt" >"$T/conv.missing"
+	check_that "tbisect-dumps.5 lists all $(wc -l <"$T/conv") $table of src/model/naming.c in order" \
+		test ! -s "$T/conv.missing"
+	[ -s "$T/conv.missing" ] && diag "first one missing: $(cat "$T/conv.missing")"
+done
 
 # The examples, run where the pages say: the build directory (a copy of its
 # samples).  The interactive view's commands run in script mode with an

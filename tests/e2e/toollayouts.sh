@@ -77,15 +77,42 @@ first_is "flax-scan: first divergence at layer 0's input norm" L0.attn_norm
 pair v5 "$T/v5"
 expect_exit 0 "v5: clean against HF matches" "$TBISECT" check --json "$T/ref-v5" "$T/v5"
 json_is "v5: the text grid pairs whole" coverage.cells.paired 13
-json_is "v5: the tower's 11 tensors are set apart" 'unpaired.cand.#' 11
+json_is "v5: the tower's 12 tensors are set apart" 'unpaired.cand.#' 12
+json_is "v5: no tower compared: the reference has none" 'towers.#' 0
 expect_exit 0 "v5: text report" "$TBISECT" check "$T/ref-v5" "$T/v5"
-check_that "v5: the tower's tensors said to be a tower's" \
-	grep -q "^  model.visual.blocks.0.attn  (a vision or audio tower's (or its projector's): not a cell of the text decoder)" "$TAP_OUT"
+check_that "v5: the tower's tensors told as one line" \
+	grep -q "^  12 tensors of towers (no cells of the text decoder: --tower NAME compares a tower)" "$TAP_OUT"
+expect_exit 0 "ls: a tower's tensors in its grid" "$TBISECT" ls "$T/v5"
+check_that "ls: model.visual.blocks.1.attn is vision:L1.attn" grep -q '^model.visual.blocks.1.attn  *vision:L1.attn ' "$TAP_OUT"
+check_that "ls: the merger is the vision tower's logits" grep -q '^model.visual.merger  *vision:logits ' "$TAP_OUT"
 pair v5 "$T/v5b" --bug mlp-activation
 expect_exit 1 "v5: mlp-activation diverges" "$TBISECT" check --json "$T/ref-v5" "$T/v5b"
 first_is "v5: first divergence at layer 0's MLP" L0.mlp
 expect_exit 0 "v5 against itself: towers never pair into text cells" "$TBISECT" check --json "$T/v5" "$T/v5"
 json_is "v5 against itself: 13 cells" "cells.#" 13
+
+# --- a tower compared on its own ---
+rm -rf "$T/va" "$T/vb"
+"$PY" "$M" --seed 3 --layers 2 --seq 16 --layout v5 --cand-layout v5-tower-bug "$T/va" "$T/vb"
+expect_exit 0 "towers: the text grid matches, its exit code" "$TBISECT" check --json "$T/va" "$T/vb"
+json_is "towers: the grid reported is the text decoder's" tower null
+json_is "towers: the vision tower compared beside it" towers.0.tower vision
+json_is "towers: its verdict" towers.0.verdict diverged
+json_is "towers: its first divergence" towers.0.first_divergence L1.attn
+json_is "towers: its 12 cells" towers.0.cells 12
+json_is "towers: said as a warning" warnings.0.id tower
+expect_exit 1 "--tower vision: the tower's grid diverges" "$TBISECT" check --tower vision --json "$T/va" "$T/vb"
+json_is "--tower vision: the grid reported" tower vision
+first_is "--tower vision: first divergence at block 1's attention" L1.attn
+json_is "--tower vision: the patch embedding is its embed" cells.0.status match
+json_is "--tower vision: 12 cells, nothing unpaired" 'unpaired.cand.#' 0
+expect_exit 1 "--tower vision: text report" "$TBISECT" check --tower vision "$T/va" "$T/vb"
+check_that "--tower vision: says the grid" grep -q '^grid: the vision tower$' "$TAP_OUT"
+check_that "--tower vision: per patch, 9 of them" grep -q 'first bad position: 0 of 9' "$TAP_OUT"
+expect_error_msg 2 "$T/ref-v5" "no tensor of a vision tower" "--tower vision on a tree without one" \
+	"$TBISECT" check --tower vision "$T/ref-v5" "$T/v5"
+expect_exit 2 "--tower with an unknown name" "$TBISECT" check --tower retina "$T/va" "$T/vb"
+check_that "--tower: names the towers there are" grep -q "'retina' is not a tower (vision, audio)" "$TAP_ERR"
 
 # --- bad input: a Flax key of an unknown module is listed, never paired ---
 "$PY" -c "import numpy as np; np.savez('$T/odd.npz', **{'intermediates/decoder/layers_0/frobnicate/__call__': np.ones((1, 4, 8), np.float32), 'intermediates/decoder/layers_0/__call__': np.ones((1, 4, 8), np.float32)})"

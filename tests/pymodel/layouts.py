@@ -43,14 +43,15 @@ V5_TEXT = {"attn_norm": "input_layernorm", "attn": "self_attn",
            "mlp_norm": "post_attention_layernorm", "mlp": "mlp"}
 
 
-def v5(out, taps, tower_layers=2, patches=9, width=48, seed=7):
+def v5(out, taps, tower_layers=2, patches=9, width=48, seed=7, tower_bug=False):
     """transformers v5 VLM module paths, one npy per module as dump_hf.py
     hooks write them (folders for dots): the text model under
     model.language_model (modeling_qwen2_5_vl.py: Qwen2_5_VLModel holds
     .visual and .language_model; the causal-LM class holds .model and
     .lm_head, so lm_head has no such prefix), a Qwen-VL vision tower
     model.visual.blocks.N.{norm1,attn,norm2,mlp} and its merger.  The
-    tower's activations are random: they are another model's."""
+    tower's activations are random: they are another model's; with
+    tower_bug, block 1's attention and all after it are off by 5%."""
     for k, a in taps.items():
         if k == "tokens":
             rel = "input_ids"
@@ -70,14 +71,19 @@ def v5(out, taps, tower_layers=2, patches=9, width=48, seed=7):
                 rel += "/" + V5_TEXT[tap]
         _save(out, rel + ".npy", a)
     rng = np.random.default_rng(seed)
+    bad = [False]
+
+    def tower(rel, shape):
+        a = rng.standard_normal(shape).astype(np.float32)
+        bad[0] = bad[0] or (tower_bug and rel == "model/visual/blocks/1/attn")
+        _save(out, rel + ".npy", a * np.float32(1.05) if bad[0] else a)
+
+    tower("model/visual/patch_embed", (patches, width))
     for l in range(tower_layers):
         for m in ("norm1", "attn", "norm2", "mlp"):
-            _save(out, "model/visual/blocks/%d/%s.npy" % (l, m),
-                  rng.standard_normal((patches, width)).astype(np.float32))
-        _save(out, "model/visual/blocks/%d.npy" % l,
-              rng.standard_normal((patches, width)).astype(np.float32))
-    _save(out, "model/visual/merger.npy",
-          rng.standard_normal((patches // 3, taps["embed"].shape[-1])).astype(np.float32))
+            tower("model/visual/blocks/%d/%s" % (l, m), (patches, width))
+        tower("model/visual/blocks/%d" % l, (patches, width))
+    tower("model/visual/merger", (patches // 3, taps["embed"].shape[-1]))
 
 
 FLAX_ATTN = {"q": "query", "k": "key", "v": "value", "q_rope": "query_rotary",
@@ -174,4 +180,4 @@ def flax_scan(out, taps, cfg):
 
 
 WRITERS = {"modular": modular, "modular-max": lambda o, t, c: modular(o, t, max_side=True),
-           "v5": lambda o, t, c: v5(o, t), "flax": flax, "flax-tree": flax_tree, "flax-scan": flax_scan}
+           "v5": lambda o, t, c: v5(o, t), "v5-tower-bug": lambda o, t, c: v5(o, t, tower_bug=True), "flax": flax, "flax-tree": flax_tree, "flax-scan": flax_scan}

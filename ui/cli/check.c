@@ -40,6 +40,7 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->threads = o->threads;
 	ro->heads = o->heads;
 	ro->kv_heads = o->kv_heads;
+	ro->tower = o->tower;
 	ro->origin_factor = o->origin_factor;
 	ro->allow_partial = o->allow_partial;
 	ro->no_builtin_names = o->no_builtin_names;
@@ -153,11 +154,13 @@ int tb_cmd_check(const tb_options *o)
 	tb_run run = {0};
 	tb_report rep = {0};
 	tb_history hist = {0};
+	tb_tower_summary towers[TB_MAX_TOWERS];
 	tb_err err;
 	int rc;
 
 	tb_run_opts_from(o, &ro);
-	ro.record = o->no_history ? TB_RECORD_NONE : TB_RECORD_DISK;
+	/* a tower's grid is no pass of the pair's history */
+	ro.record = o->no_history || o->tower ? TB_RECORD_NONE : TB_RECORD_DISK;
 	if (tb_run_config_load(&cfg, &ro, &err) < 0)
 		return tb_die(&err);
 	if (tb_run_exec(&run, &cfg, &err) < 0) {
@@ -192,6 +195,10 @@ int tb_cmd_check(const tb_options *o)
 	rep.layout[0] = &run.sess.ref->layout;
 	rep.layout[1] = &run.sess.cand->layout;
 	rep.tolfile = cfg.tolfile;
+	rep.tower = o->tower;
+	if (!o->tower)
+		rep.n_towers = tb_towers_compare(&cfg, &run, towers, TB_MAX_TOWERS);
+	rep.towers = towers;
 	if ((o->html_file && write_html(o, &rep, &err) < 0) || write_report(o, &rep, &err) < 0)
 		rc = tb_die(&err);
 	else

@@ -18,6 +18,7 @@
 typedef struct ls_entry {
 	const tb_tensor *t;
 	bool mapped;
+	const char *tower; /* a tower's tensor (its cell in the tower's grid), or NULL */
 	tb_cell cell;
 	size_t at; /* its place in the tree (raw-name order) */
 	char rule[256]; /* the rule that named it */
@@ -33,6 +34,10 @@ static int cmp_entry(const void *pa, const void *pb)
 
 	if (a->mapped != b->mapped)
 		return a->mapped ? -1 : 1;
+	if (!a->tower != !b->tower)
+		return a->tower ? 1 : -1;
+	if (a->tower && (c = strcmp(a->tower, b->tower)) != 0)
+		return c;
 	if (a->mapped && (c = tb_cell_cmp(&a->cell, &b->cell)) != 0)
 		return c;
 	return a->at < b->at ? -1 : a->at > b->at;
@@ -46,8 +51,14 @@ static ls_entry *ls_entries(const tb_tree *tree, const tb_namer *namer, const tb
 	for (size_t i = 0; e && i < tree->n_tensors; i++) {
 		e[i].t = tree->tensors[i];
 		e[i].at = i;
-		e[i].mapped = tb_namer_map_role(namer, e[i].t->name, e[i].t->role, tn->shared, &e[i].cell, NULL, e[i].rule,
-						sizeof e[i].rule);
+		e[i].tower = tb_name_tower(e[i].t->name);
+		if (e[i].tower) {
+			e[i].mapped = tb_namer_map_tower(namer, e[i].t->name, e[i].tower, &e[i].cell, NULL);
+			snprintf(e[i].rule, sizeof e[i].rule, "the %s tower's conventions", e[i].tower);
+		} else {
+			e[i].mapped = tb_namer_map_role(namer, e[i].t->name, e[i].t->role, tn->shared, &e[i].cell, NULL,
+							e[i].rule, sizeof e[i].rule);
+		}
 	}
 	if (e && tree->n_tensors)
 		qsort(e, tree->n_tensors, sizeof *e, cmp_entry);
@@ -91,6 +102,8 @@ static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *
 		char cell[128];
 
 		cJSON_AddStringToObject(o, "name", t->name);
+		if (e[i].tower)
+			cJSON_AddStringToObject(o, "tower", e[i].tower);
 		if (e[i].mapped) {
 			tb_cell_name(&e[i].cell, cell, sizeof cell);
 			cJSON_AddStringToObject(o, "cell", cell);
@@ -141,45 +154,59 @@ static int ls_json(const tb_tree *tree, const ls_entry *e, const tb_tree_names *
 	return 0;
 }
 
+/* The CELL column of an entry: "L0.attn", "vision:L0.attn", "(input)"... */
+static void ls_cell(const ls_entry *e, char *cell, size_t size)
+{
+	char name[100];
+
+	if (e->mapped) {
+		tb_cell_name(&e->cell, name, sizeof name);
+		snprintf(cell, size, "%s%s%s", e->tower ? e->tower : "", e->tower ? ":" : "", name);
+	} else if (tb_name_is_token_ids(e->t->name)) {
+		snprintf(cell, size, "(token ids)");
+	} else if (tb_name_is_aux(e->t->name)) {
+		snprintf(cell, size, "(input)");
+	} else if (e->t->role && !e->t->role[0]) {
+		snprintf(cell, size, "(internal)");
+	} else {
+		snprintf(cell, size, "(unmapped)");
+	}
+}
+
 static void ls_text(const tb_tree *tree, const ls_entry *e, const tb_tolfile *tf, const tb_tolerance *base)
 {
-	size_t width = 8, unmapped = 0;
-	char layout[160];
+	size_t width = 8, cw = 14, unmapped = 0;
+	char layout[160], cell[128];
 
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		size_t n = strlen(tree->tensors[i]->name);
 		if (n > width)
 			width = n;
+		ls_cell(&e[i], cell, sizeof cell);
+		if (strlen(cell) > cw)
+			cw = strlen(cell);
 	}
 	if (width > 60)
 		width = 60;
-	printf("%-*s  %-14s %-10s %-28s %s%s\n", (int)width, "NAME", "CELL", "DTYPE", "SHAPE", "FILE",
+	printf("%-*s  %-*s %-10s %-28s %s%s\n", (int)width, "NAME", (int)cw, "CELL", "DTYPE", "SHAPE", "FILE",
 	       tf ? "  TOLERANCE" : "");
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		const tb_tensor *t = e[i].t;
-		char cell[128], shape[128], tols[320] = "";
+		char shape[128], tols[320] = "";
 
-		if (e[i].mapped) {
-			tb_cell_name(&e[i].cell, cell, sizeof cell);
-			if (tf) {
-				tb_tolerance tol = *base;
-				int k = tb_tolfile_apply(tf, &e[i].cell, t->name, NULL, &tol);
-				snprintf(tols, sizeof tols, "  %s: atol %g rtol %g diverge %g%s",
-					 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol,
-					 tol.diverge, tol.absolute ? " abs" : "");
-			}
-		} else if (tb_name_is_token_ids(t->name)) {
-			snprintf(cell, sizeof cell, "(token ids)");
-		} else if (tb_name_is_aux(t->name)) {
-			snprintf(cell, sizeof cell, "(input)");
-		} else if (t->role && !t->role[0]) {
-			snprintf(cell, sizeof cell, "(internal)");
-		} else {
-			snprintf(cell, sizeof cell, "(unmapped)");
+		ls_cell(&e[i], cell, sizeof cell);
+		if (!e[i].mapped && !strcmp(cell, "(unmapped)"))
 			unmapped++;
+		if (e[i].mapped && tf) {
+			tb_tolerance tol = *base;
+			int k = tb_tolfile_apply(tf, &e[i].cell, t->name, NULL, &tol);
+			snprintf(tols, sizeof tols, "  %s: atol %g rtol %g diverge %g%s",
+				 k >= 0 ? tb_tolfile_pattern(tf, k) : "(command line)", tol.atol, tol.rtol, tol.diverge,
+				 tol.absolute ? " abs" : "");
 		}
 		ls_shape(t, shape, sizeof shape);
-		printf("%-*s  %-14s %-10s %-28s %s%s\n", (int)width, t->name, cell, ls_dtype(t), shape, t->path, tols);
+		printf("%-*s  %-*s %-10s %-28s %s%s\n", (int)width, t->name, (int)cw, cell, ls_dtype(t), shape, t->path,
+		       tols);
 	}
 	printf("%zu tensors, %zu unmapped\n", tree->n_tensors, unmapped);
 	tb_layout_text(&tree->layout, layout, sizeof layout);

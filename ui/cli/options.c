@@ -32,6 +32,7 @@ enum {
 	OPT_NO_HISTORY,
 	OPT_HEADS,
 	OPT_KV_HEADS,
+	OPT_TOWER,
 	OPT_JSON,
 	OPT_MARKDOWN,
 	OPT_HTML,
@@ -112,6 +113,9 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		       .help = "attention heads (per-head views and rules)"},
 	[OPT_KV_HEADS] = {.name = "kv-heads", .metavar = "N", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			  .help = "key/value heads"},
+	[OPT_TOWER] = {.name = "tower", .metavar = "NAME", .arg = TB_ARG_NUMBER,
+		       .modes = TB_IN(TB_MODE_TUI) | TB_IN(TB_MODE_CHECK),
+		       .help = "compare a multimodal model's vision or audio tower, not its text decoder"},
 	[OPT_JSON] = {.name = "json", .modes = TB_IN(TB_MODE_CHECK) | TB_IN(TB_MODE_LS),
 		      .help = "write JSON instead of text"},
 	[OPT_MARKDOWN] = {.name = "markdown", .modes = TB_IN(TB_MODE_CHECK),
@@ -299,6 +303,19 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 	case OPT_NO_MOUSE: o->no_mouse = true; break;
 	case OPT_HEADS: return int_arg(opt, arg, 1, 65536, &o->heads, msg, size);
 	case OPT_KV_HEADS: return int_arg(opt, arg, 1, 65536, &o->kv_heads, msg, size);
+	case OPT_TOWER:
+		if (!tb_tower_known(arg)) {
+			const char *names[8];
+			size_t n = tb_tower_names(names, 8), len;
+			len = (size_t)snprintf(msg, size, "--tower: '%s' is not a tower (", arg);
+			for (size_t i = 0; i < n && len < size; i++)
+				len += (size_t)snprintf(msg + len, size - len, "%s%s", i ? ", " : "", names[i]);
+			if (len < size)
+				snprintf(msg + len, size - len, ")");
+			return -1;
+		}
+		o->tower = arg;
+		break;
 	case OPT_JSON: o->json = true; break;
 	case OPT_MARKDOWN: o->markdown = true; break;
 	case OPT_HTML: o->html_file = arg; break;

@@ -79,6 +79,7 @@ typedef struct tb_options {
 	bool allow_partial;   /* go on when coverage is poor */
 	bool no_builtin_names; /* only the --map file names tensors */
 	int heads, kv_heads;  /* 0: infer */
+	const char *tower;    /* --tower NAME: a tower's grid, or NULL for the text decoder's */
 	bool json, markdown;
 	const char *html_file; /* (check) --html FILE, or NULL */
 	const char *output;    /* (calibrate, sketch) -o FILE */

@@ -11,6 +11,7 @@
 
 #include <curses.h>
 
+#include "model/naming.h"
 #include "run/html.h"
 #include "run/markdown.h"
 #include "run/report.h"
@@ -131,6 +132,21 @@ static ui_ret cmd_tol(view *v, char *args)
 	}
 	v->tol = tol;
 	return ui_flags(reload_recompare(v));
+}
+
+static ui_ret cmd_tower(view *v, char *args)
+{
+	char *name = strtok(args, " \t");
+
+	if (!name)
+		return ui_flags(reload_tower(v, NULL, true));
+	if (!strcmp(name, "text"))
+		return ui_flags(reload_tower(v, NULL, false));
+	if (!tb_tower_known(name)) {
+		view_message(v, true, "tower: '%s' is none (text, vision, audio)", name);
+		return ui_flags(0);
+	}
+	return ui_flags(reload_tower(v, name, false));
 }
 
 static ui_ret cmd_filter(view *v, char *args)
@@ -292,6 +308,8 @@ const ui_cmd ui_cmds[] = {
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export [json|md|html] FILE", .exec = cmd_export, .complete = CMP_FILE,
 	 .help = "write the JSON report (as 'tbisect check --json --features'), or with md or html (or a .md or .html FILE) the Markdown summary or the HTML report"},
+	{.name = "tower", .usage = "tower [text|vision|audio]", .exec = cmd_tower, .complete = CMP_NONE,
+	 .help = "show the text decoder's grid or a tower's (both trees must hold it); no NAME: the next grid (as t)"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
 	 .help = "compare both trees again: a new pass (as r)"},
 	{.name = "history", .usage = "history [clear]", .action = TB_ACT_HISTORY, .complete = CMP_NONE,

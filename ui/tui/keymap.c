@@ -52,6 +52,7 @@ const tb_binding tb_bindings[] = {
 	{'r', TB_ACT_RELOAD},
 	{'[', TB_ACT_PREV_STEP},
 	{']', TB_ACT_NEXT_STEP},
+	{'t', TB_ACT_TOWER},
 	{'?', TB_ACT_HELP},
 	{KEY_F(1), TB_ACT_HELP},
 	{':', TB_ACT_PROMPT},

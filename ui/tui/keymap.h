@@ -34,6 +34,7 @@
 	X(RELOAD, "reload", "compare both trees again: a new pass (--watch: on change)")  \
 	X(PREV_STEP, "prev-step", "compare the forward step before (a dump of prefill and decode steps)") \
 	X(NEXT_STEP, "next-step", "compare the next forward step (a dump of prefill and decode steps)") \
+	X(TOWER, "tower", "show the next grid: the text decoder's, then each tower both trees hold (vision, audio)") \
 	X(HELP, "help", "show this help")                                                     \
 	X(PROMPT, "prompt", "open the command prompt (Tab completes, Up/Down history)")      \
 	X(SEARCH, "search", "search cell and tensor names; empty: next match")                \

@@ -276,6 +276,7 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));
 	case TB_ACT_PREV_STEP: return ui_flags(reload_step(&l->v, -1));
 	case TB_ACT_NEXT_STEP: return ui_flags(reload_step(&l->v, 1));
+	case TB_ACT_TOWER: return ui_flags(reload_tower(&l->v, NULL, true));
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
 	case TB_ACT_SEARCH:

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/naming.h"
 #include "run/run.h"
+#include "run/towers.h"
 #include "tui/reload.h"
 #include "tui/screen.h"
 
@@ -257,6 +259,47 @@ unsigned reload_step(view *v, int delta)
 		v->cfg = &v->applied;
 	}
 	v->applied.opts.layout.step = step;
+	return reload_start(v);
+}
+
+unsigned reload_tower(view *v, const char *tower, bool next)
+{
+	const char *all[TB_MAX_TOWERS], *names[TB_MAX_TOWERS + 1] = {NULL};
+	size_t na = tb_tower_names(all, TB_MAX_TOWERS), n = 1;
+
+	if (!v->run.open) {
+		view_message(v, true, "no trees are open");
+		return UI_REDRAW;
+	}
+	/* the grids there are: the text decoder's, and each tower both hold */
+	for (size_t i = 0; i < na; i++)
+		if (tb_tree_holds_tower(v->run.sess.ref, all[i]) && tb_tree_holds_tower(v->run.sess.cand, all[i]))
+			names[n++] = all[i];
+	if (next) {
+		const char *shown = v->cfg->opts.tower;
+		size_t i = 0;
+		while (i < n && !(shown ? names[i] && !strcmp(names[i], shown) : !names[i]))
+			i++;
+		if (n == 1) {
+			view_message(v, true, "no tower: the trees hold no vision or audio tower both");
+			return UI_REDRAW;
+		}
+		tower = names[(i + 1) % n];
+	} else if (tower) {
+		size_t i = 1;
+		while (i < n && strcmp(names[i], tower))
+			i++;
+		if (i == n) {
+			view_message(v, true, "tower %s: not held by both trees", tower);
+			return UI_REDRAW;
+		}
+		tower = names[i];
+	}
+	if (v->cfg != &v->applied) {
+		v->applied = *v->cfg;
+		v->cfg = &v->applied;
+	}
+	v->applied.opts.tower = tower;
 	return reload_start(v);
 }
 

@@ -25,6 +25,11 @@ unsigned reload_start(view *v);
  * dump of several forward steps), and compare them as reload_start does;
  * says why not when there is no such step or the steps are stitched. */
 unsigned reload_step(view *v, int delta);
+/* Open both trees again with the grid of tower (NULL: the text
+ * decoder's), or with next the grid after the shown one (text, then each
+ * tower both trees hold, then text again), and compare them as
+ * reload_start does.  A tower's grid records no pass. */
+unsigned reload_tower(view *v, const char *tower, bool next);
 /* Compare the shown trees again at v->tol; records no pass. */
 unsigned reload_recompare(view *v);
 /* Forget the pair's passes (:history clear): the file goes, and the next

@@ -208,6 +208,11 @@ static void draw_header(view *v, WINDOW *w)
 			ui_put(w, 0, x, ui_attr(UI_HEADER), "%s", steps);
 			x += (int)strlen(steps) + 2;
 		}
+		/* the grid shown, when it is a tower's (t switches) */
+		if (v->run.cfg->opts.tower) {
+			ui_put(w, 0, x, ui_attr(UI_LABEL), "%s tower", v->run.cfg->opts.tower);
+			x += (int)strlen(v->run.cfg->opts.tower) + 8;
+		}
 	}
 	ui_put(w, 0, x, ui_attr(UI_HEADER), "paired %zu  unpaired %zu/%zu", tb_pairing_complete(p), p->n_unp[0],
 	       p->n_unp[1]);
