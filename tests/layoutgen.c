@@ -10,6 +10,16 @@
  *       holding {"value": tensor, "meta": {..., "dims": ...}} on cuda:R;
  *       2-D [tokens, hidden]; the core records (input_ids, seq_lens,
  *       positions, req_pool_indices, rids) first in each step.
+ *   layoutgen sglang-pd SRC OUT CUTS
+ *       the same dumper collecting CUDA-graph frames (sgl-project/sglang PR
+ *       #38439, python/sglang/srt/debug_utils/cuda_graph/seams.py: tags
+ *       tap, occurrence, graph_runner, forward_mode, pd_role, graph_backend,
+ *       graph_size after recompute_status, occurrence 0 untagged) on a
+ *       prefill/decode-disaggregated server: the prefill process writes
+ *       step 0 (EXTEND, eager), the decode process steps 0.. (DECODE, graph
+ *       frames of graph_size 8), each decode step calling layer 0's MLP
+ *       twice (occurrence=1, half its value) and holding a frame at its
+ *       padded width (moe_expert_output, [16, hidden]).  One rank.
  *   layoutgen vllm SRC OUT TP CUTS [STALE]
  *       vLLM's intermediate logging (PR #21215): <uuid>/step_N/<module>/
  *       outputs[_i]_cuda_R.pt bare tensors, inputs_i_cuda_R.pt, JSON
@@ -207,6 +217,8 @@ typedef struct sglang {
 	const char *out;
 	int tp, rank, step, layer;
 	int64_t index[64]; /* dump_index per rank, from 1 */
+	const char *tags;  /* the CUDA-graph frames' tags after recompute_status ("___tap=t1___..."), or NULL */
+	int occurrence;    /* the record's call in the pass, 0: the first (untagged) */
 } sglang;
 
 /* One record: value is a payload, or (rids) a list of strings when v is NULL. */
@@ -220,6 +232,16 @@ static void sg_record(sglang *g, const char *name, const char *dims, const paylo
 
 	snprintf(path, sizeof path, "%s/step=%d___rank=%d___dump_index=%lld___name=%s___recompute_status=disabled", g->out,
 		 g->step, g->rank, (long long)idx, name);
+	if (g->tags) {
+		/* seams.py: tap, occurrence (left out when 0), then the runner's and the replay's tags */
+		const char *rest = strstr(g->tags, "___graph_runner=");
+		snprintf(path + strlen(path), sizeof path - strlen(path), "%.*s", (int)(rest ? rest - g->tags : (long)strlen(g->tags)),
+			 g->tags);
+		if (g->occurrence)
+			snprintf(path + strlen(path), sizeof path - strlen(path), "___occurrence=%d", g->occurrence);
+		if (rest)
+			snprintf(path + strlen(path), sizeof path - strlen(path), "%s", rest);
+	}
 	if (g->layer >= 0)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "___layer_id=%d", g->layer);
 	strcat(path, ".pt");
@@ -371,6 +393,41 @@ static int cmd_sglang(const tb_tree *src, const char *out, int tp, const char *c
 		for (g.rank = 0; g.rank < tp; g.rank++) {
 			g.step = k;
 			sglang_step(&g, src, layers, q0, q0 + cuts[k == stale && k > 0 ? k - 1 : k], total);
+		}
+		p0 += cuts[k];
+	}
+	return 0;
+}
+
+/* A disaggregated server's two processes: the prefill's step 0, the
+ * decode's steps 0.. as CUDA-graph frames (see the header). */
+static int cmd_sglang_pd(const tb_tree *src, const char *out, const char *cuts_arg)
+{
+	int64_t cuts[MAX_CUTS], p0 = 0, total = 0;
+	int n = parse_cuts(cuts_arg, cuts), layers = layers_of(src);
+	sglang g = {.out = out, .tp = 1};
+
+	for (int k = 0; k < n; k++)
+		total += cuts[k];
+	for (int k = 0; k < n; k++) {
+		g.step = k ? k - 1 : 0;
+		g.tags = k ? "___tap=t1___graph_runner=CudaGraphRunner___forward_mode=DECODE___pd_role=decode"
+			     "___graph_backend=full___graph_size=8"
+			   : "___tap=eager___forward_mode=EXTEND___pd_role=prefill";
+		sglang_step(&g, src, layers, p0, p0 + cuts[k], total);
+		if (k) {
+			mat m = load(src, "model.layers.0.mlp");
+			mat s = cut(m, p0, p0 + cuts[k], 0, m.width);
+			mat pad = {arena_alloc((size_t)(16 * m.width) * sizeof(float)), 16, m.width};
+			/* the MLP's second call in the pass: a tensor of its own (a
+			 * short record name: the tags make long file names) */
+			g.layer = 0;
+			g.occurrence = 1;
+			sg_record(&g, "mlp_output", "t h", &(payload){.m = &(mat){scaled(s, 0.5f).x, s.rows, s.width}});
+			g.occurrence = 0;
+			/* a frame the dumper could not trim: two slots per token at the padded size */
+			memset(pad.x, 0, (size_t)(16 * m.width) * sizeof(float));
+			sg_record(&g, "moe_expert_output", "t h", &(payload){.m = &pad});
 		}
 		p0 += cuts[k];
 	}
@@ -745,7 +802,9 @@ int main(int argc, char **argv)
 	snprintf(probe, sizeof probe, "%s/x", argv[3]);
 	if (dw_mkdirs_for(probe) < 0)
 		return die("cannot create %s", argv[3]);
-	if (!strcmp(argv[1], "sglang") && (argc == 6 || argc == 7))
+	if (!strcmp(argv[1], "sglang-pd") && argc == 5)
+		rc = cmd_sglang_pd(src, argv[3], argv[4]);
+	else if (!strcmp(argv[1], "sglang") && (argc == 6 || argc == 7))
 		rc = cmd_sglang(src, argv[3], atoi(argv[4]), argv[5], argc == 7 ? atoi(argv[6]) : -1);
 	else if (!strcmp(argv[1], "vllm") && (argc == 6 || argc == 7))
 		rc = cmd_vllm(src, argv[3], atoi(argv[4]), argv[5], argc == 7 ? atoi(argv[6]) : -1);

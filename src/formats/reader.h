@@ -81,6 +81,8 @@ extern const tb_format tb_fmt_tbsk;
 tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, const char *name, tb_err *err);
 /* Has a tensor of this full name been added? */
 bool tb_builder_has(const tb_builder *b, const char *name);
+/* The tensor added last, or NULL. */
+tb_tensor *tb_builder_last(tb_builder *b);
 /* A new blob owned by the tree (give it a source with tb_blob_set_*). */
 tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
 /* Open and map another file (a shard) for the tree; later walking skips it. */

@@ -10,9 +10,21 @@
  * A record is named step_S.rank_R[.layers.L].NAME, so that the layout step
  * (model/layout.h) joins its ranks and picks its step; the "non_intrusive__"
  * prefix of module-hook records is dropped, leaving the module path.
+ *
+ * Frames the dumper collects from CUDA graphs (sgl-project/sglang PR
+ * #38439) add tap=, occurrence=, graph_runner=, forward_mode=, pd_role=,
+ * graph_backend= and graph_size= after the name.  A module's second call
+ * in one pass (occurrence=K, K >= 1) is a tensor of its own, NAME.call_K,
+ * never the module's cell; a disaggregated server's prefill and decode
+ * processes both count steps from 0, so pd_role names the process
+ * (pd_prefill / pd_decode, whose steps follow the prefill's: layout.h); the
+ * dumper trims the padded rows of a frame whose first axis is the padded
+ * size, so one whose first axis is a larger multiple of graph_size kept
+ * them, and says so.
  */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/pt.h"
@@ -78,9 +90,12 @@ static bool sglang_sniff(const unsigned char *head, size_t n)
 static int sglang_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
 	const char *base = strrchr(f->path, '/'), *dot;
-	char step[32], rank[32], layer[32], rec[TB_MAX_NAME + 1], name[TB_MAX_NAME + 128];
+	char step[32], rank[32], layer[32], rec[TB_MAX_NAME + 1], name[TB_MAX_NAME + 128], occ[32], role[32],
+		size[32], call[48] = "", proc[48] = "";
 	size_t len;
 	const char *nm;
+	tb_tensor *before = tb_builder_last(b), *t;
+	long graph = 0;
 
 	(void)stem;
 	(void)prefix;
@@ -96,11 +111,34 @@ static int sglang_index(tb_builder *b, const tb_file *f, const char *stem, const
 	nm = strncmp(rec, "non_intrusive__", 15) ? rec : rec + 15;
 	if (!*nm)
 		return tb_err_set(err, f->path, "an SGLang dump record with an empty name");
+	if (field(base, len, "occurrence", occ, sizeof occ)) {
+		if (!digits(occ))
+			return tb_err_set(err, f->path, "an SGLang dump record whose occurrence '%s' is not a number", occ);
+		if (strcmp(occ, "0"))
+			snprintf(call, sizeof call, ".call_%s", occ);
+	}
+	if (field(base, len, "pd_role", role, sizeof role) && strcmp(role, "null") && strcmp(role, "none")) {
+		if (strcmp(role, "prefill") && strcmp(role, "decode"))
+			return tb_err_set(err, f->path, "an SGLang dump record whose pd_role '%s' is neither prefill nor decode",
+					  role);
+		snprintf(proc, sizeof proc, "pd_%s.", role);
+	}
+	if (field(base, len, "graph_size", size, sizeof size)) {
+		if (!digits(size) || !(graph = atol(size)))
+			return tb_err_set(err, f->path, "an SGLang dump record whose graph_size '%s' is not a positive number",
+					  size);
+	}
 	if (field(base, len, "layer_id", layer, sizeof layer) && digits(layer) && strncmp(nm, "model.", 6))
-		snprintf(name, sizeof name, "step_%s.rank_%s.layers.%s.%s", step, rank, layer, nm);
+		snprintf(name, sizeof name, "step_%s.%srank_%s.layers.%s.%s%s", step, proc, rank, layer, nm, call);
 	else
-		snprintf(name, sizeof name, "step_%s.rank_%s.%s", step, rank, nm);
-	return tb_pt_index_named(b, f, name, err);
+		snprintf(name, sizeof name, "step_%s.%srank_%s.%s%s", step, proc, rank, nm, call);
+	if (tb_pt_index_named(b, f, name, err) < 0)
+		return -1;
+	t = tb_builder_last(b);
+	if (graph && t && t != before && t->ndim >= 1 && t->shape[0] > graph && t->shape[0] % graph == 0)
+		t->note = "a CUDA-graph frame at its padded width (graph_size rows per token slot): rows past the "
+			  "batch's real count may be stale";
+	return 0;
 }
 
 const tb_format tb_fmt_sglang = {

@@ -192,6 +192,13 @@ tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, c
 	return t;
 }
 
+tb_tensor *tb_builder_last(tb_builder *b)
+{
+	const tb_tree_priv *p = b->tree->priv;
+
+	return p->tensors.n ? p->tensors.v[p->tensors.n - 1] : NULL;
+}
+
 bool tb_builder_has(const tb_builder *b, const char *name)
 {
 	return strset_has(&b->tree->priv->names, name);

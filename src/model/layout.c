@@ -21,6 +21,7 @@ typedef struct entry {
 	char *base; /* name without rank and step tags (owned) */
 	int rank;   /* -1: untagged */
 	int step;   /* -1: untagged */
+	int phase;  /* 1: a disaggregated decode process's (pd_decode), whose steps follow the prefill's */
 } entry;
 
 /* The step in progress: what it made and what it keeps. */
@@ -105,18 +106,24 @@ static size_t rank_suffix(const char *c, size_t n, int *rank)
 	return 0;
 }
 
-/* name without its tags into base; the tags into rank and step. */
-static void strip_tags(const char *name, char *base, size_t size, int *rank, int *step)
+/* name without its tags into base; the tags into rank, step and phase
+ * (a component "pd_decode" or "pd_prefill": which process of a
+ * prefill/decode-disaggregated server wrote it, formats/sglang.c). */
+static void strip_tags(const char *name, char *base, size_t size, int *rank, int *step, int *phase)
 {
 	size_t len = 0;
 
 	*rank = -1;
 	*step = -1;
+	*phase = 0;
 	base[0] = '\0';
 	while (*name) {
 		size_t n = strcspn(name, "."), keep = n;
 		int v;
-		if (tag(name, n, step_words, &v)) {
+		if ((n == 9 && !strncmp(name, "pd_decode", 9)) || (n == 10 && !strncmp(name, "pd_prefill", 10))) {
+			*phase = n == 9;
+			keep = 0;
+		} else if (tag(name, n, step_words, &v)) {
 			*step = v;
 			keep = 0;
 		} else if (tag(name, n, rank_words, &v)) {
@@ -842,6 +849,30 @@ static bool vllm_logits(const char *base)
 	return p && (p == base || p[-1] == '.') && (!strcmp(p + 16, "") || !strncmp(p + 16, ".outputs", 8));
 }
 
+/* A prefill process and a decode process count their steps each from 0:
+ * the decode process's steps follow the prefill's, as they ran. */
+static void decode_after_prefill(lay *L)
+{
+	int last = -1, first = MAX_TAG;
+
+	for (size_t i = 0; i < L->n; i++) {
+		if (L->e[i].step < 0)
+			continue;
+		if (L->e[i].phase && L->e[i].step < first)
+			first = L->e[i].step;
+		if (!L->e[i].phase && L->e[i].step > last)
+			last = L->e[i].step;
+	}
+	if (first == MAX_TAG || last < 0)
+		return;
+	for (size_t i = 0; i < L->n; i++)
+		if (L->e[i].phase && L->e[i].step >= 0)
+			L->e[i].step += last + 1 - first;
+	if (L->tree)
+		tb_tree_note(L->tree, "the decode process's steps (pd_role=decode) follow the prefill process's: its step %d is "
+			      "step %d here", first, last + 1);
+}
+
 /* Every tensor of tree with its tags stripped, into L->e, and the prefix
  * their names share, into L->shared; *tagged: whether any had a tag. */
 static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
@@ -855,7 +886,7 @@ static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		char base[NAME_ROOM];
 		entry *e = &L->e[L->n];
-		strip_tags(tree->tensors[i]->name, base, sizeof base, &e->rank, &e->step);
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &e->rank, &e->step, &e->phase);
 		e->t = tree->tensors[i];
 		e->base = strdup(base[0] ? base : tree->tensors[i]->name);
 		if (!e->base)
@@ -867,6 +898,7 @@ static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
 		L->n++;
 		*tagged |= e->rank >= 0 || e->step >= 0;
 	}
+	decode_after_prefill(L);
 	bases = malloc((L->n ? L->n : 1) * sizeof *bases);
 	if (!bases)
 		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
@@ -921,10 +953,10 @@ void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q,
 bool tb_layout_has_steps(const tb_tree *tree)
 {
 	char base[NAME_ROOM];
-	int rank, step;
+	int rank, step, phase;
 
 	for (size_t i = 0; i < tree->n_tensors; i++) {
-		strip_tags(tree->tensors[i]->name, base, sizeof base, &rank, &step);
+		strip_tags(tree->tensors[i]->name, base, sizeof base, &rank, &step, &phase);
 		if (step >= 0)
 			return true;
 	}

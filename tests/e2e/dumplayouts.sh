@@ -165,4 +165,33 @@ cp -R "$T/hf-ok" "$T/hfgone"
 rm "$T/hfgone/LlamaForCausalLM.model.layers.1.mlp.up_proj_outputs.safetensors"
 expect_error_msg 2 "FULL_TENSORS.json" "which is missing" "a model-debugger tree naming a missing file" "$TBISECT" check --no-history "$T/ref" "$T/hfgone"
 
+# SGLang's CUDA-graph frames on a prefill/decode-disaggregated server: the
+# decode process's steps follow the prefill's, a module's second call is
+# a tensor of its own, a frame at its padded width says its rows may be stale.
+"$GEN" sglang-pd "$T/ok" "$T/pd" 12,1,1,1,1 || bail_out "layoutgen failed"
+expect_exit 0 "sglang-pd: ls" "$TBISECT" ls "$T/pd"
+check_that "sglang-pd: prefill step 0 and decode steps 0..3 are steps 0..4" grep -q "step 0 of 0..4" "$TAP_OUT"
+check_that "sglang-pd: the renumbering said" grep -q "note: the decode process's steps (pd_role=decode) follow the prefill process's: its step 0 is step 1 here" "$TAP_OUT"
+expect_exit 0 "sglang-pd: ls at a decode step" "$TBISECT" ls --step 1 "$T/pd"
+check_that "sglang-pd: the MLP's first call is L0.mlp" grep -q "^layers.0.mlp_output  *L0.mlp " "$TAP_OUT"
+check_that "sglang-pd: its second call is a tensor of its own" grep -q "^layers.0.mlp_output.call_1  *(unmapped) " "$TAP_OUT"
+expect_exit 1 "sglang-pd against the bug: stitched, it diverges" "$TBISECT" check --json --no-history "$T/pd" "$T/bug"
+json_is "sglang-pd: its 5 steps stitched" layout.ref.stitched true
+check_that "sglang-pd: the second call is kept out of L0.mlp's stitching" \
+	grep -q "layers.0.mlp_output.call_1: not stitched, it has no step 0" "$TAP_ERR"
+expect_exit 0 "sglang-pd against itself at decode step 2" "$TBISECT" check --json --no-history --step 2 "$T/pd" "$T/pd"
+json_is "sglang-pd: the padded frame is L0.mlp.experts" cells.3.tap mlp.experts
+json_is "sglang-pd: the padded frame is said" cells.3.layout \
+	"a CUDA-graph frame at its padded width (graph_size rows per token slot): rows past the batch's real count may be stale"
+for bad in "occurrence=x" "pd_role=both" "graph_size=0"; do
+	rm -rf "$T/pdbad"
+	cp -R "$T/pd" "$T/pdbad"
+	victim=$(find "$T/pdbad" -name 'step=1___*name=mlp_output*occurrence=1*' | head -n 1)
+	key=${bad%%=*}
+	moved=$(printf '%s' "$victim" | sed "s/___${key}=[^_]*/___${bad}/")
+	[ "$key" = occurrence ] || moved=$(printf '%s' "$victim" | sed "s/___${key}=[^_.]*/___${bad}/")
+	mv "$victim" "$moved"
+	expect_error_msg 2 "$moved" "$key" "sglang-pd: a frame with $bad is refused" "$TBISECT" check --no-history "$T/ref" "$T/pdbad"
+done
+
 tap_done
