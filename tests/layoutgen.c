@@ -20,6 +20,20 @@
  *       frames of graph_size 8), each decode step calling layer 0's MLP
  *       twice (occurrence=1, half its value) and holding a frame at its
  *       padded width (moe_expert_output, [16, hidden]).  One rank.
+ *   layoutgen trtllm SRC OUT
+ *       TensorRT-LLM's debug hook (tensorrt_llm/_torch/debug/debug_hook.py,
+ *       debug_mode): OUT/rank0/ holds one torch.save tensor per file named
+ *       by the call chain, "ORD.Class" joined by '-' (ORD the call's count
+ *       among its parent call's children), then "-input.X.pt" for each
+ *       positional argument (X its name in forward's signature) and after
+ *       the call "-output.X.pt": the positional arguments again, then the
+ *       outputs, X the signature's name at their count, else the count
+ *       (dump_tensor, get_dump_file_path).  The calls are those of
+ *       tensorrt_llm/_torch/models/modeling_llama.py: the decoder layers,
+ *       attention and model called with keywords only (no inputs dumped,
+ *       outputs named after arguments they are not), fused qkv_proj and
+ *       gate_up_proj, RMSNorm fusing the residual add (output 2 normed,
+ *       3 the sum), an AllReduce inside o_proj, the LM head at the top.
  *   layoutgen vllm SRC OUT TP CUTS [STALE]
  *       vLLM's intermediate logging (PR #21215): <uuid>/step_N/<module>/
  *       outputs[_i]_cuda_R.pt bare tensors, inputs_i_cuda_R.pt, JSON
@@ -434,6 +448,130 @@ static int cmd_sglang_pd(const tb_tree *src, const char *out, const char *cuts_a
 	return 0;
 }
 
+/* ---- TensorRT-LLM ---- */
+
+/* One call: its chain, its positional inputs (named by the signature's
+ * first argument names), its outputs (named by the signature's names at
+ * their counts, else by the count). */
+static void trt_call(const char *dir, const char *chain, const char *const *sig, int n_sig, const payload *in, int n_in,
+		     const payload *out, int n_out)
+{
+	char path[4096], stem[4096], x[64];
+	dw_pt_tensor t;
+	dw_pt_opts o = {.lone = true};
+
+	for (int pass = 0; pass < 2; pass++) {
+		int count = 0;
+		for (int k = 0; k < n_in + (pass ? n_out : 0); k++, count++) {
+			const payload *v = k < n_in ? &in[k] : &out[k - n_in];
+			if (count < n_sig)
+				snprintf(x, sizeof x, "%s", sig[count]);
+			else
+				snprintf(x, sizeof x, "%d", count);
+			snprintf(path, sizeof path, "%s/%s-%s.%s.pt", dir, chain, pass ? "output" : "input", x);
+			stem_of(path, stem, sizeof stem);
+			tensor_of(v, &t, "cuda:0");
+			o.prefix = stem;
+			if (dw_mkdirs_for(path) < 0 || dw_write_pt(path, &t, 1, &o) < 0)
+				die("cannot write %s", path);
+		}
+	}
+}
+
+static int cmd_trtllm(const tb_tree *src, const char *out)
+{
+	static const char *const emb_sig[] = {"input"}, *const norm_sig[] = {"hidden_states", "residual"},
+				 *const lin_sig[] = {"input"}, *const mlp_sig[] = {"x", "all_rank_num_tokens"},
+				 *const layer_sig[] = {"position_ids", "hidden_states", "attn_metadata", "residual"},
+				 *const attn_sig[] = {"position_ids", "hidden_states", "attn_metadata"},
+				 *const model_sig[] = {"attn_metadata", "input_ids", "position_ids"};
+	char dir[4096], chain[512], name[256];
+	int layers = layers_of(src);
+	mat tok = load(src, "tokens"), emb = load(src, "model.embed_tokens");
+	int64_t ids[4096];
+	mat resid = emb, h = emb;
+
+	snprintf(dir, sizeof dir, "%s/rank0", out);
+	for (int64_t i = 0; i < tok.width && i < 4096; i++)
+		ids[i] = (int64_t)tok.x[i];
+	trt_call(dir, "1.LlamaModel-1.Embedding", emb_sig, 1, &(payload){.ints = ids, .n_ints = tok.width}, 1,
+		 &(payload){.m = &emb}, 1);
+	for (int l = 0; l < layers; l++) {
+		char lc[128];
+		mat normed, attn, qkv, o, mlpn, sum, gu, down, mlp, block, before;
+		snprintf(lc, sizeof lc, "1.LlamaModel-%d.LlamaDecoderLayer", l + 2);
+#define LOAD(var, fmt) (snprintf(name, sizeof name, fmt, l), var = load(src, name))
+		LOAD(normed, "model.layers.%d.input_layernorm");
+		LOAD(attn, "model.layers.%d.self_attn");
+		LOAD(o, "model.layers.%d.self_attn.o_proj");
+		LOAD(mlpn, "model.layers.%d.post_attention_layernorm");
+		LOAD(down, "model.layers.%d.mlp.down_proj");
+		LOAD(mlp, "model.layers.%d.mlp");
+		LOAD(block, "model.layers.%d");
+		{
+			mat q, k, v, g, u;
+			LOAD(q, "model.layers.%d.self_attn.q_proj");
+			LOAD(k, "model.layers.%d.self_attn.k_proj");
+			LOAD(v, "model.layers.%d.self_attn.v_proj");
+			LOAD(g, "model.layers.%d.mlp.gate_proj");
+			LOAD(u, "model.layers.%d.mlp.up_proj");
+			qkv = join3(q, k, v);
+			gu = join3(g, u, (mat){NULL, g.rows, 0});
+		}
+#undef LOAD
+		/* layer 0's norm gets no residual: its one output takes the
+		 * signature's second name */
+		snprintf(chain, sizeof chain, "%s-1.RMSNorm", lc);
+		if (l == 0)
+			trt_call(dir, chain, norm_sig, 2, &(payload){.m = &h}, 1, &(payload){.m = &normed}, 1);
+		else {
+			mat prev;
+			snprintf(name, sizeof name, "model.layers.%d", l - 1);
+			prev = load(src, name);
+			trt_call(dir, chain, norm_sig, 2, (payload[]){{.m = &h}, {.m = &resid}}, 2,
+				 (payload[]){{.m = &normed}, {.m = &prev}}, 2);
+		}
+		snprintf(chain, sizeof chain, "%s-2.LlamaAttention-1.Linear", lc);
+		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &normed}, 1, &(payload){.m = &qkv}, 1);
+		snprintf(chain, sizeof chain, "%s-2.LlamaAttention-2.Linear-1.AllReduce", lc);
+		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &o}, 1, &(payload){.m = &o}, 1);
+		snprintf(chain, sizeof chain, "%s-2.LlamaAttention-2.Linear", lc);
+		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &o}, 1, &(payload){.m = &o}, 1);
+		snprintf(chain, sizeof chain, "%s-2.LlamaAttention", lc);
+		trt_call(dir, chain, attn_sig, 3, NULL, 0, &(payload){.m = &attn}, 1);
+		before = emb;
+		if (l > 0) {
+			snprintf(name, sizeof name, "model.layers.%d", l - 1);
+			before = load(src, name);
+		}
+		sum = minus(before, scaled(attn, -1.0f));
+		snprintf(chain, sizeof chain, "%s-3.RMSNorm", lc);
+		trt_call(dir, chain, norm_sig, 2, (payload[]){{.m = &attn}, {.m = &before}}, 2,
+			 (payload[]){{.m = &mlpn}, {.m = &sum}}, 2);
+		snprintf(chain, sizeof chain, "%s-4.GatedMLP-1.Linear", lc);
+		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &mlpn}, 1, &(payload){.m = &gu}, 1);
+		snprintf(chain, sizeof chain, "%s-4.GatedMLP-2.Linear", lc);
+		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &down}, 1, &(payload){.m = &down}, 1);
+		snprintf(chain, sizeof chain, "%s-4.GatedMLP", lc);
+		trt_call(dir, chain, mlp_sig, 2, &(payload){.m = &mlpn}, 1, &(payload){.m = &mlp}, 1);
+		trt_call(dir, lc, layer_sig, 4, NULL, 0, (payload[]){{.m = &mlp}, {.m = &sum}}, 2);
+		resid = sum;
+		h = mlp;
+		(void)block;
+	}
+	{
+		mat fin = load(src, "model.norm"), logits = load(src, "lm_head"), last;
+		snprintf(name, sizeof name, "model.layers.%d", layers - 1);
+		last = load(src, name);
+		snprintf(chain, sizeof chain, "1.LlamaModel-%d.RMSNorm", layers + 2);
+		trt_call(dir, chain, norm_sig, 2, (payload[]){{.m = &h}, {.m = &resid}}, 2,
+			 (payload[]){{.m = &fin}, {.m = &last}}, 2);
+		trt_call(dir, "1.LlamaModel", model_sig, 3, NULL, 0, &(payload){.m = &fin}, 1);
+		trt_call(dir, "2.LMHead", lin_sig, 1, &(payload){.m = &fin}, 1, &(payload){.m = &logits}, 1);
+	}
+	return 0;
+}
+
 /* ---- vLLM ---- */
 
 typedef struct vllm {
@@ -802,7 +940,9 @@ int main(int argc, char **argv)
 	snprintf(probe, sizeof probe, "%s/x", argv[3]);
 	if (dw_mkdirs_for(probe) < 0)
 		return die("cannot create %s", argv[3]);
-	if (!strcmp(argv[1], "sglang-pd") && argc == 5)
+	if (!strcmp(argv[1], "trtllm") && argc == 4)
+		rc = cmd_trtllm(src, argv[3]);
+	else if (!strcmp(argv[1], "sglang-pd") && argc == 5)
 		rc = cmd_sglang_pd(src, argv[3], argv[4]);
 	else if (!strcmp(argv[1], "sglang") && (argc == 6 || argc == 7))
 		rc = cmd_sglang(src, argv[3], atoi(argv[4]), argv[5], argc == 7 ? atoi(argv[6]) : -1);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "model/layout.h"
+#include "model/trtllm.h"
 #include "testutil.h"
 
 /* A [1, 2, 4] tensor of values base, base+1, ... */
@@ -224,6 +225,61 @@ static void test_shard_specs(void **state)
 	assert_non_null(strstr(err.msg, "unknown tap"));
 }
 
+/* TensorRT-LLM's debug-hook names read as module paths: inputs dumped
+ * again as outputs and calls inside a linear layer dropped, outputs in the
+ * hook's order, a second call of the model a second step; names that are
+ * not all the hook's left alone. */
+static void test_trtllm_names(void **state)
+{
+	static const struct {
+		const char *in, *out; /* out NULL: internal */
+		int step;
+	} rows[] = {
+		{"1.LlamaModel-1.Embedding-input.input", "model.embed_tokens.inputs.input", -1},
+		{"1.LlamaModel-1.Embedding-output.input", NULL, -1},
+		{"1.LlamaModel-1.Embedding-output.1", "model.embed_tokens", -1},
+		{"1.LlamaModel-3.LlamaDecoderLayer-1.RMSNorm-output.3", "model.layers.1.input_layernorm.output.1", -1},
+		{"1.LlamaModel-3.LlamaDecoderLayer-1.RMSNorm-output.2", "model.layers.1.input_layernorm.output.0", -1},
+		{"1.LlamaModel-3.LlamaDecoderLayer-1.RMSNorm-input.hidden_states",
+		 "model.layers.1.input_layernorm.inputs.hidden_states", -1},
+		{"1.LlamaModel-3.LlamaDecoderLayer-1.RMSNorm-output.hidden_states", NULL, -1},
+		{"1.LlamaModel-2.LlamaDecoderLayer-4.GatedMLP-2.Linear-output.1", "model.layers.0.mlp.down_proj", -1},
+		{"1.LlamaModel-2.LlamaDecoderLayer-4.GatedMLP-1.Linear-output.1", "model.layers.0.mlp.gate_up_proj", -1},
+		{"1.LlamaModel-2.LlamaDecoderLayer-2.LlamaAttention-2.Linear-1.AllReduce-output.1", NULL, -1},
+		{"1.LlamaModel-2.LlamaDecoderLayer-2.LlamaAttention-output.position_ids", "model.layers.0.self_attn", -1},
+		{"1.LlamaModel-4.RMSNorm-output.2", "model.norm", -1},
+		{"2.LMHead-output.1", "lm_head", -1},
+	};
+	tb_trtllm_name names[sizeof rows / sizeof *rows] = {0}, two[3] = {0}, mixed[2] = {0};
+	size_t n = sizeof rows / sizeof *rows;
+	(void)state;
+
+	for (size_t i = 0; i < n; i++)
+		names[i].in = rows[i].in;
+	assert_int_equal(tb_trtllm_rename(names, n), 1);
+	for (size_t i = 0; i < n; i++) {
+		if ((names[i].out == NULL) != (rows[i].out == NULL) || (rows[i].out && strcmp(names[i].out, rows[i].out)))
+			fail_msg("%s: got %s, want %s", rows[i].in, names[i].out ? names[i].out : "(internal)",
+				 rows[i].out ? rows[i].out : "(internal)");
+		assert_int_equal(names[i].step, rows[i].step);
+		free(names[i].out);
+	}
+	/* the model called twice, the head after each: two steps */
+	two[0].in = "1.LlamaModel-1.Embedding-output.1";
+	two[1].in = "3.LlamaModel-1.Embedding-output.1";
+	two[2].in = "4.LMHead-output.1";
+	assert_int_equal(tb_trtllm_rename(two, 3), 1);
+	assert_int_equal(two[0].step, 0);
+	assert_int_equal(two[1].step, 1);
+	assert_int_equal(two[2].step, 1);
+	for (int i = 0; i < 3; i++)
+		free(two[i].out);
+	mixed[0].in = "1.LlamaModel-1.Embedding-output.1";
+	mixed[1].in = "model.layers.0.mlp";
+	assert_int_equal(tb_trtllm_rename(mixed, 2), 0);
+	assert_null(mixed[0].out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_joins_by_tap),
 		cmocka_unit_test(test_fused_qkv_from_the_other_tree),
 		cmocka_unit_test(test_shard_specs),
+		cmocka_unit_test(test_trtllm_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

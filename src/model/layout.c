@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/layout.h"
+#include "model/trtllm.h"
 #include "tensor/compose.h"
 #include "tensor/view.h"
 
@@ -873,6 +874,46 @@ static void decode_after_prefill(lay *L)
 			      "step %d here", first, last + 1);
 }
 
+/* A TensorRT-LLM debug-hook tree (model/trtllm.h): its module paths in
+ * place of the hook's names, its top-level calls as steps; the inputs it
+ * dumped again as outputs and what linear layers call inside are left
+ * out, with a note.  -1 when out of memory. */
+static int trtllm_names(lay *L, bool *tagged)
+{
+	tb_trtllm_name *nm = calloc(L->n ? L->n : 1, sizeof *nm);
+	size_t w = 0, dropped = 0;
+	int rc;
+
+	if (!nm)
+		return -1;
+	for (size_t i = 0; i < L->n; i++)
+		nm[i].in = L->e[i].base;
+	rc = tb_trtllm_rename(nm, L->n);
+	if (rc <= 0) {
+		free(nm);
+		return rc;
+	}
+	for (size_t i = 0; i < L->n; i++) {
+		free(L->e[i].base);
+		if (nm[i].internal) {
+			dropped++;
+			continue;
+		}
+		L->e[i].base = nm[i].out;
+		if (nm[i].step >= 0)
+			L->e[i].step = nm[i].step;
+		L->e[w++] = L->e[i];
+	}
+	L->n = w;
+	*tagged = true;
+	free(nm);
+	if (dropped && L->tree)
+		tb_tree_note(L->tree, "%zu tensors of TensorRT-LLM's debug hook left out: inputs it dumped again as "
+				      "outputs, and what linear layers call inside",
+			     dropped);
+	return 0;
+}
+
 /* Every tensor of tree with its tags stripped, into L->e, and the prefix
  * their names share, into L->shared; *tagged: whether any had a tag. */
 static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
@@ -899,6 +940,8 @@ static int read_entries(lay *L, const tb_tree *tree, bool *tagged, tb_err *err)
 		*tagged |= e->rank >= 0 || e->step >= 0;
 	}
 	decode_after_prefill(L);
+	if (trtllm_names(L, tagged) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");
 	bases = malloc((L->n ? L->n : 1) * sizeof *bases);
 	if (!bases)
 		return tb_err_setc(err, TB_ERR_NOMEM, tree->path, "out of memory");

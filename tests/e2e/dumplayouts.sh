@@ -194,4 +194,20 @@ for bad in "occurrence=x" "pd_role=both" "graph_size=0"; do
 	expect_error_msg 2 "$moved" "$key" "sglang-pd: a frame with $bad is refused" "$TBISECT" check --no-history "$T/ref" "$T/pdbad"
 done
 
+# TensorRT-LLM's debug hook: call chains read as module paths, the inputs
+# it dumps again as outputs not taken for outputs.
+"$GEN" trtllm "$T/ok" "$T/trt" || bail_out "layoutgen failed"
+"$GEN" trtllm "$T/bug" "$T/trtbug" || bail_out "layoutgen failed"
+expect_exit 0 "trtllm: ls" "$TBISECT" ls "$T/trt"
+check_that "trtllm: the MLP's output, named after an argument it is not, is L0.mlp" \
+	grep -q "^model.layers.0.mlp  *L0.mlp .*GatedMLP-output.all_rank_num_tokens.pt" "$TAP_OUT"
+check_that "trtllm: the norm's input dumped again as an output is left out" \
+	grep -q "TensorRT-LLM's debug hook left out: inputs it dumped again as outputs" "$TAP_OUT"
+check_that "trtllm: no layer-1 norm input taken for an output" sh -c '! grep -q "RMSNorm-output.hidden_states.pt" "$1"' sh "$TAP_OUT"
+expect_exit 0 "trtllm: the correct port matches the HF tree" "$TBISECT" check --json --no-history "$T/ref" "$T/trt"
+json_is "trtllm: every main cell paired" coverage.cells.paired 18
+check_that "trtllm: fused qkv split and compared" test "$(cell_status 0 attn.q)" = match
+expect_exit 1 "trtllm: the bug diverges" "$TBISECT" check --json --no-history "$T/ref" "$T/trtbug"
+first_is "trtllm: at the HF tree's first divergence" "$want"
+
 tap_done
