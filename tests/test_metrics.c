@@ -68,6 +68,31 @@ static void test_zeros(void **state)
 	assert_int_equal(m.worst_index, 1);
 }
 
+/* Values so small their squares underflow float (normal ones below 2^-63,
+ * subnormals): the sums are redone in double, never read as zero (rel_l2
+ * 0, cosine 1 for a 100% difference). */
+static void test_tiny_values(void **state)
+{
+	static const float scale[] = {1e-40f, 1e-25f};
+	float r[24], c[24];
+	tb_metrics m;
+	(void)state;
+
+	for (size_t k = 0; k < sizeof scale / sizeof *scale; k++) {
+		for (int i = 0; i < 24; i++) {
+			r[i] = scale[k] * (float)(1 + i % 3);
+			c[i] = 2 * r[i];
+		}
+		finish(&m, r, c, 24);
+		assert_near(m.rel_l2, 1, 1e-3);
+		assert_near(m.norm_ratio, 2, 2e-3);
+		assert_near(m.cosine, 1, 1e-3);
+		c[5] = -c[5];
+		finish(&m, r, c, 24);
+		assert_true(m.cosine < 0.99);
+	}
+}
+
 static void test_nonfinite(void **state)
 {
 	const float r[5] = {1, NAN, INFINITY, 2, 3};
@@ -258,6 +283,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hand_computed),     cmocka_unit_test(test_zeros),
+		cmocka_unit_test(test_tiny_values),
 		cmocka_unit_test(test_nonfinite),         cmocka_unit_test(test_no_finite_pair),
 		cmocka_unit_test(test_allclose_boundary),
 		cmocka_unit_test(test_merge_equals_single_pass), cmocka_unit_test(test_worst_first_on_ties),

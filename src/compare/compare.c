@@ -320,6 +320,12 @@ static void pair_finish(tb_job *job, pair_work *pw)
 		tb_err_setc(&e, TB_ERR_NOMEM, NULL, "out of memory computing metrics");
 		fail(job, &e);
 	}
+	/* shapes that differ read no element against its counterpart: no
+	 * difference is measured (the status says why) */
+	if (c->shape_mismatch) {
+		c->m.max_abs = c->m.mean_abs = c->m.rel_l2 = c->m.cosine = c->m.norm_ratio = c->m.allclose_frac = NAN;
+		c->m.first_bad_position = -1;
+	}
 	/* a partial dump's worst element by its place in the whole tensor */
 	if (tb_cell_partial(c) && !c->shape_mismatch && c->m.worst_index < tb_cell_partial(c)->n)
 		c->m.worst_index = tb_cell_partial(c)->index[c->m.worst_index];

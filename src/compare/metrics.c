@@ -193,13 +193,15 @@ typedef struct kout {
 
 /* Did the kernel's float terms hold?  A NaN or Inf, or a square beyond
  * float's range, makes a sum non-finite; values below 2^-63 have squares
- * in float's subnormals, which keep fewer bits, and when the whole run is
- * that small its sums are only that. */
+ * in float's subnormals, which keep fewer bits, or underflow to 0 (below
+ * 2^-75): when the whole run is that small its sums are only that, and a
+ * sum of 0 is one only where every value is 0. */
 static bool float_safe(const kout *o)
 {
 	double s = o->srr + o->scc + o->sdd;
+	bool zeros = o->rmin == 0 && o->rmax == 0 && o->cmin == 0 && o->cmax == 0;
 
-	return isfinite(s) && (s == 0 || s >= 0x1p-100);
+	return isfinite(s) && ((s == 0 && zeros) || s >= 0x1p-100);
 }
 
 int tb_dtype_src(tb_dtype dt)

@@ -446,6 +446,48 @@ static void partial_embed_shift(const tb_cell_result *t, double *v)
 	free(w);
 }
 
+/* embed_shift of two whole embeddings one position apart in length (a
+ * BOS one side prepends, or a first token it drops): the share of the
+ * shorter side's rows p that match the longer side's p + 1 (the longer
+ * one's first row extra) or p (its last row extra), whichever is more. */
+static void length_embed_shift(const tb_cell_result *t, double *v)
+{
+	int64_t Sr, Hr, Sc, Hc, S, H;
+	float *r = NULL, *c = NULL;
+	const float *sh, *lo;
+	double at[2] = {0, 0};
+	tb_err err;
+
+	if (t->ref->partial || t->cand->partial || !whole_rows(t->ref, &Sr, &Hr) || !whole_rows(t->cand, &Sc, &Hc) ||
+	    Hr != Hc || (Sr - Sc != 1 && Sc - Sr != 1))
+		return;
+	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
+	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	if (!c)
+		goto out;
+	H = Hr;
+	S = Sr < Sc ? Sr : Sc;
+	sh = Sr < Sc ? r : c;
+	lo = Sr < Sc ? c : r;
+	for (int64_t p = 0; p < S; p++) {
+		for (int d = 0; d < 2; d++) {
+			const float *a = sh + p * H, *b = lo + (p + 1 - d) * H;
+			double ab = 0, aa = 0, bb = 0;
+			for (int64_t k = 0; k < H; k++) {
+				double x = isfinite(a[k]) ? a[k] : 0, y = isfinite(b[k]) ? b[k] : 0;
+				ab += x * y;
+				aa += x * x;
+				bb += y * y;
+			}
+			at[d] += aa > 0 && bb > 0 && ab / sqrt(aa * bb) > SAME_COS;
+		}
+	}
+	v[TB_F_EMBED_SHIFT] = fmax(at[0], at[1]) / (double)S;
+out:
+	free(r);
+	free(c);
+}
+
 /* Which reference row does each candidate row of the embedding look like? */
 static void embed_shift(const tb_cell_result *t, double *v)
 {
@@ -460,6 +502,10 @@ static void embed_shift(const tb_cell_result *t, double *v)
 	}
 	if (t->ref->partial || t->cand->partial) {
 		partial_embed_shift(t, v);
+		return;
+	}
+	if (t->shape_mismatch) {
+		length_embed_shift(t, v);
 		return;
 	}
 	if (!rows_of(t, &S, &H))

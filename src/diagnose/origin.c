@@ -46,7 +46,7 @@ static bool compared(const tb_cell_result *c)
  * appear on one side only (an overflow is born where that starts). */
 static double error_of(const tb_cell_result *c)
 {
-	return c->m.mismatch ? INFINITY : c->m.rel_l2;
+	return c->m.mismatch || c->shape_mismatch ? INFINITY : c->m.rel_l2;
 }
 
 /* Worst rel_l2 among the inputs of cell c, looking through undumped ones. */
@@ -162,7 +162,10 @@ int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *e
 		const tb_cell_result *c = &r->cells[o->origin];
 		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&c->cell, name, sizeof name);
-		if (c->m.mismatch)
+		if (c->shape_mismatch)
+			snprintf(o->text, sizeof o->text, "error is born at %s: %.180s, from inputs at rel_l2 %.3g", name,
+				 c->reason, o->input_rel_l2[o->origin]);
+		else if (c->m.mismatch)
 			snprintf(o->text, sizeof o->text,
 				 "error is born at %s: NaN/Inf on one side only at %llu elements, from finite inputs (rel_l2 %.3g)",
 				 name, (unsigned long long)c->m.mismatch, o->input_rel_l2[o->origin]);

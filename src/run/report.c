@@ -642,6 +642,11 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 		fprintf(out, "  layout: %s\n", tb_cell_note(c));
 	if (!c->ref || !c->cand)
 		return;
+	if (c->shape_mismatch) {
+		fprintf(out, "  no difference measured: with shapes that differ no element is read against its "
+			     "counterpart\n");
+		return;
+	}
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
 	if (m->estimated && !m->exact)
 		fprintf(out, "  rel_l2 ~%.3e in [%.3e, %.3e]  cosine ~%.6f  norm_ratio %.4f  (estimated from a sketch: "

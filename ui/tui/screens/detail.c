@@ -431,7 +431,12 @@ static void detail_draw(view *v, WINDOW *w)
 	}
 	if (tb_cell_note(c))
 		doc_wrap(&dc, ui_attr(UI_DIM), "layout: ", 8, tb_cell_note(c));
-	if (c->ref && c->cand) {
+	if (c->ref && c->cand && c->shape_mismatch) {
+		/* nothing is read against its counterpart: no metric, no worst
+		 * element (the status line gives both shapes) */
+		doc_wrap(&dc, 0, "", 0,
+			 "no difference measured: with shapes that differ no element is read against its counterpart");
+	} else if (c->ref && c->cand) {
 		double noise = tb_tolfile_noise(v->cfg->tolfile, &c->cell, c->ref->name, c->cand->name);
 		if (noise >= 0)
 			doc_line(&dc, ui_attr(UI_DIM), "noise: rel_l2 is %.3g times the reference's own (%.3e, calibrate)",

@@ -1,0 +1,58 @@
+#!/bin/sh
+# Every number shown belongs to its cell and was measured (issue "trust"):
+# tensors whose values are too small for float squares still get their
+# rel_l2; a cell whose shapes differ shows no metric (nothing is read
+# against its counterpart) and is where the error is born; an embedding
+# one position short of the reference's with the rest equal is a missing
+# BOS, named tokenizer.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+need_python numpy
+T=$TAP_TMP
+
+"$PY" - "$T" <<'PY'
+import os, sys
+import numpy as np
+t = sys.argv[1]
+g = np.random.default_rng(0)
+def save(side, name, a):
+    os.makedirs(os.path.join(t, side), exist_ok=True)
+    np.save(os.path.join(t, side, name + ".npy"), a.astype(np.float32))
+# a 100% difference between tiny (subnormal) values
+tiny = np.full((1, 4, 8), 2.0 ** -133)
+save("tiny-a", "embed", tiny)
+save("tiny-b", "embed", 2 * tiny)
+# a reference with a BOS row the candidate lacks
+e = g.standard_normal((1, 9, 16))
+save("bos-a", "embed", e)
+save("bos-b", "embed", e[:, 1:])
+save("bos-a", "logits", g.standard_normal((1, 9, 5)))
+save("bos-b", "logits", g.standard_normal((1, 8, 5)))
+# lengths that differ by more than the BOS
+save("short-a", "embed", e)
+save("short-b", "embed", e[:, :4])
+PY
+
+expect_exit 1 "subnormal values: a 100% difference diverges" "$TBISECT" check --json --no-history "$T/tiny-a" "$T/tiny-b"
+json_is "subnormal values: rel_l2 1, not 0" cells.0.rel_l2 1
+json_is "subnormal values: norm_ratio 2" cells.0.norm_ratio 2
+
+expect_exit 1 "shapes that differ diverge" "$TBISECT" check --json --no-history "$T/short-a" "$T/short-b"
+json_is "shapes that differ: no rel_l2" cells.0.rel_l2 null
+json_is "shapes that differ: no cosine" cells.0.cosine null
+json_is "shapes that differ: no allclose" cells.0.allclose_frac null
+json_is "shapes that differ: where the error is born" origin.cell embed
+expect_exit 1 "shapes that differ: text report" "$TBISECT" check --no-history "$T/short-a" "$T/short-b"
+check_that "shapes that differ: says no difference was measured" \
+	grep -q "^  no difference measured: with shapes that differ no element is read against its counterpart" "$TAP_OUT"
+check_that "shapes that differ: no perfect metrics shown" sh -c '! grep -q "rel_l2 0.000e+00" "$1"' sh "$TAP_OUT"
+check_that "shapes that differ: the origin says why" grep -q "^origin: error is born at embed: shapes differ" "$TAP_OUT"
+
+expect_exit 1 "a missing BOS diverges at embed" "$TBISECT" check --json --no-history "$T/bos-a" "$T/bos-b"
+json_is "a missing BOS: named tokenizer" causes.0.id tokenizer
+expect_exit 1 "an extra BOS (the sides swapped)" "$TBISECT" check --json --no-history "$T/bos-b" "$T/bos-a"
+json_is "an extra BOS: named tokenizer" causes.0.id tokenizer
+expect_exit 1 "four positions short is no BOS" "$TBISECT" check --json --no-history "$T/short-a" "$T/short-b"
+check_that "four positions short: not named tokenizer" test "$(json_get causes.0.id)" != tokenizer
+tap_done
