@@ -32,7 +32,8 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
 	double lo[TB_F_COUNT], hi[TB_F_COUNT];
 	char cell[TB_CELL_NAME_MAX] = "";
-	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1};
+	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL};
+	char nan_cell[TB_CELL_NAME_MAX] = "";
 
 	out->v = NULL;
 	out->n = 0;
@@ -47,6 +48,12 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		ctx.ref_name = c->ref ? c->ref->name : NULL;
 		ctx.cand_name = c->cand ? c->cand->name : NULL;
 	}
+	for (size_t i = 0; i < r->n_cells && !ctx.nan_cell; i++)
+		if (r->cells[i].ref && r->cells[i].cand && r->cells[i].m.mismatch) {
+			tb_cell_name(&r->cells[i].cell, nan_cell, sizeof nan_cell);
+			ctx.nan_cell = nan_cell;
+		}
+	ctx.dup_tap = d->sanity.dup_layers[1] > d->sanity.dup_layers[0] ? d->sanity.dup_tap[1] : d->sanity.dup_tap[0];
 	if (r->verdict == TB_ST_MATCH || !o->rules)
 		return 0;
 	tb_features_span(&in, target, features, lo, hi);

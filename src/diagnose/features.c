@@ -139,6 +139,10 @@ static void global_counts(const tb_result *r, double *v)
 	v[TB_F_EMBED_REL] = compared(em) ? em->m.rel_l2 : NAN;
 	v[TB_F_EMBED_COS] = compared(em) ? em->m.cosine : NAN;
 	v[TB_F_NAN_ANY] = nan_any;
+	v[TB_F_NAN_FIRST] = 0;
+	for (size_t i = 0; i < r->n_cells && !v[TB_F_NAN_FIRST]; i++)
+		if (compared(&r->cells[i]))
+			v[TB_F_NAN_FIRST] = (double)r->cells[i].m.mismatch;
 }
 
 static void scale_and_direction(const tb_cell_result *t, double *v)

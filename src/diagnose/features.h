@@ -68,6 +68,7 @@
 	X(ALLCLOSE_FRAC, "allclose_frac", "fraction", "target elements passing allclose")                     \
 	X(MISMATCH, "nan_mismatch", "count", "target elements NaN/Inf on one side only")                      \
 	X(NAN_ANY, "nan_any", "bool", "some cell has NaN/Inf on one side only")                               \
+	X(NAN_FIRST, "nan_first", "count", "elements NaN/Inf on one side only at the first cell that has any") \
 	X(POS_COS_MIN, "pos_cos_min", "cosine", "lowest per-position cosine of the target")                   \
 	X(SCALE_SPREAD, "scale_spread", "ratio", "std/mean of the per-position norm ratio (0: one constant factor)") \
 	X(SCALE_MEAN, "scale_mean", "ratio", "mean per-position norm ratio")                                  \

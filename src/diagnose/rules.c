@@ -204,10 +204,38 @@ static bool holds(const cond *c, const double *f)
 	return false;
 }
 
+/* The placeholders that are words, not features: the target cell's names
+ * and the model-wide facts the why-texts quote ("-" when absent). */
+static const char *ctx_word(const char *name, const tb_rule_ctx *ctx, char *buf, size_t size)
+{
+	const char *s;
+
+	if (!strcmp(name, "layer")) {
+		snprintf(buf, size, "%d", ctx ? ctx->layer : -1);
+		return buf;
+	}
+	if (!strcmp(name, "cell"))
+		s = ctx ? ctx->cell : NULL;
+	else if (!strcmp(name, "tap"))
+		s = ctx ? ctx->tap : NULL;
+	else if (!strcmp(name, "ref_name"))
+		s = ctx ? ctx->ref_name : NULL;
+	else if (!strcmp(name, "cand_name"))
+		s = ctx ? ctx->cand_name : NULL;
+	else if (!strcmp(name, "nan_cell"))
+		s = ctx ? ctx->nan_cell : NULL;
+	else if (!strcmp(name, "dup_tap"))
+		s = ctx ? ctx->dup_tap : NULL;
+	else
+		return NULL;
+	snprintf(buf, size, "%s", s ? s : "-");
+	return buf;
+}
+
 /* Check a template's placeholders at load time. */
 static bool check_template(const char *t, char *msg, size_t size)
 {
-	static const char *const strings[] = {"cell", "tap", "layer", "ref_name", "cand_name"};
+	char word[8];
 
 	for (const char *p = t; (p = strchr(p, '{')); p++) {
 		const char *end = strchr(p, '}'), *colon;
@@ -227,8 +255,7 @@ static bool check_template(const char *t, char *msg, size_t size)
 		}
 		memcpy(name, p + 1, n);
 		name[n] = '\0';
-		for (size_t i = 0; i < sizeof strings / sizeof *strings && !ok; i++)
-			ok = !strcmp(name, strings[i]);
+		ok = ctx_word(name, NULL, word, sizeof word) != NULL;
 		if (!ok && tb_feature_lookup(name) < 0) {
 			snprintf(msg, size, "template names unknown feature '%s'", name);
 			return false;
@@ -466,17 +493,7 @@ static char *render(const char *t, const double *f, const tb_rule_ctx *ctx)
 			name[len] = '\0';
 			if (colon)
 				snprintf(fmt, sizeof fmt, "%%%.*s", (int)(end - colon - 1), colon + 1);
-			if (!strcmp(name, "cell"))
-				snprintf(piece, sizeof piece, "%s", ctx->cell ? ctx->cell : "-");
-			else if (!strcmp(name, "tap"))
-				snprintf(piece, sizeof piece, "%s", ctx->tap ? ctx->tap : "-");
-			else if (!strcmp(name, "layer"))
-				snprintf(piece, sizeof piece, "%d", ctx->layer);
-			else if (!strcmp(name, "ref_name"))
-				snprintf(piece, sizeof piece, "%s", ctx->ref_name ? ctx->ref_name : "-");
-			else if (!strcmp(name, "cand_name"))
-				snprintf(piece, sizeof piece, "%s", ctx->cand_name ? ctx->cand_name : "-");
-			else {
+			if (!ctx_word(name, ctx, piece, sizeof piece)) {
 				double v = f[tb_feature_lookup(name)];
 				if (isnan(v))
 					snprintf(piece, sizeof piece, "n/a");

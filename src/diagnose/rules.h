@@ -26,6 +26,8 @@ typedef struct tb_ruleset tb_ruleset;
 typedef struct tb_rule_ctx {
 	const char *cell, *tap, *ref_name, *cand_name;
 	int layer;
+	const char *nan_cell; /* the first cell with NaN/Inf on one side only, or NULL */
+	const char *dup_tap;  /* the tap whose tensors repeat across layers (sanity), or NULL */
 } tb_rule_ctx;
 
 tb_ruleset *tb_ruleset_new(void);

@@ -55,4 +55,19 @@ expect_exit 1 "an extra BOS (the sides swapped)" "$TBISECT" check --json --no-hi
 json_is "an extra BOS: named tokenizer" causes.0.id tokenizer
 expect_exit 1 "four positions short is no BOS" "$TBISECT" check --json --no-history "$T/short-a" "$T/short-b"
 check_that "four positions short: not named tokenizer" test "$(json_get causes.0.id)" != tokenizer
+
+# Why-texts quote the cell and tap they are about.
+"$MKDEMO" --bug dump-duplicate "$T/dd-r" "$T/dd-c" >/dev/null || bail_out "mkdemo failed"
+expect_exit 1 "dump-duplicate" "$TBISECT" check --json --no-history "$T/dd-r" "$T/dd-c"
+json_is "dump-duplicate: named" causes.0.id dump-duplicate
+check_that "dump-duplicate: the why names the repeated tap (mlp), as the warning does" \
+	sh -c 'test "$1" = "4 layers of one side hold identical mlp tensors"' sh "$(json_get causes.0.why)"
+"$MKDEMO" --bug nan-overflow "$T/no-r" "$T/no-c" >/dev/null || bail_out "mkdemo failed"
+expect_exit 1 "nan-overflow" "$TBISECT" check --json --no-history "$T/no-r" "$T/no-c"
+json_is "nan-overflow: named" causes.0.id nan-overflow
+# the first cell with NaN/Inf on one side is where the origin puts it
+first=$(json_get origin.cell)
+check_that "nan-overflow: the why quotes the first cell with NaN/Inf on one side ($first)" \
+	sh -c 'case "$1" in "NaN/Inf appear on one side only ("[1-9]*" elements at $2, the first cell that has any)") ;; *) exit 1 ;; esac' \
+	sh "$(json_get causes.0.why)" "$first"
 tap_done
