@@ -25,6 +25,19 @@ static long group_cell(const tb_result *r, long target)
 	return g && g->status == TB_ST_DIVERGED ? g - r->cells : target;
 }
 
+void tb_diagnosis_measured_text(const tb_diagnosis *d, const tb_result *r, char *buf, size_t size)
+{
+	char m[TB_CELL_NAME_MAX], t[TB_CELL_NAME_MAX];
+
+	buf[0] = '\0';
+	if (d->measured < 0 || d->target < 0 || d->measured == d->target)
+		return;
+	tb_cell_name(&r->cells[d->measured].cell, m, sizeof m);
+	tb_cell_name(&r->cells[d->target].cell, t, sizeof t);
+	snprintf(buf, size, "measured at %s, the %s that %s is part of and that diverges as a whole", m,
+		 r->cells[d->measured].cell.id == TB_TAP_ATTN ? "attention" : "MLP", t);
+}
+
 /* Features and causes of one cell, given the model-wide findings. */
 static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
 		       long target, double *features, tb_causes *out, tb_err *err)
@@ -139,6 +152,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 	int rc = 0;
 
 	memset(d, 0, sizeof *d);
+	d->measured = -1;
 	if (replay && tb_threads_for(o->threads) > 1 && !any_streamed(r))
 		threaded = pthread_create(&th, NULL, replay_run, &job) == 0;
 	if (tb_origin_compute(r, o->origin_factor > 0 ? o->origin_factor : TB_ORIGIN_FACTOR, &d->origin, err) < 0 ||
@@ -146,6 +160,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		rc = -1;
 	else {
 		d->target = group_cell(r, target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target);
+		d->measured = tb_features_measured(r, d->target);
 		rc = eval_target(s, r, o, d, d->target, d->features, &d->causes, err);
 	}
 	if (threaded)

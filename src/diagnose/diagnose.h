@@ -30,10 +30,16 @@ typedef struct tb_diagnosis {
 	tb_origin origin;
 	tb_sanity sanity;
 	long target;                  /* cell the causes are for, -1: none */
+	long measured;                /* cell the causes' numbers were measured at (tb_features_measured) */
 	double features[TB_F_COUNT];
 	tb_causes causes;             /* empty when the verdict is match; a confirmed one first */
 	tb_replay replay;             /* the first divergence's op replayed, where it could be */
 } tb_diagnosis;
+
+/* "measured at L0.attn, the attention that L0.attn.q is part of and that
+ * diverges as a whole" when d's numbers are another cell's than its
+ * target's; "" otherwise. */
+void tb_diagnosis_measured_text(const tb_diagnosis *d, const tb_result *r, char *buf, size_t size);
 
 /* target: a cell index, or TB_TARGET_FIRST_DIVERGENCE. */
 int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, long target, tb_diagnosis *d,

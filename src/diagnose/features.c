@@ -751,6 +751,13 @@ static const tb_cell_result *profile_cell(const tb_result *r, const tb_cell_resu
 	return compared(a) && a->status == TB_ST_DIVERGED ? a : t;
 }
 
+long tb_features_measured(const tb_result *r, long target)
+{
+	if (target < 0 || (size_t)target >= r->n_cells)
+		return -1;
+	return profile_cell(r, &r->cells[target]) - r->cells;
+}
+
 /* A rotation keeps each position's norm up to the dtypes' rounding: each
  * side's norm moves by at most half a unit of its dtype (2^-9 in bf16). */
 static void sub_tap_features(const tb_cell_result *t, double *v)

@@ -135,6 +135,11 @@ typedef struct tb_diag_input {
 
 /* Features of cell index `target` (-1: no target).  vals has TB_F_COUNT slots. */
 void tb_features_compute(const tb_diag_input *in, long target, double *vals);
+/* The cell whose scale, direction and positions the features of target
+ * are measured at: target, or for a sub-tap of an attention or MLP that
+ * diverges as a whole, that attention or MLP (whose patterns the rules
+ * describe); -1 for none. */
+long tb_features_measured(const tb_result *r, long target);
 /* Where the features vals of target may lie, lo[i] <= vals[i] <= hi[i]:
  * equal for measured ones, the bounds of the estimates for a cell a sketch
  * took part in (rel_l2, cosine).  lo and hi have TB_F_COUNT slots. */

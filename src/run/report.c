@@ -432,6 +432,11 @@ char *tb_report_json(const tb_report *r)
 	} else
 		cJSON_AddNullToObject(root, "first_divergence");
 	causes = cJSON_AddArrayToObject(root, "causes");
+	/* the cell the causes' numbers are of, when not the first divergence */
+	if (r->diag && res->verdict != TB_ST_MATCH && r->diag->measured >= 0 && r->diag->measured != r->diag->target)
+		add_cell_ref(root, "causes_measured_at", res, r->diag->measured);
+	else
+		cJSON_AddNullToObject(root, "causes_measured_at");
 	for (size_t i = 0; r->diag && res->verdict != TB_ST_MATCH && i < r->diag->causes.n; i++) {
 		const tb_cause *c = &r->diag->causes.v[i];
 		cJSON *o = cJSON_CreateObject();
@@ -703,8 +708,11 @@ static void text_diagnosis(FILE *out, const tb_report *r)
 	}
 	if (!d->causes.n)
 		fprintf(out, "\nlikely causes: no diagnosis rule matches this pattern\n");
-	else
-		fprintf(out, "\nlikely causes:\n");
+	else {
+		char measured[256];
+		tb_diagnosis_measured_text(d, r->result, measured, sizeof measured);
+		fprintf(out, "\nlikely causes%s%s%s:\n", measured[0] ? " (" : "", measured, measured[0] ? ")" : "");
+	}
 	for (size_t i = 0; i < d->causes.n; i++) {
 		const tb_cause *c = &d->causes.v[i];
 		char cf[160];

@@ -70,4 +70,15 @@ first=$(json_get origin.cell)
 check_that "nan-overflow: the why quotes the first cell with NaN/Inf on one side ($first)" \
 	sh -c 'case "$1" in "NaN/Inf appear on one side only ("[1-9]*" elements at $2, the first cell that has any)") ;; *) exit 1 ;; esac' \
 	sh "$(json_get causes.0.why)" "$first"
+
+# Causes measured at the attention a sub-tap belongs to say so.
+"$MKDEMO" --replay --bug rope-style "$T/rs-r" "$T/rs-c" >/dev/null || bail_out "mkdemo failed"
+expect_exit 1 "rope-style with replay taps" "$TBISECT" check --json --no-history "$T/rs-r" "$T/rs-c"
+json_is "rope-style: first divergence at the rotated queries" first_divergence.cell L0.attn.q_rope
+json_is "rope-style: the causes' numbers are L0.attn's, said" causes_measured_at.cell L0.attn
+expect_exit 1 "rope-style: text report" "$TBISECT" check --no-history "$T/rs-r" "$T/rs-c"
+check_that "rope-style: the causes say where they were measured" \
+	grep -q "^likely causes (measured at L0.attn, the attention that L0.attn.q_rope is part of and that diverges as a whole):" "$TAP_OUT"
+expect_exit 1 "dump-duplicate: measured at its own cell" "$TBISECT" check --json --no-history "$T/dd-r" "$T/dd-c"
+json_is "dump-duplicate: nothing measured elsewhere" causes_measured_at null
 tap_done

@@ -16,7 +16,12 @@ void explain_causes(const view *v, doc *dc, long cell, const tb_causes *own)
 	char name[TB_CELL_NAME_MAX];
 
 	view_cell_label(v, which, name, sizeof name);
-	if (which == first)
+	if (which == first && dg) {
+		char measured[256];
+		tb_diagnosis_measured_text(dg, r, measured, sizeof measured);
+		doc_line(dc, ui_attr(UI_TITLE), "causes  (of the first divergence: %s%s%s)", name, measured[0] ? "; " : "",
+			 measured);
+	} else if (which == first)
 		doc_line(dc, ui_attr(UI_TITLE), "causes  (of the first divergence: %s)", name);
 	else
 		doc_line(dc, ui_attr(UI_TITLE), "causes  (of %s)", name);
