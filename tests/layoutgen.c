@@ -498,7 +498,7 @@ static int cmd_trtllm(const tb_tree *src, const char *out)
 		 &(payload){.m = &emb}, 1);
 	for (int l = 0; l < layers; l++) {
 		char lc[128];
-		mat normed, attn, qkv, o, mlpn, sum, gu, down, mlp, block, before;
+		mat normed, attn, qkv, o, mlpn, sum, gu, down, mlp, before = emb;
 		snprintf(lc, sizeof lc, "1.LlamaModel-%d.LlamaDecoderLayer", l + 2);
 #define LOAD(var, fmt) (snprintf(name, sizeof name, fmt, l), var = load(src, name))
 		LOAD(normed, "model.layers.%d.input_layernorm");
@@ -507,7 +507,6 @@ static int cmd_trtllm(const tb_tree *src, const char *out)
 		LOAD(mlpn, "model.layers.%d.post_attention_layernorm");
 		LOAD(down, "model.layers.%d.mlp.down_proj");
 		LOAD(mlp, "model.layers.%d.mlp");
-		LOAD(block, "model.layers.%d");
 		{
 			mat q, k, v, g, u;
 			LOAD(q, "model.layers.%d.self_attn.q_proj");
@@ -519,18 +518,20 @@ static int cmd_trtllm(const tb_tree *src, const char *out)
 			gu = join3(g, u, (mat){NULL, g.rows, 0});
 		}
 #undef LOAD
+		/* the residual stream into the layer: the embedding, or the
+		 * layer before's output */
+		if (l > 0) {
+			snprintf(name, sizeof name, "model.layers.%d", l - 1);
+			before = load(src, name);
+		}
 		/* layer 0's norm gets no residual: its one output takes the
 		 * signature's second name */
 		snprintf(chain, sizeof chain, "%s-1.RMSNorm", lc);
 		if (l == 0)
 			trt_call(dir, chain, norm_sig, 2, &(payload){.m = &h}, 1, &(payload){.m = &normed}, 1);
-		else {
-			mat prev;
-			snprintf(name, sizeof name, "model.layers.%d", l - 1);
-			prev = load(src, name);
+		else
 			trt_call(dir, chain, norm_sig, 2, (payload[]){{.m = &h}, {.m = &resid}}, 2,
-				 (payload[]){{.m = &normed}, {.m = &prev}}, 2);
-		}
+				 (payload[]){{.m = &normed}, {.m = &before}}, 2);
 		snprintf(chain, sizeof chain, "%s-2.LlamaAttention-1.Linear", lc);
 		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &normed}, 1, &(payload){.m = &qkv}, 1);
 		snprintf(chain, sizeof chain, "%s-2.LlamaAttention-2.Linear-1.AllReduce", lc);
@@ -539,11 +540,6 @@ static int cmd_trtllm(const tb_tree *src, const char *out)
 		trt_call(dir, chain, lin_sig, 1, &(payload){.m = &o}, 1, &(payload){.m = &o}, 1);
 		snprintf(chain, sizeof chain, "%s-2.LlamaAttention", lc);
 		trt_call(dir, chain, attn_sig, 3, NULL, 0, &(payload){.m = &attn}, 1);
-		before = emb;
-		if (l > 0) {
-			snprintf(name, sizeof name, "model.layers.%d", l - 1);
-			before = load(src, name);
-		}
 		sum = minus(before, scaled(attn, -1.0f));
 		snprintf(chain, sizeof chain, "%s-3.RMSNorm", lc);
 		trt_call(dir, chain, norm_sig, 2, (payload[]){{.m = &attn}, {.m = &before}}, 2,
@@ -557,7 +553,6 @@ static int cmd_trtllm(const tb_tree *src, const char *out)
 		trt_call(dir, lc, layer_sig, 4, NULL, 0, (payload[]){{.m = &mlp}, {.m = &sum}}, 2);
 		resid = sum;
 		h = mlp;
-		(void)block;
 	}
 	{
 		mat fin = load(src, "model.norm"), logits = load(src, "lm_head"), last;
