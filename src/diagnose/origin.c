@@ -85,6 +85,14 @@ static double floor_of(const tb_cell_result *c)
 	return f > 1e-7 ? f : 1e-7;
 }
 
+double tb_origin_input_error(const tb_result *r, long cell)
+{
+	bool found = false;
+	double e = input_error(r, &r->cells[cell].cell, 0, &found);
+
+	return found ? e : NAN;
+}
+
 static void drift_of(const tb_result *r, tb_origin *o)
 {
 	double sx = 0, sy = 0, sxx = 0, sxy = 0;

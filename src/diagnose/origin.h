@@ -28,6 +28,10 @@ typedef struct tb_origin {
 int tb_origin_compute(const tb_result *r, double factor, tb_origin *o, tb_err *err);
 void tb_origin_done(tb_origin *o);
 
+/* The worst rel_l2 among the cells feeding result cell `cell` (looking
+ * through undumped ones), NaN when none of them was compared. */
+double tb_origin_input_error(const tb_result *r, long cell);
+
 /* Index of a cell in a result (cells are in forward order), or -1. */
 long tb_result_find(const tb_result *r, const tb_cell *c);
 /* The result of cell (layer, tap) for a table tap, or NULL. */

@@ -241,18 +241,42 @@ void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, con
 	b->rel_l2 = rel_l2;
 }
 
-void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_replay_fit *fit)
+/* The relative rms error of storing values in dt: a rounding error spread
+ * evenly over half an ulp, at most 2u/sqrt(12) of the value. */
+static double storage_noise(tb_dtype dt)
 {
-	/* the reference's own residual measures the noise of this op on these
-	 * dumps; the floor, meant to let the reference's replay through, is
-	 * too loose a bound for the candidate's on half-width dumps */
-	double within = fmax(floor / 4, 4 * fit->ref_rel_l2);
+	return tb_dtype_rounding(dt) / sqrt(3);
+}
 
+/* How closely a replay can reproduce a side at best: the noise of this op on
+ * these dumps (the reference's own residual), the rounding of both sides'
+ * storage (a replay compares against values stored in either dtype), and
+ * the error of the cell's inputs where the two sides agree (their
+ * arithmetic, which the candidate repeats in this op). */
+static void replay_noise(const tb_replay_in *in, const tb_replay_fit *fit, double floor, double *noise, double *within)
+{
+	const tb_cell_result *t = in->target;
+	double store = fmax(storage_noise(t->ref->dtype), storage_noise(t->cand->dtype));
+	double agree = tb_origin_input_error(in->r, t - in->r->cells);
+
+	if (!(agree < t->tol.diverge))
+		agree = 0;
+	*noise = fmax(fmax(fit->ref_rel_l2, store), fmax(agree, floor / 4));
+	*within = fmax(fmax(floor / 4, 4 * fit->ref_rel_l2), fmax(3 * store, 2 * agree));
+}
+
+void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, const tb_replay_fit *fit)
+{
+	char cell[TB_CELL_NAME_MAX];
+	double noise, within;
+
+	tb_cell_name(&in->target->cell, cell, sizeof cell);
+	replay_noise(in, fit, floor, &noise, &within);
 	snprintf(out->ref_variant, sizeof out->ref_variant, "%s", fit->ref_variant);
 	out->ref_rel_l2 = fit->ref_rel_l2;
 	if (!(fit->ref_rel_l2 <= floor)) {
 		snprintf(out->note, sizeof out->note,
-			 "no variant reproduces the reference's %s (best: %s, rel_l2 %.2g): another op than the replay knows",
+			 "the reference's %s is not an op the replay knows (closest: %s, rel_l2 %.2g); nothing is confirmed",
 			 cell, fit->ref_variant, fit->ref_rel_l2);
 		return;
 	}
@@ -263,11 +287,19 @@ void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_r
 			 cell, fit->ref_variant, fit->cand_at_ref);
 		return;
 	}
-	if (!fit->variant || !(fit->rel_l2 <= within) || !(fit->cand_at_ref >= 10 * within)) {
+	if (!fit->variant || !(fit->rel_l2 <= within)) {
 		snprintf(out->note, sizeof out->note,
-			 "replay: no variant reproduces the candidate's %s (best: %s, rel_l2 %.2g); the bug is elsewhere", cell,
-			 fit->variant && fit->rel_l2 < fit->cand_at_ref ? fit->variant : fit->ref_variant,
-			 fit->variant ? fmin(fit->rel_l2, fit->cand_at_ref) : fit->cand_at_ref);
+			 "replay: the candidate's %s is not the reference's op on its inputs (rel_l2 %.2g) and no variant "
+			 "tried reproduces it (closest: %s, rel_l2 %.2g): a weight, or an op the replay does not try",
+			 cell, fit->cand_at_ref, fit->variant ? fit->variant : fit->ref_variant,
+			 fit->variant ? fit->rel_l2 : fit->cand_at_ref);
+		return;
+	}
+	if (!(fit->cand_at_ref >= 10 * fmax(fit->rel_l2, noise))) {
+		snprintf(out->note, sizeof out->note,
+			 "replay of %s: %s comes within the dumps' noise (rel_l2 %.2g), and the reference's op nearly so "
+			 "(rel_l2 %.2g): too small a difference to tell them apart",
+			 cell, fit->variant, fit->rel_l2, fit->cand_at_ref);
 		return;
 	}
 	out->cause = fit->cause;

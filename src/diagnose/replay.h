@@ -5,8 +5,9 @@
  * reproduce the reference's output (that validates the configuration the
  * replay infers), then from the candidate's inputs, against the
  * candidate's output.  A variant other than the reference's that
- * reproduces the candidate within the noise of the dtype and of the
- * reference's own replay confirms the cause it stands for.
+ * reproduces the candidate within the noise of both sides' dtypes, of
+ * the reference's own replay and of the inputs where the sides agree
+ * confirms the cause it stands for (tbisect-rules(5) CONFIRMED CAUSES).
  *
  * The ops replayed, by the first divergence's tap: the MLP's gated
  * activation (mlp.act from mlp.gate and mlp.up); the norms (attn_norm,
@@ -31,7 +32,7 @@ typedef struct tb_replay {
 	char ref_variant[64]; /* what the reference computes */
 	double rel_l2;       /* the confirmed variant's residual against the candidate */
 	double ref_rel_l2;   /* the reference's own replay residual */
-	char note[256];      /* why nothing was confirmed, or what was */
+	char note[384];      /* why nothing was confirmed, or what was */
 } tb_replay;
 
 /* Replay the op of a result cell (its index in r->cells), where its tap

@@ -590,7 +590,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	rope_variant best = rope_candidate(&cand, &c0, pl.rows, pl.nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
 	tb_cell_name(&in->target->cell, cell, sizeof cell);
-	tb_replay_decide(out, cell, floor,
+	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,
 					  best.cause, best.rel});
 done:
@@ -1060,7 +1060,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		goto fail;
 	describe_core(&c0, ref_name, sizeof ref_name);
 	tb_cell_name(&in->target->cell, cell, sizeof cell);
-	tb_replay_decide(out, cell, floor,
+	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
 					  best.rel});
 	goto done;

@@ -123,7 +123,7 @@ int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	vr = best(rel_ref, -1);
 	vc = best(rel_cand, vr);
 	tb_cell_name(&act->cell, cell, sizeof cell);
-	tb_replay_decide(out, cell, tb_replay_floor(act->ref, act->cand, 0x1p-20, 1),
+	tb_replay_decide(in, out, tb_replay_floor(act->ref, act->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){variants[vr].name, rel_ref[vr], rel_cand[vr], variants[vc].name, variants[vc].cause,
 					  rel_cand[vc]});
 	return 0;

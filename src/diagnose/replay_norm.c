@@ -423,7 +423,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		eps_text(alike, eps, sizeof eps);
 		snprintf(ref_variant, sizeof ref_variant, "%s%s, eps %s", form_name[ref.f], ref.b ? " with bias" : "", eps);
 		try_variants(&c, &ref, alike, in->target->cell.id, work + 2 * cols, &best);
-		tb_replay_decide(out, cell, floor,
+		tb_replay_decide(in, out, floor,
 				 &(tb_replay_fit){ref_variant, ref_rel, residual(&c, &ref), best.name, best.cause,
 						  best.rel_l2});
 	}

@@ -6,9 +6,11 @@
  * Every op follows one rule (tbisect-rules(5) "CONFIRMED CAUSES"): the
  * configuration that reproduces the reference from the reference's inputs
  * is found first; a variant that differs from it in one thing confirms
- * its cause when it reproduces the candidate within max(floor / 4, 4 x
- * the reference's own residual) and the reference's configuration misses
- * the candidate by at least ten times that.
+ * its cause when it reproduces the candidate within the noise bound (the
+ * reference's own residual, the floor, both sides' storage rounding and
+ * the error of the inputs where the sides agree) and the reference's
+ * configuration misses the candidate by ten times the variant's residual
+ * and the noise.
  */
 #ifndef TB_REPLAY_OPS_H
 #define TB_REPLAY_OPS_H
@@ -105,7 +107,7 @@ typedef struct tb_replay_fit {
 
 /* Apply the confirmation rule to a fit of the tap (cell) and fill out:
  * the cause and variant when confirmed, and a note either way. */
-void tb_replay_decide(tb_replay *out, const char *cell, double floor, const tb_replay_fit *fit);
+void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, const tb_replay_fit *fit);
 
 int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.q_rope / attn.k_rope from attn.q and attn.k: the RoPE family. */

@@ -98,7 +98,7 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	if (fabs(c * k - 1) <= floor)
 		tb_replay_consider(&best, sum_rel(&(term){v.ref, 1 / k}, 1, NULL, v.cand, rows, cols), "embedding-scale",
 				   "embeddings divided by sqrt(hidden) = %g", k);
-	tb_replay_decide(out, "embed", floor,
+	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){"the reference's embeddings", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols),
 					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2});
 	if (!out->cause) {
@@ -149,7 +149,7 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		tb_replay_consider(&best, sum_rel(&(term){v[0].cand, c_cand}, 1, NULL, v[1].cand, rows, cols),
 				   "scale-multiplier", unit ? "output multiplied by %.4g" : "output multiplied by %.4g (the reference: %.4g)",
 				   c_cand, c_ref);
-		tb_replay_decide(out, cell, floor,
+		tb_replay_decide(in, out, floor,
 				 &(tb_replay_fit){ref_variant, sum_rel(&(term){v[0].ref, c_ref}, 1, NULL, v[1].ref, rows, cols),
 						  sum_rel(&(term){v[0].cand, c_ref}, 1, NULL, v[1].cand, rows, cols), best.name,
 						  best.cause, best.rel_l2});
@@ -209,7 +209,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	if (rr > 0)
 		tb_replay_consider(&best, sum_rel(&(term){v.ref, rc / rr}, 1, NULL, v.cand, rows, cols), "scale-multiplier",
 				   "output multiplied by %.4g", rc / rr);
-	tb_replay_decide(out, cell, tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1),
+	tb_replay_decide(in, out, tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1),
 			 &(tb_replay_fit){"no bias", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols), best.name,
 					  best.cause, best.rel_l2});
 	free(b);
@@ -313,7 +313,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		if (w != ref_w && wiring_sum(w, have))
 			tb_replay_consider(&best, wiring_rel(wiring_sum(w, have), cand_in, v[N_INPUTS].cand, rows, cols),
 					   "residual-wiring", "%s", wirings[w].name);
-	tb_replay_decide(out, cell, floor,
+	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){wirings[ref_w].name, ref_rel,
 					  wiring_rel(wiring_sum(ref_w, have), cand_in, v[N_INPUTS].cand, rows, cols),
 					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2});

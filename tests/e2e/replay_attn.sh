@@ -57,6 +57,12 @@ confirmed bf16 64 rope-style L0.attn.q_rope "interleaved pairs (2i, 2i+1)" 1e-2
 confirmed bf16 64 sliding-window L0.attn.core "a sliding window of 8 positions" 1e-2
 confirmed bf16 64 gqa-repeat L0.attn.core "kv heads tiled (h % kv_heads)" 1e-2
 
+# a reference whose op the replay cannot model (a per-head RMSNorm before
+# RoPE, against a port without it): said so, nothing ranked on it
+expect_exit 1 "a reference with a qk-norm" "$TBISECT" check --no-history "$T/qk-norm-f32-32" "$T/ref-f32-32"
+check_that "unknown reference op: said so" \
+	grep -q "the reference's L0.attn.q_rope is not an op the replay knows (closest: RoPE" "$TAP_OUT"
+check_that "unknown reference op: nothing confirmed" sh -c '! grep -q "confirmed by replay" "$1"' x "$TAP_OUT"
 expect_exit 1 "the text report of a confirmed window" "$TBISECT" check --no-history "$T/ref-f32-32" "$T/sliding-window-f32-32"
 check_that "text: confirmed by replay, the window fitted" \
 	grep -q "^     confirmed by replay: a sliding window of 8 positions reproduces the candidate (rel_l2 " "$TAP_OUT"

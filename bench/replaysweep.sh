@@ -1,0 +1,70 @@
+#!/bin/sh
+# replaysweep.sh BUILD_DIR [WORK_DIR]: how often the replay confirms the
+# right cause, and how often a wrong one, per dtype (doc/testing.md).
+#
+# Every bug a replay can prove, on two implementations of the model:
+# mkdemo (f32, bf16, f16, an f32 reference against a bf16 candidate and the
+# reverse; seeds 1-3; 16, 64 and 256 positions) and tests/pymodel/model.py
+# (f32 and bf16 dumps, seeds 0-1, 32 and 160 positions).  Controls are bugs
+# whose first divergence lands on a replayed op that no variant models, and
+# ports with no bug.  A line per case goes to WORK_DIR/cases.tsv; the summary
+# to standard output.  About three minutes on two cores.
+set -eu
+build=$(cd "${1:?usage: replaysweep.sh BUILD_DIR [WORK_DIR]}" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+work=${2:-$(mktemp -d)}
+mkdir -p "$work"
+tb=$build/tbisect mk=$build/samples/mkdemo py=${PYTHON:-/usr/bin/python3}
+replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta rotate-half-sign partial-rope qk-norm
+attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
+residual-wiring final-norm decode-position"
+controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow"
+
+# one IMPL DTYPE SEED SEQ BUG DIR: check the pair in DIR, one line of cases.tsv
+one() {
+	"$tb" check --no-history "$6/ref" "$6/cand" >"$6/out.txt" 2>&1 || :
+	top=$(sed -n 's/^  1\. \([a-z-]*\) .*/\1/p' "$6/out.txt" | head -n 1)
+	if grep -q "confirmed by replay" "$6/out.txt"; then conf=$top; else conf=-; fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$conf"
+}
+
+: >"$work/cases.tsv"
+for bug in $replayable $controls; do
+	for dt in f32 bf16 f16 f32/bf16 bf16/f32; do
+		for seed in 1 2 3; do
+			for seq in 16 64 256; do
+				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
+				mkdir -p "$d"
+				set -- --replay --seed "$seed" --seq "$seq"
+				"$mk" "$@" --dtype "${dt%/*}" --ref-only "$d/ref" >/dev/null
+				"$mk" "$@" --dtype "${dt#*/}" --bug "$bug" --cand-only "$d/cand" >/dev/null
+				one mkdemo "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
+			done
+		done
+	done
+	for fmt in npy bf16; do
+		for seed in 0 1; do
+			for seq in 32 160; do
+				d=$work/pymodel/$bug-$fmt-$seed-$seq
+				mkdir -p "$d"
+				"$py" "$src/tests/pymodel/model.py" --replay --bug "$bug" --format "$fmt" --seed "$seed" \
+					--seq "$seq" "$d/ref" "$d/cand" >/dev/null 2>&1 || continue
+				[ "$fmt" = npy ] && dt=f32 || dt=bf16
+				one pymodel "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
+			done
+		done
+	done
+done
+
+# decode-position needs positions past its table of 100: shorter pairs are not replayable
+awk -F'\t' -v rep="$(echo $replayable)" '
+BEGIN { n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1 }
+{
+	k = $1 " " $2
+	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == $5) ok[k]++ }
+	else ctl[k]++
+	if ($6 != "-" && $6 != $5) wrong[k]++
+}
+END {
+	for (k in tot) { split(k, a, " "); printf "%-8s %-9s %5d of %-4d %8d of %-4d\n", a[1], a[2], ok[k], tot[k], wrong[k], tot[k] + ctl[k] }
+}' "$work/cases.tsv" | sort | sed '1i model    dtype        confirmed    wrong confirmed'
