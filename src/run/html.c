@@ -368,14 +368,19 @@ static void causes(FILE *out, const tb_report *r)
 	char name[TB_CELL_NAME_MAX];
 
 	fputs("<section id=\"causes\">\n", out);
-	if (res->first_div < 0 || !d) {
+	if (!d || (res->first_div < 0 && (!d->causes.n || r->partial))) {
 		fputs("<h2>Likely causes</h2>\n<p>None: no cell diverged.</p>\n</section>\n", out);
 		return;
 	}
-	tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
-	fputs("<h2>Likely causes of ", out);
-	esc(out, name, false);
-	fputs("</h2>\n", out);
+	if (res->first_div < 0) {
+		/* a close pair's causes (precision drift) are still named */
+		fputs("<h2>Likely causes (no cell diverged)</h2>\n", out);
+	} else {
+		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
+		fputs("<h2>Likely causes of ", out);
+		esc(out, name, false);
+		fputs("</h2>\n", out);
+	}
 	if (r->partial) {
 		fputs("<p>None named on a partial pairing: pair the rest with a --map (tbisect suggest-map writes one).</p>\n</section>\n",
 		      out);

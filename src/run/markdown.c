@@ -121,12 +121,17 @@ static void causes(FILE *out, const tb_report *r)
 	const tb_result *res = r->result;
 	char name[TB_CELL_NAME_MAX];
 
-	if (!d || res->first_div < 0 || r->partial)
+	if (!d || r->partial || (res->first_div < 0 && !d->causes.n))
 		return;
-	tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
-	fprintf(out, "### Likely causes of ");
-	md_code(out, name);
-	fprintf(out, "\n\n");
+	if (res->first_div < 0) {
+		/* a close pair's causes (precision drift) are still named */
+		fprintf(out, "### Likely causes (no cell diverged)\n\n");
+	} else {
+		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);
+		fprintf(out, "### Likely causes of ");
+		md_code(out, name);
+		fprintf(out, "\n\n");
+	}
 	if (!d->causes.n) {
 		fprintf(out, "No diagnosis rule matches this pattern.\n\n");
 		return;

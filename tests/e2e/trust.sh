@@ -81,4 +81,16 @@ check_that "rope-style: the causes say where they were measured" \
 	grep -q "^likely causes (measured at L0.attn, the attention that L0.attn.q_rope is part of and that diverges as a whole):" "$TAP_OUT"
 expect_exit 1 "dump-duplicate: measured at its own cell" "$TBISECT" check --json --no-history "$T/dd-r" "$T/dd-c"
 json_is "dump-duplicate: nothing measured elsewhere" causes_measured_at null
+# A close pair names its causes in every report, not "none".
+"$MKDEMO" --bug dtype-precision "$T/dp-r" "$T/dp-c" >/dev/null || bail_out "mkdemo failed"
+expect_exit 0 "a close pair: Markdown" "$TBISECT" check --markdown --no-history "$T/dp-r" "$T/dp-c"
+check_that "close pair: Markdown names its causes" grep -q '^### Likely causes (no cell diverged)' "$TAP_OUT"
+check_that "close pair: Markdown's first is dtype-precision" grep -q '^1\. \*\*dtype-precision\*\*' "$TAP_OUT"
+expect_exit 0 "a close pair: HTML" "$TBISECT" check --html "$T/dp.html" --no-history "$T/dp-r" "$T/dp-c"
+check_that "close pair: HTML names its causes" grep -q 'data-cause="dtype-precision"' "$T/dp.html"
+printf ':save-display %s\nq\n' "$T/dp.txt" >"$T/dp.script"
+expect_exit 0 "a close pair: the heatmap (script mode)" env TERM=xterm-256color LINES=30 COLUMNS=100 \
+	TBISECT_SCRIPT="$T/dp.script" "$TBISECT" --no-history "$T/dp-r" "$T/dp-c"
+check_that "close pair: the heatmap's causes line names dtype-precision" \
+	grep -q '^causes (no cell diverged): dtype-precision 0\.[0-9]*  (c: causes pane)' "$T/dp.txt"
 tap_done

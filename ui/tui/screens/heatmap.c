@@ -354,12 +354,17 @@ static void draw_causes_line(view *v, WINDOW *w, int y)
 		ui_put(w, y, 0, ui_attr(UI_ERROR), "comparison failed: %s", v->job_err);
 		return;
 	}
+	const tb_diagnosis *dg = view_diag(v);
 	if (first < 0) {
-		ui_put(w, y, 0, ui_attr(UI_DIM), "causes: none (no cell diverged)");
+		/* a close pair still has causes (precision drift): say them here as the pane does */
+		if (dg && dg->causes.n && !v->run.partial)
+			ui_put(w, y, 0, ui_attr(UI_HEADER), "causes (no cell diverged): %s %.2f%s  (c: causes pane)",
+			       dg->causes.v[0].id, dg->causes.v[0].score, dg->causes.n > 1 ? " ..." : "");
+		else
+			ui_put(w, y, 0, ui_attr(UI_DIM), "causes: none (no cell diverged)");
 		return;
 	}
 	view_cell_label(v, first, name, sizeof name);
-	const tb_diagnosis *dg = view_diag(v);
 	if (v->run.partial) {
 		ui_put(w, y, 0, ui_attr(UI_ERROR), "causes of %s: none named on a partial pairing  (u: unpaired)", name);
 		return;
