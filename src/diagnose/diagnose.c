@@ -30,10 +30,10 @@ void tb_diagnosis_measured_text(const tb_diagnosis *d, const tb_result *r, char 
 	char m[TB_CELL_NAME_MAX], t[TB_CELL_NAME_MAX];
 
 	buf[0] = '\0';
-	if (d->measured < 0 || d->target < 0 || d->measured == d->target)
+	if (d->measured < 0 || d->asked < 0 || d->measured == d->asked)
 		return;
 	tb_cell_name(&r->cells[d->measured].cell, m, sizeof m);
-	tb_cell_name(&r->cells[d->target].cell, t, sizeof t);
+	tb_cell_name(&r->cells[d->asked].cell, t, sizeof t);
 	snprintf(buf, size, "measured at %s, the %s that %s is part of and that diverges as a whole", m,
 		 r->cells[d->measured].cell.id == TB_TAP_ATTN ? "attention" : "MLP", t);
 }
@@ -45,8 +45,8 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
 	double lo[TB_F_COUNT], hi[TB_F_COUNT];
 	char cell[TB_CELL_NAME_MAX] = "";
-	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL};
-	char nan_cell[TB_CELL_NAME_MAX] = "";
+	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL, NULL};
+	char nan_cell[TB_CELL_NAME_MAX] = "", measured[TB_CELL_NAME_MAX] = "";
 
 	out->v = NULL;
 	out->n = 0;
@@ -60,6 +60,8 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		ctx.layer = c->cell.layer;
 		ctx.ref_name = c->ref ? c->ref->name : NULL;
 		ctx.cand_name = c->cand ? c->cand->name : NULL;
+		tb_cell_name(&r->cells[tb_features_measured(r, target)].cell, measured, sizeof measured);
+		ctx.measured = measured;
 	}
 	for (size_t i = 0; i < r->n_cells && !ctx.nan_cell; i++)
 		if (r->cells[i].ref && r->cells[i].cand && r->cells[i].m.mismatch) {
@@ -152,14 +154,15 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 	int rc = 0;
 
 	memset(d, 0, sizeof *d);
-	d->measured = -1;
+	d->asked = d->measured = -1;
 	if (replay && tb_threads_for(o->threads) > 1 && !any_streamed(r))
 		threaded = pthread_create(&th, NULL, replay_run, &job) == 0;
 	if (tb_origin_compute(r, o->origin_factor > 0 ? o->origin_factor : TB_ORIGIN_FACTOR, &d->origin, err) < 0 ||
 	    tb_sanity_check(s, r, &d->sanity, err) < 0)
 		rc = -1;
 	else {
-		d->target = group_cell(r, target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target);
+		d->asked = target == TB_TARGET_FIRST_DIVERGENCE ? r->first_div : target;
+		d->target = group_cell(r, d->asked);
 		d->measured = tb_features_measured(r, d->target);
 		rc = eval_target(s, r, o, d, d->target, d->features, &d->causes, err);
 	}

@@ -29,7 +29,8 @@ typedef struct tb_diag_opts {
 typedef struct tb_diagnosis {
 	tb_origin origin;
 	tb_sanity sanity;
-	long target;                  /* cell the causes are for, -1: none */
+	long asked;                   /* cell the diagnosis was asked for (the first divergence), -1: none */
+	long target;                  /* cell the causes are for: asked, or the attention or MLP whose output it is */
 	long measured;                /* cell the causes' numbers were measured at (tb_features_measured) */
 	double features[TB_F_COUNT];
 	tb_causes causes;             /* empty when the verdict is match; a confirmed one first */
@@ -37,8 +38,8 @@ typedef struct tb_diagnosis {
 } tb_diagnosis;
 
 /* "measured at L0.attn, the attention that L0.attn.q is part of and that
- * diverges as a whole" when d's numbers are another cell's than its
- * target's; "" otherwise. */
+ * diverges as a whole" when d's numbers are another cell's than the one
+ * it was asked for; "" otherwise. */
 void tb_diagnosis_measured_text(const tb_diagnosis *d, const tb_result *r, char *buf, size_t size);
 
 /* target: a cell index, or TB_TARGET_FIRST_DIVERGENCE. */

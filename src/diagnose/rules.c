@@ -226,6 +226,8 @@ static const char *ctx_word(const char *name, const tb_rule_ctx *ctx, char *buf,
 		s = ctx ? ctx->nan_cell : NULL;
 	else if (!strcmp(name, "dup_tap"))
 		s = ctx ? ctx->dup_tap : NULL;
+	else if (!strcmp(name, "measured"))
+		s = ctx ? ctx->measured : NULL;
 	else
 		return NULL;
 	snprintf(buf, size, "%s", s ? s : "-");

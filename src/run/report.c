@@ -433,7 +433,7 @@ char *tb_report_json(const tb_report *r)
 		cJSON_AddNullToObject(root, "first_divergence");
 	causes = cJSON_AddArrayToObject(root, "causes");
 	/* the cell the causes' numbers are of, when not the first divergence */
-	if (r->diag && res->verdict != TB_ST_MATCH && r->diag->measured >= 0 && r->diag->measured != r->diag->target)
+	if (r->diag && res->verdict != TB_ST_MATCH && r->diag->measured >= 0 && r->diag->measured != r->diag->asked)
 		add_cell_ref(root, "causes_measured_at", res, r->diag->measured);
 	else
 		cJSON_AddNullToObject(root, "causes_measured_at");
