@@ -338,9 +338,9 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	case 'c':
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "complex dtype '%s' is not supported", descr);
 	case 'O':
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "object array (pickled data) refused");
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, path, "object array (pickled data) refused");
 	default: /* strings, dates: valid arrays, not tensors */
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "npy dtype '%s' is not a numeric tensor type", descr);
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, path, "npy dtype '%s' is not a numeric tensor type", descr);
 	}
 }
 

@@ -230,6 +230,20 @@ static const tb_file *add_file(tb_tree_priv *p, const char *path, tb_err *err)
 	return f;
 }
 
+/* A Git LFS pointer: the small text file a clone holds in place of the
+ * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
+static bool is_lfs_pointer(const tb_file *f)
+{
+	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
+
+	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
+}
+
+static int lfs_error(const char *path, tb_err *err)
+{
+	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
+}
+
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
 {
 	tb_tree_priv *p = b->tree->priv;
@@ -244,7 +258,13 @@ const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
 		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		return NULL;
 	}
-	return add_file(p, path, err);
+	/* A shard behind an index is as much the data as a file of the walk. */
+	const tb_file *f = add_file(p, path, err);
+	if (f && is_lfs_pointer(f)) {
+		lfs_error(path, err);
+		return NULL;
+	}
+	return f;
 }
 
 const tb_open_opts *tb_builder_opts(const tb_builder *b)
@@ -489,20 +509,6 @@ static const tb_format *pick_format(const tb_file *f, const char *name)
 	return NULL;
 }
 
-/* A Git LFS pointer: the small text file a clone holds in place of the
- * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
-static bool is_lfs_pointer(const tb_file *f)
-{
-	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
-
-	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
-}
-
-static int lfs_error(const char *path, tb_err *err)
-{
-	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
-}
-
 /* Does a reader claim files of this name by their suffix? */
 static bool reader_suffix(const char *name)
 {
@@ -588,7 +594,15 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);
-	return index_with(b, fmt, f, stem, prefix, err);
+	if (index_with(b, fmt, f, stem, prefix, err) < 0) {
+		/* A label array or a pickled config beside the dumps is no
+		 * broken dump; given alone, it is still refused (open_file). */
+		if (err->code != TB_ERR_NO_TENSOR)
+			return -1;
+		tb_builder_note(b, "skipped %s: %s", path, err->msg);
+		tb_err_clear(err);
+	}
+	return 0;
 }
 
 static int cmp_tensor(const void *a, const void *b)
