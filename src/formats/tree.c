@@ -533,12 +533,28 @@ static bool is_companion(const char *rel)
 	return false;
 }
 
-/* Why no reader claims a file: a format we know of but do not read, or none. */
-static const char *unclaimed_reason(const tb_file *f)
+/* llama.cpp's model files: GGUF, and before it (2023) a little-endian
+ * uint32 magic, so 'ggjt' is "tjgg" on disk (ggml's GGML_FILE_MAGIC and
+ * llama.cpp's LLAMA_FILE_MAGIC_GGMF, _GGJT, _GGLA of that time). */
+static const struct {
+	char disk[5];
+	const char *why;
+} model_magics[] = {
+	{"GGUF", "a GGUF file (llama.cpp), which tbisect does not read"},
+	{"lmgg", "a pre-GGUF GGML model file (magic 'ggml'), not a dump"},
+	{"fmgg", "a pre-GGUF GGML model file (magic 'ggmf'), not a dump"},
+	{"tjgg", "a pre-GGUF GGML model file (magic 'ggjt'), not a dump"},
+	{"algg", "a pre-GGUF GGML adapter file (magic 'ggla'), not a dump"},
+};
+
+/* A model file of a format we know of but do not read, whatever its name
+ * (they are often .bin, which raw logits claim): why, or NULL. */
+static const char *model_file(const tb_file *f)
 {
-	if (f->size >= 4 && !memcmp(f->data, "GGUF", 4))
-		return "a GGUF file (llama.cpp), which tbisect does not read";
-	return "not a tensor file";
+	for (size_t i = 0; f->size >= 4 && i < sizeof model_magics / sizeof *model_magics; i++)
+		if (!memcmp(f->data, model_magics[i].disk, 4))
+			return model_magics[i].why;
+	return NULL;
 }
 
 /* Run a reader's index step, then unmap what it touched.  Header reads can
@@ -587,10 +603,15 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 		tb_builder_note(b, "skipped %s: a Git LFS pointer", path);
 		return 0;
 	}
+	const char *model = model_file(f);
+	if (model) {
+		tb_builder_note(b, "skipped %s: %s", path, model);
+		return 0;
+	}
 	fmt = pick_format(f, rel);
 	if (!fmt) {
 		if (!is_companion(rel))
-			tb_builder_note(b, "skipped %s: %s", path, unclaimed_reason(f));
+			tb_builder_note(b, "skipped %s: not a tensor file", path);
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);
@@ -661,9 +682,9 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 		return -1;
 	if (is_lfs_pointer(f))
 		return lfs_error(path, err);
+	if (model_file(f))
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", model_file(f));
 	fmt = pick_format(f, base);
-	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
 		return tb_err_set(err, path,
 				  "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON, llama.cpp text dump)");

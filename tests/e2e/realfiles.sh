@@ -70,6 +70,16 @@ mkdir "$T/gguf"
 printf 'GGUF\003\000\000\000' >"$T/gguf/model.gguf"
 expect_error_msg 2 "$T/gguf" "no tensors found; skipped $T/gguf/model.gguf: a GGUF file" \
 	"a lone GGUF: the skip note stays in the error line" "$TBISECT" check "$T/gguf" "$T/meta"
+# llama.cpp's models before GGUF: a little-endian magic ('ggjt' is "tjgg"
+# on disk), then the version; named .bin, which raw logits (--vocab) take.
+mkdir "$T/ggml"
+for m in lmgg:ggml fmgg:ggmf tjgg:ggjt; do
+	printf '%s\001\000\000\000%064d' "${m%:*}" 0 >"$T/ggml/ggml-model-${m#*:}.bin"
+	expect_error_msg 2 "$T/ggml/ggml-model-${m#*:}.bin" "a pre-GGUF GGML model file (magic '${m#*:}'), not a dump" \
+		"a ${m#*:} model is named, not sent to --vocab" "$TBISECT" ls --vocab 4 "$T/ggml/ggml-model-${m#*:}.bin"
+done
+expect_error_msg 2 "$T/ggml" "skipped $T/ggml/ggml-model-ggjt.bin: a pre-GGUF GGML model file (magic 'ggjt')" \
+	"a tree of GGML models: each skipped, named" "$TBISECT" ls "$T/ggml"
 
 # --- special files: noted on stderr, never opened ---
 mkdir "$T/special"
