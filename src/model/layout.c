@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/sidecar.h"
 #include "model/layout.h"
 #include "model/trtllm.h"
 #include "tensor/compose.h"
@@ -88,21 +89,21 @@ static bool tag(const char *c, size_t n, const char *const *words, int *v)
 }
 
 /* A component that ends in a rank tag ("mlp_rank1", "out-tp-0", vLLM's
- * "outputs_0_cuda_1"): the length of what precedes the tag, or 0. */
+ * device "outputs_0_cuda_1", or "outputs_cpu": no rank): the length of
+ * what precedes the tag, or 0. */
 static size_t rank_suffix(const char *c, size_t n, int *rank)
 {
-	static const char *const words[] = {"rank", "tp", "cuda"};
+	static const char *const words[] = {"rank", "tp"};
+	size_t vllm = tb_vllm_record_stem(c, n, rank);
 
+	if (vllm)
+		return vllm;
 	for (size_t i = n; i-- > 1;) {
 		if (c[i - 1] != '_' && c[i - 1] != '-')
 			continue;
-		for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
-			/* cuda_K is vLLM's device suffix, only on its inputs/outputs files */
-			if (k == 2 && strncmp(c, "inputs", 6) && strncmp(c, "outputs", 7))
-				continue;
+		for (size_t k = 0; k < sizeof words / sizeof *words; k++)
 			if (word_number(c + i, n - i, words[k], rank))
 				return i - 1;
-		}
 	}
 	return 0;
 }

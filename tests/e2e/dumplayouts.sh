@@ -158,6 +158,19 @@ cp -R "$T/vllm-ok" "$T/noside"
 side=$(find "$T/noside" -path '*step_2/model.layers.1.mlp/outputs.json')
 rm "$side"
 expect_error_msg 2 "step_2/model.layers.1.mlp/outputs_cuda_0.pt" "without its sidecar" "a vLLM record without its sidecar" "$TBISECT" check --no-history "$T/ref" "$T/noside"
+# On the CPU, torch names the device "cpu": outputs_cpu.pt, inputs_0_cpu.pt
+# (save_tensors in vLLM's vllm/v1/intermediates/intermediates_logging.py);
+# versions of it that write no JSON sidecars leave the .pt files alone.
+"$GEN" vllm "$T/ok" "$T/vllm-cpu" 1 "$CUTS" || bail_out "layoutgen vllm failed"
+find "$T/vllm-cpu" -name '*_cuda_0.pt' | while read -r f; do mv "$f" "${f%_cuda_0.pt}_cpu.pt"; done
+expect_exit 0 "a vLLM dump on the CPU (outputs_cpu.pt) is read" \
+	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/ref" "$T/vllm-cpu"
+json_is "... and matches" verdict match
+json_is "... its records in the cells, as on cuda" 'unpaired.cand.#' 3
+find "$T/vllm-cpu" -name '*.json' -exec rm {} +
+expect_exit 0 "a vLLM dump without any sidecar is read" \
+	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/ref" "$T/vllm-cpu"
+json_is "... and matches" verdict match
 cp -R "$T/vllm-ok" "$T/norec"
 rm "$(dirname "$(find "$T/norec" -path '*step_1/model.layers.0.self_attn.o_proj/outputs.json')")"/outputs_0_cuda_*.pt
 expect_error_msg 2 "step_1/model.layers.0.self_attn.o_proj/outputs.json" "names item 0" "a vLLM sidecar naming a missing record" "$TBISECT" check --no-history "$T/ref" "$T/norec"
