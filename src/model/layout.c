@@ -771,6 +771,47 @@ static int emit(lay *L, tb_tensor **out, size_t *n, const entry *e, tb_err *err)
 }
 
 /* Keep one step (or stitch them all); entries without a step stay. */
+/* A step at either end of the dump that holds only the logits: vLLM logs
+ * a step's logits in the next step's folder, so the folder after the last
+ * forward pass, or the one before the first it logged (log_step_ids),
+ * holds nothing else once they are moved back.  Compared or stitched, it
+ * would leave every other tap without that step: it is left out. */
+static void drop_logits_steps(lay *L)
+{
+	for (;;) {
+		int first = MAX_TAG, last = -1, edge = -1;
+		size_t w = 0;
+
+		for (size_t i = 0; i < L->n; i++) {
+			if (L->e[i].step >= 0 && L->e[i].step < first)
+				first = L->e[i].step;
+			if (L->e[i].step > last)
+				last = L->e[i].step;
+		}
+		if (last <= first)
+			return;
+		for (int k = 0; k < 2 && edge < 0; k++) {
+			int step = k ? first : last;
+			bool only = true;
+			for (size_t i = 0; i < L->n && only; i++)
+				only = L->e[i].step != step || cell_of(L, &L->e[i]).id == TB_TAP_LOGITS;
+			if (only)
+				edge = step;
+		}
+		if (edge < 0)
+			return;
+		for (size_t i = 0; i < L->n; i++) {
+			if (L->e[i].step == edge)
+				free(L->e[i].base);
+			else
+				L->e[w++] = L->e[i];
+		}
+		L->n = w;
+		tb_tree_note(L->tree, "step %d holds only the logits, of a forward pass the dump does not hold: left out",
+			     edge);
+	}
+}
+
 static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 {
 	tb_tree_layout *lo = &L->tree->layout;
@@ -780,6 +821,7 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 
 	if (!out)
 		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	drop_logits_steps(L);
 	if (check_steps(L, &s, err) < 0) {
 		free(out);
 		return -1;

@@ -712,7 +712,9 @@ static size_t smaller_side(const tb_coverage *c)
 
 bool tb_coverage_empty(const tb_coverage *c)
 {
-	return c->paired == 0 && c->tensors[0] && c->tensors[1];
+	/* A side with no tensor left (a layout that stitched none of its
+	 * steps) pairs nothing either: all missing is no match. */
+	return c->paired == 0;
 }
 
 static bool no_layer_paired(const tb_coverage *c)

@@ -123,6 +123,21 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		return -1;
 	}
 	unused_rules(r);
+	for (int side = 0; side < 2; side++) {
+		const tb_tree *t = side ? r->sess.cand : r->sess.ref;
+		if (t->n_tensors)
+			continue;
+		/* No map helps: the tree itself has nothing to compare.  The
+		 * layout's notes, which say why, come last. */
+		if (t->n_notes > 1)
+			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out; %s "
+				   "(and %zu more notes)", t->notes[t->n_notes - 1], t->n_notes - 1);
+		else
+			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out%s%s",
+				   t->n_notes ? "; " : "", t->n_notes ? t->notes[0] : "");
+		tb_run_free(r);
+		return -1;
+	}
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
 	/* --allow-partial goes on with what paired, never with nothing: a
