@@ -326,7 +326,8 @@ static void test_bits_manifest(void **state)
 	tu_expect_refused(tu_path(isfloat, "x.npy"), NULL, NULL, "holds npy dtype '<f2', not raw bits");
 	write_void2(tu_path(typo, "x.npy"), "<u2");
 	tu_write_str(tu_path(typo, "dtypes.json"), "{\"x.npy\": \"bfloat61\"}");
-	tu_expect_refused(tu_path(typo, "x.npy"), NULL, NULL, "dtypes.json names 'bfloat61' for it, which is not a dtype");
+	tu_expect_refused(tu_path(typo, "x.npy"), NULL, NULL,
+			  "dtypes.json names 'bfloat61' for it, which is not a dtype");
 }
 
 static void test_void1(void **state)

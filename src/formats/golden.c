@@ -594,7 +594,8 @@ static tb_pk_value *np_make_dtype(tb_pk *pk, tb_pk_value *args, tb_err *err)
 		}
 	}
 	if (code->u.s.n && strchr("OUSVMm", code->u.s.p[0])) {
-		tb_err_setc(err, TB_ERR_NO_TENSOR, tb_pk_path(pk), "pickle: numpy dtype '%.*s' is not a numeric tensor type",
+		tb_err_setc(err, TB_ERR_NO_TENSOR, tb_pk_path(pk),
+			    "pickle: numpy dtype '%.*s' is not a numeric tensor type",
 			    (int)(code->u.s.n > 32 ? 32 : code->u.s.n), (const char *)code->u.s.p);
 		return NULL;
 	}

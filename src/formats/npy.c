@@ -282,7 +282,8 @@ static int manifest_override(const char *path, const char *descr, tb_dtype *dt, 
 	if (!named || m == *dt)
 		return 0;
 	if (tb_dtype_size(m) != tb_dtype_size(*dt))
-		return tb_err_set(err, path, "%s names %s (%zu-byte elements) for it, but its npy dtype '%s' has %zu-byte ones",
+		return tb_err_set(err, path,
+				  "%s names %s (%zu-byte elements) for it, but its npy dtype '%s' has %zu-byte ones",
 				  MANIFEST_NAME, tb_dtype_name(m), tb_dtype_size(m), descr, tb_dtype_size(*dt));
 	if (tb_dtype_is_float(*dt) || *dt == TB_DT_BOOL)
 		return tb_err_set(err, path, "%s names %s for it, but it holds npy dtype '%s', not raw bits",

@@ -107,7 +107,8 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	tb_zip_free(z);
 	/* Notes alone would leave an archive of strings looking empty. */
 	if (rc == 0 && skipped && !loaded)
-		return tb_err_setc(err, TB_ERR_NO_TENSOR, f->path, "npz holds no numeric array (%zu member%s skipped; first: %s)",
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, f->path,
+				   "npz holds no numeric array (%zu member%s skipped; first: %s)",
 				   skipped, skipped > 1 ? "s" : "", why);
 	return rc;
 }

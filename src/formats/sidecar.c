@@ -171,8 +171,8 @@ static int vllm_index(tb_builder *b, const tb_file *f, const char *stem, const c
 			char item[96];
 			snprintf(item, sizeof item, "%s_%d", rec, i++);
 			if (cJSON_IsString(t) && !strcmp(t->valuestring, "tensor") && !record_present(dir, item)) {
-				rc = tb_err_set(err, f->path, "names item %d, a tensor, but no %s_DEVICE.pt is beside it", i - 1,
-						item);
+				rc = tb_err_set(err, f->path, "names item %d, a tensor, but no %s_DEVICE.pt is beside it",
+						i - 1, item);
 				break;
 			}
 		}

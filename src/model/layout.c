@@ -807,8 +807,8 @@ static void drop_logits_steps(lay *L)
 				L->e[w++] = L->e[i];
 		}
 		L->n = w;
-		tb_tree_note(L->tree, "step %d holds only the logits, of a forward pass the dump does not hold: left out",
-			     edge);
+		tb_tree_note(L->tree,
+			     "step %d holds only the logits, of a forward pass the dump does not hold: left out", edge);
 	}
 }
 

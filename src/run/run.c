@@ -167,8 +167,8 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 				   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path,
 				   o->allow_partial ? ": --allow-partial gives no verdict over nothing" : " or --allow-partial");
 		else
-			tb_err_set(err, NULL, "%s vs %s: %s; suggest-map finds no rule that would pair more (dumps of the "
-				   "same model?)%s",
+			tb_err_set(err, NULL,
+				   "%s vs %s: %s; suggest-map finds no rule that would pair more (dumps of the same model?)%s",
 				   o->ref_path, o->cand_path, cov,
 				   empty ? "" : "; --allow-partial compares what paired");
 		tb_run_free(r);
