@@ -16,9 +16,20 @@ if [ "${1:-test}" != demo ]; then
     pkgs="$pkgs chromium"
 fi
 
+# Installed: unpacked and configured, or configured but for triggers or a
+# configure step that another apt job (unattended-upgrades) still has to
+# run.  Only a package absent or merely unpacked is missing; installing it
+# again then would wait on, or fight, that job's lock.
+installed() {
+    case $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) in
+    *" ok installed" | *" ok triggers-pending" | *" ok triggers-awaited" | *" ok half-configured") return 0 ;;
+    *) return 1 ;;
+    esac
+}
+
 missing=""
 for p in $pkgs; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if ! installed "$p"; then
         missing="$missing $p"
     fi
 done

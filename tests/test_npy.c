@@ -283,6 +283,53 @@ static void test_void2_manifest(void **state)
 	tu_expect_refused(tu_path(broken, "x.npy"), NULL, NULL, "raw 2-byte void");
 }
 
+/* bf16 saved as its bits (x.view(np.uint16)) is an integer npy file: the
+ * manifest's own entry for the file says what the bits are. */
+static void test_bits_manifest(void **state)
+{
+	const char *named = tu_tmpdir(), *star = tu_tmpdir(), *half = tu_tmpdir(), *wide = tu_tmpdir();
+	const char *isfloat = tu_tmpdir(), *typo = tu_tmpdir();
+	tb_tree *tree;
+	tb_tensor *t;
+	(void)state;
+
+	write_void2(tu_path(named, "x.npy"), "<u2");
+	write_void2(tu_path(named, "y.npy"), "<u2");
+	tu_write_str(tu_path(named, "dtypes.json"), "{\"x.npy\": \"bf16\"}");
+	t = open_one(tu_path(named, "x.npy"), NULL, &tree);
+	assert_int_equal(t->dtype, TB_DT_BF16);
+	tu_expect_values(t, bf16_want, 4);
+	tb_tree_free(tree);
+	/* only the files it names: a neighbour's integers stay integers */
+	t = open_one(tu_path(named, "y.npy"), NULL, &tree);
+	assert_int_equal(t->dtype, TB_DT_U16);
+	tb_tree_free(tree);
+	/* "*" speaks for void files, not for integer ones (token ids) */
+	write_void2(tu_path(star, "x.npy"), "<u2");
+	tu_write_str(tu_path(star, "dtypes.json"), "{\"*\": \"bf16\"}");
+	t = open_one(tu_path(star, "x.npy"), NULL, &tree);
+	assert_int_equal(t->dtype, TB_DT_U16);
+	tb_tree_free(tree);
+	write_void2(tu_path(half, "x.npy"), "<i2");
+	tu_write_str(tu_path(half, "dtypes.json"), "{\"x\": \"f16\"}");
+	t = open_one(tu_path(half, "x.npy"), NULL, &tree);
+	assert_int_equal(t->dtype, TB_DT_F16);
+	tb_tree_free(tree);
+
+	/* an entry that contradicts the file is refused, never ignored */
+	write_void2(tu_path(wide, "x.npy"), "<u2");
+	tu_write_str(tu_path(wide, "dtypes.json"), "{\"x.npy\": \"f32\"}");
+	tu_expect_refused(wide, NULL, tu_path(wide, "x.npy"),
+			  "dtypes.json names f32 (4-byte elements) for it, but its npy dtype '<u2' has 2-byte ones");
+	write_void2(tu_path(isfloat, "x.npy"), "<f2");
+	tu_write_str(tu_path(isfloat, "dtypes.json"), "{\"x.npy\": \"bf16\"}");
+	tu_expect_refused(tu_path(isfloat, "x.npy"), NULL, NULL, "holds npy dtype '<f2', not raw bits");
+	write_void2(tu_path(typo, "x.npy"), "<u2");
+	tu_write_str(tu_path(typo, "dtypes.json"), "{\"x.npy\": \"bfloat61\"}");
+	tu_expect_refused(tu_path(typo, "x.npy"), NULL, NULL,
+			  "dtypes.json names 'bfloat61' for it, which is not a dtype");
+}
+
 static void test_void1(void **state)
 {
 	const char *dir = tu_tmpdir();
@@ -677,6 +724,7 @@ int main(void)
 		cmocka_unit_test(test_void2_option),
 		cmocka_unit_test(test_void2_refused),
 		cmocka_unit_test(test_void2_manifest),
+		cmocka_unit_test(test_bits_manifest),
 		cmocka_unit_test(test_void1),
 		cmocka_unit_test(test_fortran_2x3),
 		cmocka_unit_test(test_fortran_3d),

@@ -21,6 +21,7 @@
 	X(IO, "cannot read or write a file")                                \
 	X(FORMAT, "not a valid input file")                                 \
 	X(UNSUPPORTED, "valid input that tbisect does not support")         \
+	X(NO_TENSOR, "a valid file that holds no tensor")                   \
 	X(LIMIT, "over a limit")                                            \
 	X(USAGE, "invalid argument")                                        \
 	X(SYSTEM, "the system refused a resource")                          \

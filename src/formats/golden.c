@@ -51,6 +51,15 @@ __attribute__((format(printf, 3, 4))) static int jfail(const jcur *c, tb_err *er
 			  (unsigned long long)(c->p - c->start));
 }
 
+/* jfail for a record that is no golden record: another program's JSON
+ * lines (a log), skipped in a tree. */
+static int jforeign(const jcur *c, tb_err *err, const char *what)
+{
+	jfail(c, err, "%s", what);
+	err->code = TB_ERR_NO_TENSOR;
+	return -1;
+}
+
 static void jws(jcur *c)
 {
 	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r'))
@@ -453,7 +462,7 @@ static int json_record(tb_builder *b, const tb_file *f, jcur *c, const char *pre
 	size_t klen;
 
 	if (!jeat(c, '{'))
-		return jfail(c, err, "record is not a JSON object");
+		return jforeign(c, err, "record is not a JSON object");
 	if (!jeat(c, '}')) {
 		do {
 			if (jstring(c, key, sizeof key, &klen, err) < 0)
@@ -490,7 +499,7 @@ static int json_record(tb_builder *b, const tb_file *f, jcur *c, const char *pre
 	if (c->p != c->end)
 		return jfail(c, err, "trailing bytes after the record");
 	if (!seen_logits && !seen_hidden)
-		return jfail(c, err, "no \"logits\" or \"layer_hidden_states\"");
+		return jforeign(c, err, "no \"logits\" or \"layer_hidden_states\"");
 	return 0;
 }
 
@@ -583,6 +592,12 @@ static tb_pk_value *np_make_dtype(tb_pk *pk, tb_pk_value *args, tb_err *err)
 				((np_dtype *)v->u.obj.p)->dt = np_codes[i].dt;
 			return v;
 		}
+	}
+	if (code->u.s.n && strchr("OUSVMm", code->u.s.p[0])) {
+		tb_err_setc(err, TB_ERR_NO_TENSOR, tb_pk_path(pk),
+			    "pickle: numpy dtype '%.*s' is not a numeric tensor type",
+			    (int)(code->u.s.n > 32 ? 32 : code->u.s.n), (const char *)code->u.s.p);
+		return NULL;
 	}
 	tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk), "pickle: numpy dtype '%.*s' is not supported",
 		    (int)(code->u.s.n > 32 ? 32 : code->u.s.n), (const char *)code->u.s.p);
@@ -763,7 +778,19 @@ static int np_tokens(tb_builder *b, const tb_file *f, const np_array *a, tb_err 
 	return 0;
 }
 
-static int golden_pickle(tb_builder *b, const tb_file *f, const char *prefix, tb_err *err)
+/* Not golden logits, but a well-formed pickle of something else. */
+__attribute__((format(printf, 3, 4))) static int foreign(tb_err *err, const char *path, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return tb_err_setc(err, TB_ERR_NO_TENSOR, path, "%s", msg);
+}
+
+static int golden_pickle(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
 	tb_pk_hooks hooks = {.globals = numpy_globals, .reduce = np_reduce, .build = np_build};
 	const tb_pk_value *rec, *v;
@@ -775,8 +802,18 @@ static int golden_pickle(tb_builder *b, const tb_file *f, const char *prefix, tb
 
 	if (!pk)
 		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
-	if (tb_pk_run(pk, f->data, (size_t)f->size, 0, &root, err) < 0)
+	if (tb_pk_run(pk, f->data, (size_t)f->size, 0, &root, err) < 0) {
+		/* Objects other than numpy arrays: another program's pickle. */
+		if (err->code == TB_ERR_UNSUPPORTED)
+			err->code = TB_ERR_NO_TENSOR;
 		goto out;
+	}
+	/* One array, pickled by itself (pickle.dump(a), a.dump()): the tensor. */
+	a = tb_pk_as(root, OBJ_ARRAY);
+	if (a && a->set) {
+		rc = add_np_tensor(b, f, "", stem, a, -1, err);
+		goto out;
+	}
 	if (root->kind == TB_PK_LIST || root->kind == TB_PK_TUPLE) {
 		if ((size_t)want >= root->u.seq.n) {
 			tb_err_set(err, f->path, "golden file holds %zu record%s; --record %d is out of range", root->u.seq.n,
@@ -787,18 +824,18 @@ static int golden_pickle(tb_builder *b, const tb_file *f, const char *prefix, tb
 	} else if (root->kind == TB_PK_DICT && want == 0) {
 		rec = root;
 	} else {
-		tb_err_set(err, f->path, "golden pickle is a %s, not a list of records", tb_pk_kind_name(root->kind));
+		foreign(err, f->path, "golden pickle is a %s, not a list of records", tb_pk_kind_name(root->kind));
 		goto out;
 	}
 	if (rec->kind != TB_PK_DICT) {
-		tb_err_set(err, f->path, "golden record %d is a %s, not a dict", want, tb_pk_kind_name(rec->kind));
+		foreign(err, f->path, "golden record %d is a %s, not a dict", want, tb_pk_kind_name(rec->kind));
 		goto out;
 	}
 	v = dict_get(rec, "logits");
 	if (v && (!(a = want_array(v, f->path, "logits", err)) || add_np_tensor(b, f, prefix, "logits", a, -1, err) < 0))
 		goto out;
 	if (!v && !dict_get(rec, "layer_hidden_states")) {
-		tb_err_set(err, f->path, "golden record %d has no \"logits\" or \"layer_hidden_states\"", want);
+		foreign(err, f->path, "golden record %d has no \"logits\" or \"layer_hidden_states\"", want);
 		goto out;
 	}
 	v = dict_get(rec, "layer_hidden_states");
@@ -834,10 +871,9 @@ out:
 
 static int golden_index(tb_builder *b, const tb_file *f, const char *stem, const char *prefix, tb_err *err)
 {
-	(void)stem;
 	/* The generator writes a pickle even into a file named .jsonl. */
 	if (f->size > 0 && f->data[0] == 0x80)
-		return golden_pickle(b, f, prefix, err);
+		return golden_pickle(b, f, stem, prefix, err);
 	if (f->size == 0)
 		return tb_err_set(err, f->path, "golden file holds no records");
 	return golden_json(b, f, prefix, err);

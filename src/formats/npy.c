@@ -224,7 +224,10 @@ static cJSON *load_manifest(const char *mpath)
 	return root;
 }
 
-static int manifest_dtype(const char *path, tb_dtype *out)
+/* The manifest's dtype for the file at path: 0 and *out set; -1 when it
+ * names none.  *named: the file's own entry (not "*") gave it; *bad: that
+ * entry is no dtype name (left in *out's stead in bad[0..size)). */
+static int manifest_dtype(const char *path, tb_dtype *out, bool *named, char *bad, size_t size)
 {
 	char mpath[PATH_MAX], base[PATH_MAX];
 	const char *slash = strrchr(path, '/');
@@ -232,6 +235,9 @@ static int manifest_dtype(const char *path, tb_dtype *out)
 	const cJSON *hit = NULL;
 	cJSON *root;
 	int rc = -1;
+
+	*named = false;
+	bad[0] = '\0';
 
 	if ((size_t)snprintf(mpath, sizeof mpath, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path,
 			     MANIFEST_NAME) >= sizeof mpath)
@@ -247,12 +253,43 @@ static int manifest_dtype(const char *path, tb_dtype *out)
 		base[strlen(base) - 4] = '\0';
 		hit = cJSON_GetObjectItemCaseSensitive(root, base);
 	}
+	*named = hit != NULL;
 	if (!hit)
 		hit = cJSON_GetObjectItemCaseSensitive(root, "*");
 	if (cJSON_IsString(hit) && tb_dtype_parse(hit->valuestring, out) == 0)
 		rc = 0;
+	else if (*named)
+		snprintf(bad, size, "%s", cJSON_IsString(hit) ? hit->valuestring : "(not a string)");
 	cJSON_Delete(root);
 	return rc;
+}
+
+/* An integer file its manifest entry names a float dtype of the same width
+ * for holds that dtype's bits (bf16 saved as x.view(np.uint16)); an entry
+ * that contradicts the file is an error, never silently ignored.  Only the
+ * file's own entry counts here: "*" speaks for void files. */
+static int manifest_override(const char *path, const char *descr, tb_dtype *dt, tb_err *err)
+{
+	char bad[64];
+	bool named;
+	tb_dtype m;
+
+	if (manifest_dtype(path, &m, &named, bad, sizeof bad) < 0) {
+		if (named && bad[0])
+			return tb_err_set(err, path, "%s names '%s' for it, which is not a dtype", MANIFEST_NAME, bad);
+		return 0;
+	}
+	if (!named || m == *dt)
+		return 0;
+	if (tb_dtype_size(m) != tb_dtype_size(*dt))
+		return tb_err_set(err, path,
+				  "%s names %s (%zu-byte elements) for it, but its npy dtype '%s' has %zu-byte ones",
+				  MANIFEST_NAME, tb_dtype_name(m), tb_dtype_size(m), descr, tb_dtype_size(*dt));
+	if (tb_dtype_is_float(*dt) || *dt == TB_DT_BOOL)
+		return tb_err_set(err, path, "%s names %s for it, but it holds npy dtype '%s', not raw bits",
+				  MANIFEST_NAME, tb_dtype_name(m), descr);
+	*dt = m;
+	return 0;
 }
 
 static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *path, tb_dtype *dt,
@@ -294,32 +331,34 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 		else if (size == 12 || size == 16)
 			return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "long double npy dtype '%s' is not supported", descr);
 		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported float size in npy dtype '%s'", descr);
-		return 0;
+		return manifest_override(path, descr, dt, err);
 	case 'i':
 		if (size == 8) *dt = TB_DT_I64;
 		else if (size == 4) *dt = TB_DT_I32;
 		else if (size == 2) *dt = TB_DT_I16;
 		else if (size == 1) *dt = TB_DT_I8;
 		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported integer size in npy dtype '%s'", descr);
-		return 0;
+		return manifest_override(path, descr, dt, err);
 	case 'u':
 		if (size == 8) *dt = TB_DT_U64;
 		else if (size == 4) *dt = TB_DT_U32;
 		else if (size == 2) *dt = TB_DT_U16;
 		else if (size == 1) *dt = TB_DT_U8;
 		else return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported integer size in npy dtype '%s'", descr);
-		return 0;
+		return manifest_override(path, descr, dt, err);
 	case 'b':
 	case '?':
 		if (size != 1)
 			return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "unsupported bool size in npy dtype '%s'", descr);
 		*dt = TB_DT_BOOL;
-		return 0;
+		return manifest_override(path, descr, dt, err);
 	case 'V': {
+		char bad[64];
+		bool named;
 		int forced = size == 2 ? opts->npy_void2 : size == 1 ? opts->npy_void1 : -1;
 		if (forced >= 0) {
 			*dt = (tb_dtype)forced;
-		} else if (size > 2 || manifest_dtype(path, dt) < 0) {
+		} else if (size > 2 || manifest_dtype(path, dt, &named, bad, sizeof bad) < 0) {
 			if (size == 2)
 				return tb_err_set(err, path,
 						  "dtype '%s' is raw 2-byte void (bfloat16 from ml_dtypes?): pass --npy-void2 bf16 or add a dtypes.json manifest",
@@ -338,9 +377,9 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 	case 'c':
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "complex dtype '%s' is not supported", descr);
 	case 'O':
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "object array (pickled data) refused");
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, path, "object array (pickled data) refused");
 	default: /* strings, dates: valid arrays, not tensors */
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "npy dtype '%s' is not a numeric tensor type", descr);
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, path, "npy dtype '%s' is not a numeric tensor type", descr);
 	}
 }
 

@@ -41,7 +41,7 @@ static int npz_member(tb_builder *b, const tb_zip *z, const tb_zip_entry *e, con
 	if (tb_zip_read_head(z, e, head, TB_NPY_MAX_PREAMBLE, &got, err) < 0)
 		return -1;
 	if (tb_npy_parse(head, got, path, tb_builder_opts(b), &info, err) < 0) {
-		if (err->code == TB_ERR_UNSUPPORTED) {
+		if (err->code == TB_ERR_UNSUPPORTED || err->code == TB_ERR_NO_TENSOR) {
 			tb_builder_note(b, "%s: skipped member '%s': %s", path, e->name, err->msg);
 			return 1;
 		}
@@ -107,7 +107,8 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 	tb_zip_free(z);
 	/* Notes alone would leave an archive of strings looking empty. */
 	if (rc == 0 && skipped && !loaded)
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "npz holds no numeric array (%zu member%s skipped; first: %s)",
+		return tb_err_setc(err, TB_ERR_NO_TENSOR, f->path,
+				   "npz holds no numeric array (%zu member%s skipped; first: %s)",
 				   skipped, skipped > 1 ? "s" : "", why);
 	return rc;
 }

@@ -116,15 +116,37 @@ const char *tb_pk_path(const tb_pk *pk)
 }
 
 /* Errors name the file and the opcode's offset in the pickle. */
-__attribute__((format(printf, 3, 4))) static int pk_fail(tb_pk *pk, tb_err *err, const char *fmt, ...)
+static int pk_vfail(tb_pk *pk, tb_status_code code, tb_err *err, const char *fmt, va_list ap)
 {
 	char msg[512];
+
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	return tb_err_setc(err, code, pk->path, "pickle: %s (at byte %zu)", msg, pk->pos);
+}
+
+/* A broken pickle. */
+__attribute__((format(printf, 3, 4))) static int pk_fail(tb_pk *pk, tb_err *err, const char *fmt, ...)
+{
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	rc = pk_vfail(pk, TB_ERR_FORMAT, err, fmt, ap);
 	va_end(ap);
-	return tb_err_set(err, pk->path, "pickle: %s (at byte %zu)", msg, pk->pos);
+	return rc;
+}
+
+/* A well-formed pickle of something the caller does not read (a pickled
+ * config beside golden logits). */
+__attribute__((format(printf, 3, 4))) static int pk_unsupported(tb_pk *pk, tb_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = pk_vfail(pk, TB_ERR_UNSUPPORTED, err, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 static tb_pk_value *new_value(tb_pk *pk, tb_pk_kind kind, tb_err *err)
@@ -377,7 +399,7 @@ static tb_pk_value *make_global(tb_pk *pk, const unsigned char *mod, size_t mn, 
 	if (!g)
 		g = lookup(builtin_globals, m, n);
 	if (!g) {
-		pk_fail(pk, err, "pickle global %s.%s is not allowed", m, n);
+		pk_unsupported(pk, err, "pickle global %s.%s is not allowed", m, n);
 		return NULL;
 	}
 	v = new_value(pk, TB_PK_GLOBAL, err);

@@ -311,7 +311,7 @@ static int add_output(pg_ctx *c, const cJSON *out, const char *name, tb_err *err
 	if (tb_npy_parse(npy, len, path, tb_builder_opts(c->b), &info, err) < 0) {
 		free(npy);
 		/* Valid arrays of no tensor type (strings) are not fatal. */
-		if (err->code == TB_ERR_UNSUPPORTED) {
+		if (err->code == TB_ERR_UNSUPPORTED || err->code == TB_ERR_NO_TENSOR) {
 			tb_builder_note(c->b, "%s: skipped output '%s': %s", path, out->string, err->msg);
 			tb_err_clear(err);
 			return 0;

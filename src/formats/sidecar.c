@@ -5,9 +5,11 @@
  * check that the tensors they describe are there (they hold no tensors):
  *   - vLLM's intermediate logging: inputs.json / outputs.json in each
  *     step_N/<module>/ folder, {"type": "tuple", "items": [...]} or one
- *     {"type": "tensor", ...}; item i of a tuple is <kind>_<i>_cuda_<d>.pt,
- *     a lone tensor <kind>_cuda_<d>.pt (null items and tensors over
- *     max_tensor_size, logged as <kind>_<i>.json, have no file).  The
+ *     {"type": "tensor", ...}; item i of a tuple is <kind>_<i>_<device>.pt,
+ *     a lone tensor <kind>_<device>.pt, the device as torch names it with
+ *     ':' as '_' (cuda_0, cpu: save_tensors in vLLM's
+ *     vllm/v1/intermediates/intermediates_logging.py); null items and
+ *     tensors over max_tensor_size, logged as <kind>_<i>.json, have no file.  The
  *     records' own check (tb_sidecar_check_vllm_record) asks the other
  *     way: a record without its sidecar is a partial copy.
  *   - transformers' model debugger: <Class>_debug_tree_FULL_TENSORS.json,
@@ -62,7 +64,49 @@ static void dir_of(const char *path, char *dir, size_t size)
 		snprintf(dir, size, ".");
 }
 
-/* Is there a file in dir named prefix + "_cuda_" + digits + ".pt" (or
+size_t tb_vllm_record_stem(const char *c, size_t n, int *index)
+{
+	static const char *const kinds[] = {"post_fwd_inputs", "inputs", "outputs"};
+	/* torch's device types a model runs on (c10/core/DeviceType.h) */
+	static const char *const devices[] = {"cpu", "cuda", "xpu", "hpu", "npu", "mps", "xla", "mtia"};
+	size_t i = 0, d, j;
+	bool device = false;
+	long v = 0;
+
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds && !i; k++)
+		if (n > strlen(kinds[k]) && !strncmp(c, kinds[k], strlen(kinds[k])))
+			i = strlen(kinds[k]);
+	if (!i)
+		return 0;
+	/* the item indices of nested tuples: "_0", "_0_1" */
+	while (i + 1 < n && c[i] == '_' && c[i + 1] >= '0' && c[i + 1] <= '9') {
+		for (j = i + 1; j < n && c[j] >= '0' && c[j] <= '9'; j++)
+			;
+		i = j;
+	}
+	if (i >= n || c[i] != '_')
+		return 0;
+	for (d = j = i + 1; j < n && c[j] >= 'a' && c[j] <= 'z'; j++)
+		;
+	for (size_t k = 0; k < sizeof devices / sizeof *devices; k++)
+		device = device || (j - d == strlen(devices[k]) && !strncmp(c + d, devices[k], j - d));
+	if (!device)
+		return 0;
+	*index = -1;
+	if (j == n)
+		return i;
+	if (c[j] != '_' || ++j == n || n - j > 6)
+		return 0;
+	for (; j < n; j++) {
+		if (c[j] < '0' || c[j] > '9')
+			return 0;
+		v = v * 10 + (c[j] - '0');
+	}
+	*index = (int)v;
+	return i;
+}
+
+/* Is there a file in dir named prefix + "_" + a device + ".pt" (or
  * prefix + ".json", what vLLM writes for a tensor over its size cap)? */
 static bool record_present(const char *dir, const char *prefix)
 {
@@ -79,12 +123,10 @@ static bool record_present(const char *dir, const char *prefix)
 	if (!d)
 		return false;
 	while (!found && (de = readdir(d))) {
-		const char *s = de->d_name;
-		if (strncmp(s, prefix, n) || strncmp(s + n, "_cuda_", 6))
-			continue;
-		s += n + 6;
-		size_t digits = strspn(s, "0123456789");
-		found = digits > 0 && !strcmp(s + digits, ".pt");
+		size_t len = strlen(de->d_name);
+		int index;
+		found = len > 3 && !strcmp(de->d_name + len - 3, ".pt") &&
+			tb_vllm_record_stem(de->d_name, len - 3, &index) == n && !strncmp(de->d_name, prefix, n);
 	}
 	closedir(d);
 	return found;
@@ -119,7 +161,7 @@ static int vllm_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	type = cJSON_GetObjectItemCaseSensitive(root, "type");
 	if (cJSON_IsString(type) && !strcmp(type->valuestring, "tensor")) {
 		if (!record_present(dir, rec))
-			rc = tb_err_set(err, f->path, "names a tensor, but no %s_cuda_N.pt is beside it", rec);
+			rc = tb_err_set(err, f->path, "names a tensor, but no %s_DEVICE.pt is beside it", rec);
 	} else if (cJSON_IsString(type) && (!strcmp(type->valuestring, "tuple") || !strcmp(type->valuestring, "list"))) {
 		items = cJSON_GetObjectItemCaseSensitive(root, "items");
 		if (!cJSON_IsArray(items))
@@ -129,8 +171,8 @@ static int vllm_index(tb_builder *b, const tb_file *f, const char *stem, const c
 			char item[96];
 			snprintf(item, sizeof item, "%s_%d", rec, i++);
 			if (cJSON_IsString(t) && !strcmp(t->valuestring, "tensor") && !record_present(dir, item)) {
-				rc = tb_err_set(err, f->path, "names item %d, a tensor, but no %s_cuda_N.pt is beside it", i - 1,
-						item);
+				rc = tb_err_set(err, f->path, "names item %d, a tensor, but no %s_DEVICE.pt is beside it",
+						i - 1, item);
 				break;
 			}
 		}
@@ -146,17 +188,28 @@ int tb_sidecar_check_vllm_record(const char *path, tb_err *err)
 	const char *base = strrchr(path, '/');
 	char dir[MAX_PATH_LEN], side[MAX_PATH_LEN + 32];
 	bool inputs;
+	size_t len;
+	int index;
 
 	base = base ? base + 1 : path;
-	inputs = !strncmp(base, "inputs", 6) || !strncmp(base, "post_fwd_inputs", 15);
-	if (!(inputs || !strncmp(base, "outputs", 7)) || !strstr(base, "_cuda_"))
+	len = strlen(base);
+	if (len <= 3 || strcmp(base + len - 3, ".pt") || !tb_vllm_record_stem(base, len - 3, &index))
 		return 0;
+	inputs = !strncmp(base, "inputs", 6) || !strncmp(base, "post_fwd_inputs", 15);
 	dir_of(path, dir, sizeof dir);
 	snprintf(side, sizeof side, "%s/%s.json", dir,
 		 !strncmp(base, "post_fwd_inputs", 15) ? "post_fwd_inputs" : inputs ? "inputs" : "outputs");
+	if (exists(side))
+		return 0;
+	/* vLLM versions whose save_tensors writes only the .pt files leave a
+	 * module folder with no sidecar at all: only one of them gone is a
+	 * partial copy. */
+	snprintf(side, sizeof side, "%s/%s.json", dir, inputs ? "outputs" : "inputs");
 	if (!exists(side))
-		return tb_err_set(err, path, "a vLLM record without its sidecar %s (a partial copy of the dump?)", side);
-	return 0;
+		return 0;
+	snprintf(side, sizeof side, "%s/%s.json", dir,
+		 !strncmp(base, "post_fwd_inputs", 15) ? "post_fwd_inputs" : inputs ? "inputs" : "outputs");
+	return tb_err_set(err, path, "a vLLM record without its sidecar %s (a partial copy of the dump?)", side);
 }
 
 /* Every "value" string of the model debugger's tree that names a file. */

@@ -230,6 +230,20 @@ static const tb_file *add_file(tb_tree_priv *p, const char *path, tb_err *err)
 	return f;
 }
 
+/* A Git LFS pointer: the small text file a clone holds in place of the
+ * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
+static bool is_lfs_pointer(const tb_file *f)
+{
+	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
+
+	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
+}
+
+static int lfs_error(const char *path, tb_err *err)
+{
+	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
+}
+
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
 {
 	tb_tree_priv *p = b->tree->priv;
@@ -244,7 +258,13 @@ const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
 		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 		return NULL;
 	}
-	return add_file(p, path, err);
+	/* A shard behind an index is as much the data as a file of the walk. */
+	const tb_file *f = add_file(p, path, err);
+	if (f && is_lfs_pointer(f)) {
+		lfs_error(path, err);
+		return NULL;
+	}
+	return f;
 }
 
 const tb_open_opts *tb_builder_opts(const tb_builder *b)
@@ -489,20 +509,6 @@ static const tb_format *pick_format(const tb_file *f, const char *name)
 	return NULL;
 }
 
-/* A Git LFS pointer: the small text file a clone holds in place of the
- * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
-static bool is_lfs_pointer(const tb_file *f)
-{
-	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
-
-	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
-}
-
-static int lfs_error(const char *path, tb_err *err)
-{
-	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
-}
-
 /* Does a reader claim files of this name by their suffix? */
 static bool reader_suffix(const char *name)
 {
@@ -527,12 +533,28 @@ static bool is_companion(const char *rel)
 	return false;
 }
 
-/* Why no reader claims a file: a format we know of but do not read, or none. */
-static const char *unclaimed_reason(const tb_file *f)
+/* llama.cpp's model files: GGUF, and before it (2023) a little-endian
+ * uint32 magic, so 'ggjt' is "tjgg" on disk (ggml's GGML_FILE_MAGIC and
+ * llama.cpp's LLAMA_FILE_MAGIC_GGMF, _GGJT, _GGLA of that time). */
+static const struct {
+	char disk[5];
+	const char *why;
+} model_magics[] = {
+	{"GGUF", "a GGUF file (llama.cpp), which tbisect does not read"},
+	{"lmgg", "a pre-GGUF GGML model file (magic 'ggml'), not a dump"},
+	{"fmgg", "a pre-GGUF GGML model file (magic 'ggmf'), not a dump"},
+	{"tjgg", "a pre-GGUF GGML model file (magic 'ggjt'), not a dump"},
+	{"algg", "a pre-GGUF GGML adapter file (magic 'ggla'), not a dump"},
+};
+
+/* A model file of a format we know of but do not read, whatever its name
+ * (they are often .bin, which raw logits claim): why, or NULL. */
+static const char *model_file(const tb_file *f)
 {
-	if (f->size >= 4 && !memcmp(f->data, "GGUF", 4))
-		return "a GGUF file (llama.cpp), which tbisect does not read";
-	return "not a tensor file";
+	for (size_t i = 0; f->size >= 4 && i < sizeof model_magics / sizeof *model_magics; i++)
+		if (!memcmp(f->data, model_magics[i].disk, 4))
+			return model_magics[i].why;
+	return NULL;
 }
 
 /* Run a reader's index step, then unmap what it touched.  Header reads can
@@ -581,14 +603,27 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 		tb_builder_note(b, "skipped %s: a Git LFS pointer", path);
 		return 0;
 	}
+	const char *model = model_file(f);
+	if (model) {
+		tb_builder_note(b, "skipped %s: %s", path, model);
+		return 0;
+	}
 	fmt = pick_format(f, rel);
 	if (!fmt) {
 		if (!is_companion(rel))
-			tb_builder_note(b, "skipped %s: %s", path, unclaimed_reason(f));
+			tb_builder_note(b, "skipped %s: not a tensor file", path);
 		return 0;
 	}
 	derive_names(rel, stem, prefix, sizeof stem);
-	return index_with(b, fmt, f, stem, prefix, err);
+	if (index_with(b, fmt, f, stem, prefix, err) < 0) {
+		/* A label array or a pickled config beside the dumps is no
+		 * broken dump; given alone, it is still refused (open_file). */
+		if (err->code != TB_ERR_NO_TENSOR)
+			return -1;
+		tb_builder_note(b, "skipped %s: %s", path, err->msg);
+		tb_err_clear(err);
+	}
+	return 0;
 }
 
 static int cmp_tensor(const void *a, const void *b)
@@ -647,9 +682,9 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 		return -1;
 	if (is_lfs_pointer(f))
 		return lfs_error(path, err);
+	if (model_file(f))
+		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", model_file(f));
 	fmt = pick_format(f, base);
-	if (!fmt && f->size >= 4 && !memcmp(f->data, "GGUF", 4))
-		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", unclaimed_reason(f));
 	if (!fmt)
 		return tb_err_set(err, path,
 				  "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON, llama.cpp text dump)");

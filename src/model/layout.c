@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/sidecar.h"
 #include "model/layout.h"
 #include "model/trtllm.h"
 #include "tensor/compose.h"
@@ -88,21 +89,21 @@ static bool tag(const char *c, size_t n, const char *const *words, int *v)
 }
 
 /* A component that ends in a rank tag ("mlp_rank1", "out-tp-0", vLLM's
- * "outputs_0_cuda_1"): the length of what precedes the tag, or 0. */
+ * device "outputs_0_cuda_1", or "outputs_cpu": no rank): the length of
+ * what precedes the tag, or 0. */
 static size_t rank_suffix(const char *c, size_t n, int *rank)
 {
-	static const char *const words[] = {"rank", "tp", "cuda"};
+	static const char *const words[] = {"rank", "tp"};
+	size_t vllm = tb_vllm_record_stem(c, n, rank);
 
+	if (vllm)
+		return vllm;
 	for (size_t i = n; i-- > 1;) {
 		if (c[i - 1] != '_' && c[i - 1] != '-')
 			continue;
-		for (size_t k = 0; k < sizeof words / sizeof *words; k++) {
-			/* cuda_K is vLLM's device suffix, only on its inputs/outputs files */
-			if (k == 2 && strncmp(c, "inputs", 6) && strncmp(c, "outputs", 7))
-				continue;
+		for (size_t k = 0; k < sizeof words / sizeof *words; k++)
 			if (word_number(c + i, n - i, words[k], rank))
 				return i - 1;
-		}
 	}
 	return 0;
 }
@@ -770,6 +771,47 @@ static int emit(lay *L, tb_tensor **out, size_t *n, const entry *e, tb_err *err)
 }
 
 /* Keep one step (or stitch them all); entries without a step stay. */
+/* A step at either end of the dump that holds only the logits: vLLM logs
+ * a step's logits in the next step's folder, so the folder after the last
+ * forward pass, or the one before the first it logged (log_step_ids),
+ * holds nothing else once they are moved back.  Compared or stitched, it
+ * would leave every other tap without that step: it is left out. */
+static void drop_logits_steps(lay *L)
+{
+	for (;;) {
+		int first = MAX_TAG, last = -1, edge = -1;
+		size_t w = 0;
+
+		for (size_t i = 0; i < L->n; i++) {
+			if (L->e[i].step >= 0 && L->e[i].step < first)
+				first = L->e[i].step;
+			if (L->e[i].step > last)
+				last = L->e[i].step;
+		}
+		if (last <= first)
+			return;
+		for (int k = 0; k < 2 && edge < 0; k++) {
+			int step = k ? first : last;
+			bool only = true;
+			for (size_t i = 0; i < L->n && only; i++)
+				only = L->e[i].step != step || cell_of(L, &L->e[i]).id == TB_TAP_LOGITS;
+			if (only)
+				edge = step;
+		}
+		if (edge < 0)
+			return;
+		for (size_t i = 0; i < L->n; i++) {
+			if (L->e[i].step == edge)
+				free(L->e[i].base);
+			else
+				L->e[w++] = L->e[i];
+		}
+		L->n = w;
+		tb_tree_note(L->tree,
+			     "step %d holds only the logits, of a forward pass the dump does not hold: left out", edge);
+	}
+}
+
 static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 {
 	tb_tree_layout *lo = &L->tree->layout;
@@ -779,6 +821,7 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 
 	if (!out)
 		return tb_err_setc(err, TB_ERR_NOMEM, L->tree->path, "out of memory");
+	drop_logits_steps(L);
 	if (check_steps(L, &s, err) < 0) {
 		free(out);
 		return -1;

@@ -145,6 +145,40 @@ static void last_hidden_state(side_vec *sd)
 	}
 }
 
+/* A tree that records leaf modules only (transformers' model debugger) or
+ * names a module by its last op's output (Polygraphy's ONNX outputs, where
+ * that output is o_proj's or down_proj's own) holds no attn or mlp of its
+ * own: the projection that ends the module is its output too.  Only for a
+ * tree with no such cell at all, so a tree that dumped both keeps its own.
+ * -1 when out of memory. */
+static int module_from_projection(side_vec *sd)
+{
+	static const struct {
+		tb_tap_id whole, proj;
+	} ends[] = {{TB_TAP_ATTN, TB_TAP_ATTN_O}, {TB_TAP_MLP, TB_TAP_MLP_DOWN}};
+
+	for (size_t k = 0; k < sizeof ends / sizeof *ends; k++) {
+		bool whole = false, proj = false;
+		size_t n = sd->n;
+		for (size_t i = 0; i < n; i++) {
+			whole = whole || sd->v[i].cell.id == ends[k].whole;
+			proj = proj || sd->v[i].cell.id == ends[k].proj;
+		}
+		if (whole || !proj)
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			if (sd->v[i].cell.id != ends[k].proj || sd->v[i].user_rule >= 0)
+				continue;
+			mapped m = sd->v[i], *e = side_add(sd);
+			if (!e)
+				return -1;
+			*e = m;
+			tb_cell_make_id(&e->cell, m.cell.layer, ends[k].whole);
+		}
+	}
+	return 0;
+}
+
 /* A scan-stacked tensor [L, ...] becomes one view per layer. */
 static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
 {
@@ -260,6 +294,8 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		*e = m;
 	}
 	last_hidden_state(sd);
+	if (module_from_projection(sd) < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 	if (last_block) {
 		int top = -1;
 		for (size_t i = 0; i < sd->n; i++)
@@ -712,7 +748,9 @@ static size_t smaller_side(const tb_coverage *c)
 
 bool tb_coverage_empty(const tb_coverage *c)
 {
-	return c->paired == 0 && c->tensors[0] && c->tensors[1];
+	/* A side with no tensor left (a layout that stitched none of its
+	 * steps) pairs nothing either: all missing is no match. */
+	return c->paired == 0;
 }
 
 static bool no_layer_paired(const tb_coverage *c)

@@ -6,6 +6,7 @@
 
 #include "base/mapfile.h"
 #include "run/run.h"
+#include "run/suggest.h"
 
 /* The largest map read from standard input. */
 #define MAP_STDIN_MAX (1024 * 1024)
@@ -98,6 +99,21 @@ static bool no_tower(const tb_tree *tree, const char *tower, tb_err *err)
 	return true;
 }
 
+/* Would suggest-map write a rule for the pair?  Only then is it named in
+ * the coverage error: one that says "nothing in common" is no help. */
+static bool map_would_help(const tb_run *r)
+{
+	tb_suggestion sg;
+	tb_err err;
+	bool help;
+
+	if (tb_suggest_map(&r->sess, &sg, &err) < 0)
+		return false;
+	help = sg.n > 0;
+	tb_suggestion_free(&sg);
+	return help;
+}
+
 int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 {
 	const tb_run_opts *o = &cfg->opts;
@@ -123,16 +139,38 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		return -1;
 	}
 	unused_rules(r);
+	for (int side = 0; side < 2; side++) {
+		const tb_tree *t = side ? r->sess.cand : r->sess.ref;
+		if (t->n_tensors)
+			continue;
+		/* No map helps: the tree itself has nothing to compare.  The
+		 * layout's notes, which say why, come last. */
+		if (t->n_notes > 1)
+			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out; %s "
+				   "(and %zu more notes)", t->notes[t->n_notes - 1], t->n_notes - 1);
+		else
+			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out%s%s",
+				   t->n_notes ? "; " : "", t->n_notes ? t->notes[0] : "");
+		tb_run_free(r);
+		return -1;
+	}
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
 	/* --allow-partial goes on with what paired, never with nothing: a
 	 * verdict over no cell is not a pass (CONTRACT §7.1). */
 	if (r->partial && (!o->allow_partial || (tb_coverage_empty(&r->coverage) && !o->allow_empty))) {
 		char cov[TB_COVERAGE_TEXT_MAX];
+		bool empty = tb_coverage_empty(&r->coverage);
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
-		tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one)%s",
-			   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path,
-			   o->allow_partial ? ": --allow-partial gives no verdict over nothing" : " or --allow-partial");
+		if (map_would_help(r))
+			tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one)%s",
+				   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path,
+				   o->allow_partial ? ": --allow-partial gives no verdict over nothing" : " or --allow-partial");
+		else
+			tb_err_set(err, NULL,
+				   "%s vs %s: %s; suggest-map finds no rule that would pair more (dumps of the same model?)%s",
+				   o->ref_path, o->cand_path, cov,
+				   empty ? "" : "; --allow-partial compares what paired");
 		tb_run_free(r);
 		return -1;
 	}

@@ -175,9 +175,14 @@ while IFS='|' read -r args says; do
 done <<'EOF'
 --json|--json belongs to 'check' and 'ls'
 check --watch|--watch belongs to the interactive view
+--watch check|--watch belongs to the interactive view
 --features|--features belongs to 'check'
 --history|--history belongs to 'check'
 EOF
+# Options may come before the command word, with their arguments.
+expect_exit 0 "options before the command: --json --atol 1e-3 check" \
+	"$TBISECT" --json --atol 1e-3 check "$T/clean/ref" "$T/clean/cand"
+json_is "... reads as check --json" verdict match
 # A mistyped command is named as such, with the command it is close to.
 expect_exit 2 "a mistyped command" "$TBISECT" chek "$T/clean/ref" "$T/clean/cand"
 check_that "a mistyped command: the command it is close to" \

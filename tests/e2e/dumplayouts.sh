@@ -158,6 +158,38 @@ cp -R "$T/vllm-ok" "$T/noside"
 side=$(find "$T/noside" -path '*step_2/model.layers.1.mlp/outputs.json')
 rm "$side"
 expect_error_msg 2 "step_2/model.layers.1.mlp/outputs_cuda_0.pt" "without its sidecar" "a vLLM record without its sidecar" "$TBISECT" check --no-history "$T/ref" "$T/noside"
+# On the CPU, torch names the device "cpu": outputs_cpu.pt, inputs_0_cpu.pt
+# (save_tensors in vLLM's vllm/v1/intermediates/intermediates_logging.py);
+# versions of it that write no JSON sidecars leave the .pt files alone.
+"$GEN" vllm "$T/ok" "$T/vllm-cpu" 1 "$CUTS" || bail_out "layoutgen vllm failed"
+find "$T/vllm-cpu" -name '*_cuda_0.pt' | while read -r f; do mv "$f" "${f%_cuda_0.pt}_cpu.pt"; done
+expect_exit 0 "a vLLM dump on the CPU (outputs_cpu.pt) is read" \
+	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/ref" "$T/vllm-cpu"
+json_is "... and matches" verdict match
+json_is "... its records in the cells, as on cuda" 'unpaired.cand.#' 3
+find "$T/vllm-cpu" -name '*.json' -exec rm {} +
+expect_exit 0 "a vLLM dump without any sidecar is read" \
+	"$TBISECT" check --json --no-history --heads 8 --kv-heads 2 "$T/ref" "$T/vllm-cpu"
+json_is "... and matches" verdict match
+# vLLM logs a step's logits in the next step's folder: a dump of step 1
+# alone (log_step_ids [1]) holds step 0's logits and nothing else of it.
+cp -R "$T/vllm-ok" "$T/vllm-one"
+run=$(dirname "$(find "$T/vllm-one" -name step_1)")
+rm -r "$run/step_0" "$run/step_2" "$run/step_3" "$run/step_4"
+expect_exit 1 "a step whose folder holds only the logits is left out" \
+	"$TBISECT" check --json --no-history "$T/ref" "$T/vllm-one"
+json_is "... the step compared is the one whose forward pass is there" layout.cand.steps 1
+check_that "... noted" grep -q "note: step 0 holds only the logits, of a forward pass the dump does not hold: left out" \
+	"$TAP_ERR"
+# A side whose layout leaves nothing (no tap has every step) pairs nothing:
+# all missing is no match.
+cp -R "$T/vllm-ok" "$T/vllm-none"
+run=$(dirname "$(find "$T/vllm-none" -name step_1)")
+rm -r "$run/step_2" "$run/step_3" "$run/step_4" "$run"/step_0/model.layers.1*
+find "$run/step_1" -mindepth 1 -maxdepth 1 -type d ! -name 'model.layers.1*' -exec rm -r {} +
+expect_error_msg 2 "$T/vllm-none" "no tensor left to compare once its ranks and steps were laid out; " \
+	"a side with nothing left to compare: exit 2, not a match" "$TBISECT" check --no-history "$T/ref" "$T/vllm-none"
+check_that "... the layout's note says why" grep -q "not stitched, it has no step" "$TAP_ERR"
 cp -R "$T/vllm-ok" "$T/norec"
 rm "$(dirname "$(find "$T/norec" -path '*step_1/model.layers.0.self_attn.o_proj/outputs.json')")"/outputs_0_cuda_*.pt
 expect_error_msg 2 "step_1/model.layers.0.self_attn.o_proj/outputs.json" "names item 0" "a vLLM sidecar naming a missing record" "$TBISECT" check --no-history "$T/ref" "$T/norec"

@@ -144,10 +144,14 @@ expect_exit 0 "check out.json out.json: match, exit 0" "$TBISECT" check --json "
 json_is "match: verdict" verdict match
 json_is "match: no unpaired reference tensor" 'unpaired.ref.#' 0
 json_is "match: no unpaired candidate tensor" 'unpaired.cand.#' 0
-json_is "match: 23 cells (embed, 2 x 10 per layer, final_norm, logits)" 'cells.#' 23
-json_is "match: 23 tensors paired" coverage.paired 23
-json_is "match: coverage full (reference)" coverage.ref_tensors 23
-json_is "match: coverage full (candidate)" coverage.cand_tensors 23
+json_is "match: 27 cells (embed, 2 x 12 per layer, final_norm, logits)" 'cells.#' 27
+json_is "match: 27 cells paired" coverage.paired 27
+json_is "match: coverage full (reference)" coverage.ref_tensors 27
+json_is "match: coverage full (candidate)" coverage.cand_tensors 27
+# self_attn and mlp end with o_proj's and down_proj's MatMul: no output of
+# their own, their cells are the projections'
+json_is "match: L0.attn is o_proj's output" cells.6.ref_name model/layers.0/self_attn/o_proj
+json_is "match: L0.mlp is down_proj's output" cells.11.ref_name model/layers.0/mlp/down_proj
 json_is "match: the reference cell is the first runner's o_proj" cells.5.ref_name model/layers.0/self_attn/o_proj
 check_that "match: the runners are named on stderr" grep -q "out.json: runner trt-runner-N0-07/07/26-13:42:10, iteration 0 of 1" "$TAP_ERR"
 

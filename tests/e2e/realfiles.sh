@@ -45,6 +45,14 @@ for ext in npy safetensors pt npz bin; do
 		"an LFS pointer named .$ext, given itself" "$TBISECT" ls "$T/lfs-$ext/model.$ext"
 done
 
+# A shard behind a shard index is read by the index, not the walk: named too.
+mkdir "$T/lfs-shards"
+cp "$T/lfs-npy/model.npy" "$T/lfs-shards/model-00001-of-00001.safetensors"
+printf '{"weight_map":{"embed":"model-00001-of-00001.safetensors"}}' >"$T/lfs-shards/model.safetensors.index.json"
+expect_error_msg 2 "$T/lfs-shards/model-00001-of-00001.safetensors" \
+	"is a Git LFS pointer, not the data (run git lfs pull)" \
+	"an LFS pointer as the shard of an index" "$TBISECT" check "$T/lfs-shards" "$T/meta"
+
 # --- torch files tbisect does not read, named ---
 printf 'x' >"$T/one"
 mkdir "$T/jit"
@@ -62,6 +70,16 @@ mkdir "$T/gguf"
 printf 'GGUF\003\000\000\000' >"$T/gguf/model.gguf"
 expect_error_msg 2 "$T/gguf" "no tensors found; skipped $T/gguf/model.gguf: a GGUF file" \
 	"a lone GGUF: the skip note stays in the error line" "$TBISECT" check "$T/gguf" "$T/meta"
+# llama.cpp's models before GGUF: a little-endian magic ('ggjt' is "tjgg"
+# on disk), then the version; named .bin, which raw logits (--vocab) take.
+mkdir "$T/ggml"
+for m in lmgg:ggml fmgg:ggmf tjgg:ggjt; do
+	printf '%s\001\000\000\000%064d' "${m%:*}" 0 >"$T/ggml/ggml-model-${m#*:}.bin"
+	expect_error_msg 2 "$T/ggml/ggml-model-${m#*:}.bin" "a pre-GGUF GGML model file (magic '${m#*:}'), not a dump" \
+		"a ${m#*:} model is named, not sent to --vocab" "$TBISECT" ls --vocab 4 "$T/ggml/ggml-model-${m#*:}.bin"
+done
+expect_error_msg 2 "$T/ggml" "skipped $T/ggml/ggml-model-ggjt.bin: a pre-GGUF GGML model file (magic 'ggjt')" \
+	"a tree of GGML models: each skipped, named" "$TBISECT" ls "$T/ggml"
 
 # --- special files: noted on stderr, never opened ---
 mkdir "$T/special"
@@ -84,7 +102,8 @@ import sys
 import numpy as np
 t = sys.argv[1]
 import os
-for d in ("npz", "strs", "nan", "s0", "s1"):
+import json, pickle
+for d in ("npz", "strs", "nan", "s0", "s1", "extras", "pkl-a", "pkl-b"):
     os.makedirs(os.path.join(t, d))
 np.savez(t + "/npz/run.npz", embed=np.arange(8, dtype=np.float32).reshape(2, 4),
          names=np.array(["a", "bc"]), objs=np.array([1, "x"], dtype=object),
@@ -103,6 +122,22 @@ np.save(t + "/s0/logits.npy", np.array(3.0, dtype=np.float32))
 np.save(t + "/s1/logits.npy", np.array([3.0], dtype=np.float32))
 np.save(t + "/s0/embed.npy", np.array(2.0, dtype=np.float32))
 np.save(t + "/s1/embed.npy", np.array([[2.0]], dtype=np.float32))
+# What other programs leave in a dump folder: labels, pickled objects and
+# configs, a JSON-lines log; beside them numpy's own pickles of arrays.
+np.save(t + "/extras/logits.npy", lg)
+np.save(t + "/extras/labels.npy", np.array(["cat", "dog"]))
+np.save(t + "/extras/objs.npy", np.array([1, "x"], dtype=object), allow_pickle=True)
+with open(t + "/extras/config.pkl", "wb") as f:
+    pickle.dump({"layers": 2, "names": ["a"]}, f)
+with open(t + "/extras/objarr.pkl", "wb") as f:
+    pickle.dump(np.array([1, "x"], dtype=object), f)
+with open(t + "/extras/train.jsonl", "w") as f:
+    f.write(json.dumps({"step": 1, "loss": 0.5}) + "\n")
+with open(t + "/pkl-b/embed.pkl", "wb") as f:
+    pickle.dump(np.asfortranarray(x[0]), f, protocol=5)
+np.save(t + "/pkl-a/embed.npy", x[0])
+x[0].dump(t + "/pkl-b/layers.0.mlp.pkl")
+np.save(t + "/pkl-a/layers.0.mlp.npy", x[0] * 2)
 EOF
 	expect_exit 0 "npz with strings, objects, long double: its numbers load" "$TBISECT" check "$T/npz" "$T/npz"
 	check_that "... the string member is noted on stderr" \
@@ -110,7 +145,24 @@ EOF
 	check_that "... the object member too" grep -q "skipped member 'objs.npy': object array" "$TAP_ERR"
 	check_that "... the long double member too" grep -q "skipped member 'ld.npy': long double npy dtype" "$TAP_ERR"
 	expect_error_msg 2 "$T/strs/labels.npz" "npz holds no numeric array (2 members skipped" \
-		"an npz of strings only is refused, naming it" "$TBISECT" ls "$T/strs"
+		"an npz of strings only is refused, naming it" "$TBISECT" ls "$T/strs/labels.npz"
+	expect_error_msg 2 "$T/strs" "no tensors found; $T/strs/labels.npz: skipped member 'names.npy'" \
+		"a tree of it alone: no tensors, the npz named" "$TBISECT" ls "$T/strs"
+	expect_exit 0 "strings, objects, a config pickle, a log beside the dumps: skipped" \
+		"$TBISECT" check "$T/extras" "$T/extras"
+	for f in labels.npy objs.npy config.pkl objarr.pkl train.jsonl; do
+		check_that "... $f noted" grep -q "^tbisect: note: skipped $T/extras/$f: " "$TAP_ERR"
+	done
+	for f in config.pkl train.jsonl labels.npy objs.npy; do
+		expect_error 2 "$T/extras/$f" "$f given alone is refused" "$TBISECT" ls "$T/extras/$f"
+	done
+	check_that "... an object array is named so" grep -q "objs.npy: object array" "$TAP_ERR"
+	expect_exit 0 "numpy's pickles of arrays (pickle.dump, ndarray.dump) are read" "$TBISECT" ls "$T/pkl-b"
+	check_that "... as the tensor the file names" grep -q "^embed  *embed  *f32  *\\[4, 8\\]  *.*/embed.pkl$" "$TAP_OUT"
+	expect_exit 1 "... and their values are the arrays' (a Fortran-order one too)" \
+		"$TBISECT" check --json "$T/pkl-a" "$T/pkl-b"
+	json_is "... embed matches" cells.0.status match
+	json_is "... mlp, doubled, diverges" cells.1.status diverged
 	expect_exit 0 "a tree holding NaN and Inf, compared with itself" "$TBISECT" check --json "$T/nan" "$T/nan"
 	json_is "... matches" verdict match
 	json_is "... and names no cause" 'causes.#' 0
@@ -118,7 +170,10 @@ EOF
 	json_is "... matches" verdict match
 else
 	for d in "npz: numbers load" "npz: string noted" "npz: object noted" "npz: long double noted" \
-		"npz of strings refused" "NaN tree vs itself" "NaN: match" "NaN: no cause" "[] vs [1]" "[]: match"; do
+		"npz of strings refused" "npz of strings alone in a tree" "extras skipped" "labels noted" "objs noted" \
+		"config noted" "objarr noted" "log noted" "labels alone" "objs alone" "config alone" "log alone" \
+		"object array named" "numpy pickles read" "numpy pickle named" "numpy pickle values" "embed matches" \
+		"mlp diverges" "NaN tree vs itself" "NaN: match" "NaN: no cause" "[] vs [1]" "[]: match"; do
 		skip "$d" "no python3 with numpy"
 	done
 fi

@@ -92,6 +92,10 @@ mkdir "$T/other"
 for k in x y z; do cp "$T/ref/tokens.npy" "$T/other/unrelated_$k.npy"; done
 expect_error_msg 2 "$T/other" "have nothing in common" "two trees with nothing in common: exit 2" \
 	"$TBISECT" suggest-map "$T/ref" "$T/other"
+# ... so check does not send the user there
+expect_exit 2 "check of them: exit 2" "$TBISECT" check "$T/ref" "$T/other"
+check_that "... without the suggest-map hint" sh -c "! grep -q 'suggest-map $T' '$TAP_ERR'"
+check_that "... saying no rule would pair more" grep -q "suggest-map finds no rule that would pair more" "$TAP_ERR"
 
 # Everything pairs already: an empty map, said so.
 TAP_RC=0

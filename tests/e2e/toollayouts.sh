@@ -5,7 +5,9 @@
 # modular's debug-model dumper (post_embed, layer_NN, post_final_norm,
 # last_logits of the last position only, prompt_tokens), MaxText dumped
 # with Flax capture_intermediates (npz of flatten_dict keys, an npy tree of
-# __call__/0, and scan-stacked), and transformers v5 with a vision tower.
+# __call__/0, and scan-stacked), transformers v5 with a vision tower, and
+# transformers' model debugger (leaf modules only: attn and mlp are
+# o_proj's and down_proj's outputs).
 # Each is checked against the Hugging Face tree of the same model, clean
 # and with a bug whose first divergence is known.
 set -eu
@@ -72,6 +74,16 @@ json_is "flax: its layout said" cells.5.layout "[S, heads, d] read as [heads, S,
 pair flax-scan "$T/eps.npz" --bug norm-epsilon
 expect_exit 1 "flax-scan: norm-epsilon diverges" "$TBISECT" check --json "$T/ref-flax-scan" "$T/eps.npz"
 first_is "flax-scan: first divergence at layer 0's input norm" L0.attn_norm
+
+# --- transformers' model debugger: leaf modules only ---
+pair hfdebug "$T/hfd" --subtaps
+expect_exit 0 "model debugger: clean against HF matches" "$TBISECT" check --json "$T/ref-hfdebug" "$T/hfd"
+json_is "model debugger: every reference tensor pairs" 'unpaired.ref.#' 0
+json_is "model debugger: cell 6 is L0.attn" cells.6.tap attn
+json_is "model debugger: ... o_proj's output" cells.6.cand_name LlamaForCausalLM.model.layers.0.self_attn.o_proj_outputs
+json_is "model debugger: cell 11 is L0.mlp" cells.11.tap mlp
+json_is "model debugger: ... down_proj's output" cells.11.cand_name LlamaForCausalLM.model.layers.0.mlp.down_proj_outputs
+json_is "model debugger: ... and matches" cells.11.status match
 
 # --- transformers v5, a vision tower beside the text model ---
 pair v5 "$T/v5"

@@ -4,7 +4,9 @@
 Each is a reconstruction: the tools themselves (transformers, MAX, JAX)
 do not run here.  The lines that define each layout are cited by writer.
 """
+import json
 import os
+import struct
 
 import numpy as np
 
@@ -179,5 +181,59 @@ def flax_scan(out, taps, cfg):
     np.savez(out, **flat)
 
 
-WRITERS = {"modular": modular, "modular-max": lambda o, t, c: modular(o, t, max_side=True),
+HF_LEAVES = {"attn_norm": "input_layernorm", "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj",
+             "attn.v": "self_attn.v_proj", "attn.o": "self_attn.o_proj", "mlp_norm": "post_attention_layernorm",
+             "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj", "mlp.down": "mlp.down_proj"}
+
+
+def hfdebug(out, taps, cfg=None):
+    """transformers' model debugger with use_repr=False
+    (src/transformers/model_debugging_utils.py, 079c5888):
+      _serialize_tensor_like_io  save_file({"data": value...}, filepath);
+                                 value_out = f"./{path_to_value}"
+      wrap_forward               path_to_value=f"{full_path}_inputs" /
+                                 f"{full_path}_outputs", full_path
+                                 f"{class_name}.{name}"; _serialize_io
+                                 appends _args, _0 for the args tuple
+      wrap_forward               a module with children gets
+                                 node["outputs"] = None: no file
+      log_model_debug_trace      <class>_debug_tree_FULL_TENSORS.json, its
+                                 first key "module_path"
+    Leaf modules only, so no self_attn, mlp or decoder-layer output: a
+    layer's input is the block before it, the final norm's input the last
+    block.  Needs --subtaps (the projections)."""
+    os.makedirs(out, exist_ok=True)
+    cls = "LlamaForCausalLM"
+    nodes = []
+
+    def save(path, a):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        hj = json.dumps({"data": {"dtype": "F32", "shape": list(a.shape), "data_offsets": [0, a.nbytes]}}).encode()
+        with open(os.path.join(out, path + ".safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(hj)) + hj + a.tobytes())
+        return {"shape": repr(a.shape), "dtype": "torch.float32", "value": "./%s.safetensors" % path}
+
+    def leaf(name, x, y):
+        full = "%s.%s" % (cls, name)
+        nodes.append({"module_path": full, "inputs": {"args": [save(full + "_inputs_args_0", x)]},
+                      "outputs": save(full + "_outputs", y)})
+
+    nodes.append({"module_path": cls + ".model.embed_tokens", "outputs": save(cls + ".model.embed_tokens_outputs",
+                                                                             taps["embed"])})
+    prev = taps["embed"]
+    for l in _layers(taps):
+        p = "layers.%d." % l
+        full = "%s.model.layers.%d" % (cls, l)
+        nodes.append({"module_path": full, "inputs": {"args": [save(full + "_inputs_args_0", prev)]}})
+        for tap, mod in HF_LEAVES.items():
+            src = taps[p + "attn_norm"] if tap.startswith("attn.") else taps[p + "mlp_norm"]
+            leaf("model.layers.%d.%s" % (l, mod), src, taps[p + tap])
+        prev = taps[p + "block"]
+    leaf("model.norm", prev, taps["final_norm"])
+    leaf("lm_head", taps["final_norm"], taps["logits"])
+    with open(os.path.join(out, cls + "_debug_tree_FULL_TENSORS.json"), "w") as f:
+        json.dump({"module_path": cls, "children": nodes}, f, indent=2)
+
+
+WRITERS = {"hfdebug": hfdebug, "modular": modular, "modular-max": lambda o, t, c: modular(o, t, max_side=True),
            "v5": lambda o, t, c: v5(o, t), "v5-tower-bug": lambda o, t, c: v5(o, t, tower_bug=True), "flax": flax, "flax-tree": flax_tree, "flax-scan": flax_scan}

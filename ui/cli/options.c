@@ -431,6 +431,53 @@ static const char *command_like(const char *w)
 	return best;
 }
 
+/* Does the option word w ("--name", "--name=V", "--na" for short) take the
+ * next word as its argument? */
+static bool takes_next(const char *w)
+{
+	size_t len;
+	int hit = -1;
+
+	if (w[1] != '-') /* -o FILE, -oFILE, -h */
+		return w[strlen(w) - 1] == 'o';
+	w += 2;
+	if (strchr(w, '='))
+		return false;
+	len = strlen(w);
+	for (size_t i = 0; i < tb_n_option_infos; i++) {
+		if (strncmp(tb_option_infos[i].name, w, len))
+			continue;
+		if (!tb_option_infos[i].name[len]) /* exact: wins over longer names */
+			return tb_option_infos[i].arg != TB_ARG_NONE;
+		hit = hit == -1 ? (int)i : -2;
+	}
+	return hit >= 0 && tb_option_infos[hit].arg != TB_ARG_NONE;
+}
+
+/* Where the command word is: the first word that is no option nor an
+ * option's argument, so "tbisect --json check a b" is check's; 0 when that
+ * word is no command (the interactive view's REF). */
+static int command_at(int argc, char **argv, const tb_command_info **cmd)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *w = argv[i];
+		if (!strcmp(w, "--"))
+			return 0;
+		if (w[0] == '-' && w[1]) {
+			i += takes_next(w);
+			continue;
+		}
+		for (size_t k = 1; k < tb_n_commands; k++) {
+			if (!strcmp(w, tb_commands[k].word)) {
+				*cmd = &tb_commands[k];
+				return i;
+			}
+		}
+		return 0;
+	}
+	return 0;
+}
+
 int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t size)
 {
 	struct option long_opts[OPT_COUNT + 1];
@@ -446,9 +493,14 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	o->origin_factor = 10;
 	o->factor = TB_CALIBRATE_FACTOR;
 	o->seed = TB_SKETCH_SEED;
-	for (size_t i = 1; i < tb_n_commands && argc > 1; i++)
-		if (!strcmp(argv[1], tb_commands[i].word))
-			cmd = &tb_commands[i];
+	/* Options may come before the command: move it first, where the rest
+	 * of the parse expects it. */
+	int at = command_at(argc, argv, &cmd);
+	if (at > 1) {
+		char *word = argv[at];
+		memmove(argv + 2, argv + 1, (size_t)(at - 1) * sizeof *argv);
+		argv[1] = word;
+	}
 	/* A first word that is no tree but nearly a command is a typo of the
 	 * command, not a path to complain about. */
 	if (!cmd->word && argc > 1 && argv[1][0] != '-' && access(argv[1], F_OK) != 0) {
