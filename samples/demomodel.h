@@ -66,7 +66,7 @@ typedef enum demo_taps {
 	DEMO_TAPS_MAIN,   /* embed, attn_norm, attn, mlp_norm, mlp, block, final_norm, logits */
 	DEMO_TAPS_SUB,    /* and attn.q, attn.k (after RoPE), attn.v, attn.o (o_proj's own
 			   * output, before any multiplier), mlp.gate, mlp.up, mlp.down */
-	DEMO_TAPS_REPLAY, /* and the taps a replay needs (CONTRACT §4): attn.q and attn.k
+	DEMO_TAPS_REPLAY, /* and the taps a replay needs (tbisect-rules(5) CONFIRMED CAUSES): attn.q and attn.k
 			   * before RoPE, attn.q_rope and attn.k_rope after it, attn.core
 			   * (o_proj's input), mlp.act (down_proj's input), with attn.v,
 			   * attn.o, mlp.gate, mlp.up, mlp.down */

@@ -102,7 +102,7 @@ static void fill_pair(float *r, float *c, size_t n, double p_bad)
 	}
 }
 
-/* The naive reference: one scalar loop, the CONTRACT §2 rules spelled out. */
+/* The naive reference: one scalar loop, the rules of doc/report.md spelled out. */
 static void naive(tb_acc *a, const float *r, const float *c, size_t n, double atol, double rtol)
 {
 	tb_acc_init(a);

@@ -13,7 +13,7 @@
 #include "model/taps.h"
 #include "testutil.h"
 
-/* One row of CONTRACT §4 as data: raw name, shared prefix, expected cell
+/* One row of tbisect-dumps(5) NAMING as data: raw name, shared prefix, expected cell
  * ("-" for unmapped). */
 static const struct {
 	const char *raw, *shared, *cell;

@@ -199,7 +199,7 @@ static void test_errors(void **state)
 		   "prefer[0]: \"weight\"");
 }
 
-/* The shipped table loads, names only CONTRACT §6 ids, and covers all of them. */
+/* The shipped table loads, names only the ids of tbisect-rules(5) CAUSE IDS, and covers all of them. */
 static void test_shipped_table(void **state)
 {
 	const char *dir = getenv("TBISECT_DATADIR");
@@ -237,7 +237,7 @@ static void test_shipped_table(void **state)
 		for (k = 0; k < tb_n_cause_ids && strcmp(tb_cause_ids[k], id); k++)
 			;
 		if (k == tb_n_cause_ids)
-			fail_msg("shipped rule id '%s' is not a CONTRACT cause id", id);
+			fail_msg("shipped rule id '%s' is not a cause id of tbisect-rules(5)", id);
 		covered[k] = true;
 	}
 	for (size_t k = 0; k < tb_n_cause_ids; k++)

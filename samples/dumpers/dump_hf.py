@@ -27,7 +27,7 @@ under canonical names (no module returns them):
 apply_rotary_pos_emb is recorded by wrapping the function of that name in
 the attention class's own module (modeling_llama, modeling_qwen2, ...),
 which its forward looks up at each call; the wrapper is removed on close.  The
-names written are the CONTRACT names above whatever the model's own module
+names written are the canonical names above whatever the model's own module
 paths are (a bare LlamaModel, a PEFT wrapper, a multimodal model's language
 model via root=...), or the canonical names with naming="canonical".
 
@@ -79,7 +79,7 @@ SUB_TAPS = [
     ("mlp.up_proj", "mlp.up"),
     ("mlp.down_proj", "mlp.down"),
 ]
-# Replay taps (CONTRACT §4) read from a module's input: (attribute path, tap).
+# Replay taps (tbisect-rules(5) CONFIRMED CAUSES) read from a module's input: (attribute path, tap).
 REPLAY_INPUT_TAPS = [
     ("self_attn.o_proj", "attn.core"),
     ("mlp.down_proj", "mlp.act"),
@@ -87,7 +87,7 @@ REPLAY_INPUT_TAPS = [
 # The function a Hugging Face attention applies RoPE with, returning (q, k).
 ROPE_FUNCTION = "apply_rotary_pos_emb"
 
-# CONTRACT §4 names of the canonical taps in the Hugging Face convention.
+# tbisect-dumps(5) NAMING: names of the canonical taps in the Hugging Face convention.
 HF_NAMES = {
     "embed": "model.embed_tokens",
     "attn_norm": "model.layers.{}.input_layernorm",

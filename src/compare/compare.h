@@ -1,6 +1,6 @@
 /*
  * compare: run every pair of a pairing through the metric kernels on a
- * pool of worker threads, then give each cell its status (CONTRACT §2) and
+ * pool of worker threads, then give each cell its status (tbisect(1) DESCRIPTION) and
  * the result its verdict and first divergence.
  *
  * Work is split into units of rows (a few MB each) in forward order, so
@@ -102,7 +102,7 @@ int tb_compare(const tb_pairing *p, const tb_compare_opts *o, tb_result **out, t
 /* Judge a finished cell by its tolerance (sets status and reason). */
 void tb_cell_judge(tb_cell_result *c);
 /* What a cell's dump printed of its tensors when only some values were
- * (CONTRACT §3 "partial"), or NULL. */
+ * (doc/report.md, the JSON report's "partial"), or NULL. */
 const tb_partial *tb_cell_partial(const tb_cell_result *c);
 /* How pairing laid a side out to meet the other (tb_tensor.note: llama.cpp's
  * queries and keys in Hugging Face's order), or NULL. */

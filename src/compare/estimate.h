@@ -1,5 +1,5 @@
 /*
- * estimate: the metrics of CONTRACT §2 for a pair of tensors, from their
+ * estimate: the metrics (doc/report.md) for a pair of tensors, from their
  * sketches (tensor/sketch.h) alone.
  *
  * ||CS(d)||^2, the squared difference of the two CountSketches, estimates

@@ -1,6 +1,6 @@
 /*
- * metrics: the fused one-pass comparison kernel and the per-cell metrics of
- * CONTRACT §2.
+ * metrics: the fused one-pass comparison kernel and the per-cell metrics
+ * doc/report.md defines.
  *
  * tb_acc_run folds a run of (ref, cand) float32 pairs into double
  * accumulators: squared norms, dot product, |diff| sum and max with its
@@ -96,7 +96,7 @@ typedef struct tb_metrics {
 	double *pos_cos;
 	double *pos_norm_ratio;
 	int64_t first_bad_position; /* -1: none */
-	/* A sketch took part (CONTRACT §3 "estimated"): rel_l2, cosine and the
+	/* A sketch took part (doc/report.md, the JSON report's "estimated"): rel_l2, cosine and the
 	 * per-position profile are estimates, rel_l2 within [rel_l2_lo,
 	 * rel_l2_hi] and cosine within [cosine_lo, cosine_hi]; max_abs,
 	 * mean_abs and allclose_frac are unknown (NaN), unless exact: every

@@ -1,6 +1,6 @@
 /*
  * cause: one suggested cause of a divergence, as the diagnosis step ranks
- * them and the reports show them (CONTRACT §6).  A tb_causes list owns its
+ * them and the reports show them (tbisect-rules(5) CAUSE IDS).  A tb_causes list owns its
  * strings; tb_causes_free releases them.
  */
 #ifndef TB_CAUSE_H

@@ -197,7 +197,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	for (uint64_t i = 0; i < rows * cols; i++)
 		b[i % cols] += ((double)v.cand[i] - v.ref[i]) / (double)rows;
-	/* No cause id of CONTRACT §6 names an attention bias: for o_proj the
+	/* No cause id of tbisect-rules(5) CAUSE IDS names an attention bias: for o_proj the
 	 * replay says what it found in its note and confirms nothing. */
 	tb_replay_consider(&best, sum_rel(&(term){v.ref, 1}, 1, b, v.cand, rows, cols), attn ? NULL : "mlp-bias",
 			   "a bias per channel on one side only");

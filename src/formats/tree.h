@@ -1,6 +1,6 @@
 /*
  * tree: a dump tree, i.e. a directory walked recursively or one container
- * file, indexed into a sorted list of tensors with raw names (CONTRACT §4).
+ * file, indexed into a sorted list of tensors with raw names (tbisect-dumps(5) NAMING).
  *
  * Each file is handed to the format reader that claims it by content, or by
  * extension when the content is not recognised (so a broken .npy gets the npy

@@ -1,7 +1,7 @@
 /*
  * naming: raw tensor name -> cell (layer, tap).
  *
- * The built-in conventions (CONTRACT §4: HF module paths, GPT-2, Meta,
+ * The built-in conventions (tbisect-dumps(5) NAMING: HF module paths, GPT-2, Meta,
  * canonical names, MaxText golden records) are a table of patterns in
  * naming.c.  A user map file (JSON, POSIX extended regexes) is tried first.
  * Before matching, trailing ".output", ".out" and ":0" are dropped and '/'

@@ -702,7 +702,8 @@ size_t tb_pairing_complete(const tb_pairing *p)
 	return n;
 }
 
-/* A main cell (CONTRACT §7.1): a tap of the table that refines no other. */
+/* A main cell (doc/report.md, "Cells and statuses"): a tap of the table that
+ * refines no other. */
 static bool main_cell(const tb_cell *cell)
 {
 	const tb_tap_info *ti = tb_tap_info_of(cell->id);

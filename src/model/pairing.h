@@ -82,7 +82,7 @@ int tb_pairing_build(const tb_tree *ref, const tb_tree *cand, const tb_namer *na
 		     tb_pairing **out, tb_err *err);
 void tb_pairing_free(tb_pairing *p);
 
-/* How much of the two trees paired (CONTRACT §1 and §7.1): coverage counts
+/* How much of the two trees paired (tbisect-dumps(5) Coverage): coverage counts
  * the main cells (embed, attn_norm, attn, mlp_norm, mlp, block,
  * final_norm, logits); a sub-tap on one side only never lowers it.  Token
  * ids count on neither side. */

@@ -1,5 +1,5 @@
 /*
- * taps: the one table of canonical taps (CONTRACT §4) and cells.
+ * taps: the one table of canonical taps (tbisect(1) DESCRIPTION) and cells.
  *
  * A cell is (layer, tap): layer -1 for model-level taps (embed, final_norm,
  * logits).  The tap table gives each tap its id, its scope, its place in
@@ -102,8 +102,8 @@ bool tb_tap_is_model_level(const char *tap);
 /* "attn" for "attn.q", NULL for top-level taps. */
 const char *tb_tap_parent(const char *tap);
 
-/* The forward graph: which cells feed a tap (CONTRACT §2 wiring, issue
- * "where the error is born").  layer_delta is relative to the cell's layer;
+/* The forward graph: which cells feed a tap (doc/diagnosis.md,
+ * "Where the error is born").  layer_delta is relative to the cell's layer;
  * TB_FEED_PREV_BLOCK means the previous layer's block, or embed for layer 0;
  * TB_FEED_LAST_BLOCK the last layer's block (for final_norm). */
 enum { TB_FEED_SAME = 0, TB_FEED_PREV_BLOCK = 1, TB_FEED_LAST_BLOCK = 2, TB_FEED_MODEL = 3 };

@@ -18,6 +18,7 @@
 #define STRIP_MAX 64 /* glyphs of a per-position strip; longer ones are bucketed */
 #define PLOT_W 640
 #define PLOT_H 120
+#define PLOT_DOTS 32 /* plots of this many values or fewer mark each one */
 #define KL_POINTS 256
 #define DETAIL_TOPK 10
 #define DETAIL_CHANNELS 8
@@ -125,6 +126,11 @@ static const char css[] =
 	"svg a:hover rect,svg a:focus rect{stroke:#000;stroke-width:2}"
 	"table{border-collapse:collapse}td,th{padding:.1em .5em;border-bottom:1px solid #ddd;text-align:left}"
 	"td.n{text-align:right;font-variant-numeric:tabular-nums}.strip{font-family:ui-monospace,monospace;letter-spacing:1px}"
+	/* A strip of 256 glyphs, and the every-cell table, are wider than a
+	 * page: they scroll in their own box, the page keeps its width, and
+	 * the table's rows stay one line a tensor instead of wrapping names. */
+	"pre.strip{overflow-x:auto;max-width:100%}.wide{overflow-x:auto;max-width:100%}"
+	".wide td{white-space:nowrap;padding:0 .5em}.wide code{word-break:normal}"
 	"tr:target{background:#ffe;outline:2px solid #a80}tr.s-diverged td.st{color:#c00;font-weight:bold}"
 	"tr.s-close td.st{color:#a60}.js-only{display:none}.js .js-only{display:block}"
 	"@media print{.hm{max-height:none;overflow:visible}.js-only,.js .js-only{display:none}}";
@@ -413,7 +419,19 @@ static void causes(FILE *out, const tb_report *r)
 	fputs("</ol>\n</section>\n", out);
 }
 
-/* A polyline of n values (NaN skipped) scaled into a PLOT_W x PLOT_H box. */
+static double plot_x(size_t i, size_t n)
+{
+	return n > 1 ? (double)i * (PLOT_W - 8) / (double)(n - 1) + 4 : PLOT_W / 2.0;
+}
+
+static double plot_y(double v, double hi)
+{
+	return hi > 0 ? PLOT_H - 4 - v / hi * (PLOT_H - 8) : PLOT_H - 4;
+}
+
+/* A polyline of n values (NaN skipped) scaled into a PLOT_W x PLOT_H box.
+ * A line needs two points, so a lone value (one pass of a pair) would
+ * draw nothing: short series mark each value with a dot as well. */
 static void plot(FILE *out, const double *v, size_t n, const char *label)
 {
 	double hi = 0;
@@ -424,16 +442,16 @@ static void plot(FILE *out, const double *v, size_t n, const char *label)
 	fprintf(out, "<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"%s\"><rect width=\"%d\" height=\"%d\" fill=\"#f8f8f8\"/>",
 		PLOT_W, PLOT_H + 20, label, PLOT_W, PLOT_H);
 	fputs("<polyline fill=\"none\" stroke=\"#c00\" stroke-width=\"2\" points=\"", out);
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(v[i]))
-			continue;
-		double x = n > 1 ? (double)i * (PLOT_W - 8) / (double)(n - 1) + 4 : PLOT_W / 2.0;
-		double y = hi > 0 ? PLOT_H - 4 - v[i] / hi * (PLOT_H - 8) : PLOT_H - 4;
-		fprintf(out, "%.1f,%.1f ", x, y);
-	}
-	fprintf(out, "\"/><text x=\"4\" y=\"%d\">%s: 0 to ", PLOT_H + 15, label);
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(v[i]))
+			fprintf(out, "%.1f,%.1f ", plot_x(i, n), plot_y(v[i], hi));
+	fputs("\"/>", out);
+	for (size_t i = 0; i < n && n <= PLOT_DOTS; i++)
+		if (isfinite(v[i]))
+			fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#c00\"/>", plot_x(i, n), plot_y(v[i], hi));
+	fprintf(out, "<text x=\"4\" y=\"%d\">%s: 0 to ", PLOT_H + 15, label);
 	num(out, hi);
-	fputs(", left to right</text></svg>\n", out);
+	fputs(n == 1 ? ", a single value</text></svg>\n" : ", left to right</text></svg>\n", out);
 }
 
 static void logits(FILE *out, const tb_result *res)
@@ -478,6 +496,8 @@ static void history(FILE *out, const tb_report *r)
 	for (size_t i = 0; i < h->n && i < TB_HISTORY_MAX; i++)
 		v[i] = h->passes[i].first_div_index >= 0 ? (double)h->passes[i].first_div_index : NAN;
 	plot(out, v, h->n < TB_HISTORY_MAX ? h->n : TB_HISTORY_MAX, "first divergence (cell index) per pass");
+	if (h->n == 1)
+		fputs("<p>One pass recorded: each later check of this pair adds a point.</p>\n", out);
 	fputs("<ol>\n", out);
 	for (size_t i = 0; i < h->n; i++) {
 		fputs("<li>", out);
@@ -616,7 +636,7 @@ static void cell_rows(FILE *out, const tb_report *r)
 {
 	const tb_result *res = r->result;
 
-	fputs("<section id=\"cells\">\n<h2>Every cell</h2>\n<table>\n<thead><tr><th>cell</th><th>status</th><th>rel_l2</th>"
+	fputs("<section id=\"cells\">\n<h2>Every cell</h2>\n<div class=\"wide\"><table>\n<thead><tr><th>cell</th><th>status</th><th>rel_l2</th>"
 	      "<th>cosine</th><th>max_abs</th><th>norm_ratio</th><th>allclose</th><th>first bad pos</th>"
 	      "<th>ref mean / std</th><th>cand mean / std</th><th>worst element (ref, cand)</th>"
 	      "<th>per position</th><th>tensors</th></tr></thead>\n<tbody>\n",
@@ -680,7 +700,7 @@ static void cell_rows(FILE *out, const tb_report *r)
 		}
 		fputs("</td></tr>\n", out);
 	}
-	fputs("</tbody>\n</table>\n", out);
+	fputs("</tbody>\n</table></div>\n", out);
 	for (int side = 0; side < 2; side++) {
 		const tb_pairing *p = r->pairing;
 		if (!p || !p->n_unp[side])

@@ -1,6 +1,6 @@
 /*
  * report: the batch reports of `tbisect check`: a compact human text report
- * and the JSON report of CONTRACT §3 (built with cJSON).
+ * and the JSON report of doc/report.md (built with cJSON).
  *
  * Inputs are borrowed; tb_report_json returns a malloc'd string the caller
  * frees.  The text report is written to the stream the front end passes.
@@ -66,7 +66,7 @@ size_t tb_result_layer_taps(const tb_result *res, tb_cell *cols, size_t max);
  * its legend.  fold_above > 0: a model of more layers shows the first and
  * last few and the first divergence's, each run of others as one line. */
 void tb_report_grid(FILE *out, const tb_result *res, int fold_above);
-/* The CONTRACT §3 object, pretty-printed; NULL when out of memory. */
+/* The JSON report (doc/report.md), pretty-printed; NULL when out of memory. */
 char *tb_report_json(const tb_report *r);
 int tb_report_text(FILE *out, const tb_report *r);
 

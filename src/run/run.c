@@ -157,7 +157,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
 	r->partial = tb_coverage_poor(&r->coverage);
 	/* --allow-partial goes on with what paired, never with nothing: a
-	 * verdict over no cell is not a pass (CONTRACT §7.1). */
+	 * verdict over no cell is not a pass (tbisect(1) --allow-partial). */
 	if (r->partial && (!o->allow_partial || (tb_coverage_empty(&r->coverage) && !o->allow_empty))) {
 		char cov[TB_COVERAGE_TEXT_MAX];
 		bool empty = tb_coverage_empty(&r->coverage);

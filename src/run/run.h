@@ -28,7 +28,7 @@
 #include "model/session.h"
 #include "run/history.h"
 
-/* The process exit codes of every mode (CONTRACT §1). */
+/* The process exit codes of every mode (tbisect(1) EXIT STATUS). */
 enum { TB_EXIT_OK = 0, TB_EXIT_DIVERGED = 1, TB_EXIT_BAD_INPUT = 2 };
 
 /* Where the pass will be recorded, so the comparison adds up the value
@@ -42,7 +42,7 @@ typedef enum tb_record {
 	TB_RECORD_MEMORY, /* in a history kept in memory (the interactive view's --no-history): all */
 } tb_record;
 
-/* What the command line says about a comparison (CONTRACT §1). */
+/* What the command line says about a comparison (tbisect(1) OPTIONS). */
 typedef struct tb_run_opts {
 	const char *ref_path, *cand_path; /* borrowed */
 	tb_open_opts open;

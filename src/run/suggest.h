@@ -46,7 +46,7 @@ typedef struct tb_suggestion {
 /* Fails with "nothing in common" when neither tree has a cell to anchor the
  * other's names to. */
 int tb_suggest_map(const tb_session *s, tb_suggestion *out, tb_err *err);
-/* The map file (CONTRACT §4) with "confidence" and "evidence" beside each
+/* The map file (tbisect-dumps(5) The map file) with "confidence" and "evidence" beside each
  * rule's fields; malloc'd, NULL when out of memory. */
 char *tb_suggestion_json(const tb_suggestion *sg);
 /* The rules of a map file (map_text when given, else the file map_path,

@@ -1,6 +1,6 @@
 /*
  * sketch: a fingerprint of one tensor, small enough to carry where the
- * tensor cannot go, from which the metrics of CONTRACT §2 against another
+ * tensor cannot go, from which the metrics (doc/report.md) against another
  * tensor's fingerprint are estimated with a stated bound.
  *
  * One pass over the values, in float32 as tb_tensor_read_f32 gives them:

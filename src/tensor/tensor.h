@@ -95,7 +95,7 @@ typedef struct tb_partial {
 } tb_partial;
 
 typedef struct tb_tensor {
-	char *name;          /* raw name (CONTRACT §4), owned */
+	char *name;          /* raw name (tbisect-dumps(5) NAMING), owned */
 	const char *path;    /* file it came from, borrowed from the tree */
 	tb_dtype dtype;
 	bool big_endian;     /* element bytes are big-endian */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # badformats: malformed and hostile zip, npz, torch.save, pickle and MaxText
-# golden files are refused the way CONTRACT.md §1 says: exit 2, one line
+# golden files are refused the way tbisect(1) EXIT STATUS says: exit 2, one line
 # "tbisect: FILE: ..." that says what is wrong, no crash, no sanitizer
 # report, nothing in the tree changed, and no command run: pickles whose
 # payload would `touch` a marker file must leave no marker.  Fixtures come

@@ -1,6 +1,6 @@
 #!/bin/sh
 # badinput: malformed npy / safetensors / shard-index files and broken trees
-# are refused the way CONTRACT.md §1 says: exit status 2, exactly one line on
+# are refused the way tbisect(1) EXIT STATUS says: exit status 2, exactly one line on
 # stderr, "tbisect: " and the offending file's path, no crash or sanitizer
 # report, and the input left untouched.  Fixtures are made with printf, head,
 # tr and dd (no python, no numpy), so the test runs on a bare machine.

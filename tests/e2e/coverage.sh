@@ -1,5 +1,5 @@
 #!/bin/sh
-# Coverage before conclusions (CONTRACT §1): a pairing under half the
+# Coverage before conclusions (tbisect-dumps(5) Coverage): a pairing under half the
 # smaller tree, or with layer tensors on both sides and none paired, stops
 # every mode with exit 2 and the counts; --allow-partial goes on with a
 # warning, the coverage in the JSON, and no cause or origin named.
@@ -84,7 +84,7 @@ cp "$T/cand/model.layers.1.npy" "$T/few-cand/blk_1.npy"
 expect_error_msg 2 "$T/few-cand" "no layer cell paired, 3 main cells in all (ref 5, cand 3; unmapped tensors: ref 0, cand 2)" \
 	"3 of 5 paired but no layer tensor: refused" "$TBISECT" check "$T/few-ref" "$T/few-cand"
 
-# --allow-partial goes on with little, never with nothing (CONTRACT §7.1):
+# --allow-partial goes on with little, never with nothing (tbisect(1) --allow-partial):
 # a candidate none of whose names map gives no verdict at all.
 mkdir "$T/nothing"
 for f in "$T"/maxtext/*.npy; do [ "$(basename "$f")" = tokens.npy ] || cp "$f" "$T/nothing/x_$(basename "$f")"; done

@@ -106,6 +106,18 @@ expect_exit 1 "with history: pass 2, another tolerance" "$TBISECT" check --atol 
 check_that "with history: the passes section" grep -q '<section id="history">' "$T/h2.html"
 check_that "with history: two passes listed" test "$(sed -n '/<section id="history">/,/<\/section>/p' "$T/h2.html" | grep -c '^<li>pass ')" -eq 2
 check_that "with history: plotted" sh -c "sed -n '/<section id=\"history\">/,/<\\/section>/p' '$T/h2.html' | grep -q '<polyline'"
+# One pass is one point: a polyline of one point draws nothing.
+check_that "with one pass: the point is drawn" sh -c "sed -n '/<section id=\"history\">/,/<\\/section>/p' '$T/h1.html' | grep -q '<circle '"
+check_that "with one pass: it says so" grep -q '<p>One pass recorded' "$T/h1.html"
+
+# 512 positions: the strip (256 glyphs) and the every-cell table scroll in
+# their own boxes (measured in the browser below).
+"$MKDEMO" --seq 512 --bug rope-style "$T/lref" "$T/lcand" >/dev/null || bail_out "mkdemo --seq 512 failed"
+expect_exit 1 "512 positions: a report" "$TBISECT" check --no-history --html "$T/long.html" "$T/lref" "$T/lcand"
+check_that "512 positions: a strip of 256 glyphs" grep -q 'class="strip">rel_l2  [.X~]\{256\}$' "$T/long.html"
+check_that "512 positions: the strip scrolls in its box" grep -q 'pre\.strip{overflow-x:auto' "$T/long.html"
+check_that "512 positions: the every-cell table scrolls in its box, one line a tensor" \
+	sh -c 'grep -q "^<div class=\"wide\"><table>\$" "$1" && grep -q "\.wide td{white-space:nowrap" "$1"' x "$T/long.html"
 
 # Equal inputs, equal bytes; --html-timestamp adds the time.
 expect_exit 1 "the same check again" "$TBISECT" check --no-history --html "$T/again.html" "$T/ref" "$T/cand"
@@ -231,6 +243,36 @@ browse --window-size=1200,900 --screenshot="$T/blank.png" "file://$T/blank.html"
 browse --window-size=1200,900 --screenshot="$T/shot.png" "file://$T/r.html" >/dev/null 2>&1 || bail_out "screenshot failed"
 check_that "in the browser: the screenshot is not blank ($(wc -c <"$T/shot.png") bytes against $(wc -c <"$T/blank.png"))" \
 	test "$(wc -c <"$T/shot.png")" -gt $(($(wc -c <"$T/blank.png") * 4))
+# The 512-position report at 1200 pixels: nothing wider than the window
+# but inside a scrolling box, and the every-cell table's rows at most two
+# lines (the reference's tensor over the candidate's).  A script added to
+# a copy of the page measures it after the page's own script ran.
+"$PY" - "$T/long.html" "$T/measure.html" <<'PY' || bail_out "writing the measuring copy failed"
+import sys
+js = """<script>//<![CDATA[
+window.addEventListener('load', function () {
+  var o = [], W = window.innerWidth;
+  o.push('page ' + document.documentElement.scrollWidth + ' ' + W);
+  var s = document.querySelector('pre.strip');
+  o.push('strip ' + Math.round(s.getBoundingClientRect().right) + ' ' + getComputedStyle(s).overflowX);
+  var h = [].map.call(document.querySelectorAll('#cells tbody tr'), function (t) { return t.getBoundingClientRect().height; });
+  o.push('rows ' + Math.round(Math.max.apply(null, h)) + ' ' + Math.round(parseFloat(getComputedStyle(document.body).lineHeight)));
+  var p = document.createElement('pre'); p.id = 'measure'; p.textContent = o.join('\\n'); document.body.appendChild(p);
+});
+//]]></script>"""
+page = open(sys.argv[1], encoding="utf-8").read()
+open(sys.argv[2], "w", encoding="utf-8").write(page.replace("</body>", js + "\n</body>"))
+PY
+browse --window-size=1200,900 --dump-dom "file://$T/measure.html" 2>/dev/null | sed -n '/<pre id="measure">/,/<\/pre>/p' |
+	sed 's/<[^>]*>//g' >"$T/measure.out" || true
+mfact() { sed -n "s/^$1 //p" "$T/measure.out" | head -n 1; }
+set -- $(mfact page) 0 0
+check_that "in the browser: a 512-position report is no wider than the window ($1 px in $2)" test "$1" -gt 0 -a "$1" -le "$2"
+set -- $(mfact strip) 0 x
+check_that "in the browser: the strip ends inside the window and scrolls ($1 px, overflow $2)" \
+	sh -c 'test "$1" -gt 0 -a "$1" -le 1200 && test "$2" = auto' x "$1" "$2"
+set -- $(mfact rows) 0 0
+check_that "in the browser: every-cell rows at most two lines ($1 px, lines of $2)" test "$1" -gt 0 -a "$1" -le $(($2 * 2 + 4))
 check_that "the browser wrote nothing outside this test's folder" test ! -e "${XDG_CONFIG_HOME:-/nonexistent}/chromium"
 
 tap_done

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Source layout rules that keep the core a library and the folders a
-# picture of the architecture (STYLE.md, README "Architecture"):
+# picture of the architecture (doc/architecture.md):
 #   - src/ never touches the terminal, never prints or exits;
 #   - every .c includes config.h first, no header does;
 #   - every header opens with a comment saying what the module does;

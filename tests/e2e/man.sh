@@ -5,8 +5,9 @@
 # naming convention of src/model/naming.c; and every ".Dl $ COMMAND" example runs
 # from a copy of the build's samples with the exit status the page's
 # preceding ".\" test: exit N [grep TEXT]" comment gives (0 when absent),
-# TEXT in its output, and nothing on standard error (STYLE.md 15: the
-# manual's examples are tests).
+# TEXT in its output, and nothing on standard error (the manual's
+# examples are tests).  The code cites these pages and doc/, nothing
+# outside the repository.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -14,6 +15,24 @@ M=$top_srcdir/man
 # Every page in man/, so a new page is linted and its examples run too.
 PAGES=$(cd "$M" && ls -- *.[1-9])
 T=$TAP_TMP
+
+# Citations: a comment or message that points the reader somewhere must
+# point into the repository: the manual pages, README or doc/, never a
+# document it does not ship (a contract, a style guide) nor a sibling
+# folder.  Split so that this file does not match itself.
+outside='CONTR''ACT|STY''LE\.md|\.\./shar''ed'
+(cd "$top_srcdir" && grep -r -I -n -E "$outside" src ui samples data man tests README doc) >"$T/outside" 2>/dev/null || true
+if [ -s "$T/outside" ]; then
+	not_ok "the code cites no document outside the repository" "$(wc -l <"$T/outside") citations"
+	diag_file "$T/outside"
+else
+	ok "the code cites no document outside the repository"
+fi
+(cd "$top_srcdir" && grep -r -I -o -h -E 'doc/[a-z]+\.md' src ui samples data man tests README doc | sort -u) >"$T/docs" || true
+check_that "the code cites doc/ files ($(wc -l <"$T/docs"))" test -s "$T/docs"
+while read -r d; do
+	check_that "$d, cited, is in the repository" test -f "$top_srcdir/$d"
+done <"$T/docs"
 
 if ! command -v mandoc >/dev/null 2>&1; then
 	skip "manual pages" "mandoc not installed (scripts/setup-deps.sh installs it)"

@@ -1,7 +1,8 @@
 #!/bin/sh
-# README's "Samples" section is true: its table of bugs says what
-# `mkdemo --expect` says, and its commands run as written from a copy of
-# the build directory, with the output their comments announce.
+# README's "Samples" section and doc/samples.md, which it points to, are
+# true: the table of bugs says what `mkdemo --expect` says, and their
+# commands, README's first, run as written from a copy of the build
+# directory, with the output their comments announce.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -9,11 +10,13 @@ T=$TAP_TMP
 
 sed -n '/^Samples$/,/^Dumping your own models$/p' "$top_srcdir/README" >"$T/samples"
 check_that "README has a Samples section" test -s "$T/samples"
+check_that "README's Samples points to doc/samples.md" grep -q 'doc/samples\.md' "$T/samples"
+cat "$top_srcdir/doc/samples.md" >>"$T/samples"
 
-# The table: "  NAME   CELL[, CELL with --sub | , CELL at --seq 128]".
+# The table: "    NAME   CELL[, CELL with --sub | , CELL at --seq 128]".
 "$MKDEMO" --list | awk '{print $1}' >"$T/bugs"
 while read -r bug; do
-	row=$(grep -E "^  $bug {2,}" "$T/samples" | sed -E "s/^  $bug +//")
+	row=$(grep -E "^ {2,4}$bug {2,}" "$T/samples" | sed -E "s/^ *$bug +//")
 	want=$("$MKDEMO" --expect "$bug")
 	sub=$("$MKDEMO" --expect "$bug" --sub)
 	long=$("$MKDEMO" --expect "$bug" --seq 128)
@@ -31,7 +34,7 @@ ln -s "$bin/samples/mkdemo" "$T/build/samples/mkdemo"
 cp -R "$top_builddir/samples/pair" "$top_builddir/samples/walkthrough" "$T/build/samples/"
 cwd=$T
 sed -n 's/^    \(cd build\|\.\/tbisect .*\|samples\/mkdemo .*\)$/\1/p' "$T/samples" >"$T/cmds"
-check_that "README Samples has commands" test "$(wc -l <"$T/cmds")" -ge 8
+check_that "README's Samples and doc/samples.md have commands" test "$(wc -l <"$T/cmds")" -ge 8
 while read -r cmd; do
 	case $cmd in
 	"cd "*)

@@ -67,6 +67,8 @@ for f in usr/bin/tbisect usr/share/tbisect/rules.json usr/share/man/man1/tbisect
 	usr/share/doc/tbisect/copyright; do
 	check_that "the package holds /$f" grep -q -x -F "./$f" "$S/files"
 done
+# README's "Where to read more" points into doc/: shipped beside it (dh_compress may gzip).
+check_that "the package holds README's doc/ files" grep -q -x -E './usr/share/doc/tbisect/doc/report\.md(\.gz)?' "$S/files"
 depends=$(dpkg-deb -f "$deb" Depends)
 check_that "Depends has the shared libraries (${depends})" sh -c \
 	'for l in libc6 libcjson1 libncursesw6 libreadline8 zlib1g; do echo "$1" | grep -q -w "$l" || exit 1; done' x "$depends"

@@ -47,7 +47,7 @@ REPLAYED = {"rope-style", "rope-theta", "rotate-half-sign", "partial-rope", "qk-
             "decode-position", "gqa-repeat", "softmax-scale", "attention-mask", "sliding-window",
             "mlp-activation", "mlp-gating", "embedding-scale", "norm-formulation", "norm-epsilon",
             "scale-multiplier", "residual-wiring", "final-norm"}
-# Faults tbisect ranks together with rope-style (CONTRACT §6 signatures alike).
+# Faults tbisect ranks together with rope-style (their signatures alike, tbisect-rules(5)).
 WITHIN = {"rotate-half-sign": 3, "partial-rope": 3}
 SUBTAPS = ("attn_norm", "attn.q", "attn.k", "attn.v", "attn.q_rope", "attn.k_rope", "attn.core", "attn.o", "attn",
            "mlp_norm", "mlp.gate", "mlp.up", "mlp.act", "mlp.down", "mlp", "block")
@@ -97,7 +97,7 @@ def kl_mean(r, c):
 
 
 def first_divergence(ref, cand, layers):
-    """CONTRACT §2, computed here: "-" when nothing diverged."""
+    """The first divergence (tbisect(1) DESCRIPTION), computed here: "-" when nothing diverged."""
     order = ["embed"] + ["layers.%d.%s" % (l, t) for l in range(layers) for t in SUBTAPS]
     for nm in order + ["final_norm", "logits"]:
         if nm not in ref or nm not in cand:

@@ -12,6 +12,7 @@ export LINES COLUMNS
 
 "$TBGEN" --bug pos@L2.mlp:3 "$TAP_TMP/ref" "$TAP_TMP/cand" || bail_out "tbgen failed"
 top_srcdir=$(cd "$top_srcdir" && pwd)
+MKDEMO=$(cd "$(dirname "$MKDEMO")" && pwd)/$(basename "$MKDEMO")
 cd "$TAP_TMP" || bail_out "cd failed"
 cat >script <<'KEYS'
 # the first divergence, its detail, then a wider terminal and the cosine metric
@@ -129,6 +130,22 @@ else
 	not_ok "README lists the keys and commands exactly as the help screen" "README differs from the help screen"
 	diff readme.keys help.keys | sed 's/^/#   /'
 fi
+
+# README's session shows two screens at 80x24 (between "<!-- screen: NAME
+# -->" and "<!-- screen: end -->"): they are what the program draws for the
+# pair its commands make, so the guide cannot go stale.
+mkdir readme && (cd readme && "$MKDEMO" --bug rope-style ref cand >/dev/null) || bail_out "mkdemo failed"
+printf 'f\n:save-display ../heatmap.txt\nEnter\n:save-display ../detail.txt\nq\nq\n' >readme/script
+expect_exit 1 "README's session: the script runs (exit 1: diverged)" sh -c 'cd readme && TBISECT_SCRIPT=script "$1" ref cand' x "$TBISECT"
+for screen in heatmap detail; do
+	sed -n "/^<!-- screen: $screen -->\$/,/^<!-- screen: end -->\$/p" "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >"readme.$screen"
+	if [ -s "readme.$screen" ] && cmp -s "readme.$screen" "$screen.txt"; then
+		ok "README's $screen screen is the program's, 80x24"
+	else
+		not_ok "README's $screen screen is the program's, 80x24" "README differs"
+		diff "readme.$screen" "$screen.txt" | sed 's/^/#   /'
+	fi
+done
 
 # --keys prints the same tables for the man page: every action and command once.
 "$TBISECT" --keys >keys.tsv

@@ -60,7 +60,7 @@ wait_until on_screen screen p compared_at_default || bail_out "no result after t
 
 keys p : "export out.json" Enter
 expect_screen p "export writes the report" "wrote out.json (json, 23 cells, verdict diverged)"
-check_that "the exported report is the CONTRACT JSON" test "$("$JSONQ" "$TAP_TMP/out.json" first_divergence.tap 2>/dev/null)" = attn
+check_that "the exported report is the JSON report" test "$("$JSONQ" "$TAP_TMP/out.json" first_divergence.tap 2>/dev/null)" = attn
 keys p : "export md summary.txt" Enter
 expect_screen p "export md writes the Markdown summary" "wrote summary.txt (md, 23 cells, verdict diverged)"
 check_that "the Markdown summary, as check --markdown writes it" \

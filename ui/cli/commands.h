@@ -1,6 +1,6 @@
 /*
  * commands: one function per mode of the command line.  Each returns the
- * process exit code (CONTRACT §1) and prints its own errors as
+ * process exit code (tbisect(1) EXIT STATUS) and prints its own errors as
  * "tbisect: FILE: what is wrong".
  */
 #ifndef TB_COMMANDS_H

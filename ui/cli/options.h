@@ -1,5 +1,5 @@
 /*
- * options: the command line of every mode (CONTRACT §1), parsed into one
+ * options: the command line of every mode (tbisect(1) OPTIONS), parsed into one
  * struct.  One table of commands and one of options are the only place the
  * command line is written down: getopt's array, the usage text, the mode
  * checks and the shell completion (ui/cli/completion.c) all come from them.

@@ -1,6 +1,6 @@
 /*
  * The detail screen of one cell (Enter on the heatmap): both sides'
- * statistics, every CONTRACT §2 metric, the per-position strip with the
+ * statistics, every metric of doc/report.md, the per-position strip with the
  * selected position's worst channels, per-head metrics for attention cells,
  * the worst elements, a log-scale |diff| histogram and the causes.  It is a
  * scrolling document; the numbers that need the tensors again come from
