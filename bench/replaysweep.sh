@@ -4,7 +4,7 @@
 #
 # Every bug a replay can prove, on two implementations of the model:
 # mkdemo (f32, bf16, f16, an f32 reference against a bf16 candidate and the
-# reverse; seeds 1-3; 16, 64 and 256 positions) and tests/pymodel/model.py
+# reverse, and against a candidate of bf16 values in float32 files; seeds 1-3; 16, 64 and 256 positions) and tests/pymodel/model.py
 # (f32 and bf16 dumps, seeds 0-1, 32 and 160 positions).  Controls are bugs
 # whose first divergence lands on a replayed op that no variant models, and
 # ports with no bug.  A line per case goes to WORK_DIR/cases.tsv; the summary
@@ -20,6 +20,17 @@ attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-mu
 residual-wiring final-norm decode-position"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow"
 
+# bf16v: a candidate computed in bf16 and cast to float32 before it was dumped
+round_bf16='
+import glob, sys
+import numpy as np
+for f in glob.glob(sys.argv[1] + "/*.npy"):
+    a = np.load(f)
+    if a.dtype == np.float32:
+        u = a.view(np.uint32).astype(np.uint64)
+        np.save(f, (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32))
+'
+
 # one IMPL DTYPE SEED SEQ BUG DIR: check the pair in DIR, one line of cases.tsv
 one() {
 	"$tb" check --no-history "$6/ref" "$6/cand" >"$6/out.txt" 2>&1 || :
@@ -30,14 +41,19 @@ one() {
 
 : >"$work/cases.tsv"
 for bug in $replayable $controls; do
-	for dt in f32 bf16 f16 f32/bf16 bf16/f32; do
+	for dt in f32 bf16 f16 f32/bf16 bf16/f32 f32/bf16v; do
 		for seed in 1 2 3; do
 			for seq in 16 64 256; do
 				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
 				mkdir -p "$d"
 				set -- --replay --seed "$seed" --seq "$seq"
 				"$mk" "$@" --dtype "${dt%/*}" --ref-only "$d/ref" >/dev/null
-				"$mk" "$@" --dtype "${dt#*/}" --bug "$bug" --cand-only "$d/cand" >/dev/null
+				if [ "$dt" = f32/bf16v ]; then
+					"$mk" "$@" --dtype f32 --bug "$bug" --cand-only "$d/cand" >/dev/null
+					"$py" -c "$round_bf16" "$d/cand"
+				else
+					"$mk" "$@" --dtype "${dt#*/}" --bug "$bug" --cand-only "$d/cand" >/dev/null
+				fi
 				one mkdemo "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
 			done
 		done

@@ -11,6 +11,8 @@
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 65536
+/* The rounding of float16, the finest of the half-width dtypes. */
+#define HALF_ROUNDING 0x1p-11
 
 /* The op each tap's replay recomputes. */
 static const struct {
@@ -43,14 +45,46 @@ const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id)
 	return p;
 }
 
-double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor, double roundings)
-{
-	double f = f32_floor;
+/* Values read to find how many mantissa bits a tensor's values use. */
+#define PRECISION_SAMPLE 65536
 
-	if (ref->dtype == TB_DT_BF16 || ref->dtype == TB_DT_F16)
-		f = fmax(f, roundings * tb_dtype_rounding(ref->dtype));
-	if (cand->dtype == TB_DT_BF16 || cand->dtype == TB_DT_F16)
-		f = fmax(f, roundings * tb_dtype_rounding(cand->dtype));
+double tb_replay_rounding(tb_tensor *t)
+{
+	uint64_t n = t->numel < PRECISION_SAMPLE ? t->numel : PRECISION_SAMPLE;
+	float *v = malloc((n ? n : 1) * sizeof *v);
+	uint32_t used = 0;
+	tb_err err;
+	int bits = 23;
+
+	if (!v || !n || tb_tensor_acquire(t, &err) < 0) {
+		free(v);
+		return tb_dtype_rounding(t->dtype);
+	}
+	tb_tensor_read_f32(t, 0, n, v);
+	tb_tensor_release(t);
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t b;
+		memcpy(&b, &v[i], sizeof b);
+		if ((b & 0x7f800000u) && (b & 0x7f800000u) != 0x7f800000u) /* normal: its mantissa is all stored */
+			used |= b & 0x7fffffu;
+	}
+	free(v);
+	while (bits > 0 && used && !(used & 1)) {
+		used >>= 1;
+		bits--;
+	}
+	return fmax(tb_dtype_rounding(t->dtype), ldexp(1, -(bits + 1)));
+}
+
+double tb_replay_floor(tb_tensor *ref, tb_tensor *cand, double f32_floor, double roundings)
+{
+	double f = f32_floor, r = tb_replay_rounding(ref), c = tb_replay_rounding(cand);
+
+	/* values of half width or less (whatever the file's dtype) round at every op */
+	if (r >= HALF_ROUNDING)
+		f = fmax(f, roundings * r);
+	if (c >= HALF_ROUNDING)
+		f = fmax(f, roundings * c);
 	return f;
 }
 
@@ -241,22 +275,20 @@ void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, con
 	b->rel_l2 = rel_l2;
 }
 
-/* The relative rms error of storing values in dt: a rounding error spread
- * evenly over half an ulp, at most 2u/sqrt(12) of the value. */
-static double storage_noise(tb_dtype dt)
-{
-	return tb_dtype_rounding(dt) / sqrt(3);
-}
-
 /* How closely a replay can reproduce a side at best: the noise of this op on
  * these dumps (the reference's own residual), the rounding of both sides'
- * storage (a replay compares against values stored in either dtype), and
- * the error of the cell's inputs where the two sides agree (their
+ * values (a replay compares against values stored at either's precision),
+ * and the error of the cell's inputs where the two sides agree (their
  * arithmetic, which the candidate repeats in this op). */
 static void replay_noise(const tb_replay_in *in, const tb_replay_fit *fit, double floor, double *noise, double *within)
 {
 	const tb_cell_result *t = in->target;
-	double store = fmax(storage_noise(t->ref->dtype), storage_noise(t->cand->dtype));
+	long k = tb_pairing_find(in->s->pairing, &t->cell);
+	const tb_pair *p = k >= 0 ? &in->s->pairing->pairs[k] : NULL;
+	/* a value rounded once is off by at most 2u/sqrt(12) of it, rms */
+	double store = p && p->ref && p->cand
+			       ? fmax(tb_replay_rounding(p->ref), tb_replay_rounding(p->cand)) / sqrt(3)
+			       : fmax(tb_dtype_rounding(t->ref->dtype), tb_dtype_rounding(t->cand->dtype)) / sqrt(3);
 	double agree = tb_origin_input_error(in->r, t - in->r->cells);
 
 	if (!(agree < t->tol.diverge))

@@ -37,10 +37,16 @@ typedef struct tb_replay_in {
 /* The pair of (layer, tap) when both sides dumped it whole, else NULL. */
 const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id);
 
+/* The unit rounding of t's values as they are: its dtype's, or a coarser
+ * one when its values use fewer mantissa bits (read from its first values:
+ * a port that computes in bf16 and casts to float32 before it dumps leaves
+ * the low 16 bits zero). */
+double tb_replay_rounding(tb_tensor *t);
+
 /* The residual below which a replay of out's values matches: `roundings`
- * times the rounding of half-width storage (an op that rounds several
+ * times the rounding of half-width values (an op that rounds several
  * times), else f32_floor (the float error of the op). */
-double tb_replay_floor(const tb_tensor *ref, const tb_tensor *cand, double f32_floor, double roundings);
+double tb_replay_floor(tb_tensor *ref, tb_tensor *cand, double f32_floor, double roundings);
 
 /* Are all n values finite? */
 bool tb_replay_finite(const float *v, uint64_t n);

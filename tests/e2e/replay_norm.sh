@@ -135,6 +135,26 @@ check_that "bf16: a weight bug is not called elsewhere" \
 	"$TAP_OUT"
 check_that "bf16: nothing confirmed" sh -c '! grep -q "confirmed by replay" "$1"' x "$TAP_OUT"
 
+# A port that computes in bf16 and casts to float32 before it dumps: f32
+# files whose values use 7 mantissa bits round like bf16, and are read so
+if NP=$(find_python numpy); then
+	cp -r "$T/norm-epsilon" "$T/norm-epsilon-bf16-in-f32"
+	"$NP" -c '
+import glob, sys
+import numpy as np
+for f in glob.glob(sys.argv[1] + "/*.npy"):
+    a = np.load(f)
+    if a.dtype == np.float32:
+        u = a.view(np.uint32).astype(np.uint64)
+        np.save(f, (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32))
+' "$T/norm-epsilon-bf16-in-f32" || bail_out "could not round the pair"
+	expect_exit 1 "bf16 values in f32 files: the norm epsilon" "$TBISECT" check --json --no-history "$T/ref" \
+		"$T/norm-epsilon-bf16-in-f32"
+	json_is "bf16 values in f32 files: confirmed" causes.0.confirmed.variant "eps 1e-05 (the reference: 1e-06 to 1e-12)"
+else
+	skip "bf16 values in f32 files" "no python3 with numpy"
+fi
+
 expect_exit 0 "a clean port" "$TBISECT" check --json --no-history "$T/ref" "$T/none"
 json_is "clean: no cause" 'causes.#' 0
 run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/dtype-precision"
