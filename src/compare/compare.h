@@ -50,6 +50,7 @@ typedef struct tb_cell_result {
 	tb_logit_metrics *logits;    /* the logits cell only */
 	uint64_t digest[2];          /* ref's and cand's values digests (tb_tensor_digest's), where digested */
 	bool digested[2];            /* added up as the rows were read (tb_compare_opts.digest) */
+	int64_t excluded_positions;  /* positions left out of the metrics: an MoE flip upstream (routing.h) */
 	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */
 } tb_cell_result;
 

@@ -179,6 +179,145 @@ static int module_from_projection(side_vec *sd)
 	return 0;
 }
 
+/* Does a layer of this side hold experts: an MoE cell besides the router,
+ * or a tensor of its experts (per-expert hooks: layers.N.mlp.experts.3)? */
+static bool layer_has_experts(const side_vec *sd, const tb_tree *tree, int layer)
+{
+	char key[2][48];
+
+	for (size_t i = 0; i < sd->n; i++) {
+		tb_tap_id id = sd->v[i].cell.id;
+		if (sd->v[i].cell.layer == layer &&
+		    (id == TB_TAP_MLP_ROUTER_PROBS || id == TB_TAP_MLP_TOPK_IDS || id == TB_TAP_MLP_TOPK_WEIGHTS ||
+		     id == TB_TAP_MLP_EXPERTS || id == TB_TAP_MLP_SHARED))
+			return true;
+	}
+	snprintf(key[0], sizeof key[0], "layers.%d.mlp.experts", layer);
+	snprintf(key[1], sizeof key[1], "layers.%d.mlp.shared_expert", layer);
+	for (size_t i = 0; i < tree->n_tensors; i++)
+		if (strstr(tree->tensors[i]->name, key[0]) || strstr(tree->tensors[i]->name, key[1]))
+			return true;
+	return false;
+}
+
+static const mapped *find_id(const side_vec *sd, int layer, tb_tap_id id)
+{
+	for (size_t i = 0; i < sd->n; i++)
+		if (sd->v[i].cell.layer == layer && sd->v[i].cell.id == id)
+			return &sd->v[i];
+	return NULL;
+}
+
+static int64_t last_dim(const tb_tensor *t)
+{
+	return t->ndim ? t->shape[t->ndim - 1] : 0;
+}
+
+/* Hugging Face calls an MoE router the MLP's "gate", the word a dense MLP
+ * uses for its gate projection: a layer's mlp.gate is its router only when
+ * the layer holds experts, or, with neither an up nor a down projection
+ * dumped, when it scores fewer values than the hidden width. */
+static bool gate_is_router(const side_vec *sd, const tb_tree *tree, const mapped *m)
+{
+	const mapped *norm = find_id(sd, m->cell.layer, TB_TAP_MLP_NORM);
+	size_t len = strlen(m->t->name);
+
+	if (len < 9 || strcmp(m->t->name + len - 9, ".mlp.gate"))
+		return true;
+	if (layer_has_experts(sd, tree, m->cell.layer))
+		return true;
+	if (find_id(sd, m->cell.layer, TB_TAP_MLP_UP) || find_id(sd, m->cell.layer, TB_TAP_MLP_DOWN) || !norm)
+		return false;
+	return last_dim(m->t) < last_dim(norm->t);
+}
+
+/* Rows read to tell router probabilities from router logits. */
+#define PROB_ROWS 8
+
+/* Are t's first rows probabilities: finite, non-negative, each summing to
+ * 1?  (transformers v5 routers return them where 4.x returned logits.) */
+static bool rows_are_probabilities(tb_tensor *t)
+{
+	int64_t e = last_dim(t);
+	uint64_t rows = e > 0 ? t->numel / (uint64_t)e : 0, n;
+	float *v;
+	tb_err err;
+	bool probs = true;
+
+	if (e <= 1 || !rows || t->partial || t->sketch)
+		return false;
+	n = (rows < PROB_ROWS ? rows : PROB_ROWS) * (uint64_t)e;
+	v = malloc(n * sizeof *v);
+	if (!v || tb_tensor_acquire(t, &err) < 0) {
+		free(v);
+		return false;
+	}
+	tb_tensor_read_f32(t, 0, n, v);
+	tb_tensor_release(t);
+	for (uint64_t r = 0; r * (uint64_t)e < n && probs; r++) {
+		double sum = 0;
+		for (int64_t k = 0; k < e; k++) {
+			float x = v[r * (uint64_t)e + (uint64_t)k];
+			probs = probs && x >= 0 && x <= 1;
+			sum += x;
+		}
+		probs = probs && sum > 1 - 1e-3 && sum < 1 + 1e-3;
+	}
+	free(v);
+	return probs;
+}
+
+/* The MoE cells of one side (tbisect-dumps(5), Mixture of experts): a
+ * dense layer's "gate" back to mlp.gate; router probabilities apart from
+ * router logits, so the two never pair; llama.cpp's last combine weights
+ * (gathered, normalised, scaled) as mlp.topk_weights; and in a layer with
+ * neither a shared expert nor an MLP output of its own (llama.cpp's
+ * Qwen3-MoE graph adds ffn_moe_out to the residual), the experts' sum as
+ * the MLP's output too.  -1 when out of memory. */
+static int moe_cells(side_vec *sd, const tb_tree *tree)
+{
+	static const char *const weights[] = {"mlp.moe_w", "mlp.moe_w_norm", "mlp.moe_w_scaled"};
+	size_t n = sd->n;
+
+	for (size_t i = 0; i < n; i++) {
+		mapped *m = &sd->v[i];
+		if (m->user_rule >= 0 || m->cell.id != TB_TAP_MLP_ROUTER)
+			continue;
+		/* no gate projection's rows are probabilities */
+		if (rows_are_probabilities(m->t))
+			tb_cell_make_id(&m->cell, m->cell.layer, TB_TAP_MLP_ROUTER_PROBS);
+		else if (!gate_is_router(sd, tree, m))
+			tb_cell_make_id(&m->cell, m->cell.layer, TB_TAP_MLP_GATE);
+	}
+	for (size_t i = 0; i < n; i++) {
+		mapped *m = &sd->v[i], *last = NULL;
+		int stage = -1;
+		if (m->cell.id != TB_TAP_OTHER || strncmp(m->cell.tap, "mlp.moe_w", 9) ||
+		    find_id(sd, m->cell.layer, TB_TAP_MLP_TOPK_WEIGHTS))
+			continue;
+		for (size_t j = 0; j < n; j++)
+			for (int k = 0; k < 3; k++)
+				if (sd->v[j].cell.layer == m->cell.layer && !strcmp(sd->v[j].cell.tap, weights[k]) && k > stage) {
+					stage = k;
+					last = &sd->v[j];
+				}
+		if (last)
+			tb_cell_make_id(&last->cell, last->cell.layer, TB_TAP_MLP_TOPK_WEIGHTS);
+	}
+	for (size_t i = 0; i < n; i++) {
+		int layer = sd->v[i].cell.layer;
+		if (sd->v[i].cell.id != TB_TAP_MLP_EXPERTS || sd->v[i].user_rule >= 0 || find_id(sd, layer, TB_TAP_MLP) ||
+		    find_id(sd, layer, TB_TAP_MLP_SHARED))
+			continue;
+		mapped e = sd->v[i], *whole = side_add(sd);
+		if (!whole)
+			return -1;
+		*whole = e;
+		tb_cell_make_id(&whole->cell, layer, TB_TAP_MLP);
+	}
+	return 0;
+}
+
 /* A scan-stacked tensor [L, ...] becomes one view per layer. */
 static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
 {
@@ -294,7 +433,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		*e = m;
 	}
 	last_hidden_state(sd);
-	if (module_from_projection(sd) < 0)
+	if (moe_cells(sd, tree) < 0 || module_from_projection(sd) < 0)
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 	if (last_block) {
 		int top = -1;

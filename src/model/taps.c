@@ -14,7 +14,11 @@ const tb_tap_info tb_taps[] = {
 };
 const size_t tb_n_taps = sizeof tb_taps / sizeof tb_taps[0];
 
-#define FREE_SUBTAP_OFFSET 50 /* rank of attn.X / mlp.X after their parent group base */
+/* Ranks of the free-form sub-taps: attn.X among attention's listed ones,
+ * mlp.X after the MLP's (the MoE sub-taps, the experts and the shared
+ * expert come first: tbisect(1) DESCRIPTION). */
+#define FREE_ATTN_RANK 250
+#define FREE_MLP_RANK 598
 
 const tb_tap_info *tb_tap_info_of(tb_tap_id id)
 {
@@ -113,7 +117,7 @@ static void tap_key(const tb_cell *c, tb_scope *scope, int *rank)
 	}
 	parent = id == TB_TAP_OTHER ? free_subtap_parent(c->tap) : TB_TAP_NONE;
 	*scope = TB_SCOPE_LAYER;
-	*rank = parent ? (parent == TB_TAP_ATTN ? 200 : 500) + FREE_SUBTAP_OFFSET : 999;
+	*rank = parent ? (parent == TB_TAP_ATTN ? FREE_ATTN_RANK : FREE_MLP_RANK) : 999;
 }
 
 int tb_cell_cmp(const tb_cell *a, const tb_cell *b)

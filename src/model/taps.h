@@ -29,8 +29,8 @@ typedef enum tb_scope {
 /* The canonical taps and known sub-taps, in forward order:
  * X(ID, name, scope, rank in its scope, parent ID or NONE, label for
  * people, group output: the sub-tap's output is its parent's).  Sub-taps
- * not listed here (attn.X, mlp.X) sort between the listed ones of their
- * group (rank 250, 550) by name. */
+ * not listed here sort by name: attn.X between the listed ones of
+ * attention (rank 250), mlp.X after the listed ones of the MLP (598). */
 #define TB_TAP_TABLE(X)                                                                                            \
 	X(EMBED, "embed", TB_SCOPE_PRE, 0, NONE, "token embedding output (post-embed)", false)                      \
 	X(ATTN_NORM, "attn_norm", TB_SCOPE_LAYER, 100, NONE, "attention input norm (input_layernorm)", false)      \
@@ -46,10 +46,18 @@ typedef enum tb_scope {
 	  false)                                                                                                   \
 	X(ATTN, "attn", TB_SCOPE_LAYER, 300, NONE, "attention output (post-attn)", false)                          \
 	X(MLP_NORM, "mlp_norm", TB_SCOPE_LAYER, 400, NONE, "MLP input norm (post_attention_layernorm)", false)     \
+	X(MLP_ROUTER, "mlp.router", TB_SCOPE_LAYER, 480, MLP, "MoE router scores before the score function", false)  \
+	X(MLP_ROUTER_PROBS, "mlp.router_probs", TB_SCOPE_LAYER, 481, MLP, "MoE router scores after the score function", \
+	  false)                                                                                                   \
+	X(MLP_TOPK_IDS, "mlp.topk_ids", TB_SCOPE_LAYER, 482, MLP, "MoE selected experts (ids)", false)             \
+	X(MLP_TOPK_WEIGHTS, "mlp.topk_weights", TB_SCOPE_LAYER, 483, MLP, "MoE combine weights of the selected experts", \
+	  false)                                                                                                   \
 	X(MLP_GATE, "mlp.gate", TB_SCOPE_LAYER, 500, MLP, "MLP gate projection", false)                            \
 	X(MLP_UP, "mlp.up", TB_SCOPE_LAYER, 501, MLP, "MLP up projection", false)                                  \
 	X(MLP_ACT, "mlp.act", TB_SCOPE_LAYER, 502, MLP, "MLP activation, gated (down_proj's input)", false)         \
 	X(MLP_DOWN, "mlp.down", TB_SCOPE_LAYER, 590, MLP, "MLP down projection", true)                             \
+	X(MLP_EXPERTS, "mlp.experts", TB_SCOPE_LAYER, 592, MLP, "MoE routed experts' weighted sum", false)        \
+	X(MLP_SHARED, "mlp.shared", TB_SCOPE_LAYER, 594, MLP, "MoE shared experts' output, after their gate", false) \
 	X(MLP, "mlp", TB_SCOPE_LAYER, 600, NONE, "MLP output (post-mlp)", false)                                   \
 	X(BLOCK, "block", TB_SCOPE_LAYER, 700, NONE, "decoder layer output (post-block)", false)                   \
 	X(FINAL_NORM, "final_norm", TB_SCOPE_POST, 0, NONE, "final norm output", false)                            \

@@ -234,6 +234,8 @@ static cJSON *cell_json(const tb_cell_result *c, const tb_diagnosis *d, size_t a
 	add_num(o, "cosine", m->cosine);
 	add_num(o, "norm_ratio", m->norm_ratio);
 	add_num(o, "allclose_frac", m->allclose_frac);
+	if (c->excluded_positions)
+		cJSON_AddNumberToObject(o, "excluded_positions", (double)c->excluded_positions);
 	if (m->estimated) {
 		cJSON_AddTrueToObject(o, "estimated");
 		add_pair(o, "rel_l2_bound", m->rel_l2_lo, m->rel_l2_hi);
@@ -330,6 +332,43 @@ static void json_warning(void *ctx, const char *id, const char *text)
 	cJSON_AddItemToArray(ctx, o);
 }
 
+static void routed_json(cJSON *o, const char *key, const tb_routed_pos *v, size_t n)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, key);
+
+	for (size_t i = 0; i < n; i++) {
+		cJSON *e = cJSON_CreateArray();
+		cJSON_AddItemToArray(e, cJSON_CreateNumber((double)v[i].pos));
+		cJSON_AddItemToArray(e, num(v[i].gap));
+		cJSON_AddItemToArray(arr, e);
+	}
+}
+
+/* "routing": null, or per MoE layer its agreement, flips and disagreements
+ * as [position, the reference's gap]. */
+static void routing_json(cJSON *root, const tb_routing *rt)
+{
+	cJSON *arr;
+
+	if (!rt || !rt->n) {
+		cJSON_AddNullToObject(root, "routing");
+		return;
+	}
+	arr = cJSON_AddArrayToObject(root, "routing");
+	for (size_t i = 0; i < rt->n; i++) {
+		const tb_routing_layer *l = &rt->v[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "layer", l->layer);
+		cJSON_AddNumberToObject(o, "positions", (double)l->positions);
+		cJSON_AddNumberToObject(o, "k", (double)l->k);
+		cJSON_AddNumberToObject(o, "agree", (double)l->agree);
+		cJSON_AddNumberToObject(o, "excluded", (double)l->excluded);
+		routed_json(o, "flipped", l->flipped, l->n_flipped);
+		routed_json(o, "disagree", l->disagree, l->n_disagree);
+		cJSON_AddItemToArray(arr, o);
+	}
+}
+
 static void diag_json(cJSON *root, const tb_report *r)
 {
 	const tb_diagnosis *d = r->diag;
@@ -349,6 +388,7 @@ static void diag_json(cJSON *root, const tb_report *r)
 		if (note[0])
 			cJSON_AddStringToObject(c, "note", note);
 	}
+	routing_json(root, r->routing);
 	if (!d)
 		return;
 	add_cell_ref(root, "origin", r->result, d->origin.origin);
@@ -680,11 +720,49 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 				m->pos_rel_l2[m->first_bad_position], m->pos_cos[m->first_bad_position]);
 		else
 			fprintf(out, "  every one of %lld positions within diverge\n", (long long)m->n_pos);
+		if (c->excluded_positions)
+			fprintf(out, "  %lld position%s left out: an MoE flip upstream (see routing)\n",
+				(long long)c->excluded_positions, c->excluded_positions == 1 ? "" : "s");
 	}
 	if (c->logits) {
 		const tb_logit_metrics *lm = c->logits;
 		fprintf(out, "  logits: KL mean %.3e last %.3e  top-1 agree %.1f%%  top-5 overlap %.1f%%\n", lm->kl_mean,
 			lm->kl_last, 100 * lm->top1_agree, 100 * lm->top5_overlap);
+	}
+}
+
+/* Positions listed in a routing line, at most. */
+#define ROUTED_SHOWN 8
+
+static void text_routed(FILE *out, const char *what, const tb_routed_pos *v, size_t n)
+{
+	if (!n)
+		return;
+	fprintf(out, "; %s at", what);
+	for (size_t i = 0; i < n && i < ROUTED_SHOWN; i++) {
+		fprintf(out, "%s %lld", i ? "," : "", (long long)v[i].pos);
+		if (isfinite(v[i].gap))
+			fprintf(out, " (gap %.2g)", v[i].gap);
+	}
+	if (n > ROUTED_SHOWN)
+		fprintf(out, " and %zu more", n - ROUTED_SHOWN);
+}
+
+/* Per MoE layer: how many positions chose the same experts, and where not. */
+static void text_routing(FILE *out, const tb_routing *rt)
+{
+	if (!rt || !rt->n)
+		return;
+	fprintf(out, "\nrouting (the experts each position chose; a near tie of the reference's scores is a flip):\n");
+	for (size_t i = 0; i < rt->n; i++) {
+		const tb_routing_layer *l = &rt->v[i];
+		fprintf(out, "  L%d: %lld of %lld positions agree (top-%lld)", l->layer, (long long)l->agree,
+			(long long)l->positions, (long long)l->k);
+		text_routed(out, "flipped", l->flipped, l->n_flipped);
+		text_routed(out, "differ", l->disagree, l->n_disagree);
+		if (l->excluded)
+			fprintf(out, "; %lld left out (flipped in an earlier layer)", (long long)l->excluded);
+		fputc('\n', out);
 	}
 }
 
@@ -772,6 +850,7 @@ int tb_report_text(FILE *out, const tb_report *r)
 			fprintf(out, "  %zu tensor%s of towers (no cells of the text decoder: --tower NAME compares a tower)\n",
 				towers, towers == 1 ? "" : "s");
 	}
+	text_routing(out, r->routing);
 	if (res->first_div >= 0) {
 		char name[TB_CELL_NAME_MAX];
 		tb_cell_name(&res->cells[res->first_div].cell, name, sizeof name);

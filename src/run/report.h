@@ -12,6 +12,7 @@
 
 #include "diagnose/cause.h"
 #include "compare/compare.h"
+#include "compare/routing.h"
 #include "compare/tolfile.h"
 #include "diagnose/diagnose.h"
 #include "run/history.h"
@@ -35,6 +36,7 @@ typedef struct tb_report {
 	const char *tower;                /* the grid reported: a tower's (--tower), or NULL for the text decoder's */
 	const tb_tower_summary *towers;   /* with the text grid: each tower compared beside it */
 	size_t n_towers;
+	const tb_routing *routing;        /* the MoE layers' routing (NULL or empty: none compared) */
 } tb_report;
 
 /* Each warning a report gives, in order: coverage, the map's unused

@@ -18,6 +18,7 @@ void tb_run_opts_init(tb_run_opts *o)
 	tb_tolerance_default(&o->tol);
 	tb_layout_opts_init(&o->layout);
 	o->origin_factor = TB_ORIGIN_FACTOR;
+	o->flip_margin = TB_FLIP_MARGIN;
 }
 
 int tb_run_config_load(tb_run_config *cfg, const tb_run_opts *o, tb_err *err)
@@ -182,6 +183,7 @@ static void drop_result(tb_run *r)
 {
 	tb_result_free(r->res);
 	r->res = NULL;
+	tb_routing_free(&r->routing);
 	if (r->have_diag)
 		tb_diagnosis_done(&r->diag);
 	r->have_diag = false;
@@ -224,6 +226,8 @@ int tb_run_finish(tb_run *r, tb_err *err)
 		return r->res ? 0 : tb_err_set(err, NULL, "no comparison was started");
 	r->job = NULL;
 	if (tb_job_finish(job, &r->res, err) < 0)
+		return -1;
+	if (tb_routing_compute(r->sess.pairing, r->res, r->cfg->opts.flip_margin, &r->routing, err) < 0)
 		return -1;
 	if (tb_diagnose(&r->sess, r->res, &d, TB_TARGET_FIRST_DIVERGENCE, &r->diag, err) < 0)
 		return -1;

@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "compare/compare.h"
+#include "compare/routing.h"
 #include "compare/tolfile.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/rules.h"
@@ -52,6 +53,7 @@ typedef struct tb_run_opts {
 	int heads, kv_heads;  /* 0: infer */
 	const char *tower;    /* the grid compared: a tower's (tb_name_tower), or NULL for the text decoder's */
 	double origin_factor; /* 0: TB_ORIGIN_FACTOR */
+	double flip_margin;   /* 0: TB_FLIP_MARGIN */
 	bool allow_partial;   /* go on when coverage is poor (no cause is named then) */
 	bool allow_empty;     /* go on when no cell paired at all (suggest-map, whose job that is) */
 	bool no_builtin_names; /* only the map file names tensors */
@@ -88,6 +90,7 @@ typedef struct tb_run {
 	tb_job *job;              /* the comparison under way, or NULL */
 	double started;           /* monotonic seconds when the job started */
 	tb_result *res;           /* the finished comparison, or NULL */
+	tb_routing routing;       /* its MoE layers' routing (res's topk cells judged by it) */
 	tb_diagnosis diag;
 	bool have_diag;
 } tb_run;

@@ -9,7 +9,8 @@ cell named is the measured cell's, and the element count beside
 {nan_cell} is the one in that cell's reason.
 
 Cells: every status follows from the metrics shown for the cell and the
-tolerance, and the numbers its reason quotes are those metrics.
+tolerance, and the numbers its reason quotes are those metrics; an MoE
+layer's mlp.topk_ids follows from the report's routing entry.
 
 Prints one line per failure and a count; exit 1 on any failure."""
 import json, math, re, sys
@@ -93,6 +94,27 @@ def g3(v):
     return "%.3g" % v
 
 
+def audit_routing(path, c, name, layers):
+    """mlp.topk_ids is judged by its expert sets: its reason and status are
+    the report's routing entry for its layer."""
+    if not layers:
+        fail(path, "%s: no routing entry for its layer" % name)
+        return
+    l = layers[0]
+    flips, bad, why, st = len(l["flipped"]), len(l["disagree"]), c["reason"], c["status"]
+    m = re.fullmatch(r"expert sets differ at (\d+) of (\d+) positions, (not near ties|each a near tie)", why)
+    if why.startswith("the expert sets agree at every position"):
+        ok = st == "match" and not flips and not bad and l["agree"] + l["excluded"] == l["positions"]
+    elif m and m.group(3) == "each a near tie":
+        ok = st == "close" and not bad and int(m.group(1)) == flips
+    elif m:
+        ok = st == "diverged" and bad and int(m.group(1)) == flips + bad and math.isclose(c["rel_l2"], bad / l["positions"])
+    else:
+        ok = False
+    if not ok or (m and int(m.group(2)) != l["positions"]):
+        fail(path, "%s: %r, status %s, against routing %r" % (name, why, st, l))
+
+
 def audit_cells(path, rep):
     tol = rep["tolerance"]
     for c in rep["cells"]:
@@ -109,6 +131,9 @@ def audit_cells(path, rep):
         if why.startswith("NaN/Inf mismatch"):
             if st != "diverged":
                 fail(path, "%s: NaN/Inf mismatch, status %s" % (name, st))
+            continue
+        if c["tap"] == "mlp.topk_ids" and rep.get("routing"):
+            audit_routing(path, c, name, [l for l in rep["routing"] if l["layer"] == c["layer"]])
             continue
         rel, frac = c["rel_l2"], c["allclose_frac"]
         m = re.fullmatch(r"rel_l2 (\S+) > diverge (\S+)", why)

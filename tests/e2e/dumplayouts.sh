@@ -212,8 +212,8 @@ json_is "sglang-pd: its 5 steps stitched" layout.ref.stitched true
 check_that "sglang-pd: the second call is kept out of L0.mlp's stitching" \
 	grep -q "layers.0.mlp_output.call_1: not stitched, it has no step 0" "$TAP_ERR"
 expect_exit 0 "sglang-pd against itself at decode step 2" "$TBISECT" check --json --no-history --step 2 "$T/pd" "$T/pd"
-json_is "sglang-pd: the padded frame is L0.mlp.experts" cells.3.tap mlp.experts
-json_is "sglang-pd: the padded frame is said" cells.3.layout \
+json_is "sglang-pd: the padded frame is L0.mlp.experts" cells.4.tap mlp.experts
+json_is "sglang-pd: the padded frame is said" cells.4.layout \
 	"a CUDA-graph frame at its padded width (graph_size rows per token slot): rows past the batch's real count may be stale"
 for bad in "occurrence=x" "pd_role=both" "graph_size=0"; do
 	rm -rf "$T/pdbad"

@@ -42,6 +42,7 @@ void tb_run_opts_from(const tb_options *o, tb_run_opts *ro)
 	ro->kv_heads = o->kv_heads;
 	ro->tower = o->tower;
 	ro->origin_factor = o->origin_factor;
+	ro->flip_margin = o->flip_margin;
 	ro->allow_partial = o->allow_partial;
 	ro->no_builtin_names = o->no_builtin_names;
 	ro->layout = o->layout;
@@ -188,6 +189,7 @@ int tb_cmd_check(const tb_options *o)
 	rep.pairing = run.sess.pairing;
 	rep.result = run.res;
 	rep.diag = &run.diag;
+	rep.routing = &run.routing;
 	rep.coverage = &run.coverage;
 	rep.partial = run.partial;
 	rep.map_warning = run.map_warning;

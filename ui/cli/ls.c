@@ -43,6 +43,32 @@ static int cmp_entry(const void *pa, const void *pb)
 	return a->at < b->at ? -1 : a->at > b->at;
 }
 
+/* The cells pairing gives the tensors, which reads a name with the rest of
+ * its tree (an MoE layer's router, the last hidden state, a module taken
+ * from its last projection): where it differs from the name's own, it is
+ * the one listed.  A pairing that fails leaves the names' cells. */
+static void read_with_tree(const tb_tree *tree, const tb_namer *namer, ls_entry *e)
+{
+	tb_pairing *p;
+	tb_err err;
+
+	if (tb_pairing_build(tree, tree, namer, NULL, &p, &err) < 0)
+		return;
+	for (size_t i = 0; i < tree->n_tensors; i++) {
+		if (!e[i].mapped || e[i].tower)
+			continue;
+		for (size_t k = 0; k < p->n_pairs; k++)
+			if (p->pairs[k].ref == e[i].t) {
+				if (!tb_cell_eq(&p->pairs[k].cell, &e[i].cell)) {
+					e[i].cell = p->pairs[k].cell;
+					snprintf(e[i].rule, sizeof e[i].rule, "read with the rest of its tree (tbisect-dumps(5))");
+				}
+				break;
+			}
+	}
+	tb_pairing_free(p);
+}
+
 /* The tree's tensors in listing order; NULL when out of memory. */
 static ls_entry *ls_entries(const tb_tree *tree, const tb_namer *namer, const tb_tree_names *tn)
 {
@@ -60,6 +86,8 @@ static ls_entry *ls_entries(const tb_tree *tree, const tb_namer *namer, const tb
 							e[i].rule, sizeof e[i].rule);
 		}
 	}
+	if (e)
+		read_with_tree(tree, namer, e);
 	if (e && tree->n_tensors)
 		qsort(e, tree->n_tensors, sizeof *e, cmp_entry);
 	return e;

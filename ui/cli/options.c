@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "compare/routing.h"
 #include "run/calibrate.h"
 #include "run/fingerprint.h"
 #include "tensor/dtype.h"
@@ -26,6 +27,7 @@ enum {
 	OPT_RULES,
 	OPT_TOL,
 	OPT_ORIGIN_FACTOR,
+	OPT_FLIP_MARGIN,
 	OPT_FEATURES,
 	OPT_HISTORY,
 	OPT_HISTORY_RESET,
@@ -101,6 +103,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		     .help = "per-tensor tolerances (JSON list of {match, atol, rtol, diverge, mode})"},
 	[OPT_ORIGIN_FACTOR] = {.name = "origin-factor", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
 			       .help = "a cell whose error exceeds F times its inputs' is where error is born (10)"},
+	[OPT_FLIP_MARGIN] = {.name = "flip-margin", .metavar = "F", .arg = TB_ARG_NUMBER, .modes = TB_IN_ANY,
+			     .help = "MoE: experts chosen apart where the reference's scores tie within F (1e-3) are a flip"},
 	[OPT_FEATURES] = {.name = "features", .modes = TB_IN(TB_MODE_CHECK),
 			  .help = "also print the measured features the rules test"},
 	[OPT_HISTORY] = {.name = "history", .modes = TB_IN(TB_MODE_CHECK),
@@ -291,6 +295,14 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 			return -1;
 		if (o->origin_factor <= 1) {
 			snprintf(msg, size, "--origin-factor: must be above 1");
+			return -1;
+		}
+		break;
+	case OPT_FLIP_MARGIN:
+		if (num_arg(opt, arg, &o->flip_margin, msg, size) < 0)
+			return -1;
+		if (!(o->flip_margin > 0 && o->flip_margin < 1)) {
+			snprintf(msg, size, "--flip-margin: must be between 0 and 1");
 			return -1;
 		}
 		break;
@@ -491,6 +503,7 @@ int tb_options_parse(int argc, char **argv, tb_options *o, char *msg, size_t siz
 	tb_layout_opts_init(&o->layout);
 	o->layout.shards = o->shards;
 	o->origin_factor = 10;
+	o->flip_margin = TB_FLIP_MARGIN;
 	o->factor = TB_CALIBRATE_FACTOR;
 	o->seed = TB_SKETCH_SEED;
 	/* Options may come before the command: move it first, where the rest

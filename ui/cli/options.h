@@ -75,6 +75,7 @@ typedef struct tb_options {
 	const char *rules_file;
 	const char *tol_file;
 	double origin_factor;
+	double flip_margin;
 	bool features;        /* (check) print the target's feature values */
 	bool allow_partial;   /* go on when coverage is poor */
 	bool no_builtin_names; /* only the --map file names tensors */

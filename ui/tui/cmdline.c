@@ -218,6 +218,7 @@ static ui_ret cmd_export(view *v, char *args)
 	rep.pairing = view_pairing(v);
 	rep.result = v->run.res;
 	rep.diag = view_diag(v);
+	rep.routing = &v->run.routing;
 	rep.coverage = &v->run.coverage;
 	rep.partial = v->run.partial;
 	rep.map_warning = v->run.map_warning;

@@ -1,0 +1,154 @@
+#!/bin/sh
+# Mixture-of-experts layers (tbisect-dumps(5), Mixture of experts): a
+# reference under Hugging Face's names (the router is the MLP's "gate";
+# Mixtral's selected_experts and routing_weights) against candidates under
+# llama.cpp's graph names (ffn_moe_*; ffn_moe_out is also the layer's MLP
+# output), written by a small numpy MoE (8 experts, top-2, softmax).  The
+# expert sets are compared order-free and the weights aligned by expert id;
+# a differing set at a near tie of the reference's scores is a flip, at a
+# larger gap a divergence; router probabilities never pair with router
+# logits; a dense MLP's "gate" stays its gate projection.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+need_python numpy
+T=$TAP_TMP
+
+"$PY" - "$T" <<'PY'
+import os, sys
+import numpy as np
+t = sys.argv[1]
+g = np.random.default_rng(3)
+S, H, E, K, L = 12, 16, 8, 2, 2
+TIE = 5  # the position whose reference scores tie between its 2nd and 3rd expert
+
+def save(d, name, a):
+    os.makedirs(os.path.join(t, d), exist_ok=True)
+    np.save(os.path.join(t, d, name + ".npy"), a)
+
+def route(logits, weigh):
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ids = np.argsort(-p, -1, kind="stable")[..., :K]
+    w = np.take_along_axis(p, ids, -1)
+    return p, ids, weigh(w)
+
+experts = g.standard_normal((L, E, H, H)).astype(np.float32) / 4
+for layer in range(L):
+    x = g.standard_normal((1, S, H)).astype(np.float32)
+    logits = g.standard_normal((1, S, E)).astype(np.float32)
+    if layer == 0:  # a near tie: the 2nd and 3rd largest scores 1e-6 apart
+        row = np.sort(logits[0, TIE])[::-1]
+        j = int(np.argwhere(logits[0, TIE] == row[2])[0, 0])
+        logits[0, TIE, j] = row[1] - np.float32(1e-6)
+    def out(ids, w):
+        y = np.zeros((1, S, H), np.float32)
+        for p in range(S):
+            for i in range(K):
+                y[0, p] += w[0, p, i] * (x[0, p] @ experts[layer, ids[0, p, i]])
+        return y
+    norm = lambda w: w / w.sum(-1, keepdims=True)
+    probs, ids, w = route(logits, norm)
+    y = out(ids, w)
+    n = "model.layers.%d." % layer
+    save("ref", n + "post_attention_layernorm", x)
+    save("ref", n + "mlp.gate", logits)
+    save("ref", n + "mlp.selected_experts", ids.astype(np.int64))
+    save("ref", n + "mlp.routing_weights", w.astype(np.float32))
+    save("ref", n + "mlp.experts", y)
+    save("ref", n + "mlp", y)
+    # llama.cpp names; ids in ascending order, not by weight
+    for case in ("same", "flip", "weights", "choice"):
+        cids, cw, cy = ids.copy(), w.copy(), y
+        if case == "flip" and layer == 0:
+            cids[0, TIE, 1] = j
+            cw[0, TIE] = norm(probs[0, TIE][cids[0, TIE]][None])[0]
+            cy = out(cids, cw)
+        if case == "weights":  # the top-k weights not renormalised: the ids the same
+            cw = np.take_along_axis(probs, ids, -1)
+            cy = out(cids, cw)
+        if case == "choice" and layer == 1:  # the weakest expert chosen at position 2
+            cids[0, 2, 1] = int(np.argmin(probs[0, 2]))
+            cy = out(cids, cw)
+        order = np.argsort(cids, -1)
+        cids, cw = np.take_along_axis(cids, order, -1), np.take_along_axis(cw, order, -1)
+        d = "cand-" + case
+        save(d, "ffn_norm-%d" % layer, x)
+        save(d, "ffn_moe_logits-%d" % layer, logits)
+        save(d, "ffn_moe_topk-%d" % layer, cids.astype(np.int32))
+        save(d, "ffn_moe_weights-%d" % layer, np.take_along_axis(probs, cids, -1).astype(np.float32))
+        save(d, "ffn_moe_weights_norm-%d" % layer, cw.astype(np.float32))
+        save(d, "ffn_moe_out-%d" % layer, cy)
+    # transformers v5: the router returns probabilities
+    save("v5", n + "post_attention_layernorm", x)
+    save("v5", n + "mlp.gate", probs)
+    save("v5", n + "mlp", y)
+    # a dense MLP whose gate projection is called "gate"
+    save("dense", n + "post_attention_layernorm", x)
+    save("dense", n + "mlp.gate", g.standard_normal((1, S, 4 * H)).astype(np.float32))
+    save("dense", n + "mlp.up_proj", g.standard_normal((1, S, 4 * H)).astype(np.float32))
+    save("dense", n + "mlp", y)
+PY
+
+run_cmd "$TBISECT" ls "$T/ref"
+check_that "HF: the MLP's gate in a layer with experts is its router" grep -q '^model.layers.0.mlp.gate  *L0.mlp.router ' "$TAP_OUT"
+check_that "HF: Mixtral's selected_experts are the top-k ids" grep -q '^model.layers.0.mlp.selected_experts  *L0.mlp.topk_ids ' "$TAP_OUT"
+check_that "HF: routing_weights are the top-k weights" grep -q '^model.layers.0.mlp.routing_weights  *L0.mlp.topk_weights ' "$TAP_OUT"
+run_cmd "$TBISECT" ls "$T/cand-same"
+check_that "llama.cpp: the last combine weights are the top-k weights" grep -q '^ffn_moe_weights_norm-0  *L0.mlp.topk_weights ' "$TAP_OUT"
+check_that "llama.cpp: the gathered ones are not" grep -q '^ffn_moe_weights-0  *L0.mlp.moe_w ' "$TAP_OUT"
+run_cmd "$TBISECT" ls "$T/dense"
+check_that "dense: a gate beside an up projection is the gate projection" grep -q '^model.layers.0.mlp.gate  *L0.mlp.gate ' "$TAP_OUT"
+run_cmd "$TBISECT" ls "$T/v5"
+check_that "v5: a router that returns probabilities is router_probs" grep -q '^model.layers.0.mlp.gate  *L0.mlp.router_probs ' "$TAP_OUT"
+
+expect_exit 0 "the same routing, ids in another order" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-same"
+json_is "same: layer 0's sets agree everywhere" routing.0.agree 12
+json_is "same: the ids cell matches" cells.2.tap mlp.topk_ids
+json_is "same: the ids match" cells.2.status match
+json_is "same: so do the weights, aligned by id" cells.3.status match
+json_is "same: ffn_moe_out is the MLP too" first_divergence null
+
+# a flip sends its position down other experts: every later cell and
+# layer leaves it out, so a port whose only difference is a flip is close
+expect_exit 0 "a near-tie flip" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-flip"
+cp "$TAP_OUT" "$T/flip.json"
+json_is "flip: one flipped position" 'routing.0.flipped.#' 1
+json_is "flip: at position 5" routing.0.flipped.0.0 5
+json_is "flip: no disagreement" 'routing.0.disagree.#' 0
+json_is "flip: the ids cell is close, not diverged" cells.2.status close
+json_is "flip: the experts' sum leaves position 5 out" cells.4.excluded_positions 1
+json_is "flip: and matches without it" cells.4.status match
+json_is "flip: layer 1's routing leaves it out too" routing.1.excluded 1
+json_is "flip: the verdict is close" verdict close
+expect_exit 0 "a near-tie flip: text" "$TBISECT" check --no-history "$T/ref" "$T/cand-flip"
+check_that "flip: the text names the flipped position and its gap" \
+	grep -q '^  L0: 11 of 12 positions agree (top-2); flipped at 5 (gap ' "$TAP_OUT"
+check_that "flip: and what layer 1 left out" \
+	grep -q '^  L1: 11 of 12 positions agree (top-2); 1 left out (flipped in an earlier layer)' "$TAP_OUT"
+expect_exit 1 "a flip with --flip-margin too small to call it one" "$TBISECT" check --json --no-history \
+	--flip-margin 1e-9 "$T/ref" "$T/cand-flip"
+json_is "--flip-margin 1e-9: a divergence of the ids" first_divergence.cell L0.mlp.topk_ids
+
+expect_exit 1 "weights not renormalised" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-weights"
+cp "$TAP_OUT" "$T/weights.json"
+json_is "weights: the sets agree" routing.0.agree 12
+json_is "weights: the first divergence is the combine weights" first_divergence.cell L0.mlp.topk_weights
+
+expect_exit 1 "a wrong expert at a clear gap" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-choice"
+cp "$TAP_OUT" "$T/choice.json"
+json_is "choice: one disagreement in layer 1" 'routing.1.disagree.#' 1
+json_is "choice: at position 2" routing.1.disagree.0.0 2
+json_is "choice: the first divergence is layer 1's ids" first_divergence.cell L1.mlp.topk_ids
+json_is "choice: found at position 2" first_divergence.first_bad_position 2
+
+expect_exit 0 "router logits against router probabilities" "$TBISECT" check --json --no-history "$T/ref" "$T/v5"
+check_that "logits and probabilities never pair: each is only on its side" "$PY" -c '
+import json, sys
+cells = {c["tap"]: c["status"] for c in json.load(open(sys.argv[1]))["cells"] if c["layer"] == 0}
+sys.exit(not (cells["mlp.router"] == "missing" and cells["mlp.router_probs"] == "missing"))' "$TAP_OUT"
+"$TBISECT" check --json --features --no-history "$T/ref" "$T/cand-flip" >"$T/flip-f.json" || :
+"$TBISECT" check --json --features --no-history "$T/ref" "$T/cand-choice" >"$T/choice-f.json" || :
+check_that "the audit holds on these reports (tests/e2e/audit.py)" \
+	"$PY" "$top_srcdir/tests/e2e/audit.py" "$top_srcdir/data/rules.json" "$T/flip-f.json" "$T/choice-f.json"
+tap_done
