@@ -57,6 +57,21 @@ static bool in_group(const tb_cell_result *c, const tb_cell_result *g)
 	return parent && c->cell.layer == g->cell.layer && parent == g->cell.id;
 }
 
+/* The target layer's MoE cells (NaN where not dumped on both sides). */
+static void moe_where(const tb_result *r, int layer, double *v)
+{
+	const tb_cell_result *ids = tb_result_cell(r, layer, TB_TAP_MLP_TOPK_IDS);
+
+	v[TB_F_MOE_ROUTER_OK] = sibling_ok(r, layer, TB_TAP_MLP_ROUTER);
+	if (isnan(v[TB_F_MOE_ROUTER_OK]))
+		v[TB_F_MOE_ROUTER_OK] = sibling_ok(r, layer, TB_TAP_MLP_ROUTER_PROBS);
+	v[TB_F_MOE_IDS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_IDS);
+	v[TB_F_MOE_WEIGHTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
+	v[TB_F_MOE_EXPERTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_EXPERTS);
+	/* judged by its sets (compare/routing.h): the share of compared positions that agree */
+	v[TB_F_MOE_AGREE] = compared(ids) ? ids->m.allclose_frac : NAN;
+}
+
 static void where(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
@@ -72,6 +87,10 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_AT_MLP_NORM] = tap == TB_TAP_MLP_NORM;
 	v[TB_F_AT_MLP] = tap == TB_TAP_MLP;
 	v[TB_F_AT_MLP_SUB] = parent == TB_TAP_MLP;
+	v[TB_F_AT_MOE_IDS] = tap == TB_TAP_MLP_TOPK_IDS;
+	v[TB_F_AT_MOE_WEIGHTS] = tap == TB_TAP_MLP_TOPK_WEIGHTS;
+	v[TB_F_AT_MOE_EXPERTS] = tap == TB_TAP_MLP_EXPERTS;
+	v[TB_F_AT_MOE_SHARED] = tap == TB_TAP_MLP_SHARED;
 	v[TB_F_AT_BLOCK] = tap == TB_TAP_BLOCK;
 	v[TB_F_AT_FINAL_NORM] = tap == TB_TAP_FINAL_NORM;
 	v[TB_F_AT_LOGITS] = tap == TB_TAP_LOGITS;
@@ -93,6 +112,7 @@ static void where(const tb_result *r, long target, double *v)
 		v[TB_F_ATTN_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN_NORM);
 		v[TB_F_MLP_NORM_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP_NORM);
 		v[TB_F_SIBLINGS_OK] = v[TB_F_ATTN_OK] == 1 && v[TB_F_MLP_OK] == 1;
+		moe_where(r, t->cell.layer, v);
 		v[TB_F_ATTN_SUB_BAD] = 0;
 		for (size_t i = 0; i < r->n_cells; i++) {
 			const tb_cell_result *c = &r->cells[i];

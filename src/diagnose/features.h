@@ -61,6 +61,15 @@
 	X(ATTN_SUB_BAD, "attn_sub_bad", "bool", "a q/k sub-tap of the target layer diverged")                 \
 	X(SUB_POS0_OK, "sub_pos0_ok", "bool", "target is an attention sub-tap whose position 0 is within --diverge") \
 	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm, to the dtypes' rounding (a rotation or permutation)") \
+	X(AT_MOE_IDS, "at_moe_ids", "bool", "target is an MoE layer's selected experts (mlp.topk_ids)")              \
+	X(AT_MOE_WEIGHTS, "at_moe_weights", "bool", "target is an MoE layer's combine weights (mlp.topk_weights)")   \
+	X(AT_MOE_EXPERTS, "at_moe_experts", "bool", "target is an MoE layer's routed experts' sum (mlp.experts)")    \
+	X(AT_MOE_SHARED, "at_moe_shared", "bool", "target is an MoE layer's shared experts' output (mlp.shared)")    \
+	X(MOE_ROUTER_OK, "moe_router_ok", "bool", "the target layer's router scores (mlp.router, else mlp.router_probs) match or are close") \
+	X(MOE_IDS_OK, "moe_ids_ok", "bool", "the target layer's expert sets agree wherever the scores do not tie (mlp.topk_ids matches or is close)") \
+	X(MOE_WEIGHTS_OK, "moe_weights_ok", "bool", "the target layer's combine weights match or are close")         \
+	X(MOE_EXPERTS_OK, "moe_experts_ok", "bool", "the target layer's routed experts' sum matches or is close")     \
+	X(MOE_AGREE, "moe_agree", "fraction", "positions of the target layer whose expert sets agree (of those compared)") \
 	X(REL_L2, "rel_l2", "ratio", "|c-r|/|r| of the target")                                               \
 	X(COSINE, "cosine", "cosine", "cosine similarity of the target")                                      \
 	X(NORM_RATIO, "norm_ratio", "ratio", "|c|/|r| of the target")                                         \

@@ -22,7 +22,8 @@ const char *const tb_cause_ids[] = {
 	"rope-style", "rope-theta", "partial-rope", "rotate-half-sign", "qk-norm", "softmax-scale",
 	"attention-mask", "sliding-window", "mlp-activation", "mlp-gating", "mlp-bias", "norm-formulation",
 	"norm-epsilon", "residual-wiring", "scale-multiplier", "weight-mapping", "final-norm", "lm-head",
-	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate",
+	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate", "moe-routing",
+	"expert-mapping", "shared-expert",
 };
 const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
 

@@ -57,8 +57,14 @@ for layer in range(L):
     save("ref", n + "mlp.routing_weights", w.astype(np.float32))
     save("ref", n + "mlp.experts", y)
     save("ref", n + "mlp", y)
+    # DeepSeek-style: a shared expert added beside the routed ones
+    shared = (x @ experts[layer, 0]) / 2
+    for f in ("post_attention_layernorm", "mlp.gate", "mlp.selected_experts", "mlp.routing_weights", "mlp.experts"):
+        save("ref-shared", n + f, np.load(os.path.join(t, "ref", n + f + ".npy")))
+    save("ref-shared", n + "mlp.shared_experts", shared)
+    save("ref-shared", n + "mlp", y + shared)
     # llama.cpp names; ids in ascending order, not by weight
-    for case in ("same", "flip", "weights", "choice"):
+    for case in ("same", "flip", "weights", "choice", "experts"):
         cids, cw, cy = ids.copy(), w.copy(), y
         if case == "flip" and layer == 0:
             cids[0, TIE, 1] = j
@@ -67,6 +73,11 @@ for layer in range(L):
         if case == "weights":  # the top-k weights not renormalised: the ids the same
             cw = np.take_along_axis(probs, ids, -1)
             cy = out(cids, cw)
+        if case == "experts" and layer == 1:  # the experts converted one place off
+            real = experts[layer].copy()
+            experts[layer] = np.roll(real, 1, 0)
+            cy = out(cids, cw)
+            experts[layer] = real
         if case == "choice" and layer == 1:  # the weakest expert chosen at position 2
             cids[0, 2, 1] = int(np.argmin(probs[0, 2]))
             cy = out(cids, cw)
@@ -134,6 +145,7 @@ expect_exit 1 "weights not renormalised" "$TBISECT" check --json --no-history "$
 cp "$TAP_OUT" "$T/weights.json"
 json_is "weights: the sets agree" routing.0.agree 12
 json_is "weights: the first divergence is the combine weights" first_divergence.cell L0.mlp.topk_weights
+json_is "weights: moe-routing first" causes.0.id moe-routing
 
 expect_exit 1 "a wrong expert at a clear gap" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-choice"
 cp "$TAP_OUT" "$T/choice.json"
@@ -141,6 +153,15 @@ json_is "choice: one disagreement in layer 1" 'routing.1.disagree.#' 1
 json_is "choice: at position 2" routing.1.disagree.0.0 2
 json_is "choice: the first divergence is layer 1's ids" first_divergence.cell L1.mlp.topk_ids
 json_is "choice: found at position 2" first_divergence.first_bad_position 2
+json_is "choice: moe-routing first" causes.0.id moe-routing
+
+expect_exit 1 "experts converted one place off" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-experts"
+json_is "experts: the first divergence is layer 1's experts' sum" first_divergence.cell L1.mlp.experts
+json_is "experts: expert-mapping first" causes.0.id expert-mapping
+
+expect_exit 1 "the shared expert left out" "$TBISECT" check --json --no-history "$T/ref-shared" "$T/cand-same"
+json_is "shared: the first divergence is the MLP" first_divergence.cell L0.mlp
+json_is "shared: shared-expert first" causes.0.id shared-expert
 
 expect_exit 0 "router logits against router probabilities" "$TBISECT" check --json --no-history "$T/ref" "$T/v5"
 check_that "logits and probabilities never pair: each is only on its side" "$PY" -c '
