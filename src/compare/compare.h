@@ -51,6 +51,8 @@ typedef struct tb_cell_result {
 	uint64_t digest[2];          /* ref's and cand's values digests (tb_tensor_digest's), where digested */
 	bool digested[2];            /* added up as the rows were read (tb_compare_opts.digest) */
 	int64_t excluded_positions;  /* positions left out of the metrics: an MoE flip upstream (routing.h) */
+	bool by_sets;                /* mlp.topk_ids judged by its expert sets (routing.h): rel_l2 is the share of
+				      * positions whose sets differ beyond a flip, allclose_frac the share that agree */
 	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */
 } tb_cell_result;
 

@@ -46,6 +46,10 @@ const tb_convention tb_conventions[] = {
 	{"model.layers.{N}.block_sparse_moe.gate", "mlp.router"},
 	{"model.layers.{N}.feed_forward.router", "mlp.router"},
 	{"model.layers.{N}.mlp.router_probs", "mlp.router_probs"},
+	/* transformers v5's TopKRouter returns (probabilities, the top-k
+	 * weights, the top-k ids) */
+	{"model.layers.{N}.mlp.gate.output.1", "mlp.topk_weights"},
+	{"model.layers.{N}.mlp.gate.output.2", "mlp.topk_ids"},
 	{"model.layers.{N}.mlp.topk.output.1", "mlp.topk_ids"},
 	{"model.layers.{N}.mlp.topk.output.0", "mlp.topk_weights"},
 	/* the selected experts and their combine weights, as routers and
@@ -302,6 +306,9 @@ const tb_convention tb_conventions[] = {
 	{"layer_{N}", "block"},
 	{"post_final_norm", "final_norm"},
 	{"last_logits", "logits"},
+	/* vLLM's and SGLang's router replay: every layer's selected experts,
+	 * [tokens, layers, k] (tb_name_layer_axis) */
+	{"routed_experts{S}", "mlp.topk_ids"},
 	/* model-level */
 	{"embed", "embed"},
 	{"post_embed", "embed"},
@@ -1094,6 +1101,16 @@ bool tb_name_is_last_block(const char *raw)
 			return true;
 	}
 	return false;
+}
+
+int tb_name_layer_axis(const char *raw)
+{
+	char norm[8192];
+	const char *base;
+
+	normalise(raw, norm, sizeof norm);
+	base = strrchr(norm, '.');
+	return !strcmp(base ? base + 1 : norm, "routed_experts") ? 1 : 0;
 }
 
 bool tb_name_is_last_position(const char *raw)

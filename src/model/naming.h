@@ -93,6 +93,10 @@ size_t tb_tower_names(const char **names, size_t max);
  * another tower or of the text decoder. */
 bool tb_namer_map_tower(const tb_namer *namer, const char *raw, const char *tower, tb_cell *cell, int *user_rule);
 
+/* The axis of a scan-stacked name ({S}) that holds its layers: 0 (MaxText's
+ * scanned layers), or 1 for a router replay's [tokens, layers, k]. */
+int tb_name_layer_axis(const char *raw);
+
 /* Does this raw name hold the last position only, its position axis
  * dropped (modular's debug-model dumper: last_logits, [vocab])?  Pairing
  * compares it with the other side's last position. */

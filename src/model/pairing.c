@@ -318,15 +318,38 @@ static int moe_cells(side_vec *sd, const tb_tree *tree)
 	return 0;
 }
 
-/* A scan-stacked tensor [L, ...] becomes one view per layer. */
+/* Layer l of a tensor [T, L, k] (a router replay's), as [T, k]. */
+static int layer_of_axis1(tb_tensor *t, int64_t l, tb_tensor **out, tb_err *err)
+{
+	int64_t tok = t->shape[0], layers = t->shape[1], k = t->numel / (uint64_t)(tok * layers), shape[2] = {tok, k};
+	uint64_t *index = malloc((size_t)(tok * k > 0 ? tok * k : 1) * sizeof *index);
+	char name[TB_CELL_NAME_MAX + 64];
+	int rc;
+
+	if (!index)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
+	for (int64_t i = 0; i < tok; i++)
+		for (int64_t j = 0; j < k; j++)
+			index[i * k + j] = (uint64_t)((i * layers + l) * k + j);
+	snprintf(name, sizeof name, "%s[:, %lld]", t->name, (long long)l);
+	rc = tb_compose_gather_as(t, index, 2, shape, name, out, err);
+	free(index);
+	return rc;
+}
+
+/* A scan-stacked tensor [L, ...] (or a router replay's [T, L, k]) becomes
+ * one view per layer. */
 static int unstack(tb_pairing *p, side_vec *sd, const mapped *m, tb_err *err)
 {
-	for (int64_t l = 0; l < m->t->shape[0]; l++) {
+	int axis = tb_name_layer_axis(m->t->name);
+
+	for (int64_t l = 0; l < m->t->shape[axis]; l++) {
 		char suffix[32];
 		tb_tensor *v;
 		mapped *e;
 		snprintf(suffix, sizeof suffix, "[%lld]", (long long)l);
-		if (tb_view_index0(m->t, l, suffix, &v, err) < 0 || keep_view(p, v) < 0)
+		if ((axis ? layer_of_axis1(m->t, l, &v, err) : tb_view_index0(m->t, l, suffix, &v, err)) < 0 ||
+		    keep_view(p, v) < 0)
 			return -1;
 		e = side_add(sd);
 		if (!e)
@@ -419,7 +442,7 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		if (m.user_rule < 0 && tb_name_is_last_position(t->name) && last_position(p, &m, err) < 0)
 			return -1;
 		if (m.cell.layer == TB_LAYER_STACKED) {
-			if (t->ndim < 2) {
+			if (t->ndim < 2 + tb_name_layer_axis(t->name)) {
 				if (add_unpaired(p, si, t, TB_UNP_UNMAPPED) < 0)
 					return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory while pairing tensors");
 			} else if (unstack(p, sd, &m, err) < 0) {

@@ -692,6 +692,14 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 			     "counterpart\n");
 		return;
 	}
+	if (c->by_sets) {
+		fprintf(out, "  expert sets agree at %.2f%% of the positions compared; rel_l2 %.3g is the share that differ\n",
+			100 * m->allclose_frac, m->rel_l2);
+		if (m->first_bad_position >= 0)
+			fprintf(out, "  first bad position: %lld of %lld\n", (long long)m->first_bad_position,
+				(long long)m->n_pos);
+		return;
+	}
 	tb_index_format(m->worst_index, c->ndim, c->shape, idx, sizeof idx);
 	if (m->estimated && !m->exact)
 		fprintf(out, "  rel_l2 ~%.3e in [%.3e, %.3e]  cosine ~%.6f  norm_ratio %.4f  (estimated from a sketch: "

@@ -93,12 +93,21 @@ for layer in range(L):
     # transformers v5: the router returns probabilities
     save("v5", n + "post_attention_layernorm", x)
     save("v5", n + "mlp.gate", probs)
+    save("v5", n + "mlp.gate.output.1", w.astype(np.float32))
+    save("v5", n + "mlp.gate.output.2", ids.astype(np.int64))
     save("v5", n + "mlp", y)
     # a dense MLP whose gate projection is called "gate"
     save("dense", n + "post_attention_layernorm", x)
     save("dense", n + "mlp.gate", g.standard_normal((1, S, 4 * H)).astype(np.float32))
     save("dense", n + "mlp.up_proj", g.standard_normal((1, S, 4 * H)).astype(np.float32))
     save("dense", n + "mlp", y)
+# a router replay (vLLM, SGLang): every layer's experts, [tokens, layers, k];
+# the candidate's slots in another order, one position of layer 2 another expert
+a = np.stack([np.stack([g.choice(E, K, replace=False) for _ in range(3)]) for _ in range(S)]).astype(np.int32)
+b = a[:, :, ::-1].copy()
+b[4, 2, 0] = sorted(set(range(E)) - set(a[4, 2]))[0]
+save("replay-a", "routed_experts", a)
+save("replay-b", "routed_experts", b)
 PY
 
 run_cmd "$TBISECT" ls "$T/ref"
@@ -112,6 +121,15 @@ run_cmd "$TBISECT" ls "$T/dense"
 check_that "dense: a gate beside an up projection is the gate projection" grep -q '^model.layers.0.mlp.gate  *L0.mlp.gate ' "$TAP_OUT"
 run_cmd "$TBISECT" ls "$T/v5"
 check_that "v5: a router that returns probabilities is router_probs" grep -q '^model.layers.0.mlp.gate  *L0.mlp.router_probs ' "$TAP_OUT"
+check_that "v5: the TopKRouter's second output is the top-k weights" \
+	grep -q '^model.layers.0.mlp.gate.output.1  *L0.mlp.topk_weights ' "$TAP_OUT"
+check_that "v5: its third the top-k ids" grep -q '^model.layers.0.mlp.gate.output.2  *L0.mlp.topk_ids ' "$TAP_OUT"
+
+expect_exit 1 "a router replay of every layer" "$TBISECT" check --json --no-history "$T/replay-a" "$T/replay-b"
+json_is "router replay: three layers' routing" 'routing.#' 3
+json_is "router replay: slots in another order agree" routing.0.agree 12
+json_is "router replay: layer 2 differs at position 4" routing.2.disagree.0.0 4
+json_is "router replay: there it first diverges" first_divergence.cell L2.mlp.topk_ids
 
 expect_exit 0 "the same routing, ids in another order" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-same"
 json_is "same: layer 0's sets agree everywhere" routing.0.agree 12
