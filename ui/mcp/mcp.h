@@ -46,6 +46,9 @@ typedef struct mcp_call {
 	const cJSON *id;             /* the request's id */
 	const cJSON *progress_token; /* params._meta.progressToken, or NULL */
 	bool cancelled;              /* notifications/cancelled named this request */
+	bool progressed;             /* a progress notification was sent */
+	size_t progress;             /* the last one's progress (each must be higher) */
+	double progress_at;          /* and when it was sent (monotonic seconds) */
 } mcp_call;
 
 /* rpc.c: while a comparison runs, read what came in (queued for later,

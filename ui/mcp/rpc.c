@@ -208,9 +208,25 @@ static double now_sec(void)
 
 bool mcp_poll(mcp_call *call, size_t done, size_t total, const char *what)
 {
-	static double last_sent;
 	line **at;
 
+	/* Progress first, so that a comparison that outlasts one poll says
+	 * so; then at most four a second, each further than the last. */
+	if (call->progress_token && !call->cancelled &&
+	    (!call->progressed || (done > call->progress && now_sec() - call->progress_at >= 0.25))) {
+		cJSON *msg = cJSON_CreateObject(), *p;
+		cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+		cJSON_AddStringToObject(msg, "method", "notifications/progress");
+		p = cJSON_AddObjectToObject(msg, "params");
+		cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(call->progress_token, true));
+		cJSON_AddNumberToObject(p, "progress", (double)done);
+		cJSON_AddNumberToObject(p, "total", (double)total);
+		cJSON_AddStringToObject(p, "message", what);
+		send_msg(msg);
+		call->progressed = true;
+		call->progress = done;
+		call->progress_at = now_sec();
+	}
 	fill(100);
 	for (at = &in.head; *at;) {
 		line *l = *at;
@@ -230,18 +246,6 @@ bool mcp_poll(mcp_call *call, size_t done, size_t total, const char *what)
 	 * standard input is not: requests read before it are answered.) */
 	if (in.gone)
 		call->cancelled = true;
-	if (call->progress_token && !call->cancelled && now_sec() - last_sent >= 0.25) {
-		cJSON *msg = cJSON_CreateObject(), *p;
-		cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
-		cJSON_AddStringToObject(msg, "method", "notifications/progress");
-		p = cJSON_AddObjectToObject(msg, "params");
-		cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(call->progress_token, true));
-		cJSON_AddNumberToObject(p, "progress", (double)done);
-		cJSON_AddNumberToObject(p, "total", (double)total);
-		cJSON_AddStringToObject(p, "message", what);
-		send_msg(msg);
-		last_sent = now_sec();
-	}
 	return !call->cancelled;
 }
 
@@ -476,12 +480,15 @@ static void handle(const char *text)
 	id = cJSON_GetObjectItemCaseSensitive(msg, "id");
 	method = cJSON_GetObjectItemCaseSensitive(msg, "method");
 	params = cJSON_GetObjectItemCaseSensitive(msg, "params");
-	if (!cJSON_IsObject(msg) || (id && !cJSON_IsString(id) && !cJSON_IsNumber(id)) ||
-	    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc")) ||
-	    strcmp(cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc")->valuestring, "2.0")) {
+	if (!cJSON_IsObject(msg) || (id && !cJSON_IsString(id) && !cJSON_IsNumber(id))) {
 		send_error(NULL, RPC_INVALID_REQUEST,
 			   cJSON_IsArray(msg) ? "invalid request: batches are not supported"
 					      : "invalid request: not a JSON-RPC 2.0 message");
+		goto out;
+	}
+	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc")) ||
+	    strcmp(cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc")->valuestring, "2.0")) {
+		send_error(id, RPC_INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"");
 		goto out;
 	}
 	/* A response: this server sends no requests, so it answers none. */
