@@ -342,7 +342,7 @@ static cJSON *m_tools_call(request *rq)
 
 #define URI_PREFIX "tbisect://pair/"
 /* resources/list pages: cells per page. */
-#define RESOURCES_PAGE 100
+#define RESOURCES_PAGE 50
 
 static cJSON *cell_resource(mcp_pair *p, const cJSON *cell)
 {
