@@ -2,8 +2,9 @@
  * tools: the tools `tbisect mcp` offers, as one table: name, description,
  * input and output JSON Schemas, annotations and handler.  tools/list is
  * written from it; tools/call reads the arguments a handler needs (a
- * wrong one is a tool error the agent can read and fix, as MCP asks for
- * input the schema refuses) and wraps the answer as a CallToolResult:
+ * wrong one is a tool error the agent can read and fix, as revision
+ * 2025-11-25 asks (SEP-1303); an unknown tool is a protocol error) and
+ * wraps the answer as a CallToolResult:
  * structuredContent, and the same JSON as text.
  */
 #include "config.h"
