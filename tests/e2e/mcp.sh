@@ -131,7 +131,8 @@ json_is "resources: cells by URI template" result.resourceTemplates.0.uriTemplat
 answer 17
 json_is "... a cell read as a resource" result.contents.0.uri tbisect://pair/p1/cell/L0.attn
 answer 18
-json_is "... and listed" result.resources.# "$(check_get cells.#)"
+json_is "... and listed, 50 at a time" result.resources.# 50
+json_is "... with a cursor to the next page" result.nextCursor 50
 
 # explain_cell of that cell, in a session of its own
 { call 3 open_pair "{\"ref\":\"$T/ref\",\"cand\":\"$T/cand\"}"; call 6 explain_cell "{\"pair\":\"p1\",\"cell\":\"$cell9\"}"; } | serve
@@ -154,6 +155,43 @@ json_is "... the capabilities" result.capabilities.resources '{}'
 answer 2
 json_is "a tool call without a handshake is answered" result.structuredContent.pair p1
 json_is "... its result complete" result.resultType complete
+
+# --- the command line's options are every pair's defaults ---
+{
+	call 1 open_pair "{\"ref\":\"$T/ref\",\"cand\":\"$T/cand\"}"
+	call 2 open_pair "{\"ref\":\"$T/ref\",\"cand\":\"$T/cand\",\"tol\":{\"atol\":0.5}}"
+} | "$TBISECT" mcp --diverge 0.75 >"$T/out"
+answer 1
+json_is "tbisect mcp --diverge: the pairs' tolerance" result.structuredContent.tolerance.diverge 0.75
+answer 2
+json_is "... which open_pair's tol refines" result.structuredContent.tolerance.atol 0.5
+json_is "... keeping the rest" result.structuredContent.tolerance.diverge 0.75
+json_is "... another pair" result.structuredContent.pair p2
+
+# --- cells no comparison could read again: a sketch, a cell missing on one side ---
+"$TBISECT" sketch "$T/ref" -o "$T/ref.tbsk" >/dev/null 2>&1
+"$TBGEN" --layers 2 --sub --bug missing@L1.attn.q "$T/miss/ref" "$T/miss/cand" >/dev/null
+{
+	call 1 open_pair "{\"ref\":\"$T/ref.tbsk\",\"cand\":\"$T/cand\",\"heads\":8,\"kv_heads\":2}"
+	call 2 explain_cell '{"pair":"p1","cell":"L0.attn.q"}'
+	call 3 replay '{"pair":"p1","cell":"L0.attn.q_rope"}'
+	call 4 open_pair "{\"ref\":\"$T/miss/ref\",\"cand\":\"$T/miss/cand\",\"heads\":4}"
+	call 5 explain_cell '{"pair":"p2","cell":"L1.attn.q"}'
+	call 6 replay '{"pair":"p2","cell":"L1.attn.q"}'
+	call 7 causes '{"pair":"p2","cell":"L1.attn.q"}'
+} | serve
+expect_rc 0 "a sketch and a missing cell: the server exits 0"
+check_that "... its output is JSON-RPC lines only" only_protocol
+answer 2
+json_is "explain_cell of a sketched cell answers" result.structuredContent.cell L0.attn.q
+answer 3
+json_is "... replay of a sketched cell too" result.structuredContent.cell L0.attn.q_rope
+answer 5
+json_is "explain_cell of a cell missing on one side" result.structuredContent.status missing
+answer 6
+json_is "... its replay" result.structuredContent.replay.tried false
+answer 7
+json_is "... its causes" result.structuredContent.cell L1.attn.q
 
 # --- bad input: protocol errors and tool errors, never a crash ---
 big=$T/big.json

@@ -307,6 +307,8 @@ static void add_heads(cJSON *o, mcp_pair *p, long cell, bool detail)
 	tb_err err;
 	cJSON *arr;
 
+	if (!c->ref || !c->cand)
+		return;
 	tb_heads_infer(r->res, cell, r->cfg->opts.heads, r->cfg->opts.kv_heads, &h);
 	if (h.n <= 0) {
 		if (h.note[0])
@@ -316,6 +318,9 @@ static void add_heads(cJSON *o, mcp_pair *p, long cell, bool detail)
 	hm = calloc((size_t)h.n, sizeof *hm);
 	order = calloc((size_t)h.n, sizeof *order);
 	if (!hm || !order || tb_inspect_heads(c, h.n, h.head_dim, hm, &err) < 0) {
+		char text[TB_ERR_TEXT_MAX];
+		if (hm && order)
+			cJSON_AddStringToObject(o, "heads_note", tb_err_text(&err, text, sizeof text));
 		free(hm);
 		free(order);
 		return;

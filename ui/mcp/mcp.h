@@ -66,6 +66,8 @@ typedef struct mcp_pair_spec {
 } mcp_pair_spec;
 
 void mcp_pairs_init(const mcp_defaults *d);
+/* The command line's tolerance, which open_pair's tol refines. */
+const tb_tolerance *mcp_pairs_tolerance(void);
 void mcp_pairs_free(void);
 /* Open (or find, when the same spec was opened) a pair and compare it. */
 mcp_pair *mcp_pair_open(const mcp_pair_spec *spec, mcp_call *call, tb_err *err);

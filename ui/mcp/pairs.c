@@ -53,6 +53,11 @@ static void pair_free(mcp_pair *p)
 	free(p);
 }
 
+const tb_tolerance *mcp_pairs_tolerance(void)
+{
+	return &defaults->run.tol;
+}
+
 void mcp_pairs_free(void)
 {
 	for (size_t i = 0; i < n_pairs; i++)

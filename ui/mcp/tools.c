@@ -110,7 +110,7 @@ static cJSON *t_open_pair(args *a)
 	s.heads = arg_int(a, "heads", 1, 65536, 0);
 	s.kv_heads = arg_int(a, "kv_heads", 1, 65536, 0);
 	s.step = arg_int(a, "step", 0, 999999, -1);
-	tb_tolerance_default(&s.tol);
+	s.tol = *mcp_pairs_tolerance();
 	if (cJSON_IsString(tol)) {
 		s.tol_file = tol->valuestring;
 	} else if (cJSON_IsObject(tol)) {
