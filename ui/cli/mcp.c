@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "mcp/mcp.h"
@@ -20,5 +21,10 @@ int tb_cmd_mcp(const tb_options *o)
 		fputs("tbisect: mcp: --map - cannot be read: standard input carries the protocol\n", stderr);
 		return TB_EXIT_BAD_INPUT;
 	}
+	/* Someone who typed it at a terminal learns what it waits for; stdout stays protocol only. */
+	if (isatty(STDIN_FILENO))
+		fputs("tbisect mcp: a Model Context Protocol server for coding agents, waiting for JSON-RPC lines on "
+		      "standard input (Ctrl-D ends it); tbisect mcp --skill says how to add it to an agent\n",
+		      stderr);
 	return mcp_serve(&d);
 }
