@@ -444,12 +444,11 @@ static void add_towers(cJSON *root, const tb_report *r)
 	}
 }
 
-char *tb_report_json(const tb_report *r)
+cJSON *tb_report_json_tree(const tb_report *r)
 {
 	const tb_result *res = r->result;
 	const tb_cell_result *lc = find_logits(res);
 	cJSON *root = cJSON_CreateObject(), *tol, *cells, *causes, *unp;
-	char *text;
 
 	if (!root)
 		return NULL;
@@ -536,7 +535,14 @@ char *tb_report_json(const tb_report *r)
 		for (int s = TB_ST_MATCH; s < TB_ST_COUNT; s++)
 			cJSON_AddNumberToObject(counts, tb_status_name((tb_status)s), (double)res->count[s]);
 	}
-	text = cJSON_Print(root);
+	return root;
+}
+
+char *tb_report_json(const tb_report *r)
+{
+	cJSON *root = tb_report_json_tree(r);
+	char *text = root ? cJSON_Print(root) : NULL;
+
 	cJSON_Delete(root);
 	return text;
 }

@@ -70,6 +70,9 @@ size_t tb_result_layer_taps(const tb_result *res, tb_cell *cols, size_t max);
 void tb_report_grid(FILE *out, const tb_result *res, int fold_above);
 /* The JSON report (doc/report.md), pretty-printed; NULL when out of memory. */
 char *tb_report_json(const tb_report *r);
+/* The same report as a cJSON tree the caller owns (tbisect mcp answers
+ * with parts of it); NULL when out of memory. */
+cJSON *tb_report_json_tree(const tb_report *r);
 int tb_report_text(FILE *out, const tb_report *r);
 
 /* The warning a partial pairing gets, in every report: the coverage and

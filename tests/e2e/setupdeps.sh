@@ -38,4 +38,21 @@ for state in "install ok unpacked" "deinstall ok config-files" ""; do
 	check_that "'$state' is missing" grep -q "installing: python3-numpy" "$TAP_OUT"
 	check_that "... and installed" grep -q "install -y --no-install-recommends python3-numpy" "$CALLS"
 done
+
+# test mode: the MCP SDK with npm, into MCP_SDK_DIR; npm failing (no
+# registry) is a warning, not a failure.
+printf '#!/bin/sh\necho "npm $*" >>"$CALLS"\nexit "${NPM_RC:-0}"\n' >"$T/bin/npm"
+chmod +x "$T/bin/npm"
+: >"$CALLS"
+expect_exit 0 "test mode installs the MCP SDK" env PATH="$T/bin:$PATH" MCP_SDK_DIR="$T/sdk" NUMPY="install ok installed" \
+	sh "$SCRIPT"
+check_that "... with npm, into MCP_SDK_DIR" grep -q "npm install --prefix $T/sdk .*@modelcontextprotocol/sdk@1" "$CALLS"
+: >"$CALLS"
+expect_exit 0 "... a registry out of reach is no failure" env PATH="$T/bin:$PATH" MCP_SDK_DIR="$T/sdk" NPM_RC=1 \
+	NUMPY="install ok installed" sh "$SCRIPT"
+check_that "... but a warning" grep -q "mcp_sdk.sh will be skipped" "$TAP_ERR"
+: >"$CALLS"
+expect_exit 0 "demo mode installs no SDK" env PATH="$T/bin:$PATH" MCP_SDK_DIR="$T/sdk" NUMPY="install ok installed" \
+	sh "$SCRIPT" demo
+check_that "... npm is not run" test ! -s "$CALLS"
 tap_done

@@ -60,7 +60,7 @@ fi
 grep -E '^[EW]: ' "$S/lintian.txt" | sed -n '1,30s/^/#   /p'
 
 dpkg-deb -c "$deb" | awk '{ print $6 }' >"$S/files"
-for f in usr/bin/tbisect usr/share/tbisect/rules.json usr/share/man/man1/tbisect.1.gz \
+for f in usr/bin/tbisect usr/share/tbisect/rules.json usr/share/tbisect/mcp-skill.md usr/share/man/man1/tbisect.1.gz \
 	usr/share/man/man5/tbisect-dumps.5.gz usr/share/man/man5/tbisect-rules.5.gz \
 	usr/share/man/man7/tbisect-tutorial.7.gz usr/share/tbisect/dumpers/dump_hf.py \
 	usr/share/tbisect/dumpers/dump_jax.py usr/share/bash-completion/completions/tbisect \

@@ -32,13 +32,14 @@ ok "make install DESTDIR=... exits 0"
 {
 	echo "$TB_BINDIR/tbisect"
 	echo "$TB_PKGDATADIR/rules.json"
+	echo "$TB_PKGDATADIR/mcp-skill.md"
 	for f in "$top_srcdir"/samples/dumpers/*.py; do echo "$TB_PKGDATADIR/dumpers/${f##*/}"; done
 	for f in "$top_srcdir"/man/*.[1-9]; do echo "$TB_MANDIR/man${f##*.}/${f##*/}"; done
 	echo "$TB_COMPLETIONDIR/tbisect"
 } | LC_ALL=C sort >"$TAP_TMP/want"
 (cd "$D" && find . ! -type d | sed 's|^\.||' | LC_ALL=C sort) >"$TAP_TMP/got"
 if cmp -s "$TAP_TMP/want" "$TAP_TMP/got"; then
-	ok "installs the program, rules.json, $(grep -c '/man[0-9]/' "$TAP_TMP/want") pages, the dumpers and the completion"
+	ok "installs the program, rules.json, the MCP skill, $(grep -c '/man[0-9]/' "$TAP_TMP/want") pages, the dumpers and the completion"
 else
 	not_ok "installs exactly the expected files"
 	diff "$TAP_TMP/want" "$TAP_TMP/got" | sed -n '1,20s/^/#   /p'
@@ -48,6 +49,8 @@ bin=$D$TB_BINDIR/tbisect
 data=$D$TB_PKGDATADIR
 check_that "the dumpers are executable" test -x "$data/dumpers/dump_hf.py" -a -x "$data/dumpers/dump_jax.py"
 check_that "the installed rules.json is data/rules.json" cmp -s "$top_srcdir/data/rules.json" "$data/rules.json"
+check_that "the installed skill is what tbisect mcp --skill prints" sh -c '"$1" mcp --skill | cmp -s - "$2"' x \
+	"$build/tbisect" "$data/mcp-skill.md"
 check_that "the installed completion is the build's" cmp -s "$build/completion/tbisect" "$D$TB_COMPLETIONDIR/tbisect"
 
 expect_exit 0 "the installed tbisect --version runs" "$bin" --version || true

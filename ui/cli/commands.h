@@ -16,6 +16,7 @@ int tb_cmd_suggest(const tb_options *o);
 int tb_cmd_calibrate(const tb_options *o);
 int tb_cmd_sketch(const tb_options *o);
 int tb_cmd_tui(const tb_options *o);
+int tb_cmd_mcp(const tb_options *o);
 /* The key and command tables, one tab-separated row each, for the man page. */
 int tb_cmd_keys(void);
 /* The shell completion written from the option table: format "bash" or "tsv". */

@@ -37,6 +37,8 @@ int main(int argc, char **argv)
 		return tb_cmd_calibrate(&o);
 	case TB_MODE_SKETCH:
 		return tb_cmd_sketch(&o);
+	case TB_MODE_MCP:
+		return tb_cmd_mcp(&o);
 	case TB_MODE_KEYS:
 		return tb_cmd_keys();
 	case TB_MODE_COMPLETION:

@@ -53,6 +53,7 @@ enum {
 	OPT_RANK,
 	OPT_WATCH,
 	OPT_NO_MOUSE,
+	OPT_SKILL,
 	OPT_VERSION,
 	OPT_HELP,
 	OPT_KEYS,
@@ -79,6 +80,9 @@ const tb_command_info tb_commands[] = {
 	 .n_paths = 1,
 	 .bad_paths = "sketch takes one TREE",
 	 .help = "write a fingerprint of TREE, which any mode takes in place of the tree"},
+	{.word = "mcp", .label = "mcp", .mode = TB_MODE_MCP, .args = "", .n_paths = 0,
+	 .bad_paths = "mcp takes no TREE (open_pair names the trees)",
+	 .help = "serve the Model Context Protocol on stdio, for coding agents (--skill: how)"},
 };
 const size_t tb_n_commands = sizeof tb_commands / sizeof tb_commands[0];
 
@@ -157,6 +161,8 @@ const tb_option_info tb_option_infos[OPT_COUNT] = {
 		       .help = "reload when either tree changes, once quiet"},
 	[OPT_NO_MOUSE] = {.name = "no-mouse", .modes = TB_IN(TB_MODE_TUI),
 			  .help = "leave the mouse to the terminal (its own selection); :set mouse turns it on"},
+	[OPT_SKILL] = {.name = "skill", .modes = TB_IN(TB_MODE_MCP),
+		       .help = "print the porting skill for coding agents (the tools, step by step)"},
 	[OPT_VERSION] = {.name = "version", .modes = TB_IN_ANY, .action = TB_MODE_VERSION,
 			 .help = "print the version"},
 	[OPT_HELP] = {.name = "help", .modes = TB_IN_ANY, .action = TB_MODE_HELP, .help = "print this text"},
@@ -392,6 +398,7 @@ static int set_option(tb_options *o, int id, const char *arg, char *msg, size_t 
 		break;
 	}
 	case OPT_WATCH: o->watch = true; break;
+	case OPT_SKILL: o->skill = true; break;
 	}
 	return 0;
 }

@@ -21,13 +21,14 @@
 #define TB_MAX_SHARD_RULES 32
 
 typedef enum tb_mode { TB_MODE_TUI, TB_MODE_CHECK, TB_MODE_LS, TB_MODE_SUGGEST, TB_MODE_CALIBRATE, TB_MODE_SKETCH,
+	       TB_MODE_MCP,
 	       TB_MODE_HELP,
 	       TB_MODE_VERSION, TB_MODE_KEYS, TB_MODE_COMPLETION } tb_mode;
 
 /* A set of modes, for the modes an option belongs to. */
 #define TB_IN(mode) (1u << (mode))
 #define TB_IN_ANY (TB_IN(TB_MODE_TUI) | TB_IN(TB_MODE_CHECK) | TB_IN(TB_MODE_LS) | TB_IN(TB_MODE_SUGGEST) | \
-		   TB_IN(TB_MODE_CALIBRATE) | TB_IN(TB_MODE_SKETCH))
+		   TB_IN(TB_MODE_CALIBRATE) | TB_IN(TB_MODE_SKETCH) | TB_IN(TB_MODE_MCP))
 
 /* What an option's argument is: how it is completed. */
 typedef enum tb_arg_kind {
@@ -94,6 +95,7 @@ typedef struct tb_options {
 	char **argv;
 	bool history, no_history, watch, no_mouse;
 	bool history_reset;   /* (check) forget the pair's passes first */
+	bool skill;           /* (mcp) print the porting skill */
 	int threads;
 	tb_open_opts open;
 	tb_layout_opts layout;  /* --step, --steps, --shard (shards points into shards[]) */
