@@ -116,6 +116,9 @@ typedef struct tb_replay_fit {
 void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, const tb_replay_fit *fit);
 
 int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_router.c: an MoE layer's mlp.topk_weights from its router scores
+ * and chosen experts: score function, top-k renormalisation, scaling. */
+int tb_replay_router(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.q_rope / attn.k_rope from attn.q and attn.k: the RoPE family. */
 int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.core from attn.q_rope, attn.k_rope and attn.v: scale, mask,

@@ -101,6 +101,27 @@ for layer in range(L):
     save("dense", n + "mlp.gate", g.standard_normal((1, S, 4 * H)).astype(np.float32))
     save("dense", n + "mlp.up_proj", g.standard_normal((1, S, 4 * H)).astype(np.float32))
     save("dense", n + "mlp", y)
+# DeepSeek-V3-like: sigmoid scores, top-k renormalised, times a routed
+# scaling factor of 2.5; the candidate applies the factor twice
+for layer in range(L):
+    x = g.standard_normal((1, S, H)).astype(np.float32)
+    logits = g.standard_normal((1, S, E)).astype(np.float32)
+    sig = 1 / (1 + np.exp(-logits))
+    ids = np.argsort(-sig, -1, kind="stable")[..., :K]
+    w = np.take_along_axis(sig, ids, -1)
+    w = w / w.sum(-1, keepdims=True) * 2.5
+    n = "model.layers.%d." % layer
+    save("ds-ref", n + "post_attention_layernorm", x)
+    save("ds-ref", n + "mlp.gate", logits)
+    save("ds-ref", n + "mlp.topk_idx", ids.astype(np.int64))
+    save("ds-ref", n + "mlp.topk_weight", w.astype(np.float32))
+    save("ds-ref", n + "mlp", x)
+    save("ds-cand", "ffn_norm-%d" % layer, x)
+    save("ds-cand", "ffn_moe_logits-%d" % layer, logits)
+    save("ds-cand", "ffn_moe_topk-%d" % layer, ids.astype(np.int32))
+    save("ds-cand", "ffn_moe_weights_scaled-%d" % layer, (w * (2.5 if layer == 1 else 1)).astype(np.float32))
+    save("ds-cand", "ffn_out-%d" % layer, x)
+
 # a router replay (vLLM, SGLang): every layer's experts, [tokens, layers, k];
 # the candidate's slots in another order, one position of layer 2 another expert
 a = np.stack([np.stack([g.choice(E, K, replace=False) for _ in range(3)]) for _ in range(S)]).astype(np.int32)
@@ -164,6 +185,12 @@ cp "$TAP_OUT" "$T/weights.json"
 json_is "weights: the sets agree" routing.0.agree 12
 json_is "weights: the first divergence is the combine weights" first_divergence.cell L0.mlp.topk_weights
 json_is "weights: moe-routing first" causes.0.id moe-routing
+json_is "weights: confirmed by replaying the router" causes.0.confirmed.variant \
+	"top-k weights not renormalised (the reference: renormalised)"
+
+expect_exit 1 "a routed scaling factor applied twice" "$TBISECT" check --json --no-history "$T/ds-ref" "$T/ds-cand"
+json_is "scaling: the first divergence is layer 1's weights" first_divergence.cell L1.mlp.topk_weights
+json_is "scaling: confirmed, the factor named" causes.0.confirmed.variant "routed scaling factor 2.5 applied twice"
 
 expect_exit 1 "a wrong expert at a clear gap" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-choice"
 cp "$TAP_OUT" "$T/choice.json"
@@ -176,6 +203,7 @@ json_is "choice: moe-routing first" causes.0.id moe-routing
 expect_exit 1 "experts converted one place off" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-experts"
 json_is "experts: the first divergence is layer 1's experts' sum" first_divergence.cell L1.mlp.experts
 json_is "experts: expert-mapping first" causes.0.id expert-mapping
+json_is "experts: no router variant confirmed" causes.0.confirmed null
 
 expect_exit 1 "the shared expert left out" "$TBISECT" check --json --no-history "$T/ref-shared" "$T/cand-same"
 json_is "shared: the first divergence is the MLP" first_divergence.cell L0.mlp
