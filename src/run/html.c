@@ -719,6 +719,25 @@ static void cell_rows(FILE *out, const tb_report *r)
 	fputs("</section>\n", out);
 }
 
+/* The MoE layers' routing, one line each. */
+static void routing(FILE *out, const tb_report *r)
+{
+	char line[TB_ROUTING_TEXT_MAX];
+
+	if (!r->routing || !r->routing->n)
+		return;
+	fputs("<section id=\"routing\">\n<h2>Routing</h2>\n<p>Per MoE layer, ", out);
+	esc(out, TB_ROUTING_ABOUT, false);
+	fputs(":</p>\n<ul>\n", out);
+	for (size_t i = 0; i < r->routing->n; i++) {
+		tb_routing_layer_text(&r->routing->v[i], line, sizeof line);
+		fprintf(out, "<li data-layer=\"%d\">", r->routing->v[i].layer);
+		esc(out, line, false);
+		fputs("</li>\n", out);
+	}
+	fputs("</ul>\n</section>\n", out);
+}
+
 int tb_report_html(FILE *out, const tb_report *r, const tb_html_opts *o)
 {
 	const tb_result *res = r->result;
@@ -740,6 +759,7 @@ int tb_report_html(FILE *out, const tb_report *r, const tb_html_opts *o)
 	fputs("<main>\n", out);
 	heatmap(out, r);
 	causes(out, r);
+	routing(out, r);
 	first_detail(out, r, o);
 	logits(out, res);
 	history(out, r);

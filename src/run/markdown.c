@@ -154,12 +154,28 @@ static void causes(FILE *out, const tb_report *r)
 	fputc('\n', out);
 }
 
+/* The MoE layers' routing, one line each. */
+static void routing(FILE *out, const tb_report *r)
+{
+	char line[TB_ROUTING_TEXT_MAX];
+
+	if (!r->routing || !r->routing->n)
+		return;
+	fprintf(out, "### Routing\n\nPer MoE layer, %s:\n\n", TB_ROUTING_ABOUT);
+	for (size_t i = 0; i < r->routing->n; i++) {
+		tb_routing_layer_text(&r->routing->v[i], line, sizeof line);
+		fprintf(out, "- %s\n", line);
+	}
+	fputc('\n', out);
+}
+
 int tb_report_markdown(FILE *out, const tb_report *r)
 {
 	heading(out, r->result);
 	warnings(out, r);
 	facts(out, r);
 	causes(out, r);
+	routing(out, r);
 	fprintf(out, "### Cells\n\n```text\n");
 	tb_report_grid(out, r->result, TB_MARKDOWN_FOLD_ABOVE);
 	fprintf(out, "```\n");

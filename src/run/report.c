@@ -748,35 +748,43 @@ static void text_cell(FILE *out, const tb_cell_result *c, const tb_tolfile *tf)
 /* Positions listed in a routing line, at most. */
 #define ROUTED_SHOWN 8
 
-static void text_routed(FILE *out, const char *what, const tb_routed_pos *v, size_t n)
+static size_t routed_text(char *buf, size_t size, size_t n, const char *what, const tb_routed_pos *v, size_t count)
 {
-	if (!n)
-		return;
-	fprintf(out, "; %s at", what);
-	for (size_t i = 0; i < n && i < ROUTED_SHOWN; i++) {
-		fprintf(out, "%s %lld", i ? "," : "", (long long)v[i].pos);
-		if (isfinite(v[i].gap))
-			fprintf(out, " (gap %.2g)", v[i].gap);
+	if (!count || n >= size)
+		return n;
+	n += (size_t)snprintf(buf + n, size - n, "; %s at", what);
+	for (size_t i = 0; i < count && i < ROUTED_SHOWN && n < size; i++) {
+		n += (size_t)snprintf(buf + n, size - n, "%s %lld", i ? "," : "", (long long)v[i].pos);
+		if (isfinite(v[i].gap) && n < size)
+			n += (size_t)snprintf(buf + n, size - n, " (gap %.2g)", v[i].gap);
 	}
-	if (n > ROUTED_SHOWN)
-		fprintf(out, " and %zu more", n - ROUTED_SHOWN);
+	if (count > ROUTED_SHOWN && n < size)
+		n += (size_t)snprintf(buf + n, size - n, " and %zu more", count - ROUTED_SHOWN);
+	return n;
+}
+
+void tb_routing_layer_text(const tb_routing_layer *l, char *buf, size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "L%d: %lld of %lld positions agree (top-%lld)", l->layer,
+				    (long long)l->agree, (long long)l->positions, (long long)l->k);
+
+	n = routed_text(buf, size, n, "flipped", l->flipped, l->n_flipped);
+	n = routed_text(buf, size, n, "differ", l->disagree, l->n_disagree);
+	if (l->excluded && n < size)
+		snprintf(buf + n, size - n, "; %lld left out (flipped in an earlier layer)", (long long)l->excluded);
 }
 
 /* Per MoE layer: how many positions chose the same experts, and where not. */
 static void text_routing(FILE *out, const tb_routing *rt)
 {
+	char line[TB_ROUTING_TEXT_MAX];
+
 	if (!rt || !rt->n)
 		return;
-	fprintf(out, "\nrouting (the experts each position chose; a near tie of the reference's scores is a flip):\n");
+	fprintf(out, "\nrouting (%s):\n", TB_ROUTING_ABOUT);
 	for (size_t i = 0; i < rt->n; i++) {
-		const tb_routing_layer *l = &rt->v[i];
-		fprintf(out, "  L%d: %lld of %lld positions agree (top-%lld)", l->layer, (long long)l->agree,
-			(long long)l->positions, (long long)l->k);
-		text_routed(out, "flipped", l->flipped, l->n_flipped);
-		text_routed(out, "differ", l->disagree, l->n_disagree);
-		if (l->excluded)
-			fprintf(out, "; %lld left out (flipped in an earlier layer)", (long long)l->excluded);
-		fputc('\n', out);
+		tb_routing_layer_text(&rt->v[i], line, sizeof line);
+		fprintf(out, "  %s\n", line);
 	}
 }
 

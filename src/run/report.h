@@ -50,6 +50,12 @@ bool tb_cause_confirmation(const tb_cause *c, char *buf, size_t size);
  * nothing: it ran, or it lacked the taps it needs (its note says which). */
 bool tb_replay_worth_saying(const tb_replay *rp);
 
+/* What the routing section is about, and one MoE layer's line in it: "L0: 11
+ * of 12 positions agree (top-2); flipped at 5 (gap 1e-06)". */
+#define TB_ROUTING_ABOUT "the experts each position chose; a near tie of the reference's scores is a flip"
+#define TB_ROUTING_TEXT_MAX 512
+void tb_routing_layer_text(const tb_routing_layer *l, char *buf, size_t size);
+
 /* A cell's rel_l2 in units of the reference's own noise (calibrate): 0
  * when it is 0, infinite over a noise of 0. */
 double tb_noise_ratio(double rel_l2, double noise);

@@ -176,6 +176,11 @@ check_that "flip: the text names the flipped position and its gap" \
 	grep -q '^  L0: 11 of 12 positions agree (top-2); flipped at 5 (gap ' "$TAP_OUT"
 check_that "flip: and what layer 1 left out" \
 	grep -q '^  L1: 11 of 12 positions agree (top-2); 1 left out (flipped in an earlier layer)' "$TAP_OUT"
+expect_exit 0 "a near-tie flip: Markdown" "$TBISECT" check --markdown --no-history "$T/ref" "$T/cand-flip"
+check_that "Markdown: the routing section" grep -q '^- L0: 11 of 12 positions agree (top-2); flipped at 5 (gap ' "$TAP_OUT"
+expect_exit 0 "a near-tie flip: HTML" "$TBISECT" check --html "$T/flip.html" --no-history "$T/ref" "$T/cand-flip"
+check_that "HTML: the routing section" grep -q '^<li data-layer="0">L0: 11 of 12 positions agree (top-2); flipped at 5' \
+	"$T/flip.html"
 expect_exit 1 "a flip with --flip-margin too small to call it one" "$TBISECT" check --json --no-history \
 	--flip-margin 1e-9 "$T/ref" "$T/cand-flip"
 json_is "--flip-margin 1e-9: a divergence of the ids" first_divergence.cell L0.mlp.topk_ids
