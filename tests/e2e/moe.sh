@@ -219,6 +219,13 @@ check_that "logits and probabilities never pair: each is only on its side" "$PY"
 import json, sys
 cells = {c["tap"]: c["status"] for c in json.load(open(sys.argv[1]))["cells"] if c["layer"] == 0}
 sys.exit(not (cells["mlp.router"] == "missing" and cells["mlp.router_probs"] == "missing"))' "$TAP_OUT"
+# an agent asking about the flipped layer (tbisect mcp)
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+	"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"open_pair\",\"arguments\":{\"ref\":\"$T/ref\",\"cand\":\"$T/cand-flip\"}}}" \
+	'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"explain_cell","arguments":{"pair":"p1","cell":"L0.mlp.topk_ids"}}}' |
+	"$TBISECT" mcp --no-history >"$T/mcp.out" 2>"$T/mcp.err" || bail_out "tbisect mcp failed: $(cat "$T/mcp.err")"
+grep '^{"jsonrpc":"2.0","id":3,' "$T/mcp.out" >"$TAP_OUT" || : >"$TAP_OUT"
+json_is "mcp: explain_cell gives the layer's routing" result.structuredContent.routing.flipped.0.0 5
 "$TBISECT" check --json --features --no-history "$T/ref" "$T/cand-flip" >"$T/flip-f.json" || :
 "$TBISECT" check --json --features --no-history "$T/ref" "$T/cand-choice" >"$T/choice-f.json" || :
 check_that "the audit holds on these reports (tests/e2e/audit.py)" \

@@ -348,6 +348,24 @@ static void add_heads(cJSON *o, mcp_pair *p, long cell, bool detail)
 	free(order);
 }
 
+/* An MoE cell's layer's routing, as the report's "routing" has it. */
+static void add_routing(cJSON *o, mcp_pair *p, const tb_cell_result *c)
+{
+	const cJSON *l;
+	tb_tap_id parent = tb_cell_parent(&c->cell);
+
+	if (parent != TB_TAP_MLP && c->cell.id != TB_TAP_MLP)
+		return;
+	cJSON_ArrayForEach(l, rep_item(p, "routing"))
+	{
+		const cJSON *layer = cJSON_GetObjectItemCaseSensitive(l, "layer");
+		if (cJSON_IsNumber(layer) && layer->valueint == c->cell.layer) {
+			cJSON_AddItemToObject(o, "routing", cJSON_Duplicate(l, true));
+			return;
+		}
+	}
+}
+
 cJSON *mcp_answer_cell(mcp_pair *p, long cell, bool detail, tb_err *err)
 {
 	const tb_cell_result *c = &mcp_pair_run(p)->res->cells[cell];
@@ -364,6 +382,7 @@ cJSON *mcp_answer_cell(mcp_pair *p, long cell, bool detail, tb_err *err)
 	cJSON_AddItemToObject(o, "profile", profile_json(c, detail));
 	add_channels(o, c, detail);
 	add_heads(o, p, cell, detail);
+	add_routing(o, p, c);
 	return o;
 }
 

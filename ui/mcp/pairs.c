@@ -114,6 +114,7 @@ static int build_report(mcp_pair *p, tb_err *err)
 	rep.pairing = r->sess.pairing;
 	rep.result = r->res;
 	rep.diag = r->have_diag ? &r->diag : NULL;
+	rep.routing = &r->routing;
 	rep.coverage = &r->coverage;
 	rep.partial = r->partial;
 	rep.map_warning = r->map_warning;

@@ -244,8 +244,10 @@ static const struct tool {
 	 true, true, t_first_divergence},
 	{"explain_cell", "One cell's numbers",
 	 "A cell's metrics (the keys of check --json's cells), its per-position profile summarised (runs of bad "
-	 "positions, the worst ones), the worst channels of its worst position and per-head rows for attention "
-	 "cells. detail: true gives longer lists and the whole per-position profile.",
+	 "positions, the worst ones), the worst channels of its worst position, per-head rows for attention "
+	 "cells, and for an MoE layer's MLP cells the layer's routing (expert sets that agree, flips at near ties "
+	 "with the reference's gap, other differences). detail: true gives longer lists and the whole per-position "
+	 "profile.",
 	 IN(PAIR_ARG "," CELL_ARG("the cell: L3.attn, L0.mlp.act, embed, logits")
 	    ",\"detail\":{\"type\":\"boolean\",\"description\":\"longer lists and the per-position profile\"}",
 	    "\"pair\",\"cell\""),
