@@ -60,6 +60,8 @@ static bool visible(const demo_bug_info *b, const demo_expect_ctx *ctx)
 	switch (b->shows) {
 	case DEMO_SHOWS_PAST_WINDOW: return ctx->seq > ctx->window;
 	case DEMO_SHOWS_PAST_100: return ctx->seq > 100;
+	case DEMO_SHOWS_DENSE: return !ctx->moe;
+	case DEMO_SHOWS_MOE: return ctx->moe;
 	case DEMO_SHOWS_ALWAYS: break;
 	}
 	return true;

@@ -21,6 +21,8 @@ typedef enum demo_shows {
 	DEMO_SHOWS_ALWAYS,
 	DEMO_SHOWS_PAST_WINDOW, /* only when seq > --window */
 	DEMO_SHOWS_PAST_100,    /* only when seq > 100 */
+	DEMO_SHOWS_DENSE,       /* only with the dense MLP (a bug of its gate, up or down projection) */
+	DEMO_SHOWS_MOE,         /* only with the MoE MLP (mkdemo --moe) */
 } demo_shows;
 
 /*      id                name                layer  tap           with --sub  with --replay  shows                 what */
@@ -43,18 +45,23 @@ typedef enum demo_shows {
 	X(ATTENTION_MASK,   "attention-mask",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
 	X(SLIDING_WINDOW,   "sliding-window",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
 	X(SCALE_MULTIPLIER, "scale-multiplier", 0, "attn",        NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "attention output multiplied by 0.5 (a MuP/residual multiplier from another model)") \
-	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "MLP activation gelu_tanh instead of silu") \
-	X(MLP_GATING,       "mlp-gating",       0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "activation applied to up instead of gate: act(up)*gate") \
-	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "a down_proj bias the model does not have (a constant offset per channel)") \
+	X(MLP_ACTIVATION,   "mlp-activation",   0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "MLP activation gelu_tanh instead of silu") \
+	X(MLP_GATING,       "mlp-gating",       0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "activation applied to up instead of gate: act(up)*gate") \
+	X(MLP_BIAS,         "mlp-bias",         0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_DENSE,       "a down_proj bias the model does not have (a constant offset per channel)") \
 	X(RESIDUAL_WIRING,  "residual-wiring",  0, "block",       NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "second residual taken from the norm output: block = mlp_norm + mlp") \
 	X(WEIGHT_MAPPING,   "weight-mapping",   DEMO_MID, "attn", "attn.o",   NULL,          DEMO_SHOWS_ALWAYS,      "the middle layer's o_proj weight loaded transposed; earlier layers exact") \
-	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_ALWAYS,      "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
+	X(NAN_OVERFLOW,     "nan-overflow",     1, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "layer 1's MLP computed in float16: its large intermediate values overflow to inf/NaN") \
 	X(DTYPE_PRECISION,  "dtype-precision",  -1, "close",      NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "hidden states between layers and logits kept in bfloat16: close, not diverged") \
 	X(FINAL_NORM,       "final-norm",       -1, "final_norm", NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "final norm weight not loaded (ones)") \
 	X(LM_HEAD,          "lm-head",          -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "lm_head rows off by one (logit v computed with row v+1)") \
 	X(TIED_EMBEDDINGS,  "tied-embeddings",  -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "lm_head tied to embed_tokens though the model has its own lm_head weight") \
 	X(DUMP_OFFSET,      "dump-offset",      0, "block",       NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "block taps written off by one (hidden_states[i] as layer i: block N holds block N-1)") \
-	X(DUMP_DUPLICATE,   "dump-duplicate",   1, "mlp",         NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "every layer's mlp tap holds layer 0's (the hook registered on layers[0].mlp)")
+	X(DUMP_DUPLICATE,   "dump-duplicate",   1, "mlp",         NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "every layer's mlp tap holds layer 0's (the hook registered on layers[0].mlp)") \
+	X(MOE_SOFTMAX,      "moe-softmax",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE router scores by softmax instead of sigmoid (DeepSeek-V3 scores by sigmoid)") \
+	X(MOE_RENORM,       "moe-renorm",       0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE top-k weights not renormalised (norm_topk_prob ignored)") \
+	X(MOE_SCALING,      "moe-scaling",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE routed scaling factor 2.5 applied twice") \
+	X(MOE_EXPERT_ORDER, "moe-expert-order", 0, "mlp",         "mlp.experts", NULL,       DEMO_SHOWS_MOE,         "MoE experts converted in reverse order (expert e loads expert E-1-e)") \
+	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,
@@ -90,6 +97,7 @@ typedef struct demo_expect_ctx {
 	int layers, seq, window;
 	bool sub;    /* attn.q/k/v and mlp.gate/up written */
 	bool replay; /* and the replay taps (attn.q_rope, attn.core, mlp.act, ...) */
+	bool moe;    /* the MoE MLP (mkdemo --moe) */
 } demo_expect_ctx;
 
 /* What `tbisect check` must report for a candidate with these bugs: the

@@ -39,6 +39,9 @@
 
 struct demo_layer {
 	float *in_norm, *wq, *wk, *wv, *wo, *post_norm, *wg, *wu, *wd;
+	float *router;          /* MoE: [DEMO_EXPERTS, H] */
+	float *eg, *eu, *ed;    /* MoE: the experts' gate, up [E, EF, H] and down [E, H, EF] */
+	float *sg, *su, *sd;    /* MoE: the shared expert's */
 };
 
 struct demo_model {
@@ -55,6 +58,7 @@ void demo_config_init(demo_config *cfg)
 	cfg->seq = 16;
 	cfg->window = 8;
 	cfg->seed = 1;
+	cfg->moe = false;
 }
 
 /* --- seeded random numbers: one stream per tensor, so a tensor's values
@@ -108,11 +112,16 @@ static void fill(float *w, size_t n, double mean, double std, uint64_t seed, uin
 
 /* Tensor streams: model-level ones, then 16 per layer. */
 enum { ST_EMBED = 1, ST_FINAL_NORM, ST_LM_HEAD, ST_MLP_BIAS, ST_TOKENS, ST_LAYER0 = 16 };
+/* The MoE weights' streams, 16 per layer after every dense layer's. */
+#define ST_MOE0 ((uint64_t)1 << 20)
+#define E DEMO_EXPERTS
+#define EF DEMO_EXPERT_FF
+#define MOE_PER_LAYER ((size_t)E * H + (size_t)(E + 1) * 3 * H * EF)
 
 demo_model *demo_model_new(const demo_config *cfg)
 {
 	size_t per_layer = 2 * H + (size_t)H * NH * HD * 2 + (size_t)H * NKV * HD * 2 + (size_t)3 * H * FF;
-	size_t total = (size_t)V * H * 2 + 2 * H + per_layer * (size_t)cfg->layers;
+	size_t total = (size_t)V * H * 2 + 2 * H + (per_layer + (cfg->moe ? MOE_PER_LAYER : 0)) * (size_t)cfg->layers;
 	demo_model *m = calloc(1, sizeof *m);
 	float *p;
 
@@ -158,6 +167,23 @@ demo_model *demo_model_new(const demo_config *cfg)
 		fill(L->wg, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 6);
 		fill(L->wu, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 7);
 		fill(L->wd, (size_t)H * FF, 0, 1 / sqrt(FF) / (hot * hot), cfg->seed, st + 8);
+		if (!cfg->moe)
+			continue;
+		st = ST_MOE0 + 16 * (uint64_t)l;
+		L->router = TAKE((size_t)E * H);
+		L->eg = TAKE((size_t)E * EF * H);
+		L->eu = TAKE((size_t)E * EF * H);
+		L->ed = TAKE((size_t)E * H * EF);
+		L->sg = TAKE((size_t)EF * H);
+		L->su = TAKE((size_t)EF * H);
+		L->sd = TAKE((size_t)H * EF);
+		fill(L->router, (size_t)E * H, 0, 1 / sqrt(H), cfg->seed, st + 0);
+		fill(L->eg, (size_t)E * EF * H, 0, 1 / sqrt(H), cfg->seed, st + 1);
+		fill(L->eu, (size_t)E * EF * H, 0, 1 / sqrt(H), cfg->seed, st + 2);
+		fill(L->ed, (size_t)E * H * EF, 0, 1 / sqrt(EF), cfg->seed, st + 3);
+		fill(L->sg, (size_t)EF * H, 0, 1 / sqrt(H), cfg->seed, st + 4);
+		fill(L->su, (size_t)EF * H, 0, 1 / sqrt(H), cfg->seed, st + 5);
+		fill(L->sd, (size_t)H * EF, 0, 1 / sqrt(EF), cfg->seed, st + 6);
 	}
 #undef TAKE
 	{
@@ -375,10 +401,94 @@ static float gelu_tanh(float x)
 
 typedef struct scratch {
 	float *x, *xn, *q, *k, *v, *ctx, *o, *h, *mn, *g, *u, *a, *mlp, *mlp0, *prev, *logits, *p;
+	float *rl, *ids, *w, *ex, *sh; /* MoE: router logits [S, E], top-k ids and weights [S, K], experts, shared */
 } scratch;
+
+/* One SwiGLU expert on one position: y += scale * down(silu(gate x) * up x). */
+static void expert(const float *x, const float *g, const float *u, const float *d, float scale, float *y)
+{
+	float a[EF];
+
+	for (int j = 0; j < EF; j++) {
+		float gj = 0, uj = 0;
+		for (int c = 0; c < H; c++) {
+			gj += g[(size_t)j * H + c] * x[c];
+			uj += u[(size_t)j * H + c] * x[c];
+		}
+		a[j] = silu(gj) * uj;
+	}
+	for (int c = 0; c < H; c++) {
+		float acc = 0;
+		for (int j = 0; j < EF; j++)
+			acc += d[(size_t)c * EF + j] * a[j];
+		y[c] += scale * acc;
+	}
+}
+
+/* The MoE MLP (demo_config.moe): sigmoid scores (softmax with the
+ * moe-softmax bug), the top DEMO_TOPK, renormalised (not with moe-renorm),
+ * times DEMO_ROUTED_SCALE (twice with moe-scaling); the chosen experts
+ * (read in reverse order with moe-expert-order) and the shared expert (left
+ * out with moe-shared). */
+static void moe(fwd *f, int l, scratch *s)
+{
+	const struct demo_layer *L = &f->m->layer[l];
+	float scale = DEMO_HAS(f->bugs, MOE_SCALING) ? DEMO_ROUTED_SCALE * DEMO_ROUTED_SCALE : DEMO_ROUTED_SCALE;
+
+	linear(s->mn, f->S, H, L->router, E, s->rl, false);
+	memset(s->ex, 0, (size_t)f->S * H * sizeof *s->ex);
+	memset(s->sh, 0, (size_t)f->S * H * sizeof *s->sh);
+	for (int i = 0; i < f->S; i++) {
+		const float *r = s->rl + (size_t)i * E, *x = s->mn + (size_t)i * H;
+		float sc[E], top = -INFINITY, sum = 0, chosen = 0;
+		bool taken[E] = {false};
+		for (int e = 0; e < E; e++)
+			top = fmaxf(top, r[e]);
+		for (int e = 0; e < E; e++) {
+			sc[e] = DEMO_HAS(f->bugs, MOE_SOFTMAX) ? expf(r[e] - top) : 1.0f / (1.0f + expf(-r[e]));
+			sum += sc[e];
+		}
+		for (int e = 0; e < E && DEMO_HAS(f->bugs, MOE_SOFTMAX); e++)
+			sc[e] /= sum;
+		for (int j = 0; j < DEMO_TOPK; j++) {
+			int best = -1;
+			for (int e = 0; e < E; e++)
+				if (!taken[e] && (best < 0 || sc[e] > sc[best]))
+					best = e;
+			taken[best] = true;
+			s->ids[(size_t)i * DEMO_TOPK + j] = (float)best;
+			s->w[(size_t)i * DEMO_TOPK + j] = sc[best];
+			chosen += sc[best];
+		}
+		for (int j = 0; j < DEMO_TOPK; j++) {
+			float *w = &s->w[(size_t)i * DEMO_TOPK + j];
+			int e = (int)s->ids[(size_t)i * DEMO_TOPK + j];
+			if (DEMO_HAS(f->bugs, MOE_EXPERT_ORDER))
+				e = E - 1 - e;
+			*w = (DEMO_HAS(f->bugs, MOE_RENORM) ? *w : *w / chosen) * scale;
+			expert(x, L->eg + (size_t)e * EF * H, L->eu + (size_t)e * EF * H, L->ed + (size_t)e * H * EF, *w,
+			       s->ex + (size_t)i * H);
+		}
+		if (!DEMO_HAS(f->bugs, MOE_SHARED))
+			expert(x, L->sg, L->su, L->sd, 1.0f, s->sh + (size_t)i * H);
+	}
+	for (size_t i = 0; i < (size_t)f->S * H; i++)
+		s->mlp[i] = s->ex[i] + s->sh[i];
+	if (f->taps != DEMO_TAPS_MAIN) {
+		emit(f, l, "mlp.router", s->rl, E);
+		emit(f, l, "mlp.topk_ids", s->ids, DEMO_TOPK);
+		emit(f, l, "mlp.topk_weights", s->w, DEMO_TOPK);
+		emit(f, l, "mlp.experts", s->ex, H);
+		emit(f, l, "mlp.shared", s->sh, H);
+	}
+}
 
 static void mlp(fwd *f, int l, scratch *s)
 {
+	if (f->m->cfg.moe) {
+		moe(f, l, s);
+		return;
+	}
 	const struct demo_layer *L = &f->m->layer[l];
 	size_t n = (size_t)f->S * FF;
 	bool half = l == HOT_LAYER && DEMO_HAS(f->bugs, NAN_OVERFLOW);
@@ -490,8 +600,8 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 	fwd f = {m, bugs, taps, S, out, 0};
 	scratch s;
 	float *blob;
-	size_t need = nx * 8 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 2 + (size_t)S * FF * 3 +
-		      (size_t)S * V + (size_t)S;
+	size_t need = nx * 10 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 2 + (size_t)S * FF * 3 +
+		      (size_t)S * V + (size_t)S + (size_t)S * (E + 2 * DEMO_TOPK);
 
 	memset(out, 0, sizeof *out);
 	out->seq = S;
@@ -522,6 +632,11 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 		s.a = TAKE((size_t)S * FF);
 		s.logits = TAKE((size_t)S * V);
 		s.p = TAKE((size_t)S);
+		s.rl = TAKE((size_t)S * E);
+		s.ids = TAKE((size_t)S * DEMO_TOPK);
+		s.w = TAKE((size_t)S * DEMO_TOPK);
+		s.ex = TAKE(nx);
+		s.sh = TAKE(nx);
 #undef TAKE
 	}
 	/* Tiny matrices: one thread is fastest, and keeps runs reproducible. */

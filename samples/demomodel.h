@@ -36,9 +36,17 @@ typedef struct demo_config {
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
 	int window;    /* the sliding-window bug's window, >= 1 */
 	uint64_t seed; /* weights and tokens */
+	bool moe;      /* a DeepSeek-V3-like mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of
+			* DEMO_EXPERT_FF, sigmoid scores, the top DEMO_TOPK renormalised and scaled by
+			* DEMO_ROUTED_SCALE, one shared expert */
 } demo_config;
 
-/* Defaults: 4 layers, 16 positions, window 8, seed 1. */
+#define DEMO_EXPERTS 8
+#define DEMO_TOPK 2
+#define DEMO_EXPERT_FF 32
+#define DEMO_ROUTED_SCALE 2.5f
+
+/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense. */
 void demo_config_init(demo_config *cfg);
 
 typedef struct demo_model demo_model;
@@ -65,7 +73,8 @@ typedef struct demo_run {
 typedef enum demo_taps {
 	DEMO_TAPS_MAIN,   /* embed, attn_norm, attn, mlp_norm, mlp, block, final_norm, logits */
 	DEMO_TAPS_SUB,    /* and attn.q, attn.k (after RoPE), attn.v, attn.o (o_proj's own
-			   * output, before any multiplier), mlp.gate, mlp.up, mlp.down */
+			   * output, before any multiplier), mlp.gate, mlp.up, mlp.down (an MoE
+			   * layer: mlp.router, mlp.topk_ids, mlp.topk_weights, mlp.experts, mlp.shared) */
 	DEMO_TAPS_REPLAY, /* and the taps a replay needs (tbisect-rules(5) CONFIRMED CAUSES): attn.q and attn.k
 			   * before RoPE, attn.q_rope and attn.k_rope after it, attn.core
 			   * (o_proj's input), mlp.act (down_proj's input), with attn.v,

@@ -38,6 +38,12 @@ static const struct {
 	{"mlp.gate", "model.layers.%d.mlp.gate_proj"},
 	{"mlp.up", "model.layers.%d.mlp.up_proj"},
 	{"mlp.down", "model.layers.%d.mlp.down_proj"},
+	/* DeepSeek-V3's module and output names: the router is the MLP's gate */
+	{"mlp.router", "model.layers.%d.mlp.gate"},
+	{"mlp.topk_ids", "model.layers.%d.mlp.topk_idx"},
+	{"mlp.topk_weights", "model.layers.%d.mlp.topk_weight"},
+	{"mlp.experts", "model.layers.%d.mlp.experts"},
+	{"mlp.shared", "model.layers.%d.mlp.shared_experts"},
 	{"mlp", "model.layers.%d.mlp"},
 	{"block", "model.layers.%d"},
 	{"final_norm", "model.norm"},
@@ -169,6 +175,10 @@ static void usage(FILE *out)
 	      "  --layers N     decoder layers, 2..64 (default 4)\n"
 	      "  --window W     the sliding-window bug's window (default 8)\n"
 	      "  --seed N       seed of the weights and tokens (default 1)\n"
+	      "  --moe          a DeepSeek-V3-like mixture-of-experts MLP in every layer: 8\n"
+	      "                 experts, sigmoid scores, the top 2 renormalised and scaled by\n"
+	      "                 2.5, one shared expert; --sub writes mlp.router, mlp.topk_ids,\n"
+	      "                 mlp.topk_weights, mlp.experts and mlp.shared (the ids as floats)\n"
 	      "\n"
 	      "The model: hidden 64, 8 heads of 8 channels, 2 kv heads, MLP 128, vocab 256.\n"
 	      "A directory gets one .npy per tensor (or activations.safetensors) and\n"
@@ -199,7 +209,7 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 }
 
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
-       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP };
+       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE };
 
 int main(int argc, char **argv)
 {
@@ -211,7 +221,7 @@ int main(int argc, char **argv)
 		{"seed", required_argument, NULL, OPT_SEED},     {"ref-only", no_argument, NULL, OPT_REF_ONLY},
 		{"cand-only", no_argument, NULL, OPT_CAND_ONLY}, {"list", no_argument, NULL, OPT_LIST},
 		{"expect", required_argument, NULL, OPT_EXPECT}, {"help", no_argument, NULL, OPT_HELP},
-		{"replay", no_argument, NULL, OPT_REPLAY},
+		{"replay", no_argument, NULL, OPT_REPLAY},       {"moe", no_argument, NULL, OPT_MOE},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -274,6 +284,7 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.seed = (uint64_t)v;
 			break;
+		case OPT_MOE: cfg.moe = true; break;
 		case OPT_REF_ONLY: ref_only = true; break;
 		case OPT_CAND_ONLY: cand_only = true; break;
 		case OPT_LIST: list_bugs(); return 0;
@@ -286,7 +297,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (expect) {
-		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY};
+		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY,
+				       cfg.moe};
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
 		demo_expect(bugs, &ctx, msg, sizeof msg);

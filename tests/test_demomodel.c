@@ -306,8 +306,9 @@ static void expect_is(const char *bugs, demo_expect_ctx ctx, const char *want)
 
 static void test_expect(void **state)
 {
-	demo_expect_ctx def = {4, 16, 8, false, false}, sub = {4, 16, 8, true, false}, deep = {9, 128, 8, false, false},
-			replay = {4, 16, 8, false, true};
+	demo_expect_ctx def = {4, 16, 8, false, false, false}, sub = {4, 16, 8, true, false, false},
+			deep = {9, 128, 8, false, false, false}, replay = {4, 16, 8, false, true, false},
+			moe = {4, 16, 8, false, false, true}, moe_sub = {4, 16, 8, true, false, true};
 
 	(void)state;
 	expect_is("none", def, "match");
@@ -317,7 +318,13 @@ static void test_expect(void **state)
 	expect_is("gqa-repeat", sub, "L0.attn.o");
 	expect_is("scale-multiplier", sub, "L0.attn");
 	expect_is("rope-style", replay, "L0.attn.q_rope");
-	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true}, "L0.attn.core");
+	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true, false}, "L0.attn.core");
+	expect_is("moe-scaling", def, "match");
+	expect_is("mlp-activation", moe, "match");
+	expect_is("moe-scaling", moe, "L0.mlp");
+	expect_is("moe-scaling", moe_sub, "L0.mlp.topk_weights");
+	expect_is("moe-expert-order", moe_sub, "L0.mlp.experts");
+	expect_is("moe-shared,moe-expert-order", moe_sub, "L0.mlp.experts");
 	expect_is("mlp-gating", replay, "L0.mlp.act");
 	expect_is("mlp-bias", replay, "L0.mlp.down");
 	expect_is("weight-mapping", replay, "L2.attn.o");
@@ -326,7 +333,7 @@ static void test_expect(void **state)
 	expect_is("weight-mapping", deep, "L4.attn");
 	expect_is("decode-position", def, "match");
 	expect_is("decode-position", deep, "L0.attn");
-	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false}, "match");
+	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false, false}, "match");
 	expect_is("sliding-window", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation,rope-style", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation", def, "L0.mlp");

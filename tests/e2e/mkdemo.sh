@@ -65,6 +65,26 @@ for variant in "" "--sub" "--replay" "--seq 128"; do
 	done
 done
 
+# the MoE model: its bugs, the dense MLP's (which it does not have), attention
+for variant in "--moe" "--moe --sub"; do
+	for bug in none rope-style mlp-activation moe-softmax moe-renorm moe-scaling moe-expert-order moe-shared; do
+		# shellcheck disable=SC2086
+		want=$("$MKDEMO" --expect "$bug" $variant) || bail_out "mkdemo --expect $bug failed"
+		# shellcheck disable=SC2086
+		demo "$bug$variant" --bug "$bug" $variant
+		judge "$bug ($variant)" "$want" "$T/$bug$variant/ref" "$T/$bug$variant/cand"
+	done
+done
+# a bf16 hidden state flips experts at near ties, and only there: close
+demo moe-flips --moe --sub --seq 256 --seed 3 --bug dtype-precision
+judge "MoE near-tie flips" close "$T/moe-flips/ref" "$T/moe-flips/cand"
+flips=0
+for l in 0 1 2 3; do
+	json_is "MoE near-tie flips: nothing else differs in layer $l" "routing.$l.disagree.#" 0
+	flips=$((flips + $("$JSONQ" "$TAP_OUT" "routing.$l.flipped.#")))
+done
+check_that "MoE near-tie flips: some ($flips)" test "$flips" -gt 0
+
 # --- expectations that do not depend on the table's own logic ---
 expect_exit 0 "--expect prints" "$MKDEMO" --expect rope-style
 check_that "rope-style first shows in L0.attn" grep -qx L0.attn "$TAP_OUT"

@@ -13,7 +13,8 @@ check_that "README has a Samples section" test -s "$T/samples"
 check_that "README's Samples points to doc/samples.md" grep -q 'doc/samples\.md' "$T/samples"
 cat "$top_srcdir/doc/samples.md" >>"$T/samples"
 
-# The table: "    NAME   CELL[, CELL with --sub | , CELL at --seq 128]".
+# The table: "    NAME   CELL[, CELL with --sub | , CELL at --seq 128]", or
+# for a bug of the MoE model "    NAME   CELL with --moe[, CELL with --moe --sub]".
 "$MKDEMO" --list | awk '{print $1}' >"$T/bugs"
 while read -r bug; do
 	row=$(grep -E "^ {2,4}$bug {2,}" "$T/samples" | sed -E "s/^ *$bug +//")
@@ -23,6 +24,12 @@ while read -r bug; do
 	line=$want
 	[ "$sub" != "$want" ] && line="$want, $sub with --sub"
 	[ "$long" != "$want" ] && line="$want, $long at --seq 128"
+	moe=$("$MKDEMO" --expect "$bug" --moe)
+	moesub=$("$MKDEMO" --expect "$bug" --moe --sub)
+	if [ "$want" = match ] && [ "$moe" != match ]; then
+		line="$moe with --moe"
+		[ "$moesub" != "$moe" ] && line="$line, $moesub with --moe --sub"
+	fi
 	if [ "$row" = "$line" ]; then ok "README table: $bug $line"; else not_ok "README table: $bug" "README says '$row', mkdemo --expect '$line'"; fi
 done <"$T/bugs"
 
