@@ -130,6 +130,7 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 	for (size_t i = 0; i < l->n_disagree; i++)
 		m->pos_rel_l2[l->disagree[i].pos] = 1;
 	c->by_sets = true;
+	c->first_flip = l->n_flipped ? l->flipped[0].pos : -1;
 	m->rel_l2 = (double)l->n_disagree / (double)l->positions;
 	m->allclose_frac = (double)l->agree / (double)l->positions;
 	m->cosine = m->norm_ratio = m->max_abs = m->mean_abs = NAN;

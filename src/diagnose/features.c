@@ -72,6 +72,22 @@ static void moe_where(const tb_result *r, int layer, double *v)
 	v[TB_F_MOE_AGREE] = compared(ids) ? ids->m.allclose_frac : NAN;
 }
 
+/* The first position flipped at a near tie in an MoE layer upstream of the
+ * target, and whether the target goes bad only after it. */
+static void flips_before(const tb_result *r, long target, double *v)
+{
+	const tb_cell_result *t = &r->cells[target];
+	int64_t first = -1;
+
+	for (long i = 0; i < target; i++) {
+		const tb_cell_result *c = &r->cells[i];
+		if (c->by_sets && c->first_flip >= 0 && (first < 0 || c->first_flip < first))
+			first = c->first_flip;
+	}
+	v[TB_F_FLIP_POS] = first >= 0 ? (double)first : NAN;
+	v[TB_F_FLIP_LEAK] = first >= 0 && t->m.first_bad_position > first;
+}
+
 static void where(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
@@ -106,6 +122,7 @@ static void where(const tb_result *r, long target, double *v)
 	}
 	v[TB_F_UPSTREAM_EXACT] = exact;
 	v[TB_F_UPSTREAM_OK] = ok;
+	flips_before(r, target, v);
 	if (t->cell.layer >= 0) {
 		v[TB_F_ATTN_OK] = sibling_ok(r, t->cell.layer, TB_TAP_ATTN);
 		v[TB_F_MLP_OK] = sibling_ok(r, t->cell.layer, TB_TAP_MLP);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # An audit of what the reports say, not of one case (tests/e2e/audit.py):
 # on every bug mkdemo injects, with and without replay taps, in f32 and
-# f16 (whose MLP overflows on both sides), and on a second model's bf16
+# f16 (whose MLP overflows on both sides), the MoE model's bugs and its
+# near-tie flips, and on a second model's bf16
 # port whose o_proj output carries the bug, every number a why-text quotes
 # is the feature its rule names, measured at the cell the text names, and
 # every cell's status follows from the metrics the report shows for it.
@@ -18,16 +19,18 @@ report() {
 		bail_out "check $1 failed: $(cat "$T/$1.err")"
 	n=$((n + 1))
 }
-for mode in plain replay f16; do
+for mode in plain replay f16 moe; do
 	case $mode in
 	plain) opt= ;;
 	replay) opt=--replay ;;
 	f16) opt="--replay --dtype f16" ;;
+	moe) opt="--moe --sub" ;;
 	esac
 	# shellcheck disable=SC2086
 	"$MKDEMO" $opt --ref-only "$T/ref-$mode" >/dev/null || bail_out "mkdemo failed"
 	for bug in $("$MKDEMO" --list | awk '{ print $1 }'); do
 		[ "$mode" = f16 ] && case $bug in tokenizer | softmax-scale | mlp-activation) ;; *) continue ;; esac
+		[ "$mode" = moe ] && case $bug in moe-* | dtype-precision | rope-style) ;; *) continue ;; esac
 		# shellcheck disable=SC2086
 		"$MKDEMO" $opt --bug "$bug" --cand-only "$T/$bug-$mode" >/dev/null || bail_out "mkdemo --bug $bug failed"
 		report "$bug-$mode" "$T/ref-$mode" "$T/$bug-$mode"

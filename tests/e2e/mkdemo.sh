@@ -84,6 +84,10 @@ for l in 0 1 2 3; do
 	flips=$((flips + $("$JSONQ" "$TAP_OUT" "routing.$l.flipped.#")))
 done
 check_that "MoE near-tie flips: some ($flips)" test "$flips" -gt 0
+# at seed 1 a later position attends to a flipped one and diverges: named as rounding
+demo moe-leak --moe --sub --bug dtype-precision
+expect_exit 1 "MoE flip leaking through attention" "$TBISECT" check --json "$T/moe-leak/ref" "$T/moe-leak/cand"
+json_is "MoE flip leak: dtype-precision first" causes.0.id dtype-precision
 
 # --- expectations that do not depend on the table's own logic ---
 expect_exit 0 "--expect prints" "$MKDEMO" --expect rope-style
