@@ -129,6 +129,18 @@ b = a[:, :, ::-1].copy()
 b[4, 2, 0] = sorted(set(range(E)) - set(a[4, 2]))[0]
 save("replay-a", "routed_experts", a)
 save("replay-b", "routed_experts", b)
+
+# MaxText's MoE blocks dumped with Flax capture_intermediates (a
+# reconstruction: the module paths are those of MaxText's DeepSeek converter,
+# checkpoint_conversion/standalone_scripts/convert_deepseek_family_ckpt.py
+# at e591f30c, L240-251: DeepSeekMoeBlock_0.{MoeBlock_0.gate, shared_experts};
+# Mixtral's decoder layer calls its MoeBlock as the MLP)
+keys = ["decoder/layers_0/DeepSeekMoeBlock_0/MoeBlock_0/gate/__call__",
+        "decoder/layers_0/DeepSeekMoeBlock_0/MoeBlock_0/__call__",
+        "decoder/layers_0/DeepSeekMoeBlock_0/shared_experts/__call__",
+        "decoder/layers_0/DeepSeekMoeBlock_0/__call__",
+        "decoder/layers_1/MoeBlock_0/gate/__call__", "decoder/layers_1/MoeBlock_0/__call__"]
+np.savez(os.path.join(t, "maxtext.npz"), **{k: g.standard_normal((1, S, E if k.endswith("gate/__call__") else H)).astype(np.float32) for k in keys})
 PY
 
 run_cmd "$TBISECT" ls "$T/ref"
@@ -145,6 +157,14 @@ check_that "v5: a router that returns probabilities is router_probs" grep -q '^m
 check_that "v5: the TopKRouter's second output is the top-k weights" \
 	grep -q '^model.layers.0.mlp.gate.output.1  *L0.mlp.topk_weights ' "$TAP_OUT"
 check_that "v5: its third the top-k ids" grep -q '^model.layers.0.mlp.gate.output.2  *L0.mlp.topk_ids ' "$TAP_OUT"
+
+run_cmd "$TBISECT" ls "$T/maxtext.npz"
+for want in "MoeBlock_0/gate/__call__ L0.mlp.router" "DeepSeekMoeBlock_0/MoeBlock_0/__call__ L0.mlp.experts" \
+	"DeepSeekMoeBlock_0/shared_experts/__call__ L0.mlp.shared" "layers_0/DeepSeekMoeBlock_0/__call__ L0.mlp" \
+	"layers_1/MoeBlock_0/gate/__call__ L1.mlp.router" "layers_1/MoeBlock_0/__call__ L1.mlp"; do
+	check_that "MaxText: ${want% *} is ${want#* }" sh -c 'awk "{print \$1, \$2}" "$1" | grep -q "$2\$"' x "$TAP_OUT" \
+		"${want% *} ${want#* }"
+done
 
 expect_exit 1 "a router replay of every layer" "$TBISECT" check --json --no-history "$T/replay-a" "$T/replay-b"
 json_is "router replay: three layers' routing" 'routing.#' 3
