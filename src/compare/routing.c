@@ -236,67 +236,6 @@ static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, fl
 	return 0;
 }
 
-static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double margin, bool **gone,
-			 int64_t *n_gone, tb_routing_layer *l, tb_err *err)
-{
-	const tb_pair *ids = whole_pair(p, layer, TB_TAP_MLP_TOPK_IDS), *w = whole_pair(p, layer, TB_TAP_MLP_TOPK_WEIGHTS);
-	const tb_pair *rt = whole_pair(p, layer, TB_TAP_MLP_ROUTER);
-	const tb_cell_result *rc = result_cell(r, layer, rt ? TB_TAP_MLP_ROUTER : TB_TAP_MLP_ROUTER_PROBS);
-	tb_cell_result *c = result_cell(r, layer, TB_TAP_MLP_TOPK_IDS);
-	float *ir = NULL, *ic = NULL, *scores = NULL, *wr = NULL, *wc = NULL;
-	int64_t k = ids->ref->ndim ? ids->ref->shape[ids->ref->ndim - 1] : 0, e = 0;
-	int rc_ = -1;
-
-	if (!rt)
-		rt = whole_pair(p, layer, TB_TAP_MLP_ROUTER_PROBS);
-	memset(l, 0, sizeof *l);
-	l->layer = layer;
-	if (!c || k <= 0 || ids->ref->numel != ids->cand->numel || ids->ref->numel % (uint64_t)k ||
-	    (ids->cand->ndim && ids->cand->shape[ids->cand->ndim - 1] != k))
-		return 1; /* not comparable as sets: the cell keeps its own judgement */
-	l->k = k;
-	l->positions = (int64_t)(ids->ref->numel / (uint64_t)k);
-	if (!(ir = load(ids->ref, err)) || !(ic = load(ids->cand, err)))
-		goto out;
-	if (rt && rt->ref->ndim && (e = rt->ref->shape[rt->ref->ndim - 1]) > 0 &&
-	    rt->ref->numel == (uint64_t)(e * l->positions) && !(scores = load(rt->ref, err)))
-		goto out;
-	if (!*gone) {
-		*gone = calloc((size_t)l->positions, sizeof **gone);
-		*n_gone = l->positions;
-	}
-	if (!*gone || *n_gone != l->positions)
-		goto oom_or_other;
-	if (route_layer(l, ir, ic, scores, e, rc && scores ? rc->m.max_abs : 0, margin, *gone) < 0 ||
-	    judge_ids(c, l) < 0)
-		goto oom;
-	for (size_t f = 0; f < l->n_flipped; f++)
-		(*gone)[l->flipped[f].pos] = true;
-	if (w && w->ref->numel == ids->ref->numel && w->cand->numel == ids->ref->numel) {
-		tb_cell_result *wcell = result_cell(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
-		if (!(wr = load(w->ref, err)) || !(wc = load(w->cand, err)))
-			goto out;
-		if (wcell && judge_weights(wcell, l, ir, ic, wr, wc) < 0)
-			goto oom;
-	}
-	rc_ = 0;
-	goto out;
-oom_or_other:
-	if (*gone) { /* another layer's positions: not comparable with them */
-		rc_ = 1;
-		goto out;
-	}
-oom:
-	tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-out:
-	free(ir);
-	free(ic);
-	free(scores);
-	free(wr);
-	free(wc);
-	return rc_;
-}
-
 /* A cell's metrics again without the positions in out[] (a flip upstream
  * sent them down other experts: their error is the flip's, not this
  * cell's).  Rows of cols values, position row % n_pos.  Cells with NaN or
@@ -422,6 +361,75 @@ static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *o
 	}
 	tb_cell_judge(c);
 	return 0;
+}
+
+static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double margin, bool **gone,
+			 int64_t *n_gone, tb_routing_layer *l, tb_err *err)
+{
+	const tb_pair *ids = whole_pair(p, layer, TB_TAP_MLP_TOPK_IDS), *w = whole_pair(p, layer, TB_TAP_MLP_TOPK_WEIGHTS);
+	const tb_pair *rt = whole_pair(p, layer, TB_TAP_MLP_ROUTER);
+	tb_cell_result *rc = result_cell(r, layer, rt ? TB_TAP_MLP_ROUTER : TB_TAP_MLP_ROUTER_PROBS);
+	tb_cell_result *c = result_cell(r, layer, TB_TAP_MLP_TOPK_IDS);
+	float *ir = NULL, *ic = NULL, *scores = NULL, *wr = NULL, *wc = NULL;
+	int64_t k = ids->ref->ndim ? ids->ref->shape[ids->ref->ndim - 1] : 0, e = 0;
+	int rc_ = -1;
+
+	if (!rt)
+		rt = whole_pair(p, layer, TB_TAP_MLP_ROUTER_PROBS);
+	memset(l, 0, sizeof *l);
+	l->layer = layer;
+	if (!c || k <= 0 || ids->ref->numel != ids->cand->numel || ids->ref->numel % (uint64_t)k ||
+	    (ids->cand->ndim && ids->cand->shape[ids->cand->ndim - 1] != k))
+		return 1; /* not comparable as sets: the cell keeps its own judgement */
+	l->k = k;
+	l->positions = (int64_t)(ids->ref->numel / (uint64_t)k);
+	if (!(ir = load(ids->ref, err)) || !(ic = load(ids->cand, err)))
+		goto out;
+	if (rt && rt->ref->ndim && (e = rt->ref->shape[rt->ref->ndim - 1]) > 0 &&
+	    rt->ref->numel == (uint64_t)(e * l->positions) && !(scores = load(rt->ref, err)))
+		goto out;
+	if (!*gone) {
+		*gone = calloc((size_t)l->positions, sizeof **gone);
+		*n_gone = l->positions;
+	}
+	if (!*gone || *n_gone != l->positions)
+		goto oom_or_other;
+	/* the router judged without the positions flipped upstream, before its error counts as noise */
+	if (rc && scores && rc->m.n_pos == l->positions) {
+		long at = tb_pairing_find(p, &rc->cell);
+		if (exclude_positions(at >= 0 ? &p->pairs[at] : NULL, rc, *gone, err) < 0)
+			goto out;
+	}
+	/* the router's own error is noise only while it agrees: a diverged router's is the port's */
+	if (route_layer(l, ir, ic, scores, e, rc && scores && rc->status != TB_ST_DIVERGED ? rc->m.max_abs : 0, margin,
+			*gone) < 0 ||
+	    judge_ids(c, l) < 0)
+		goto oom;
+	for (size_t f = 0; f < l->n_flipped; f++)
+		(*gone)[l->flipped[f].pos] = true;
+	if (w && w->ref->numel == ids->ref->numel && w->cand->numel == ids->ref->numel) {
+		tb_cell_result *wcell = result_cell(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
+		if (!(wr = load(w->ref, err)) || !(wc = load(w->cand, err)))
+			goto out;
+		if (wcell && judge_weights(wcell, l, ir, ic, wr, wc) < 0)
+			goto oom;
+	}
+	rc_ = 0;
+	goto out;
+oom_or_other:
+	if (*gone) { /* another layer's positions: not comparable with them */
+		rc_ = 1;
+		goto out;
+	}
+oom:
+	tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+out:
+	free(ir);
+	free(ic);
+	free(scores);
+	free(wr);
+	free(wc);
+	return rc_;
 }
 
 /* Leave each layer's flipped positions out of every later cell: the error
