@@ -117,6 +117,78 @@ static int fresh_positions(tb_metrics *m, int64_t n)
 	return 0;
 }
 
+/* Sums of a cell measured again over some of its positions: per position
+ * (d.d, r.r, c.c, r.c) and over the whole. */
+typedef struct resums {
+	double *pos; /* 4 per position, owned */
+	double sabs, worst;
+	uint64_t n, ok;
+} resums;
+
+static int resums_init(resums *s, int64_t positions)
+{
+	memset(s, 0, sizeof *s);
+	s->worst = -1;
+	s->pos = calloc((size_t)positions * 4, sizeof *s->pos);
+	return s->pos ? 0 : -1;
+}
+
+/* One pair of values r, x of position p, at element index. */
+static void resums_add(resums *s, tb_cell_result *c, int64_t p, double r, double x, uint64_t index)
+{
+	double d = x - r;
+
+	s->pos[4 * p] += d * d;
+	s->pos[4 * p + 1] += r * r;
+	s->pos[4 * p + 2] += x * x;
+	s->pos[4 * p + 3] += r * x;
+	s->sabs += fabs(d);
+	s->ok += fabs(d) <= c->tol.atol + c->tol.rtol * fabs(r);
+	if (fabs(d) > s->worst) {
+		s->worst = fabs(d);
+		c->m.worst_index = index;
+		c->m.worst_ref = (float)r;
+		c->m.worst_cand = (float)x;
+	}
+	s->n++;
+}
+
+/* The cell's metrics from the sums of the positions kept[] (its per-position
+ * arrays fresh), then its status; the sums are freed. */
+static void resums_finish(resums *s, tb_cell_result *c, const bool *kept)
+{
+	tb_metrics *m = &c->m;
+	double sdd = 0, srr = 0, scc = 0, src = 0;
+
+	m->first_bad_position = -1;
+	m->pos_seen = 0;
+	for (int64_t p = 0; p < m->n_pos; p++) {
+		const double *q = s->pos + 4 * p;
+		if (!kept[p])
+			continue;
+		sdd += q[0];
+		srr += q[1];
+		scc += q[2];
+		src += q[3];
+		m->pos_rel_l2[p] = tb_rel_l2(q[0], q[1]);
+		m->pos_cos[p] = tb_cosine(q[3], q[1], q[2]);
+		m->pos_norm_ratio[p] = tb_norm_ratio(q[2], q[1]);
+		m->pos_seen++;
+		if (m->first_bad_position < 0 && !(m->pos_rel_l2[p] <= c->tol.diverge))
+			m->first_bad_position = p;
+	}
+	m->n = s->n;
+	m->rel_l2 = tb_rel_l2(sdd, srr);
+	m->cosine = tb_cosine(src, srr, scc);
+	m->norm_ratio = tb_norm_ratio(scc, srr);
+	m->max_abs = s->worst > 0 ? s->worst : 0;
+	m->mean_abs = s->n ? s->sabs / (double)s->n : 0;
+	m->allclose_frac = s->n ? (double)s->ok / (double)s->n : 1;
+	free(s->pos);
+	s->pos = NULL;
+	tb_cell_judge(c);
+}
+
 /* mlp.topk_ids judged by its sets: rel_l2 is the share of positions whose
  * sets differ beyond a near tie, allclose the share that agree. */
 static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
@@ -156,58 +228,26 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const float *ir, const float *ic,
 			 const float *wr, const float *wc)
 {
-	tb_metrics *m = &c->m;
-	double sdd = 0, srr = 0, scc = 0, src = 0, sabs = 0, worst = -1;
-	uint64_t n = 0, ok = 0;
 	int64_t k = l->k;
+	bool *kept = calloc((size_t)l->positions, sizeof *kept);
+	resums s;
 
-	if (fresh_positions(m, l->positions) < 0)
+	if (!kept || fresh_positions(&c->m, l->positions) < 0 || resums_init(&s, l->positions) < 0) {
+		free(kept);
 		return -1;
-	m->pos_seen = 0;
+	}
 	for (int64_t p = 0; p < l->positions; p++) {
-		double pd = 0, pr = 0, pc = 0, px = 0;
-		if (!same_set(ir + p * k, ic + p * k, k))
+		if (!(kept[p] = same_set(ir + p * k, ic + p * k, k)))
 			continue;
 		for (int64_t i = 0; i < k; i++) {
 			int64_t j = 0;
 			while (j < k && ic[p * k + j] != ir[p * k + i])
 				j++;
-			double r = wr[p * k + i], x = wc[p * k + j], d = x - r;
-			pd += d * d;
-			pr += r * r;
-			pc += x * x;
-			px += r * x;
-			sabs += fabs(d);
-			ok += fabs(d) <= c->tol.atol + c->tol.rtol * fabs(r);
-			if (fabs(d) > worst) {
-				worst = fabs(d);
-				m->worst_index = (uint64_t)(p * k + i);
-				m->worst_ref = (float)r;
-				m->worst_cand = (float)x;
-			}
-			n++;
+			resums_add(&s, c, p, wr[p * k + i], wc[p * k + j], (uint64_t)(p * k + i));
 		}
-		sdd += pd;
-		srr += pr;
-		scc += pc;
-		src += px;
-		m->pos_rel_l2[p] = tb_rel_l2(pd, pr);
-		m->pos_cos[p] = tb_cosine(px, pr, pc);
-		m->pos_norm_ratio[p] = tb_norm_ratio(pc, pr);
-		m->pos_seen++;
 	}
-	m->n = n;
-	m->rel_l2 = tb_rel_l2(sdd, srr);
-	m->cosine = tb_cosine(src, srr, scc);
-	m->norm_ratio = tb_norm_ratio(scc, srr);
-	m->max_abs = worst > 0 ? worst : 0;
-	m->mean_abs = n ? sabs / (double)n : 0;
-	m->allclose_frac = n ? (double)ok / (double)n : 1;
-	m->first_bad_position = -1;
-	for (int64_t p = 0; p < l->positions && m->first_bad_position < 0; p++)
-		if (m->pos_rel_l2[p] > c->tol.diverge)
-			m->first_bad_position = p;
-	tb_cell_judge(c);
+	resums_finish(&s, c, kept);
+	free(kept);
 	return 0;
 }
 
@@ -236,18 +276,46 @@ static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, fl
 	return 0;
 }
 
+/* The logits' KL and top-k agreement again without the positions in out[]. */
+static void exclude_logits(tb_cell_result *c, const bool *out)
+{
+	tb_logit_metrics *lm = c->logits;
+	double kl = 0, mx = 0, agree = 0, overlap = 0;
+	int64_t kept = 0, last = -1;
+
+	if (!lm || lm->n_pos != c->m.n_pos)
+		return;
+	for (int64_t p = 0; p < lm->n_pos; p++) {
+		const tb_logit_row *lr = &lm->rows[p];
+		if (out[p])
+			continue;
+		kl += lr->kl;
+		mx = lr->kl > mx ? lr->kl : mx;
+		agree += lr->top1[0] == lr->top1[1] && lr->top1[0] >= 0;
+		overlap += lr->top5_common / (double)(lm->vocab < 5 ? lm->vocab : 5);
+		kept++;
+		last = p;
+	}
+	if (!kept)
+		return;
+	lm->kl_mean = kl / (double)kept;
+	lm->kl_max = mx;
+	lm->kl_last = lm->rows[last].kl;
+	lm->top1_agree = agree / (double)kept;
+	lm->top5_overlap = overlap / (double)kept;
+}
+
 /* A cell's metrics again without the positions in out[] (a flip upstream
  * sent them down other experts: their error is the flip's, not this
  * cell's).  Rows of cols values, position row % n_pos.  Cells with NaN or
  * Inf, or read from a partial dump or a sketch, keep theirs. */
 static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *out, tb_err *err)
 {
-	tb_metrics *m = &c->m;
-	int64_t np = m->n_pos, cols, rows;
-	double sdd = 0, srr = 0, scc = 0, src = 0, sabs = 0, worst = -1, *pos;
-	uint64_t n = 0, ok = 0;
-	float *a = NULL, *b = NULL;
-	int64_t dropped = 0;
+	int64_t np = c->m.n_pos, cols, rows, dropped = 0;
+	const tb_metrics *m = &c->m;
+	bool *kept;
+	float *a, *b;
+	resums s;
 
 	if (np <= 0 || !pr || !pr->ref || !pr->cand || pr->ref->partial || pr->cand->partial || pr->ref->sketch ||
 	    pr->cand->sketch || m->nan[0] || m->nan[1] || m->inf[0] || m->inf[1] || c->shape_mismatch ||
@@ -261,105 +329,46 @@ static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *o
 		dropped += out[p];
 	if (!dropped)
 		return 0;
-	pos = calloc((size_t)np * 4, sizeof *pos);
+	kept = malloc((size_t)np * sizeof *kept);
 	a = malloc((size_t)cols * sizeof *a);
 	b = malloc((size_t)cols * sizeof *b);
-	if (!pos || !a || !b) {
-		free(pos);
+	if (!kept || !a || !b || resums_init(&s, np) < 0) {
+		free(kept);
 		free(a);
 		free(b);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
-	if (tb_tensor_acquire(pr->ref, err) < 0) {
-		free(pos);
-		free(a);
-		free(b);
-		return -1;
-	}
-	if (tb_tensor_acquire(pr->cand, err) < 0) {
-		tb_tensor_release(pr->ref);
-		free(pos);
+	for (int64_t p = 0; p < np; p++)
+		kept[p] = !out[p];
+	int got = tb_tensor_acquire(pr->ref, err) == 0 ? 1 + (tb_tensor_acquire(pr->cand, err) == 0) : 0;
+	if (got < 2) {
+		if (got)
+			tb_tensor_release(pr->ref);
+		free(s.pos);
+		free(kept);
 		free(a);
 		free(b);
 		return -1;
 	}
 	for (int64_t row = 0; row < rows; row++) {
-		int64_t p = row % np;
-		if (out[p])
+		if (out[row % np])
 			continue;
 		tb_tensor_read_f32(pr->ref, (uint64_t)(row * cols), (uint64_t)cols, a);
 		tb_tensor_read_f32(pr->cand, (uint64_t)(row * cols), (uint64_t)cols, b);
-		for (int64_t i = 0; i < cols; i++) {
-			double r = a[i], x = b[i], d = x - r;
-			pos[4 * p] += d * d;
-			pos[4 * p + 1] += r * r;
-			pos[4 * p + 2] += x * x;
-			pos[4 * p + 3] += r * x;
-			sabs += fabs(d);
-			ok += fabs(d) <= c->tol.atol + c->tol.rtol * fabs(r);
-			if (fabs(d) > worst) {
-				worst = fabs(d);
-				m->worst_index = (uint64_t)(row * cols + i);
-				m->worst_ref = a[i];
-				m->worst_cand = b[i];
-			}
-			n++;
-		}
+		for (int64_t i = 0; i < cols; i++)
+			resums_add(&s, c, row % np, a[i], b[i], (uint64_t)(row * cols + i));
 	}
 	tb_tensor_release(pr->ref);
 	tb_tensor_release(pr->cand);
-	m->first_bad_position = -1;
-	for (int64_t p = 0; p < np; p++) {
-		if (out[p]) {
-			m->pos_rel_l2[p] = m->pos_cos[p] = m->pos_norm_ratio[p] = NAN;
-			continue;
-		}
-		sdd += pos[4 * p];
-		srr += pos[4 * p + 1];
-		scc += pos[4 * p + 2];
-		src += pos[4 * p + 3];
-		m->pos_rel_l2[p] = tb_rel_l2(pos[4 * p], pos[4 * p + 1]);
-		m->pos_cos[p] = tb_cosine(pos[4 * p + 3], pos[4 * p + 1], pos[4 * p + 2]);
-		m->pos_norm_ratio[p] = tb_norm_ratio(pos[4 * p + 2], pos[4 * p + 1]);
-		if (m->first_bad_position < 0 && !(m->pos_rel_l2[p] <= c->tol.diverge))
-			m->first_bad_position = p;
-	}
-	free(pos);
+	for (int64_t p = 0; p < np; p++)
+		if (out[p])
+			c->m.pos_rel_l2[p] = c->m.pos_cos[p] = c->m.pos_norm_ratio[p] = NAN;
+	c->excluded_positions = dropped;
+	exclude_logits(c, out);
+	resums_finish(&s, c, kept);
+	free(kept);
 	free(a);
 	free(b);
-	m->n = n;
-	m->rel_l2 = tb_rel_l2(sdd, srr);
-	m->cosine = tb_cosine(src, srr, scc);
-	m->norm_ratio = tb_norm_ratio(scc, srr);
-	m->max_abs = worst > 0 ? worst : 0;
-	m->mean_abs = n ? sabs / (double)n : 0;
-	m->allclose_frac = n ? (double)ok / (double)n : 1;
-	m->pos_seen = np - dropped;
-	c->excluded_positions = dropped;
-	if (c->logits && c->logits->n_pos == np) {
-		tb_logit_metrics *lm = c->logits;
-		double kl = 0, mx = 0, agree = 0, overlap = 0;
-		int64_t kept = 0, last = -1;
-		for (int64_t p = 0; p < np; p++) {
-			const tb_logit_row *lr = &lm->rows[p];
-			if (out[p])
-				continue;
-			kl += lr->kl;
-			mx = lr->kl > mx ? lr->kl : mx;
-			agree += lr->top1[0] == lr->top1[1] && lr->top1[0] >= 0;
-			overlap += lr->top5_common / (double)(lm->vocab < 5 ? lm->vocab : 5);
-			kept++;
-			last = p;
-		}
-		if (kept) {
-			lm->kl_mean = kl / (double)kept;
-			lm->kl_max = mx;
-			lm->kl_last = lm->rows[last].kl;
-			lm->top1_agree = agree / (double)kept;
-			lm->top5_overlap = overlap / (double)kept;
-		}
-	}
-	tb_cell_judge(c);
 	return 0;
 }
 
