@@ -239,7 +239,7 @@ static void strip_row(view *v, doc *dc, const char *label, const tb_scale *mt, c
 		int st = tb_scale_band(mt, &v->tol, bad);
 		attr_t a = ui_cell_attr(st, tb_scale_level(mt, bad));
 		if (p == d->pos)
-			a |= ui_attr(UI_CURSOR);
+			a = ui_cursor(a);
 		ui_put(dc->w, r, 8 + k, a, "%c", tb_status_glyph(st));
 	}
 }

@@ -302,7 +302,7 @@ static void draw_grid(view *v, WINDOW *w)
 			}
 			cell_text(v, i, buf, sizeof buf, &a);
 			if (i == sel) {
-				a |= ui_attr(UI_CURSOR);
+				a = ui_cursor(a);
 				buf[0] = '>';
 			}
 			ui_put(w, y, x, a, "%s", buf);
