@@ -27,7 +27,7 @@ keys p : "goto L9.attn" Enter
 expect_screen p "goto an unknown cell says so" "goto: no cell 'L9.attn'"
 
 keys p : "metric cosine" Enter
-expect_screen p "metric NAME recolors by it" "1-cosine 1e-12 ....~~~~XXXX 1e+00"
+expect_screen p "metric NAME recolors by it" "1-cosine 1e-12 ........~XXX 1e+00"
 expect_screen p "metric: the message" "metric: cosine"
 keys p : "metric bogus" Enter
 expect_screen p "metric with a bad name lists the good ones" "metric: 'bogus' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac"

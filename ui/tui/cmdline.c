@@ -304,6 +304,8 @@ const ui_cmd ui_cmds[] = {
 	 .help = "change the tolerance (any of the keys) and compare again"},
 	{.name = "metric", .usage = "metric NAME", .action = TB_ACT_METRIC, .complete = CMP_METRIC,
 	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
+	{.name = "pos", .usage = "pos N", .action = TB_ACT_GOTO_POS, .complete = CMP_NONE,
+	 .help = "detail: select position N of the strip, its page with it (as p)"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export [json|md|html] FILE", .exec = cmd_export, .complete = CMP_FILE,

@@ -282,8 +282,19 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
 	case TB_ACT_SEARCH:
-		prompt_open(&l->v, a == TB_ACT_PROMPT ? ':' : '/');
+		prompt_open(&l->v, a == TB_ACT_PROMPT ? ':' : '/', "");
 		return ui_flags(0);
+	case TB_ACT_GOTO_POS:
+		if (!top(l)->command) {
+			view_message(&l->v, true, "go to position: in the detail screen (Enter opens a cell)");
+			return ui_flags(0);
+		}
+		/* p: the command's word typed, the number is the user's */
+		if (!*arg) {
+			prompt_open(&l->v, ':', "pos ");
+			return ui_flags(0);
+		}
+		return top(l)->command(&l->v, l->wmain, a, arg);
 	case TB_ACT_REDRAW:
 		clearok(curscr, TRUE);
 		return ui_flags(0);
