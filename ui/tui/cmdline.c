@@ -134,6 +134,27 @@ static ui_ret cmd_tol(view *v, char *args)
 	return ui_flags(reload_recompare(v));
 }
 
+/* :heads N: the head count --heads gives, without a restart. */
+static ui_ret cmd_heads(view *v, char *args)
+{
+	char *end;
+	long n;
+
+	if (!*args) {
+		if (v->cfg->opts.heads > 0)
+			view_message(v, false, "heads: %d (heads N sets another)", v->cfg->opts.heads);
+		else
+			view_message(v, false, "heads: inferred from the attn.q/attn.k shapes (heads N sets them)");
+		return ui_flags(0);
+	}
+	n = strtol(args, &end, 10);
+	if (end == args || *end || n < 1 || n > 65536) {
+		view_message(v, true, "heads: '%s' is not a head count (1 to 65536)", args);
+		return ui_flags(0);
+	}
+	return ui_flags(reload_heads(v, (int)n));
+}
+
 static ui_ret cmd_tower(view *v, char *args)
 {
 	char *name = strtok(args, " \t");
@@ -310,6 +331,8 @@ const ui_cmd ui_cmds[] = {
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export [json|md|html] FILE", .exec = cmd_export, .complete = CMP_FILE,
 	 .help = "write the JSON report (as 'tbisect check --json --features'), or with md or html (or a .md or .html FILE) the Markdown summary or the HTML report"},
+	{.name = "heads", .usage = "heads [N]", .exec = cmd_heads, .complete = CMP_NONE,
+	 .help = "set the attention heads (as --heads) and pair, compare and diagnose again; no N: the count shown"},
 	{.name = "tower", .usage = "tower [text|vision|audio]", .exec = cmd_tower, .complete = CMP_NONE,
 	 .help = "show the text decoder's grid or a tower's (both trees must hold it); no NAME: the next grid (as t)"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
