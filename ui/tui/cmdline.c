@@ -11,6 +11,7 @@
 
 #include <curses.h>
 
+#include "base/writefile.h"
 #include "model/naming.h"
 #include "run/html.h"
 #include "run/markdown.h"
@@ -318,6 +319,35 @@ static ui_ret cmd_save_display(view *v, char *args)
 	return ui_flags(0);
 }
 
+static int fill_text(FILE *f, const void *text)
+{
+	return fputs(text, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
+}
+
+/* The map M and y applied (the --map given, with the suggested rules
+ * added), as `check --map FILE` reads it; written whole or not at all. */
+static ui_ret cmd_save_map(view *v, char *args)
+{
+	char path[PATH_MAX], buf[TB_ERR_TEXT_MAX];
+	tb_err err;
+
+	if (!*args) {
+		view_message(v, true, "usage: save-map FILE");
+		return ui_flags(0);
+	}
+	if (!v->applied_map) {
+		view_message(v, true, "save-map: no map applied (M suggests one, y applies it)");
+		return ui_flags(0);
+	}
+	if (!file_arg(v, "save-map", args, path, sizeof path))
+		return ui_flags(0);
+	if (tb_write_file(path, "the map", fill_text, v->applied_map, &err) < 0)
+		view_message(v, true, "save-map: %s", tb_err_text(&err, buf, sizeof buf));
+	else
+		view_message(v, false, "wrote %s: check --map %s pairs the trees as the view does", path, path);
+	return ui_flags(0);
+}
+
 const ui_cmd ui_cmds[] = {
 	{.name = "goto", .usage = "goto CELL | goto LAYER", .exec = cmd_goto, .complete = CMP_CELL,
 	 .help = "select a cell (L12.mlp, embed, a tensor name) or layer N (12 or L12) in the current column"},
@@ -342,6 +372,8 @@ const ui_cmd ui_cmds[] = {
 	{.name = "help", .usage = "help", .action = TB_ACT_HELP, .complete = CMP_NONE, .help = "show the help screen"},
 	{.name = "suggest-map", .usage = "suggest-map", .action = TB_ACT_SUGGEST, .complete = CMP_NONE,
 	 .help = "suggest map rules for the unpaired names and show them; y applies them (as M)"},
+	{.name = "save-map", .usage = "save-map FILE", .exec = cmd_save_map, .complete = CMP_FILE,
+	 .help = "write the map applied with M and y to FILE, as --map takes it (check --map FILE)"},
 	{.name = "set", .usage = "set mouse | set nomouse", .exec = cmd_set, .complete = CMP_SET,
 	 .help = "mouse: clicks select and the wheel scrolls; nomouse: the terminal's own selection"},
 	{.name = "quit", .usage = "quit", .action = TB_ACT_INTERRUPT, .complete = CMP_NONE, .help = "quit tbisect"},
