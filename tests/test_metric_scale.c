@@ -133,10 +133,15 @@ static void test_bands(void **state)
 	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 1e-2), TB_ST_CLOSE);
 	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, 1.1e-2), TB_ST_DIVERGED);
 	assert_int_equal(tb_scale_band(metric("rel_l2"), &tol, NAN), TB_ST_DIVERGED);
-	/* 1 - cosine: an error e at right angles costs e^2/2. */
-	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 5e-9), TB_ST_MATCH);
-	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 5e-5), TB_ST_CLOSE);
-	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 6e-5), TB_ST_DIVERGED);
+	/* 1 - cosine on a cosine's own marks, not the tolerance's: 0.9999 and
+	 * above match, below 0.999 diverged (0.999833 is close). */
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 1e-4), TB_ST_MATCH);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 1 - 0.999833), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 1e-3), TB_ST_CLOSE);
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 1.1e-3), TB_ST_DIVERGED);
+	tol.rtol = 1e-2;
+	assert_int_equal(tb_scale_band(metric("cosine"), &tol, 5e-4), TB_ST_CLOSE);
+	tol.rtol = 1e-4;
 	/* No diverged mark: never diverged by this scale alone. */
 	assert_int_equal(tb_scale_band(metric("max_abs"), &tol, 1e-4), TB_ST_MATCH);
 	assert_int_equal(tb_scale_band(metric("max_abs"), &tol, 1e6), TB_ST_CLOSE);

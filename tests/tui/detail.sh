@@ -12,7 +12,9 @@ tui_setup
 "$TBGEN" --bug missing@L1.mlp "$TAP_TMP/mref" "$TAP_TMP/mcand" || bail_out "tbgen failed"
 "$TBGEN" --sub --bug pos@L2.mlp:3 "$TAP_TMP/sref" "$TAP_TMP/scand" || bail_out "tbgen failed"
 
-tui_start d 80 24 -- ref cand
+# 25 lines: the strip, its legend and the worst channels of the selected
+# position are all on the first screen.
+tui_start d 80 25 -- ref cand
 wait_for d "DIVERGED" || bail_out "the heatmap did not come up"
 keys d f Enter
 expect_screen d "Enter opens the first divergence" "L2.mlp  diverged: rel_l2"

@@ -76,20 +76,20 @@ Inf                  0            0 | first_bad_position 3
 worst element [0, 4, 25]  ref -1.1646  cand -2.6688   (512 elements)
 error from its inputs 0 -> here 0.298: x3.91e+03 added  (the error is born here)
 
-per position  (8 positions, shown 0-7; Left/Right select, f first bad)
+per position  (shown 0-7 of 8; Left/Right, < > page, p go to, f first bad)
 rel_l2  ...XXXXX
 cosine  ...XXXXX
            ^
+glyphs  rel_l2 .<=1e-04 ~ X>1e-02   cosine .>=0.9999 ~ X<0.999
 ^ first bad position 3 (rel_l2 > diverge 1e-02)
 pos 3: rel_l2 0.45363  cosine 0.916439  norm_ratio 1.1301
 worst channels at pos 3:  index                    ref        cand      |diff|
-                            [0, 3, 61]           0.57918      1.5995      1.0204
 Left/Right position  f first bad position  n next bad  Up/Down scroll  Esc back
 SCREEN
 same_screen wide.txt "heatmap by cosine after a resize to 100x30" <<'SCREEN'
 tbisect  DIVERGED  first divergence L2.mlp pos 3  paired 23  unpaired 0/0
 atol 0.0001 rtol 0.0001 diverge 0.01  ref ref  cand cand
-1-cosine 1e-12 ....~~~~XXXX 1e+00  .match<=5e-09 ~close Xdiverged>5e-05 -missing
+1-cosine 1e-12 ........~XXX 1e+00  .match<=1e-04 ~close Xdiverged>1e-03 -missing
             attn_norm  attn       mlp_norm   mlp        block
 embed       .  1.0000
 L0          .  1.0000  .  1.0000  .  1.0000  .  1.0000  .  1.0000
@@ -121,7 +121,7 @@ SCREEN
 
 # README's key and command list is the help screen, so the docs cannot drift.
 printf '?\n:save-display help.txt\n' >help.script
-expect_exit 1 "the help screen is saved at 100x80 (exit 1: diverged)" env LINES=80 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand
+expect_exit 1 "the help screen is saved at 100x120 (exit 1: diverged)" env LINES=120 COLUMNS=100 TBISECT_SCRIPT=help.script "$TBISECT" ref cand
 sed -n '/^keys$/,/^cells$/p' help.txt | sed '$d' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >help.keys
 sed -n '/^<!-- help: begin -->$/,/^<!-- help: end -->$/p' "$top_srcdir/README" | sed '1d;$d' | sed 's/^    //' >readme.keys
 if [ -s help.keys ] && cmp -s help.keys readme.keys; then

@@ -27,7 +27,7 @@ keys p : "goto L9.attn" Enter
 expect_screen p "goto an unknown cell says so" "goto: no cell 'L9.attn'"
 
 keys p : "metric cosine" Enter
-expect_screen p "metric NAME recolors by it" "1-cosine 1e-12 ....~~~~XXXX 1e+00"
+expect_screen p "metric NAME recolors by it" "1-cosine 1e-12 ........~XXX 1e+00"
 expect_screen p "metric: the message" "metric: cosine"
 keys p : "metric bogus" Enter
 expect_screen p "metric with a bad name lists the good ones" "metric: 'bogus' is not one of rel_l2 cosine max_abs norm_ratio allclose_frac"
@@ -122,7 +122,7 @@ expect_screen p "after Esc, n goes to the next diverged cell again" "L2.mlp dive
 keys p : "go L2.mlp" Enter
 expect_screen p ":go is :goto" "L2.mlp diverged: rel_l2"
 keys p : "h" Enter
-expect_screen p ":h is ambiguous, and says between what" "'h' is ambiguous: history, help"
+expect_screen p ":h is ambiguous, and says between what" "'h' is ambiguous: heads, history, help"
 keys p : "exp ~/report.json" Enter
 expect_screen p ":exp is :export, and ~ is the home directory" "wrote $HOME/report.json"
 check_that ":exp ~/report.json wrote the report under HOME" test -s "$HOME/report.json"

@@ -7,6 +7,7 @@
 #define TB_COMMANDS_H
 
 #include "base/error.h"
+#include "base/writefile.h"
 #include "cli/options.h"
 #include "run/run.h"
 
@@ -26,10 +27,6 @@ int tb_cmd_completion(const char *format);
 int tb_die(const tb_err *err);
 /* Print err as a warning line on stderr. */
 void tb_warn(const tb_err *err);
-/* Write path whole or not at all (a temporary beside it, renamed): fill
- * writes the content; what names the content in the error. */
-int tb_write_file(const char *path, const char *what, int (*fill)(FILE *f, const void *ctx), const void *ctx,
-		  tb_err *err);
 /* The comparison the options describe. */
 void tb_run_opts_from(const tb_options *o, tb_run_opts *ro);
 

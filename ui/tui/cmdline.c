@@ -11,6 +11,7 @@
 
 #include <curses.h>
 
+#include "base/writefile.h"
 #include "model/naming.h"
 #include "run/html.h"
 #include "run/markdown.h"
@@ -132,6 +133,27 @@ static ui_ret cmd_tol(view *v, char *args)
 	}
 	v->tol = tol;
 	return ui_flags(reload_recompare(v));
+}
+
+/* :heads N: the head count --heads gives, without a restart. */
+static ui_ret cmd_heads(view *v, char *args)
+{
+	char *end;
+	long n;
+
+	if (!*args) {
+		if (v->cfg->opts.heads > 0)
+			view_message(v, false, "heads: %d (heads N sets another)", v->cfg->opts.heads);
+		else
+			view_message(v, false, "heads: inferred from the attn.q/attn.k shapes (heads N sets them)");
+		return ui_flags(0);
+	}
+	n = strtol(args, &end, 10);
+	if (end == args || *end || n < 1 || n > 65536) {
+		view_message(v, true, "heads: '%s' is not a head count (1 to 65536)", args);
+		return ui_flags(0);
+	}
+	return ui_flags(reload_heads(v, (int)n));
 }
 
 static ui_ret cmd_tower(view *v, char *args)
@@ -298,6 +320,35 @@ static ui_ret cmd_save_display(view *v, char *args)
 	return ui_flags(0);
 }
 
+static int fill_text(FILE *f, const void *text)
+{
+	return fputs(text, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
+}
+
+/* The map M and y applied (the --map given, with the suggested rules
+ * added), as `check --map FILE` reads it; written whole or not at all. */
+static ui_ret cmd_save_map(view *v, char *args)
+{
+	char path[PATH_MAX], buf[TB_ERR_TEXT_MAX];
+	tb_err err;
+
+	if (!*args) {
+		view_message(v, true, "usage: save-map FILE");
+		return ui_flags(0);
+	}
+	if (!v->applied_map) {
+		view_message(v, true, "save-map: no map applied (M suggests one, y applies it)");
+		return ui_flags(0);
+	}
+	if (!file_arg(v, "save-map", args, path, sizeof path))
+		return ui_flags(0);
+	if (tb_write_file(path, "the map", fill_text, v->applied_map, &err) < 0)
+		view_message(v, true, "save-map: %s", tb_err_text(&err, buf, sizeof buf));
+	else
+		view_message(v, false, "wrote %s: check --map %s pairs the trees as the view does", path, path);
+	return ui_flags(0);
+}
+
 const ui_cmd ui_cmds[] = {
 	{.name = "goto", .usage = "goto CELL | goto LAYER", .exec = cmd_goto, .complete = CMP_CELL,
 	 .help = "select a cell (L12.mlp, embed, a tensor name) or layer N (12 or L12) in the current column"},
@@ -305,10 +356,14 @@ const ui_cmd ui_cmds[] = {
 	 .help = "change the tolerance (any of the keys) and compare again"},
 	{.name = "metric", .usage = "metric NAME", .action = TB_ACT_METRIC, .complete = CMP_METRIC,
 	 .help = "color and number the cells by rel_l2, cosine, max_abs, norm_ratio, allclose_frac or added"},
+	{.name = "pos", .usage = "pos N", .action = TB_ACT_GOTO_POS, .complete = CMP_NONE,
+	 .help = "detail: select position N of the strip, its page with it (as p)"},
 	{.name = "filter", .usage = "filter [REGEX]", .exec = cmd_filter, .complete = CMP_CELL,
 	 .help = "show only the layers and taps whose cell or tensor names match; no REGEX: all"},
 	{.name = "export", .usage = "export [json|md|html] FILE", .exec = cmd_export, .complete = CMP_FILE,
 	 .help = "write the JSON report (as 'tbisect check --json --features'), or with md or html (or a .md or .html FILE) the Markdown summary or the HTML report"},
+	{.name = "heads", .usage = "heads [N]", .exec = cmd_heads, .complete = CMP_NONE,
+	 .help = "set the attention heads (as --heads) and pair, compare and diagnose again; no N: the count shown"},
 	{.name = "tower", .usage = "tower [text|vision|audio]", .exec = cmd_tower, .complete = CMP_NONE,
 	 .help = "show the text decoder's grid or a tower's (both trees must hold it); no NAME: the next grid (as t)"},
 	{.name = "reload", .usage = "reload", .action = TB_ACT_RELOAD, .complete = CMP_NONE,
@@ -318,6 +373,8 @@ const ui_cmd ui_cmds[] = {
 	{.name = "help", .usage = "help", .action = TB_ACT_HELP, .complete = CMP_NONE, .help = "show the help screen"},
 	{.name = "suggest-map", .usage = "suggest-map", .action = TB_ACT_SUGGEST, .complete = CMP_NONE,
 	 .help = "suggest map rules for the unpaired names and show them; y applies them (as M)"},
+	{.name = "save-map", .usage = "save-map FILE", .exec = cmd_save_map, .complete = CMP_FILE,
+	 .help = "write the map applied with M and y to FILE, as --map takes it (check --map FILE)"},
 	{.name = "set", .usage = "set mouse | set nomouse", .exec = cmd_set, .complete = CMP_SET,
 	 .help = "mouse: clicks select and the wheel scrolls; nomouse: the terminal's own selection"},
 	{.name = "quit", .usage = "quit", .action = TB_ACT_INTERRUPT, .complete = CMP_NONE, .help = "quit tbisect"},

@@ -67,18 +67,22 @@ void doc_line(doc *d, attr_t a, const char *fmt, ...)
 
 int doc_wrap(doc *d, attr_t a, const char *prefix, int indent, const char *text)
 {
-	int width = getmaxx(d->w) - indent, last = 0;
+	int plen = (int)strlen(prefix), last = 0;
 	const char *s = text;
 	bool first = true;
 	char line[1024];
 
-	if (width < 10)
-		width = 10;
 	do {
+		/* The first line starts after the prefix, which may be wider than
+		 * the indent ("  origin: "): a line cut to the indent's width
+		 * would run past the edge, and its last words with it. */
+		int width = getmaxx(d->w) - (first && plen > indent ? plen : indent);
+		if (width < 10)
+			width = 10;
 		int cut = fit(s, (int)strlen(s), width);
 		snprintf(line, sizeof line, "%-*s%.*s", indent, first ? prefix : "", cut, s);
 		put_row(d, a, line, (int)strlen(line));
-		last = indent + cut;
+		last = (first && plen > indent ? plen : indent) + cut;
 		first = false;
 		s += cut;
 		while (*s == ' ')

@@ -34,6 +34,16 @@ void ui_put(WINDOW *w, int y, int x, attr_t a, const char *fmt, ...)
 	wattrset(w, A_NORMAL);
 }
 
+void ui_fit(const char *text, int width, char *buf, size_t size)
+{
+	int n = (int)strlen(text);
+
+	if (n <= width || width < 2)
+		snprintf(buf, size, "%.*s", width > 0 ? width : 0, text);
+	else
+		snprintf(buf, size, "%.*s>", width - 1, text);
+}
+
 void ui_fmt_num(double v, char *buf, size_t size)
 {
 	if (isnan(v) || isinf(v))

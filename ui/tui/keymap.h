@@ -15,6 +15,9 @@
 	X(DOWN, "down", "move down a row; detail, help: scroll down")                         \
 	X(LEFT, "left", "move left a column; detail: previous position")                      \
 	X(RIGHT, "right", "move right a column; detail: next position")                       \
+	X(PAGE_LEFT, "page-left", "left one page of columns; detail: of positions in the strip") \
+	X(PAGE_RIGHT, "page-right", "right one page of columns; detail: of positions in the strip") \
+	X(GOTO_POS, "go-to-position", "detail: select a position by number (opens the prompt at :pos)") \
 	X(PAGE_UP, "page-up", "up one page")                                                  \
 	X(PAGE_DOWN, "page-down", "down one page")                                            \
 	X(TOP, "top", "first row (embed); detail: top")                                       \

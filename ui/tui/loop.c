@@ -256,7 +256,9 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 {
 	MEVENT ev;
 
-	if (l->too_small)
+	/* Too small, the screen says so and q quits; Ctrl-L still repaints it
+	 * whole (whatever else wrote on the terminal goes). */
+	if (l->too_small && a != TB_ACT_REDRAW)
 		return ui_flags(a == TB_ACT_QUIT || a == TB_ACT_INTERRUPT ? UI_QUIT : 0);
 	switch (a) {
 	case TB_ACT_NONE: return ui_flags(0);
@@ -280,8 +282,19 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	case TB_ACT_METRIC: return set_metric(&l->v, arg);
 	case TB_ACT_PROMPT:
 	case TB_ACT_SEARCH:
-		prompt_open(&l->v, a == TB_ACT_PROMPT ? ':' : '/');
+		prompt_open(&l->v, a == TB_ACT_PROMPT ? ':' : '/', "");
 		return ui_flags(0);
+	case TB_ACT_GOTO_POS:
+		if (!top(l)->command) {
+			view_message(&l->v, true, "go to position: in the detail screen (Enter opens a cell)");
+			return ui_flags(0);
+		}
+		/* p: the command's word typed, the number is the user's */
+		if (!*arg) {
+			prompt_open(&l->v, ':', "pos ");
+			return ui_flags(0);
+		}
+		return top(l)->command(&l->v, l->wmain, a, arg);
 	case TB_ACT_REDRAW:
 		clearok(curscr, TRUE);
 		return ui_flags(0);
@@ -365,7 +378,9 @@ static void draw(loop *l)
 	if (prompt_is_open()) {
 		prompt_draw(l->wstatus, l->wmain);
 	} else {
-		draw_hints(l);
+		/* Too small, no screen takes keys: its hints would be stale. */
+		if (!l->too_small)
+			draw_hints(l);
 		curs_set(0);
 	}
 	wnoutrefresh(l->wstatus);

@@ -197,7 +197,7 @@ void prompt_init(void)
 	using_history();
 }
 
-void prompt_open(view *v, char kind)
+void prompt_open(view *v, char kind, const char *text)
 {
 	rl_view = v;
 	rl_kind = kind;
@@ -205,6 +205,7 @@ void prompt_open(view *v, char kind)
 	completions[0] = '\0';
 	using_history();
 	rl_callback_handler_install(kind == ':' ? ":" : "/", line_cb);
+	rl_insert_text(text);
 }
 
 bool prompt_is_open(void)

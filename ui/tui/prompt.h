@@ -19,8 +19,8 @@
 #include "tui/view.h"
 
 void prompt_init(void);
-/* kind: ':' command, '/' search. */
-void prompt_open(view *v, char kind);
+/* kind: ':' command, '/' search; text: the line typed so far ("pos "). */
+void prompt_open(view *v, char kind, const char *text);
 bool prompt_is_open(void);
 /* Feed one curses key; an accepted command line may leave a call for the
  * loop to dispatch in *call. */

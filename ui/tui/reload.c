@@ -227,6 +227,16 @@ unsigned reload_start(view *v)
 	return UI_REDRAW;
 }
 
+/* The shown configuration, as the view's own copy to change (a suggested
+ * map, a step, a tower or a head count set before stays). */
+static void own_config(view *v)
+{
+	if (v->cfg != &v->applied) {
+		v->applied = *v->cfg;
+		v->cfg = &v->applied;
+	}
+}
+
 unsigned reload_step(view *v, int delta)
 {
 	const tb_tree_layout *lo;
@@ -253,12 +263,15 @@ unsigned reload_step(view *v, int delta)
 		view_message(v, true, "no step %d: the dump has steps %d..%d", step, lo->first_step, last);
 		return UI_REDRAW;
 	}
-	/* the shown configuration, at another step (a suggested map stays) */
-	if (v->cfg != &v->applied) {
-		v->applied = *v->cfg;
-		v->cfg = &v->applied;
-	}
+	own_config(v);
 	v->applied.opts.layout.step = step;
+	return reload_start(v);
+}
+
+unsigned reload_heads(view *v, int heads)
+{
+	own_config(v);
+	v->applied.opts.heads = heads;
 	return reload_start(v);
 }
 
@@ -295,10 +308,7 @@ unsigned reload_tower(view *v, const char *tower, bool next)
 		}
 		tower = names[i];
 	}
-	if (v->cfg != &v->applied) {
-		v->applied = *v->cfg;
-		v->cfg = &v->applied;
-	}
+	own_config(v);
 	v->applied.opts.tower = tower;
 	return reload_start(v);
 }

@@ -30,6 +30,10 @@ unsigned reload_step(view *v, int delta);
  * tower both trees hold, then text again), and compare them as
  * reload_start does.  A tower's grid records no pass. */
 unsigned reload_tower(view *v, const char *tower, bool next);
+/* Open both trees again with heads attention heads (:heads), for the
+ * pairing, the per-head views and the rules, and compare them as
+ * reload_start does. */
+unsigned reload_heads(view *v, int heads);
 /* Compare the shown trees again at v->tol; records no pass. */
 unsigned reload_recompare(view *v);
 /* Forget the pair's passes (:history clear): the file goes, and the next

@@ -60,6 +60,9 @@ typedef struct screen_ops {
 	/* w: the window the screen draws in (its size pages). */
 	ui_ret (*action)(view *v, WINDOW *w, tb_action a);
 	ui_ret (*click)(view *v, WINDOW *w, int y, int x); /* may be NULL */
+	/* An action with the argument of the `:` command that stands for it
+	 * (:pos N); NULL: the screen takes no such command. */
+	ui_ret (*command)(view *v, WINDOW *w, tb_action a, const char *arg);
 	/* The result was replaced by a reload: follow it, or ask UI_BACK. */
 	ui_ret (*follow)(view *v); /* may be NULL */
 } screen_ops;

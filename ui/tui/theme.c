@@ -81,6 +81,11 @@ attr_t ui_attr_only(ui_elem e)
 	return mode == UI_MONO ? theme[e].mono : theme[e].color;
 }
 
+attr_t ui_cursor(attr_t a)
+{
+	return (a & ~A_COLOR) | ui_attr(UI_CURSOR);
+}
+
 attr_t ui_cell_attr(int status, double level)
 {
 	switch (status) {

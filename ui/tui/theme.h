@@ -41,6 +41,10 @@ attr_t ui_attr(ui_elem e);
 /* The element's attributes without its color pair, to add to another
  * element's look (a pair cannot be added to a pair). */
 attr_t ui_attr_only(ui_elem e);
+/* The cursor's look on a thing drawn with look a: a's color pair goes (two
+ * pairs OR'd together are a third pair, unset: black on black on 8
+ * colors), its other attributes stay. */
+attr_t ui_cursor(attr_t a);
 /* A heatmap cell of a status (tb_status) whose metric sits at level 0..1 of
  * its log scale. */
 attr_t ui_cell_attr(int status, double level);

@@ -29,6 +29,7 @@
 #define MAX_HEADS_SHOWN 128
 #define DETAIL_TOPK 10
 #define DETAIL_CHANNELS 6
+#define STRIP_X 8 /* the strip's first column, after its row labels */
 
 /* What the screen shows of its cell (computed when it opens). */
 typedef struct detail {
@@ -223,7 +224,17 @@ static void numbers_block(doc *dc, const tb_cell_result *c)
 	}
 }
 
-/* One heat row of the strip: a glyph per position, colored on the scale. */
+/* Positions the strip shows at once: the window's width past the labels,
+ * less the last column, which says whether more follow. */
+static int strip_width(WINDOW *w)
+{
+	int width = getmaxx(w) - STRIP_X - 1;
+
+	return width < 1 ? 1 : width;
+}
+
+/* One heat row of the strip: a glyph per position, colored on the scale,
+ * with a '<' before and a '>' after it when positions lie beyond. */
 static void strip_row(view *v, doc *dc, const char *label, const tb_scale *mt, const double *vals, int64_t n,
 		      int width)
 {
@@ -233,50 +244,66 @@ static void strip_row(view *v, doc *dc, const char *label, const tb_scale *mt, c
 	if (r < 0)
 		return;
 	ui_put(dc->w, r, 0, ui_attr(UI_LABEL), "%-8s", label);
+	if (d->strip_left > 0)
+		ui_put(dc->w, r, STRIP_X - 1, ui_attr(UI_MARK), "<");
+	if (d->strip_left + width < n)
+		ui_put(dc->w, r, STRIP_X + width, ui_attr(UI_MARK), ">");
 	for (int k = 0; k < width && d->strip_left + k < n; k++) {
 		int64_t p = d->strip_left + k;
 		double bad = mt->badness(vals[p]);
 		int st = tb_scale_band(mt, &v->tol, bad);
 		attr_t a = ui_cell_attr(st, tb_scale_level(mt, bad));
 		if (p == d->pos)
-			a |= ui_attr(UI_CURSOR);
-		ui_put(dc->w, r, 8 + k, a, "%c", tb_status_glyph(st));
+			a = ui_cursor(a);
+		ui_put(dc->w, r, STRIP_X + k, a, "%c", tb_status_glyph(st));
 	}
+}
+
+/* What the strip's glyphs mean, row by row: each on its own metric's marks
+ * (a cosine near 1 is not a small rel_l2). */
+static void strip_legend(view *v, doc *dc)
+{
+	const tb_scale *rl = &tb_scales[0], *cs = &tb_scales[1];
+
+	doc_line(dc, ui_attr(UI_DIM), "glyphs  rel_l2 .<=%.0e ~ X>%.0e   cosine .>=%.6g ~ X<%.6g", rl->match_mark(&v->tol),
+		 rl->diverge_mark(&v->tol), 1 - cs->match_mark(&v->tol), 1 - cs->diverge_mark(&v->tol));
 }
 
 static void positions_block(view *v, doc *dc, const tb_cell_result *c)
 {
 	detail *d = &d_state;
 	const tb_metrics *m = &c->m;
-	int width = getmaxx(dc->w) - 9;
+	int width = strip_width(dc->w);
 	char a[32], b[32], e[32], idx[256];
 	int r;
 
 	d->strip_y = -1;
 	if (m->n_pos <= 0)
 		return;
-	if (width < 1)
-		width = 1;
+	/* The page follows the cursor, and shows a whole page at the end. */
 	if (d->pos < d->strip_left)
 		d->strip_left = (int)d->pos;
 	if (d->pos >= d->strip_left + width)
 		d->strip_left = (int)(d->pos - width + 1);
-	doc_line(dc, ui_attr(UI_TITLE), "per position  (%lld positions, shown %d-%lld; Left/Right select, f first bad)",
-		 (long long)m->n_pos, d->strip_left, (long long)(d->strip_left + width < m->n_pos ? d->strip_left + width - 1
-												      : m->n_pos - 1));
+	if (d->strip_left > 0 && d->strip_left + width > m->n_pos)
+		d->strip_left = m->n_pos > width ? (int)(m->n_pos - width) : 0;
+	doc_line(dc, ui_attr(UI_TITLE), "per position  (shown %d-%lld of %lld; Left/Right, < > page, p go to, f first bad)",
+		 d->strip_left, (long long)(d->strip_left + width < m->n_pos ? d->strip_left + width - 1 : m->n_pos - 1),
+		 (long long)m->n_pos);
 	r = dc->y - dc->scroll + 1;
 	d->strip_y = r >= 1 && r < dc->h ? r : -1;
-	d->strip_x = 8;
+	d->strip_x = STRIP_X;
 	strip_row(v, dc, "rel_l2", &tb_scales[0], m->pos_rel_l2, m->n_pos, width);
 	strip_row(v, dc, "cosine", &tb_scales[1], m->pos_cos, m->n_pos, width);
 	r = doc_row(dc);
 	if (r >= 0) {
 		ui_put(dc->w, r, 0, ui_attr(UI_DIM), "%-8s", "");
 		if (m->first_bad_position >= d->strip_left && m->first_bad_position < d->strip_left + width)
-			ui_put(dc->w, r, 8 + (int)(m->first_bad_position - d->strip_left), ui_attr(UI_MARK), "^");
+			ui_put(dc->w, r, STRIP_X + (int)(m->first_bad_position - d->strip_left), ui_attr(UI_MARK), "^");
 		if (d->pos != m->first_bad_position)
-			ui_put(dc->w, r, 8 + (int)(d->pos - d->strip_left), ui_attr(UI_CURSOR), "|");
+			ui_put(dc->w, r, STRIP_X + (int)(d->pos - d->strip_left), ui_attr(UI_CURSOR), "|");
 	}
+	strip_legend(v, dc);
 	if (m->first_bad_position >= 0)
 		doc_line(dc, ui_attr(UI_MARK), "^ first bad position %lld (rel_l2 > diverge %.0e)",
 			 (long long)m->first_bad_position, v->tol.diverge);
@@ -506,6 +533,46 @@ static int64_t next_bad_pos(const view *v, int dir)
 	return -1;
 }
 
+/* A page of the strip to the side: the cursor keeps its column, on the
+ * first or last position at the ends. */
+static void page_strip(view *v, WINDOW *w, int dir)
+{
+	detail *d = &d_state;
+	int64_t n = cur_cell(v)->m.n_pos, width = strip_width(w), left = d->strip_left + dir * width;
+
+	if (n <= 0)
+		return;
+	if (left > n - width)
+		left = n - width;
+	if (left < 0)
+		left = 0;
+	set_pos(v, left == d->strip_left ? (dir > 0 ? n - 1 : 0) : d->pos + (left - d->strip_left));
+	d->strip_left = (int)left;
+}
+
+/* :pos N selects position N; the strip's page follows it. */
+static ui_ret detail_command(view *v, WINDOW *w, tb_action a, const char *arg)
+{
+	int64_t n = cur_cell(v)->m.n_pos;
+	char *end;
+	long long p;
+
+	(void)w;
+	if (a != TB_ACT_GOTO_POS)
+		return ui_flags(0);
+	p = strtoll(arg, &end, 10);
+	if (n <= 0) {
+		view_message(v, true, "pos: this cell has no positions");
+		return ui_flags(0);
+	}
+	if (end == arg || *end || p < 0 || p >= n) {
+		view_message(v, true, "pos: '%s' is not a position (0 to %lld)", arg, (long long)n - 1);
+		return ui_flags(0);
+	}
+	set_pos(v, p);
+	return ui_flags(0);
+}
+
 static ui_ret detail_action(view *v, WINDOW *w, tb_action a)
 {
 	detail *d = &d_state;
@@ -522,6 +589,10 @@ static ui_ret detail_action(view *v, WINDOW *w, tb_action a)
 	case TB_ACT_BOTTOM: d->scroll = max; break;
 	case TB_ACT_LEFT: set_pos(v, d->pos - 1); break;
 	case TB_ACT_RIGHT: set_pos(v, d->pos + 1); break;
+	case TB_ACT_PAGE_LEFT:
+	case TB_ACT_PAGE_RIGHT:
+		page_strip(v, w, a == TB_ACT_PAGE_RIGHT ? 1 : -1);
+		break;
 	case TB_ACT_FIRST_DIV:
 		if (c->m.first_bad_position < 0)
 			view_message(v, false, "no bad position in this cell");
@@ -555,8 +626,9 @@ static ui_ret detail_click(view *v, WINDOW *w, int y, int x)
 {
 	detail *d = &d_state;
 
-	(void)w;
 	if (d->strip_y < 0 || (y != d->strip_y && y != d->strip_y + 1) || x < d->strip_x)
+		return ui_flags(0);
+	if (x - d->strip_x >= strip_width(w))
 		return ui_flags(0);
 	set_pos(v, d->strip_left + (x - d->strip_x));
 	return ui_flags(0);
@@ -579,5 +651,6 @@ const screen_ops detail_screen = {
 	.draw = detail_draw,
 	.action = detail_action,
 	.click = detail_click,
+	.command = detail_command,
 	.follow = detail_follow,
 };

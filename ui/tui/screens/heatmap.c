@@ -132,6 +132,12 @@ static void cell_text(const view *v, long i, char *buf, size_t size, attr_t *a)
 	const tb_diagnosis *dg = view_diag(v);
 	double val = mt->value(&c->m, dg ? dg->origin.amplification[i] : NAN);
 	tb_scale_format(mt, val, num, sizeof num);
+	/* The glyph reads the number on the legend's thresholds: on rel_l2 the
+	 * cell's status (judged at its own tolerance), on another metric its
+	 * band there; a value the metric has not (no diagnosis for "added")
+	 * keeps the status. */
+	if (v->metric != 0 && !isnan(val))
+		st = tb_scale_band(mt, &v->tol, mt->badness(val));
 	*a = ui_cell_attr(st, tb_scale_level(mt, mt->badness(val)));
 	snprintf(buf, size, " %c %7s", tb_status_glyph(st), num);
 	if (v->changed && v->run.res && v->changed[i]) {
@@ -302,7 +308,7 @@ static void draw_grid(view *v, WINDOW *w)
 			}
 			cell_text(v, i, buf, sizeof buf, &a);
 			if (i == sel) {
-				a |= ui_attr(UI_CURSOR);
+				a = ui_cursor(a);
 				buf[0] = '>';
 			}
 			ui_put(w, y, x, a, "%s", buf);
@@ -486,6 +492,8 @@ static ui_ret heatmap_action(view *v, WINDOW *w, tb_action a)
 	case TB_ACT_RIGHT: grid_move(g, 0, 1); break;
 	case TB_ACT_PAGE_UP: grid_move(g, -grid_rows(v, w), 0); break;
 	case TB_ACT_PAGE_DOWN: grid_move(g, grid_rows(v, w), 0); break;
+	case TB_ACT_PAGE_LEFT: grid_move(g, 0, -grid_cols(w)); break;
+	case TB_ACT_PAGE_RIGHT: grid_move(g, 0, grid_cols(w)); break;
 	case TB_ACT_TOP: grid_move(g, -g->n_vrows, 0); break;
 	case TB_ACT_BOTTOM: grid_move(g, g->n_vrows, 0); break;
 	case TB_ACT_FIRST_DIV:

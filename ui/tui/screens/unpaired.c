@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "tui/doc.h"
+#include "tui/draw.h"
 #include "tui/screens/screens.h"
 #include "tui/theme.h"
 
@@ -29,7 +30,7 @@ static void fill(const view *v, doc *dc)
 	const tb_pairing *p = view_pairing(v);
 	int half = (getmaxx(dc->w) - 1) / 2;
 	size_t n = p->n_unp[0] > p->n_unp[1] ? p->n_unp[0] : p->n_unp[1];
-	char cov[TB_COVERAGE_TEXT_MAX], note[TB_COVERAGE_TEXT_MAX], side[2][512];
+	char cov[TB_COVERAGE_TEXT_MAX], note[TB_COVERAGE_TEXT_MAX], side[2][512], cut[2][512];
 
 	tb_coverage_text(&v->run.coverage, cov, sizeof cov);
 	if (v->run.partial) {
@@ -50,8 +51,10 @@ static void fill(const view *v, doc *dc)
 		for (int s = 0; s < 2; s++) {
 			const tb_unpaired *u = i < p->n_unp[s] ? &p->unp[s][i] : NULL;
 			snprintf(side[s], sizeof side[s], "%s%s", u ? tags[u->kind] : "", u ? u->tensor->name : "");
+			/* a name longer than its half ends in '>', as the TUI marks a cut */
+			ui_fit(side[s], half, cut[s], sizeof cut[s]);
 		}
-		doc_line(dc, 0, "%-*.*s %-.*s", half, half, side[0], half, side[1]);
+		doc_line(dc, 0, "%-*s %s", half, cut[0], cut[1]);
 	}
 	doc_line(dc, 0, "%s", "");
 	for (int k = TB_UNP_UNMAPPED; k < TB_UNP_KINDS; k++)
