@@ -515,6 +515,27 @@ int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb
 	return 0;
 }
 
+int tb_routing_chosen(const tb_pairing *p, const tb_routing_layer *l, int64_t pos, int ids[2][TB_ROUTING_K_MAX],
+		      tb_err *err)
+{
+	const tb_pair *pr = whole_pair(p, l->layer, TB_TAP_MLP_TOPK_IDS);
+	float v[TB_ROUTING_K_MAX];
+
+	if (!pr || l->k > TB_ROUTING_K_MAX || pos < 0 || pos >= l->positions)
+		return tb_err_setc(err, TB_ERR_LIMIT, NULL, "no expert ids of layer %d at position %lld", l->layer,
+				   (long long)pos);
+	for (int s = 0; s < 2; s++) {
+		tb_tensor *t = s ? pr->cand : pr->ref;
+		if (tb_tensor_acquire(t, err) < 0)
+			return -1;
+		tb_tensor_read_f32(t, (uint64_t)(pos * l->k), (uint64_t)l->k, v);
+		tb_tensor_release(t);
+		for (int64_t j = 0; j < l->k; j++)
+			ids[s][j] = (int)v[j];
+	}
+	return 0;
+}
+
 void tb_routing_free(tb_routing *rt)
 {
 	for (size_t i = 0; i < rt->n; i++) {

@@ -55,4 +55,13 @@ typedef struct tb_routing {
 int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb_routing *out, tb_err *err);
 void tb_routing_free(tb_routing *rt);
 
+/* The most experts a position's choice is read for (tb_routing_chosen). */
+#define TB_ROUTING_K_MAX 16
+
+/* The experts each side chose at position pos of a layer whose routing was
+ * compared (ids[0] the reference's, ids[1] the candidate's, k of each, in
+ * the order each side chose them).  0, or -1 and err. */
+int tb_routing_chosen(const tb_pairing *p, const tb_routing_layer *l, int64_t pos, int ids[2][TB_ROUTING_K_MAX],
+		      tb_err *err);
+
 #endif

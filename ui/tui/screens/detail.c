@@ -30,6 +30,7 @@
 #define DETAIL_TOPK 10
 #define DETAIL_CHANNELS 6
 #define STRIP_X 8 /* the strip's first column, after its row labels */
+#define ROUTED_ROWS 8 /* positions whose chosen experts the routing view lists */
 
 /* What the screen shows of its cell (computed when it opens). */
 typedef struct detail {
@@ -55,6 +56,11 @@ typedef struct detail {
 	bool replayed;
 	char note[sizeof ((tb_err *)0)->msg]; /* why the per-head view is absent */
 	int strip_y, strip_x;    /* where the position strip was drawn, -1: not shown */
+	const tb_routing_layer *routed; /* an MoE layer's routing, for its MLP's cells; NULL: none */
+	int64_t routed_pos[ROUTED_ROWS]; /* positions whose sets differ (flips first), and what each side chose */
+	int routed_ids[ROUTED_ROWS][2][TB_ROUTING_K_MAX];
+	bool routed_flip[ROUTED_ROWS];
+	int n_routed;
 } detail;
 
 /* The one detail screen's state. */
@@ -96,6 +102,33 @@ static void load_channels(view *v)
 	d->chan_pos = d->pos;
 }
 
+/* An MoE layer's MLP cell: its layer's routing, and the experts each side
+ * chose where they differ. */
+static void load_routing(view *v, const tb_cell_result *c)
+{
+	detail *d = &d_state;
+	const tb_routing *rt = &v->run.routing;
+	tb_err err;
+
+	if (tb_cell_parent(&c->cell) != TB_TAP_MLP && c->cell.id != TB_TAP_MLP)
+		return;
+	for (size_t i = 0; i < rt->n; i++)
+		if (rt->v[i].layer == c->cell.layer)
+			d->routed = &rt->v[i];
+	for (int pass = 0; d->routed && pass < 2; pass++) {
+		const tb_routed_pos *list = pass ? d->routed->disagree : d->routed->flipped;
+		size_t n = pass ? d->routed->n_disagree : d->routed->n_flipped;
+		for (size_t i = 0; i < n && d->n_routed < ROUTED_ROWS; i++) {
+			if (tb_routing_chosen(view_pairing(v), d->routed, list[i].pos, d->routed_ids[d->n_routed], &err) < 0) {
+				view_message(v, true, "%s", err.msg);
+				return;
+			}
+			d->routed_flip[d->n_routed] = !pass;
+			d->routed_pos[d->n_routed++] = list[i].pos;
+		}
+	}
+}
+
 /* Compute what the detail of a cell shows (the numbers that need its
  * tensors again are skipped when the files changed since they were read). */
 static void load(view *v, long pair)
@@ -115,6 +148,7 @@ static void load(view *v, long pair)
 	d->pos = c->m.first_bad_position > 0 ? c->m.first_bad_position : 0;
 	if (!c->ref || !c->cand || view_refuse_stale(v, c))
 		return;
+	load_routing(v, c);
 	if (view_diag(v) && !v->run.partial && pair != view_first_divergence(v) && c->status == TB_ST_DIVERGED) {
 		tb_diag_opts o = tb_run_diag_opts(v->cfg);
 		if (tb_diagnose_cell(&v->run.sess, v->run.res, &o, &v->run.diag, pair, &d->causes, &err) < 0)
@@ -357,6 +391,37 @@ static void heads_block(view *v, doc *dc)
 	}
 }
 
+/* The routing view: every MoE layer's agreement (this one marked), then
+ * the positions of this layer whose experts differ, with what each side
+ * chose. */
+static void routing_block(view *v, doc *dc)
+{
+	const detail *d = &d_state;
+	const tb_routing *rt = &v->run.routing;
+	char line[TB_ROUTING_TEXT_MAX];
+
+	if (!d->routed)
+		return;
+	doc_line(dc, ui_attr(UI_TITLE), "routing  (%s)", TB_ROUTING_ABOUT);
+	for (size_t i = 0; i < rt->n; i++) {
+		tb_routing_layer_text(&rt->v[i], line, sizeof line);
+		doc_wrap(dc, &rt->v[i] == d->routed ? ui_attr(UI_HEADER) : 0, &rt->v[i] == d->routed ? "> " : "  ", 2,
+			 line);
+	}
+	for (int r = 0; r < d->n_routed; r++) {
+		char sides[2][8 * TB_ROUTING_K_MAX];
+		for (int s = 0; s < 2; s++) {
+			size_t n = 0;
+			sides[s][0] = '\0';
+			for (int64_t j = 0; j < d->routed->k && n < sizeof sides[s]; j++)
+				n += (size_t)snprintf(sides[s] + n, sizeof sides[s] - n, "%s%d", j ? " " : "",
+						      d->routed_ids[r][s][j]);
+		}
+		doc_line(dc, d->routed_flip[r] ? 0 : ui_attr(UI_BAD), "  pos %-6lld %-7s ref [%s]  cand [%s]",
+			 (long long)d->routed_pos[r], d->routed_flip[r] ? "flipped" : "differs", sides[0], sides[1]);
+	}
+}
+
 static void worst_block(doc *dc, const tb_cell_result *c)
 {
 	const detail *d = &d_state;
@@ -479,6 +544,10 @@ static void detail_draw(view *v, WINDOW *w)
 		doc_line(&dc, 0, "%s", "");
 		positions_block(v, &dc, c);
 		doc_line(&dc, 0, "%s", "");
+		if (d->routed) {
+			routing_block(v, &dc);
+			doc_line(&dc, 0, "%s", "");
+		}
 		heads_block(v, &dc);
 		if (d->have_diff) {
 			doc_line(&dc, 0, "%s", "");
