@@ -265,7 +265,9 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 	}
 	if (!*gone || *n_gone != l->positions)
 		goto oom_or_other;
-	if (route_layer(l, ir, ic, scores, e, rc && scores ? rc->m.max_abs : 0, margin, *gone) < 0 ||
+	/* a router that diverged itself explains the sets it chose: no near tie */
+	if (route_layer(l, ir, ic, scores, e, rc && scores && rc->status != TB_ST_DIVERGED ? rc->m.max_abs : 0, margin,
+			*gone) < 0 ||
 	    judge_ids(c, l) < 0)
 		goto oom;
 	for (size_t f = 0; f < l->n_flipped; f++)

@@ -8,7 +8,8 @@
 # conversion pairs the MoE cells by their ops and routes as the reference
 # does; layer 0's experts stacked in the wrong order diverge first at
 # the experts' sum, an expert-mapping; layer 0's router rows reversed
-# diverge first at the router.
+# diverge first at the router, and the routing it then chose is told from
+# near ties.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -75,4 +76,6 @@ json_is "experts: the cause ranked first is expert-mapping" causes.0.id expert-m
 expect_exit 1 "router rows reversed: exit 1" "$TBISECT" check --json --no-history "$REF" "$T/2026-moe-router.log"
 json_is "router: first divergence at the router" first_divergence.cell L0.mlp.router
 json_is "router: no position agrees" routing.0.agree 0
+json_is "router: a diverged router's choices are no near ties" 'routing.0.flipped.#' 0
+json_is "router: every position differs" 'routing.0.disagree.#' 6
 tap_done
