@@ -78,4 +78,5 @@ json_is "router: first divergence at the router" first_divergence.cell L0.mlp.ro
 json_is "router: no position agrees" routing.0.agree 0
 json_is "router: a diverged router's choices are no near ties" 'routing.0.flipped.#' 0
 json_is "router: every position differs" 'routing.0.disagree.#' 6
+json_is "router: the cause ranked first is moe-routing" causes.0.id moe-routing
 tap_done
