@@ -24,6 +24,22 @@ under canonical names (no module returns them):
     self_attn.o_proj's input      -> layers.N.attn.core
     mlp.down_proj's input         -> layers.N.mlp.act
 
+A mixture-of-experts layer (Mixtral's block_sparse_moe, or an mlp with
+a gate router, experts and top_k) is recorded as its MLP, and with sub=True
+also its routing:
+
+    BLOCK.gate's output               -> model.layers.N.BLOCK.gate   (mlp.router)
+    the experts chosen, [B, S, k]     -> model.layers.N.BLOCK.selected_experts
+    their combine weights, [B, S, k]  -> model.layers.N.BLOCK.routing_weights
+    the experts' weighted sum         -> model.layers.N.BLOCK.experts
+
+The chosen experts and weights are what the block's own torch.topk call
+returned while it ran (transformers 4.x renormalises those weights in
+place, so they are read when the block returns), or the router's own
+(logits, weights, ids) when it returns them (transformers 5).  The experts'
+sum is the experts module's output when it is called, else the block's
+output when the block has no shared expert.
+
 apply_rotary_pos_emb is recorded by wrapping the function of that name in
 the attention class's own module (modeling_llama, modeling_qwen2, ...),
 which its forward looks up at each call; the wrapper is removed on close.  The
@@ -86,6 +102,15 @@ REPLAY_INPUT_TAPS = [
 ]
 # The function a Hugging Face attention applies RoPE with, returning (q, k).
 ROPE_FUNCTION = "apply_rotary_pos_emb"
+# A decoder layer's MLP, by the attribute names models give it.
+MLP_ATTRS = ("mlp", "block_sparse_moe")
+# A mixture-of-experts MLP's taps: (tap, name after the block's path).
+MOE_TAPS = [
+    ("mlp.router", "gate"),
+    ("mlp.topk_ids", "selected_experts"),
+    ("mlp.topk_weights", "routing_weights"),
+    ("mlp.experts", "experts"),
+]
 
 # tbisect-dumps(5) NAMING: names of the canonical taps in the Hugging Face convention.
 HF_NAMES = {
@@ -136,10 +161,14 @@ class DumpError(Exception):
     """A model or an output dump_hf cannot handle; the message says why."""
 
 
-def tensor_name(tap, layer, naming):
-    """The name a tap is written under: HF module path or canonical."""
+def tensor_name(tap, layer, naming, mlp="mlp"):
+    """The name a tap is written under: HF module path or canonical.  mlp:
+    the attribute the layer's MLP is under."""
     if naming == "canonical":
         return tap if layer is None else "layers.{}.{}".format(layer, tap)
+    if tap == "mlp" or tap.startswith("mlp.") and tap in dict(MOE_TAPS):
+        return "model.layers.{}.{}".format(layer, mlp) + (
+            "" if tap == "mlp" else "." + dict(MOE_TAPS)[tap])
     if tap in HF_NAMES:
         return HF_NAMES[tap].format(layer)
     # Taps with no HF module of their own (Gemma 2's attention output norm).
@@ -191,6 +220,20 @@ def mlp_norm_module(layer):
     return getattr(layer, "post_attention_layernorm", None), []
 
 
+def mlp_module(layer):
+    """(attribute, module) of a layer's MLP, or (None, None)."""
+    for attr in MLP_ATTRS:
+        m = getattr(layer, attr, None)
+        if isinstance(m, torch.nn.Module):
+            return attr, m
+    return None, None
+
+
+def is_moe(mlp):
+    """Is this MLP a mixture of experts: a router, experts and a top-k?"""
+    return all(getattr(mlp, a, None) is not None for a in ("gate", "experts", "top_k"))
+
+
 def first_tensor(out):
     """A module's output tensor: the tensor, or the first tensor of a tuple."""
     if isinstance(out, torch.Tensor):
@@ -218,41 +261,47 @@ class Recorder:
         self.calls = {}
         self._handles = []
         self._patched = []
+        self._topk = None
         self._layer = None
+        self._moe = None
         self._naming = naming
         sub = sub or replay
         path, decoder = find_decoder(model, root)
-        targets = [(decoder.embed_tokens, "embed", None)]
+        targets = [(decoder.embed_tokens, "embed", None, tensor_name("embed", None, naming))]
         for i, layer in enumerate(decoder.layers):
             norm, extra = mlp_norm_module(layer)
+            mlp_attr, mlp = mlp_module(layer)
             for attr, tap in LAYER_TAPS:
                 if tap == "mlp_norm":
                     m = norm
+                elif tap == "mlp":
+                    m, attr = mlp, "mlp"
                 elif attr:
                     m = getattr(layer, attr, None)
                 else:
                     m = layer
                 if m is None:
                     raise DumpError("layer {} has no {}".format(i, attr or tap))
-                targets.append((m, tap, i))
-            targets.extend((m, tap, i) for m, tap in extra)
+                targets.append((m, tap, i, tensor_name(tap, i, naming, mlp_attr)))
+            targets.extend((m, tap, i, tensor_name(tap, i, naming)) for m, tap in extra)
             if sub:
                 for attr, tap in SUB_TAPS:
                     try:
-                        targets.append((layer.get_submodule(attr), tap, i))
+                        targets.append((layer.get_submodule(attr), tap, i, tensor_name(tap, i, naming)))
                     except AttributeError:
                         pass
+                if is_moe(mlp):
+                    self._hook_moe(mlp, i, mlp_attr, targets)
             if replay:
-                self._hook_replay(layer, i)
+                self._hook_replay(layer, i, moe=is_moe(mlp))
         norm = getattr(decoder, "norm", None)
         if norm is not None:
-            targets.append((norm, "final_norm", None))
+            targets.append((norm, "final_norm", None, tensor_name("final_norm", None, naming)))
         head = find_lm_head(model, path)
         if head is not None:
-            targets.append((head, "logits", None))
+            targets.append((head, "logits", None, tensor_name("logits", None, naming)))
         seen = {}
-        for m, tap, layer in targets:
-            name = tensor_name(tap, layer, naming)
+        for m, tap, layer, name in targets:
             if id(m) in seen:
                 raise DumpError("{} and {} are the same module".format(seen[id(m)], name))
             seen[id(m)] = name
@@ -276,10 +325,63 @@ class Recorder:
             self._keep(name, first_tensor(inputs))
         return hook
 
-    def _hook_replay(self, layer, i):
-        """o_proj's and down_proj's inputs, and RoPE's output while layer i's
-        attention runs."""
+    def _hook_moe(self, block, i, attr, targets):
+        """Layer i's routing: the router's output, the block's torch.topk
+        while it runs, the experts' sum."""
+        name = {tap: tensor_name(tap, i, self._naming, attr) for tap, _ in MOE_TAPS}
+        experts_called = type(block.experts).forward is not torch.nn.ModuleList.forward
+        shared = any(getattr(block, a, None) is not None for a in ("shared_expert", "shared_experts"))
+
+        def enter(module, inputs):
+            x = first_tensor(inputs)
+            self._moe = {"lead": tuple(x.shape[:-1]), "topk": None}
+            if self._topk is None:
+                self._topk = torch.topk
+                torch.topk = self._topk_recorder
+
+        def route(module, inputs, output):
+            # the router's logits, before any score function, at the block's
+            # [B, S] when the block flattens the tokens
+            logits = first_tensor(output)
+            lead = self._moe["lead"] if self._moe is not None else tuple(logits.shape[:-1])
+            self._keep(name["mlp.router"], logits.reshape(lead + tuple(logits.shape[-1:])))
+            if isinstance(output, (tuple, list)) and len(output) == 3 and self._moe is not None:
+                self._moe["topk"] = (output[1], output[2])  # a router returning (logits, weights, ids)
+
+        def leave(module, inputs, output):
+            moe, self._moe = self._moe, None
+            if self._topk is not None:
+                torch.topk = self._topk
+                self._topk = None
+            if moe is None or moe["topk"] is None:
+                raise DumpError("layer {}: its experts block ran no torch.topk to record the "
+                                "selected experts from".format(i))
+            weights, ids = moe["topk"]
+            k = ids.shape[-1]
+            self._keep(name["mlp.topk_weights"], weights.reshape(moe["lead"] + (k,)))
+            self._keep(name["mlp.topk_ids"], ids.reshape(moe["lead"] + (k,)))
+            if not experts_called and not shared:
+                self._keep(name["mlp.experts"], first_tensor(output))
+        self._handles.append(block.register_forward_pre_hook(enter))
+        self._handles.append(block.gate.register_forward_hook(route))
+        self._handles.append(block.register_forward_hook(leave))
+        if experts_called:
+            targets.append((block.experts, "mlp.experts", i, name["mlp.experts"]))
+
+    def _topk_recorder(self, *args, **kwargs):
+        out = self._topk(*args, **kwargs)
+        if self._moe is not None and self._moe["topk"] is None:
+            # the values as they are: the block renormalises them in place
+            self._moe["topk"] = (out[0], out[1].clone())
+        return out
+
+    def _hook_replay(self, layer, i, moe=False):
+        """o_proj's and down_proj's inputs (not an experts block's: its
+        experts have one each), and RoPE's output while layer i's attention
+        runs."""
         for attr, tap in REPLAY_INPUT_TAPS:
+            if moe and attr.startswith("mlp."):
+                continue
             try:
                 m = layer.get_submodule(attr)
             except AttributeError:
@@ -321,6 +423,9 @@ class Recorder:
         for mod, fn in self._patched:
             setattr(mod, ROPE_FUNCTION, fn)
         self._patched = []
+        if self._topk is not None:
+            torch.topk = self._topk
+            self._topk = None
 
     def __enter__(self):
         return self

@@ -103,6 +103,7 @@ static void where(const tb_result *r, long target, double *v)
 	v[TB_F_AT_MLP_NORM] = tap == TB_TAP_MLP_NORM;
 	v[TB_F_AT_MLP] = tap == TB_TAP_MLP;
 	v[TB_F_AT_MLP_SUB] = parent == TB_TAP_MLP;
+	v[TB_F_AT_MOE_ROUTER] = tap == TB_TAP_MLP_ROUTER || tap == TB_TAP_MLP_ROUTER_PROBS;
 	v[TB_F_AT_MOE_IDS] = tap == TB_TAP_MLP_TOPK_IDS;
 	v[TB_F_AT_MOE_WEIGHTS] = tap == TB_TAP_MLP_TOPK_WEIGHTS;
 	v[TB_F_AT_MOE_EXPERTS] = tap == TB_TAP_MLP_EXPERTS;

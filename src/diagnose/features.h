@@ -61,6 +61,7 @@
 	X(ATTN_SUB_BAD, "attn_sub_bad", "bool", "a q/k sub-tap of the target layer diverged")                 \
 	X(SUB_POS0_OK, "sub_pos0_ok", "bool", "target is an attention sub-tap whose position 0 is within --diverge") \
 	X(SUB_NORM_KEPT, "sub_norm_kept", "bool", "target is an attention sub-tap whose every position keeps its norm, to the dtypes' rounding (a rotation or permutation)") \
+	X(AT_MOE_ROUTER, "at_moe_router", "bool", "target is an MoE layer's router scores (mlp.router or mlp.router_probs)") \
 	X(AT_MOE_IDS, "at_moe_ids", "bool", "target is an MoE layer's selected experts (mlp.topk_ids)")              \
 	X(AT_MOE_WEIGHTS, "at_moe_weights", "bool", "target is an MoE layer's combine weights (mlp.topk_weights)")   \
 	X(AT_MOE_EXPERTS, "at_moe_experts", "bool", "target is an MoE layer's routed experts' sum (mlp.experts)")    \

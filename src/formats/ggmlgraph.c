@@ -28,6 +28,7 @@ static const struct op_tap {
 	{"MUL_MAT", "ffn_gate.weight", true, "mlp.gate", NULL},
 	{"MUL_MAT", "ffn_up.weight", true, "mlp.up", NULL},
 	{"MUL_MAT", "ffn_down.weight", true, "mlp", "mlp.act"},
+	{"MUL_MAT", "ffn_gate_inp.weight", true, "mlp.router", NULL},
 	{"MUL", "output_norm.weight", false, "final_norm", NULL},
 	{"MUL_MAT", "output.weight", false, "logits", NULL},
 	/* tied embeddings: the logits from the embedding matrix */
@@ -65,6 +66,26 @@ static const char *const block_tensors[] = {
 /* Ops that move or select values without computing new ones: the node
  * holds its first operand's tap (carried). */
 static const char *const carriers[] = {"RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE", "CONT", "GET_ROWS"};
+
+/* An experts block's routing: an op of a source with tap (or inner) from
+ * gives the node tap (or, with tap NULL, inner to).  Tried in order. */
+static const struct moe_step {
+	const char *op, *from; /* from: a tap, or "moe.*": an inner */
+	const char *tap, *inner;
+} moe_steps[] = {
+	/* the score function (build_moe_ffn's gating_op) */
+	{"SOFT_MAX", "mlp.router", "mlp.router_probs", NULL},
+	{"SIGMOID", "mlp.router", "mlp.router_probs", NULL},
+	/* the selection: ggml_top_k, or ggml_argsort_top_k's view of an argsort */
+	{"TOP_K", "mlp.router_probs", "mlp.topk_ids", NULL},
+	{"ARGSORT", "mlp.router_probs", NULL, "moe.argsort"},
+	{"VIEW", "moe.argsort", "mlp.topk_ids", NULL},
+	/* the weights gathered (GET_ROWS, by the ids: moe_weights), then
+	 * renormalised and scaled */
+	{"DIV", "mlp.moe_w", "mlp.moe_w_norm", NULL},
+	{"SCALE", "mlp.moe_w", "mlp.moe_w_scaled", NULL},
+	{"SCALE", "mlp.moe_w_norm", "mlp.moe_w_scaled", NULL},
+};
 
 /* RoPE turns a query or key tap into its rotated one. */
 static const struct {
@@ -180,6 +201,19 @@ static void set_tap(tb_ggml_node *n, const char *tap, int layer, bool carried)
 	n->tap = tap;
 	n->layer = tap ? layer : -1;
 	n->carried = carried;
+	n->inner = NULL;
+}
+
+static void set_inner(tb_ggml_node *n, const char *inner, int layer)
+{
+	set_tap(n, NULL, -1, false);
+	n->inner = inner;
+	n->layer = layer;
+}
+
+static bool inner_is(const tb_ggml_node *n, const char *inner)
+{
+	return n && n->inner && !strcmp(n->inner, inner);
 }
 
 /* A node whose op and weight the table knows; its other operand may be
@@ -220,16 +254,71 @@ static bool tap_is(const tb_ggml_node *n, const char *tap)
 }
 
 /* A residual addition: after attention (its output plus the stream),
- * after the MLP (its output plus the stream after attention). */
+ * after the MLP (its output, or the routed experts' sum when the block
+ * adds nothing beside them, plus the stream after attention). */
 static void residual(tb_ggml_node *n, const tb_ggml_node *a, const tb_ggml_node *b)
 {
 	const tb_ggml_node *attn = tap_is(a, "attn") ? a : tap_is(b, "attn") ? b : NULL;
 	const tb_ggml_node *mlp = tap_is(a, "mlp") ? a : tap_is(b, "mlp") ? b : NULL;
+	const tb_ggml_node *experts = tap_is(a, "mlp.experts") ? a : tap_is(b, "mlp.experts") ? b : NULL;
 
 	if (attn)
 		set_tap(n, "attn.resid", attn->layer, false);
 	else if (mlp)
 		set_tap(n, "block", mlp->layer, false);
+	else if (experts && tap_is(experts == a ? b : a, "attn.resid"))
+		set_tap(n, "block", experts->layer, false);
+}
+
+/* Is s layer N's weight w ("blk.N." + w)?  *layer: N. */
+static bool layer_weight(tb_span s, const char *w, int *layer)
+{
+	const struct op_tap t = {NULL, w, true, NULL, NULL};
+
+	return weight_is(s, &t, layer);
+}
+
+/* A node of an experts block's routing or of the sum of its experts'
+ * outputs; false when it is none. */
+static bool moe_node(tb_ggml_node *n, const tb_ggml_node *a, const tb_ggml_node *b)
+{
+	int layer;
+
+	for (size_t k = 0; k < sizeof moe_steps / sizeof *moe_steps; k++) {
+		const struct moe_step *m = &moe_steps[k];
+		bool inner = !strncmp(m->from, "moe.", 4);
+		if (!span_is(n->op, m->op) || !a || !(inner ? inner_is(a, m->from) : tap_is(a, m->from)))
+			continue;
+		if (m->tap)
+			set_tap(n, m->tap, a->layer, false);
+		else
+			set_inner(n, m->inner, a->layer);
+		return true;
+	}
+	/* the probabilities' rows of the selected experts: the combine weights */
+	if (span_is(n->op, "GET_ROWS") && tap_is(a, "mlp.router_probs") && tap_is(b, "mlp.topk_ids")) {
+		set_tap(n, "mlp.moe_w", a->layer, false);
+		return true;
+	}
+	if (span_is(n->op, "MUL_MAT_ID") && layer_weight(n->src[0], "ffn_down_exps.weight", &layer)) {
+		set_inner(n, "moe.down", layer);
+		return true;
+	}
+	/* each expert's output times its weight */
+	if (span_is(n->op, "MUL") && (inner_is(a, "moe.down") || inner_is(b, "moe.down"))) {
+		const tb_ggml_node *w = inner_is(a, "moe.down") ? b : a;
+		if (w && w->tap && !strncmp(w->tap, "mlp.moe_w", 9)) {
+			set_inner(n, "moe.weighted", w->layer);
+			return true;
+		}
+	}
+	/* the sum of the weighted experts' views */
+	if (span_is(n->op, "ADD") && a && b && (inner_is(a, "moe.weighted") || tap_is(a, "mlp.experts")) &&
+	    inner_is(b, "moe.weighted")) {
+		set_tap(n, "mlp.experts", b->layer, false);
+		return true;
+	}
+	return false;
 }
 
 static void classify_one(tb_ggml_node *nodes, size_t i)
@@ -237,7 +326,7 @@ static void classify_one(tb_ggml_node *nodes, size_t i)
 	tb_ggml_node *n = &nodes[i];
 	const tb_ggml_node *a = source(nodes, i, n->src[0]), *b = source(nodes, i, n->src[1]);
 
-	if (by_weight(nodes, i))
+	if (by_weight(nodes, i) || moe_node(n, a, b))
 		return;
 	if (span_is(n->op, "ADD") && (span_ends(n->src[0], ".bias") || span_ends(n->src[1], ".bias"))) {
 		/* a projection's bias: the sum is the finished tap */
@@ -255,6 +344,10 @@ static void classify_one(tb_ggml_node *nodes, size_t i)
 	}
 	if (is_carrier(n->op) && a && a->tap) {
 		set_tap(n, a->tap, a->layer, true);
+		return;
+	}
+	if (is_carrier(n->op) && a && a->inner) {
+		set_inner(n, a->inner, a->layer);
 		return;
 	}
 	if (span_is(n->op, "ADD"))

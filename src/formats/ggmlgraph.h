@@ -9,8 +9,14 @@
  *
  * The rules are one table of (op, weight operand) -> tap, plus RoPE of a
  * query or key, bias additions, row selections and reshapes that carry
- * their source's tap along, and the residual additions after attention
- * and after the MLP.  Each GET_ROWS from token_embd.weight starts a
+ * their source's tap along, the residual additions after attention and
+ * after the MLP, and an experts block's routing by the ops that build it
+ * (llm_graph_context::build_moe_ffn): the score function of the router's
+ * logits, the top-k of those probabilities (TOP_K, or a view of their
+ * ARGSORT), the rows of the probabilities the top-k selects (GET_ROWS),
+ * their renormalisation (DIV) and scaling (SCALE), and the sum (ADD) of
+ * the views of the experts' outputs (MUL_MAT_ID by ffn_down_exps) times
+ * those weights.  Each GET_ROWS from token_embd.weight starts a
  * forward pass.  Pure functions over borrowed strings; ggmltext.c calls it.
  */
 #ifndef TB_GGMLGRAPH_H
@@ -31,10 +37,13 @@ typedef struct tb_ggml_node {
 	tb_span src[2];    /* operand names; n == 0 when absent */
 	/* set by tb_ggml_classify */
 	int pass;          /* forward pass: 0, 1, ... in the file's order */
-	int layer;         /* -1: model-level (or no tap) */
+	int layer;         /* -1: model-level (or no tap nor inner) */
 	const char *tap;   /* canonical tap (static), or NULL: a graph internal */
 	bool carried;      /* tap carried from a source (a reshape, a row selection), not computed
 			    * here: it holds the tap's values, but another node is the tap */
+	const char *inner; /* a graph internal of an experts block that later nodes are told by
+			    * (static): "moe.argsort", "moe.down", "moe.weighted"; NULL otherwise.
+			    * Carried along reshapes and views, with its layer in layer */
 } tb_ggml_node;
 
 /* Do two spans hold the same text? */

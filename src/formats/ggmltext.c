@@ -767,9 +767,11 @@ static const char *role_of(tb_builder *b, const tb_ggml_node *n)
 }
 
 /* The tree tensor of a dump under name: the printed values, 1-D with a
- * tb_partial, or the whole tensor when nothing was elided. */
+ * tb_partial, or the whole tensor when nothing was elided and it holds
+ * every position of its pass (one_position: it holds the last one only,
+ * a partial dump of all its values, read at the other side's last). */
 static int add_record(tb_builder *b, const tb_file *f, const char *name, record *r, const tb_ggml_node *node,
-		      int qk_head_dim, tb_err *err)
+		      int qk_head_dim, bool one_position, tb_err *err)
 {
 	int64_t whole[4] = {r->h.ne[3], r->h.ne[2], r->h.ne[1], r->h.ne[0]};
 	uint64_t numel = (uint64_t)whole[0] * (uint64_t)whole[1] * (uint64_t)whole[2] * (uint64_t)whole[3];
@@ -791,7 +793,7 @@ static int add_record(tb_builder *b, const tb_file *f, const char *name, record 
 	t->stored_as = tb_builder_keep(b, r->h.type, r->h.type_len);
 	if (!t->role || !t->origin || !t->stored_as)
 		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
-	if (r->n == numel) {
+	if (r->n == numel && !one_position) {
 		if (tb_tensor_set_shape(t, 4, whole, f->path, err) < 0)
 			return -1;
 	} else {
@@ -844,6 +846,24 @@ static int head_dim(const tb_ggml_node *nodes, const parse *ps, size_t first, si
 			return (int)ps->rec[j].h.ne[0];
 	}
 	return 0;
+}
+
+/* Does node i, a tap of a pass of several positions, hold the last one
+ * only?  llama.cpp computes its last layer from the stream after
+ * attention (ffn_inp) on for the last token only: so does a tap of a layer
+ * whose ffn_inp has one row. */
+static bool last_position_only(const tb_ggml_node *nodes, const parse *ps, size_t first, size_t end, size_t i)
+{
+	int64_t positions = 0;
+
+	for (size_t j = first; j < end && !positions; j++)
+		if (tb_ggml_is_embed(&nodes[j]))
+			positions = ps->rec[j].h.ne[1];
+	for (size_t j = first; positions > 1 && nodes[i].layer >= 0 && j < i; j++)
+		if (nodes[j].tap && !nodes[j].carried && nodes[j].layer == nodes[i].layer &&
+		    !strcmp(nodes[j].tap, "attn.resid"))
+			return ps->rec[j].h.ne[1] == 1;
+	return false;
 }
 
 /* Is node i the last write of its tap in its pass (when it computes one),
@@ -917,8 +937,8 @@ static int add_passes(tb_builder *b, const tb_file *f, parse *ps, const tb_ggml_
 				if (node_name(nodes, kept, first, i, prefix, name, sizeof name) < 0)
 					continue;
 				kept[i] = true;
-				rc = add_record(b, f, name, &ps->rec[i], n,
-						is_tap ? head_dim(nodes, ps, first, end, i) : 0, err);
+				rc = add_record(b, f, name, &ps->rec[i], n, is_tap ? head_dim(nodes, ps, first, end, i) : 0,
+						is_tap && last_position_only(nodes, ps, first, end, i), err);
 			}
 		}
 	}

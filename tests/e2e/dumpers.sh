@@ -2,7 +2,9 @@
 # End to end: the dumpers in samples/dumpers really run.  dump_hf.py hooks a
 # tiny Llama-style torch model (tests/dumpers/tinyllama.py: HF module names,
 # no transformers) dumped twice, once with a perturbation, and tbisect must
-# pair every tensor and find the perturbed cell.  dump_jax.py's writers run
+# pair every tensor and find the perturbed cell; a Mixtral-style experts
+# block (tests/llamacpp/hfmodel.py) is recorded with its routing.
+# dump_jax.py's writers run
 # with numpy alone; its JAX model only where jax is installed.  Whatever
 # python3 lacks is a TAP skip with the reason.
 set -eu
@@ -73,6 +75,28 @@ if TORCH_PY=$(find_python torch); then
 	expect_exit 1 "replay: check the RoPE bug" "$TBISECT" check --json "$T/rref" "$T/rrope"
 	first_is "replay: first divergence L0.attn.q_rope" L0.attn.q_rope
 	json_is "replay: rope-style confirmed" causes.0.confirmed.variant "interleaved pairs (2i, 2i+1)"
+	# a Mixtral-style experts block (tests/llamacpp/hfmodel.py): its routing as the block's own topk returned it
+	expect_exit 0 "dump_hf --replay: a Mixtral-style sparse MoE model" "$TORCH_PY" -c '
+import sys, torch
+sys.path[:0] = sys.argv[1:3]
+import dump_hf, hfmodel
+torch.manual_seed(1)
+m = hfmodel.LlamaForCausalLM(hfmodel.Config(hidden=16, heads=2, kv_heads=1, inter=8, experts=4)).eval()
+topk = torch.topk
+dump_hf.dump(m, torch.tensor([[1, 5, 9, 13, 17]]), sys.argv[3], replay=True)
+assert torch.topk is topk, "torch.topk not restored"' "$D" "$top_srcdir/tests/llamacpp" "$T/moe"
+	expect_exit 0 "ls the MoE dump" "$TBISECT" ls "$T/moe"
+	check_that "MoE: no unmapped name" grep -q " 0 unmapped\$" "$TAP_OUT"
+	check_that "MoE: the router's logits at [B, S, E]" grep -q '^model.layers.1.block_sparse_moe.gate  *L1.mlp.router  *f32  *\[1, 5, 4\]' "$TAP_OUT"
+	check_that "MoE: the selected experts" grep -q '^model.layers.1.block_sparse_moe.selected_experts  *L1.mlp.topk_ids  *i64  *\[1, 5, 2\]' "$TAP_OUT"
+	check_that "MoE: their weights" grep -q '^model.layers.1.block_sparse_moe.routing_weights  *L1.mlp.topk_weights  *f32  *\[1, 5, 2\]' "$TAP_OUT"
+	check_that "MoE: the experts' sum and the block" sh -c 'grep -q "^model.layers.0.block_sparse_moe.experts  *L0.mlp.experts " "$1" && grep -q "^model.layers.0.block_sparse_moe  *L0.mlp " "$1"' x "$TAP_OUT"
+	check_that "MoE: the weights recorded after the block renormalised them, the ids the top 2 of the logits" "$TORCH_PY" -c '
+import sys, numpy as np
+d = sys.argv[1] + "/model.layers.0.block_sparse_moe."
+w, ids, g = (np.load(d + n + ".npy") for n in ("routing_weights", "selected_experts", "gate"))
+assert np.allclose(w.sum(-1), 1), w
+assert (np.sort(ids, -1) == np.sort(np.argsort(-g, -1)[..., :2], -1)).all()' "$T/moe"
 	expect_exit 0 "dump_hf --replay: gelu in layer 1's MLP" hf --replay --factory-arg bug=mlp-activation "$T/rgelu"
 	expect_exit 1 "replay: check the activation bug" "$TBISECT" check --json "$T/rref" "$T/rgelu"
 	first_is "replay: first divergence L1.mlp.act" L1.mlp.act

@@ -7,6 +7,7 @@ the fixtures change, with programs built from llama.cpp's own sources.
     tests/llamacpp/mkfixtures.py \\
         --gen 2024:EVAL_CALLBACK:GGUF_PY \\
         --gen 2026:EVAL_CALLBACK:GGUF_PY:LLAMA_DEBUG \\
+        --moe 2026:EVAL_CALLBACK:GGUF_PY \\
         OUT_DIR
 
 A generation is a llama.cpp tree: its llama-eval-callback (and, for the
@@ -48,6 +49,25 @@ injects at most one conversion bug:
               decode llama-debug runs first; and GEN-logits/, what
               llama-debug --save-logits writes for it
 
+--moe makes the mixture-of-experts fixtures: a Mixtral-style model
+(hfmodel.Config experts=4, experts_used=2: block_sparse_moe with a gate
+router and experts.E.w1/w2/w3) on a prompt of 6 tokens, so that every
+routing value is printed (llama.cpp elides axes longer than 6), converted
+as convert_hf_to_gguf.py converts Mixtral (LlamaModel: the llama arch with
+expert_count and expert_used_count, ffn_gate_inp from the router, each of
+w1, w3, w2 stacked over the experts into ffn_gate_exps, ffn_up_exps,
+ffn_down_exps; conversion/llama.py:145-172 of the 2026 tree).  They were
+made with llama-eval-callback and gguf-py of siphon.cpp (a llama.cpp fork
+of 2026-07 with the current MoE graph, commit d122864), built for the CPU:
+
+  ref-moe.npz             the reference, as ref.npz
+  GEN-moe.log.gz          a correct conversion, f32 weights
+  GEN-moe-experts.log.gz  layer 0's experts stacked in the wrong order
+                          (rolled by one: the router's expert e computes
+                          with the weights of expert e+1)
+  GEN-moe-router.log.gz   layer 0's router rows reversed: the scores
+                          belong to other experts than their weights
+
 The 2026 programs often lose the end of what they print (their log is
 written by a thread of their own, which the exit does not wait for): runs
 are repeated until one keeps it, and the first clean run that lost it is
@@ -72,6 +92,13 @@ CASES = {
     "2026": ["clean", "f16", "q8", "noperm", "theta", "transposed", "nobias", "gateup", "nobos", "failed"],
 }
 DEBUG_CASES = ["warmup"]
+MOE_PROMPT = "hello"
+MOE_SEED = 20261207
+MOE_CASES = ["moe", "moe-experts", "moe-router"]
+# the least gap between the reference's k-th and (k+1)-th router
+# probabilities: llama.cpp's f16 KV cache moves the router's input
+# by about 1e-3 (probabilities by less), which must not flip an expert
+MOE_MIN_GAP = 0.01
 
 
 def config(**kw):
@@ -97,6 +124,14 @@ def hf_weights(c, rng):
         w[p + "self_attn.v_proj.weight"] = mat(c.kv_heads * c.head_dim, c.hidden)
         w[p + "self_attn.o_proj.weight"] = mat(c.hidden, c.heads * c.head_dim)
         w[p + "post_attention_layernorm.weight"] = normw(c.hidden)
+        if c.experts:
+            w[p + "block_sparse_moe.gate.weight"] = mat(c.experts, c.hidden)
+            for e in range(c.experts):
+                x = p + "block_sparse_moe.experts.%d." % e
+                w[x + "w1.weight"] = mat(c.inter, c.hidden)
+                w[x + "w2.weight"] = mat(c.hidden, c.inter)
+                w[x + "w3.weight"] = mat(c.inter, c.hidden)
+            continue
         w[p + "mlp.gate_proj.weight"] = mat(c.inter, c.hidden)
         w[p + "mlp.up_proj.weight"] = mat(c.inter, c.hidden)
         w[p + "mlp.down_proj.weight"] = mat(c.hidden, c.inter)
@@ -126,16 +161,19 @@ def gguf_tensors(c, w, case):
         o = w[p + "self_attn.o_proj.weight"]
         if case == "transposed" and i == 1:
             o = np.ascontiguousarray(o.T)
-        gate, up = w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]
-        if case == "gateup":
-            gate, up = up, gate
         b = "blk.%d." % i
         t += [(b + "attn_norm.weight", w[p + "input_layernorm.weight"]),
               (b + "attn_q.weight", q), (b + "attn_k.weight", k),
               (b + "attn_v.weight", w[p + "self_attn.v_proj.weight"]),
               (b + "attn_output.weight", o),
-              (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"]),
-              (b + "ffn_gate.weight", gate), (b + "ffn_up.weight", up),
+              (b + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"])]
+        if c.experts:
+            t += moe_tensors(c, w, i, case)
+            continue
+        gate, up = w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]
+        if case == "gateup":
+            gate, up = up, gate
+        t += [(b + "ffn_gate.weight", gate), (b + "ffn_up.weight", up),
               (b + "ffn_down.weight", w[p + "mlp.down_proj.weight"])]
     t.append(("output_norm.weight", w["model.norm.weight"]))
     if case != "nooutput":
@@ -145,8 +183,26 @@ def gguf_tensors(c, w, case):
     return t
 
 
+def moe_tensors(c, w, i, case):
+    """Layer i's router and experts as convert_hf_to_gguf.py's LlamaModel
+    writes Mixtral's: each of w1 (gate), w3 (up), w2 (down) stacked over
+    the experts in their order, [E, rows, cols]."""
+    p, b = "model.layers.%d.block_sparse_moe." % i, "blk.%d." % i
+    order = list(range(c.experts))
+    if case == "moe-experts" and i == 0:
+        order = order[1:] + order[:1]
+    router = w[p + "gate.weight"]
+    if case == "moe-router" and i == 0:
+        router = router[::-1]
+    stack = lambda wid: np.stack([w[p + "experts.%d.%s.weight" % (e, wid)] for e in order])
+    return [(b + "ffn_gate_inp.weight", np.ascontiguousarray(router)),
+            (b + "ffn_gate_exps.weight", stack("w1")), (b + "ffn_down_exps.weight", stack("w2")),
+            (b + "ffn_up_exps.weight", stack("w3"))]
+
+
 def metadata(c, case):
-    return {"context_length": 128, "embedding_length": c.hidden, "block_count": c.layers,
+    return {"expert_count": c.experts, "expert_used_count": c.experts_used,
+            "context_length": 128, "embedding_length": c.hidden, "block_count": c.layers,
             "feed_forward_length": c.inter, "head_count": c.heads, "head_count_kv": c.kv_heads,
             "rope_dimension_count": c.head_dim,
             "rms_eps": 1e-3 if case == "eps" else c.eps,
@@ -180,6 +236,9 @@ def child_write_gguf(gguf_py, npz, meta, out):
     w.add_rope_dimension_count(meta["rope_dimension_count"])
     w.add_layer_norm_rms_eps(meta["rms_eps"])
     w.add_rope_freq_base(meta["rope_freq_base"])
+    if meta["expert_count"]:
+        w.add_expert_count(meta["expert_count"])
+        w.add_expert_used_count(meta["expert_used_count"])
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
              "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[meta["weights"]]
     w.add_file_type(ftype)
@@ -220,6 +279,21 @@ def token_ids(text):
     """How the byte vocabulary reads text: BOS, then each UTF-8 byte b as
     b + 3, a space as U+2581 (add_space_prefix off)."""
     return [1] + [b + 3 for b in text.replace(" ", "\u2581").encode("utf-8")]
+
+
+def routing_gaps(ref):
+    """The least gap, over layers and positions, between the k-th and the
+    (k+1)-th largest router probabilities of the reference (an .npz)."""
+    d = np.load(ref)
+    least = 1.0
+    for key in d.files:
+        if key.endswith(".block_sparse_moe.gate"):
+            x = d[key].astype(np.float64)
+            p = np.exp(x - x.max(-1, keepdims=True))
+            p = np.sort(p / p.sum(-1, keepdims=True), -1)[..., ::-1]
+            k = d[key[:-len("gate")] + "selected_experts"].shape[-1]
+            least = min(least, float((p[..., k - 1] - p[..., k]).min()))
+    return least
 
 
 def reference(c, w, ids, out):
@@ -308,11 +382,16 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--write-gguf":
         return child_write_gguf(*sys.argv[2:6])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gen", action="append", required=True,
+    ap.add_argument("--gen", action="append", default=[],
                     help="YEAR:EVAL_CALLBACK:GGUF_PY[:LLAMA_DEBUG]")
+    ap.add_argument("--moe", action="append", default=[], help="YEAR:EVAL_CALLBACK:GGUF_PY")
     ap.add_argument("out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.moe:
+        moe(args.moe, args.out)
+    if not args.gen:
+        return
     ids = token_ids(PROMPT)
     base = config()
     w = hf_weights(base, np.random.default_rng(SEED))
@@ -348,6 +427,31 @@ def main():
                 print("%s-%s: %d bytes" % (year, case, len(out)))
                 if case == "warmup":
                     save_logits(debug, model, cmdline, tmp, os.path.join(args.out, "%s-logits" % year))
+
+
+def moe(gens, out):
+    """The mixture-of-experts fixtures (--moe)."""
+    c = config(inter=32, experts=4, experts_used=2)
+    w = hf_weights(c, np.random.default_rng(MOE_SEED))
+    ids = token_ids(MOE_PROMPT)
+    ref = os.path.join(out, "ref-moe.npz")
+    reference(c, w, ids, ref)
+    gap = routing_gaps(ref)
+    if gap < MOE_MIN_GAP:
+        sys.exit("the reference's routing nearly ties (gap %.4f < %g): choose another MOE_SEED" % (gap, MOE_MIN_GAP))
+    cmdline = ["-p", MOE_PROMPT, "-t", "2", "-c", "64", "--seed", "1"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in gens:
+            year, evalcb, gguf_py = spec.split(":")[:3]
+            for case in MOE_CASES:
+                model = os.path.join(tmp, "%s-%s.gguf" % (year, case))
+                write_gguf(gguf_py, gguf_tensors(c, w, case), metadata(c, case), model)
+                log, _ = run([os.path.abspath(evalcb), "-m", os.path.basename(model)] + cmdline, tmp)
+                save(os.path.join(out, "%s-%s.log.gz" % (year, case)), log)
+                got = printed_tokens(log)
+                if got is not None and got != ids:
+                    sys.exit("%s-%s: llama.cpp read the prompt as %s, the reference as %s" % (year, case, got, ids))
+                print("%s-%s: %d bytes (routing gap %.3f)" % (year, case, len(log), gap))
 
 
 if __name__ == "__main__":
