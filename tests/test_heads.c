@@ -96,7 +96,7 @@ static void build(layer *l, fixture f)
 	}
 }
 
-#define UNKNOWN "head count unknown: give --heads N (and --kv-heads N for GQA)"
+#define UNKNOWN "head count unknown: give --heads N (and --kv-heads N for GQA), or :heads N in the interactive view"
 #define MIXED "no heads after o_proj, which mixes them; dump attn.q/attn.k/attn.v or attn.core (o_proj's input) for per-head numbers"
 
 /* A cell of a fixture, the counts given, the heads it gets. */

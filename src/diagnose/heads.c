@@ -141,7 +141,8 @@ void tb_heads_infer(const tb_result *r, long cell, int given_q, int given_kv, tb
 	}
 	n = c->cell.id == TB_TAP_ATTN_K || c->cell.id == TB_TAP_ATTN_V ? out->kv : out->q;
 	if (n <= 0) {
-		snprintf(out->note, sizeof out->note, "head count unknown: give --heads N (and --kv-heads N for GQA)");
+		snprintf(out->note, sizeof out->note,
+			 "head count unknown: give --heads N (and --kv-heads N for GQA), or :heads N in the interactive view");
 		return;
 	}
 	split(c, n, &seq, out);
