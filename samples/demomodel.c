@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,7 +239,7 @@ static void emit(fwd *f, int layer, const char *tap, const float *x, int64_t col
 	}
 	memcpy(t->data, x, n * sizeof *x);
 	t->layer = layer;
-	strcpy(t->tap, tap);
+	snprintf(t->tap, sizeof t->tap, "%s", tap);
 	t->rows = f->S;
 	t->cols = cols;
 	r->n_taps++;

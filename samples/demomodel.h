@@ -57,7 +57,7 @@ void demo_model_free(demo_model *m);
 /* One recorded activation, [rows, cols] = [seq, width] (batch 1 implied). */
 typedef struct demo_tap {
 	int layer;    /* -1 for embed, final_norm, logits */
-	char tap[16]; /* canonical tap name: "attn", "attn.q", ... */
+	char tap[32]; /* canonical tap name: "attn", "attn.q", "mlp.topk_weights", ... */
 	int64_t rows, cols;
 	float *data;
 } demo_tap;
