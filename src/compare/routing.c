@@ -515,6 +515,14 @@ int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb
 	return 0;
 }
 
+const tb_routing_layer *tb_routing_layer_of(const tb_routing *rt, int layer)
+{
+	for (size_t i = 0; i < rt->n; i++)
+		if (rt->v[i].layer == layer)
+			return &rt->v[i];
+	return NULL;
+}
+
 int tb_routing_chosen(const tb_pairing *p, const tb_routing_layer *l, int64_t pos, int ids[2][TB_ROUTING_K_MAX],
 		      tb_err *err)
 {

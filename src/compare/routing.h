@@ -55,6 +55,9 @@ typedef struct tb_routing {
 int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb_routing *out, tb_err *err);
 void tb_routing_free(tb_routing *rt);
 
+/* The routing of a layer, or NULL when its experts were not compared. */
+const tb_routing_layer *tb_routing_layer_of(const tb_routing *rt, int layer);
+
 /* The most experts a position's choice is read for (tb_routing_chosen). */
 #define TB_ROUTING_K_MAX 16
 

@@ -551,7 +551,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_sides loaded[4];
 	rope_cfg c0 = {0};
 	double floor, ref_rel = INFINITY;
-	char cell[TB_CELL_NAME_MAX], ref_name[64];
+	char ref_name[64];
 	bool finite;
 
 	if (!plan(in, p,
@@ -589,7 +589,6 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	out->tried = true;
 	rope_variant best = rope_candidate(&cand, &c0, pl.rows, pl.nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
-	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,
 					  best.cause, best.rel});
@@ -1009,7 +1008,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	core_cfg c0;
 	core_variant best;
 	double floor, ref_rel = INFINITY, cand_at_ref;
-	char cell[TB_CELL_NAME_MAX], ref_name[80];
+	char ref_name[80];
 	bool fits, finite;
 	int rc = 0;
 
@@ -1059,7 +1058,6 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	    core_best(&cand, &c0, cand_at_ref, true, floor, &best, err) < 0)
 		goto fail;
 	describe_core(&c0, ref_name, sizeof ref_name);
-	tb_cell_name(&in->target->cell, cell, sizeof cell);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
 					  best.rel});

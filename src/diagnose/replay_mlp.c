@@ -99,7 +99,6 @@ int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	const tb_pair *act = tb_replay_pair(in, layer, TB_TAP_MLP_ACT);
 	double rel_ref[N_VARIANTS], rel_cand[N_VARIANTS];
 	bool finite_r, finite_c;
-	char cell[TB_CELL_NAME_MAX];
 	variant vr, vc;
 
 	if (!gate || !up || !act) {
@@ -122,7 +121,6 @@ int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	vr = best(rel_ref, -1);
 	vc = best(rel_cand, vr);
-	tb_cell_name(&act->cell, cell, sizeof cell);
 	tb_replay_decide(in, out, tb_replay_floor(act->ref, act->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){variants[vr].name, rel_ref[vr], rel_cand[vr], variants[vc].name, variants[vc].cause,
 					  rel_cand[vc]});

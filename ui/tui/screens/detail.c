@@ -107,14 +107,11 @@ static void load_channels(view *v)
 static void load_routing(view *v, const tb_cell_result *c)
 {
 	detail *d = &d_state;
-	const tb_routing *rt = &v->run.routing;
 	tb_err err;
 
 	if (tb_cell_parent(&c->cell) != TB_TAP_MLP && c->cell.id != TB_TAP_MLP)
 		return;
-	for (size_t i = 0; i < rt->n; i++)
-		if (rt->v[i].layer == c->cell.layer)
-			d->routed = &rt->v[i];
+	d->routed = tb_routing_layer_of(&v->run.routing, c->cell.layer);
 	for (int pass = 0; d->routed && pass < 2; pass++) {
 		const tb_routed_pos *list = pass ? d->routed->disagree : d->routed->flipped;
 		size_t n = pass ? d->routed->n_disagree : d->routed->n_flipped;

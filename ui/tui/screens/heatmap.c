@@ -420,12 +420,12 @@ static void draw_status(view *v, WINDOW *w, int y, int lines)
 	}
 	if (c->by_sets) {
 		/* the expert sets' cell: its layer's routing, flips and all */
+		const tb_routing_layer *l = tb_routing_layer_of(&v->run.routing, c->cell.layer);
 		char routed[TB_ROUTING_TEXT_MAX];
-		for (size_t k = 0; k < v->run.routing.n; k++)
-			if (v->run.routing.v[k].layer == c->cell.layer) {
-				tb_routing_layer_text(&v->run.routing.v[k], routed, sizeof routed);
-				ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "%s", routed);
-			}
+		if (l) {
+			tb_routing_layer_text(l, routed, sizeof routed);
+			ui_put(w, y + 1, 0, ui_attr(UI_STATUS), "%s", routed);
+		}
 		return;
 	}
 	tb_scale_format(&tb_scales[0], c->m.rel_l2, a, sizeof a);
