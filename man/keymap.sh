@@ -24,7 +24,11 @@ $1 == "command" && !cmds {
 	print ".Ss Commands"
 	print "After"
 	print ".Ic \\&: ,"
-	print "a command line with Tab completing commands, cell names and tensor names:"
+	print "a command line with Tab completing commands, cell names and tensor names."
+	print "The action of each key above can be typed by its name too"
+	print ".Pq Ql :causes , Ql :first-divergence ;"
+	print "all but the prompt, the search and the mouse click."
+	print "The commands:"
 	print ".Bl -tag -width Ds"
 	cmds = 1
 }

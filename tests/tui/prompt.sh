@@ -95,6 +95,15 @@ keys p Escape
 expect_screen p "Esc leaves the prompt" "? help"
 keys p : "frobnicate" Enter
 expect_screen p "an unknown command says so" "unknown command 'frobnicate' (try :help)"
+keys p : "first-div" Tab
+expect_line p "Tab completes a key's action name too" '^:first-divergence$'
+keys p Enter
+expect_screen p "a key's action typed by its name does what its key does" "L2.mlp diverged"
+keys p : "causes" Enter
+expect_screen p ":causes opens the causes pane, as c" "causes  (of the first divergence: L2.mlp)"
+keys p Escape
+keys p : "select" Enter
+expect_screen p "the mouse's action is no command" "unknown command 'select' (try :help)"
 
 keys p / "mlp_norm" Enter
 expect_screen p "/ searches names after the cursor" "L3.mlp_norm"

@@ -383,10 +383,23 @@ const ui_cmd ui_cmds[] = {
 };
 const size_t ui_n_cmds = sizeof ui_cmds / sizeof ui_cmds[0];
 
+/* The action a word names whole (":causes", ":fold"): every key's action
+ * can be typed, not only the commands of ui_cmds.  The prompt and the
+ * mouse are no commands. */
+tb_action cmdline_action(const char *word)
+{
+	for (int a = 1; a < TB_ACT_COUNT; a++)
+		if (a != TB_ACT_PROMPT && a != TB_ACT_SEARCH && a != TB_ACT_CLICK &&
+		    !strcmp(tb_action_infos[a].name, word))
+			return (tb_action)a;
+	return TB_ACT_NONE;
+}
+
 /* The command a word names: its whole name, or a prefix of one name only
- * (":exp", ":q"); a trailing '!' (":q!") is accepted as vi has it.  NULL
- * with the message set. */
-static const ui_cmd *find_cmd(view *v, char *word)
+ * (":exp", ":q"); a trailing '!' (":q!") is accepted as vi has it.  NULL,
+ * with *action set when the word names an action whole, else with the
+ * message set. */
+static const ui_cmd *find_cmd(view *v, char *word, tb_action *action)
 {
 	const ui_cmd *found = NULL;
 	size_t len, n = 0;
@@ -398,6 +411,9 @@ static const ui_cmd *find_cmd(view *v, char *word)
 	for (size_t i = 0; i < ui_n_cmds; i++)
 		if (!strcmp(ui_cmds[i].name, word))
 			return &ui_cmds[i];
+	*action = cmdline_action(word);
+	if (*action != TB_ACT_NONE)
+		return NULL;
 	for (size_t i = 0; i < ui_n_cmds; i++) {
 		if (strncmp(ui_cmds[i].name, word, len) != 0)
 			continue;
@@ -435,9 +451,11 @@ ui_ret cmdline_run(view *v, const char *line, cmd_call *call)
 		*args++ = '\0';
 	while (isspace((unsigned char)*args))
 		args++;
-	c = find_cmd(v, cmd);
-	if (!c)
+	c = find_cmd(v, cmd, &call->action);
+	if (!c) {
+		snprintf(call->arg, sizeof call->arg, "%s", args);
 		return ui_flags(0);
+	}
 	if (c->exec)
 		return c->exec(v, args);
 	call->action = c->action;

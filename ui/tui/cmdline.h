@@ -36,7 +36,11 @@ typedef struct cmd_call {
 	char arg[256];
 } cmd_call;
 
-/* Run one command line. */
+/* The action a word names whole (tb_action_infos' names), or TB_ACT_NONE:
+ * a key's action typed at ':' (":causes"). */
+tb_action cmdline_action(const char *word);
+
+/* Run one command line: a command of ui_cmds, or an action by its name. */
 ui_ret cmdline_run(view *v, const char *line, cmd_call *call);
 
 #endif

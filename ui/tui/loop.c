@@ -38,14 +38,21 @@
 #define WHEEL_LINES 3
 
 static const screen_ops *const screens[SCREEN_COUNT] = {
-	[SCREEN_HEATMAP] = &heatmap_screen,
-	[SCREEN_DETAIL] = &detail_screen,
-	[SCREEN_CAUSES] = &causes_screen,
-	[SCREEN_HELP] = &help_screen,
-	[SCREEN_HISTORY] = &history_screen,
-	[SCREEN_UNPAIRED] = &unpaired_screen,
-	[SCREEN_SUGGEST] = &suggest_screen,
+#define TB_SCREEN_OPS(id, name, action) [SCREEN_##id] = &name##_screen,
+	TB_SCREEN_LIST(TB_SCREEN_OPS)
+#undef TB_SCREEN_OPS
 };
+
+/* The screen an action opens, or SCREEN_NONE. */
+static screen_id screen_of(tb_action a)
+{
+#define TB_SCREEN_OPENER(id, name, action) \
+	if (a == (action) && (action) != TB_ACT_NONE) \
+		return SCREEN_##id;
+	TB_SCREEN_LIST(TB_SCREEN_OPENER)
+#undef TB_SCREEN_OPENER
+	return SCREEN_NONE;
+}
 
 typedef struct loop {
 	view v;
@@ -263,8 +270,6 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 	switch (a) {
 	case TB_ACT_NONE: return ui_flags(0);
 	case TB_ACT_INTERRUPT: return ui_flags(UI_QUIT);
-	case TB_ACT_HELP: return open_screen(SCREEN_HELP);
-	case TB_ACT_CAUSES: return open_screen(SCREEN_CAUSES);
 	case TB_ACT_HISTORY:
 		if (!strcmp(arg, "clear"))
 			return ui_flags(reload_history_clear(&l->v));
@@ -273,8 +278,6 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 			return ui_flags(0);
 		}
 		return open_screen(SCREEN_HISTORY);
-	case TB_ACT_UNPAIRED: return open_screen(SCREEN_UNPAIRED);
-	case TB_ACT_SUGGEST: return open_screen(SCREEN_SUGGEST);
 	case TB_ACT_RELOAD: return ui_flags(reload_start(&l->v));
 	case TB_ACT_PREV_STEP: return ui_flags(reload_step(&l->v, -1));
 	case TB_ACT_NEXT_STEP: return ui_flags(reload_step(&l->v, 1));
@@ -307,7 +310,10 @@ static ui_ret dispatch(loop *l, tb_action a, const char *arg)
 		if (!(ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON1_RELEASED)))
 			return ui_flags(0);
 		return top(l)->click ? top(l)->click(&l->v, l->wmain, ev.y, ev.x) : ui_flags(0);
-	default: return top(l)->action(&l->v, l->wmain, a);
+	default:
+		if (screen_of(a) != SCREEN_NONE)
+			return open_screen(screen_of(a));
+		return top(l)->action(&l->v, l->wmain, a);
 	}
 }
 

@@ -108,7 +108,17 @@ static const char *candidate(cmd_completion kind, size_t k, char *buf, size_t si
 		if (k < p->n_pairs)
 			return p->pairs[k].cand ? p->pairs[k].cand->name : "";
 		return NULL;
-	default: return k < ui_n_cmds ? ui_cmds[k].name : NULL;
+	default:
+		if (k < ui_n_cmds)
+			return ui_cmds[k].name;
+		/* then the actions no command stands for (p's is :pos) */
+		k -= ui_n_cmds;
+		if (k + 1 >= TB_ACT_COUNT)
+			return NULL;
+		for (size_t i = 0; i < ui_n_cmds; i++)
+			if (ui_cmds[i].action == (tb_action)(k + 1) || !strcmp(ui_cmds[i].name, tb_action_infos[k + 1].name))
+				return "";
+		return cmdline_action(tb_action_infos[k + 1].name) != TB_ACT_NONE ? tb_action_infos[k + 1].name : "";
 	}
 }
 

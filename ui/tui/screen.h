@@ -1,6 +1,5 @@
 /*
- * screen: the interface between the loop and its screens (heatmap,
- * detail, causes, help, history).  A screen is a screen_ops table; each
+ * screen: the interface between the loop and its screens (TB_SCREEN_LIST).  A screen is a screen_ops table; each
  * keeps its own state in its file.  Handlers never touch the screen stack
  * nor call another screen: they return a ui_ret saying what the loop
  * should do (redraw, go back, go home to the heatmap, open a screen on a
@@ -25,15 +24,25 @@ enum {
 	UI_FATAL = 1 << 5,   /* leave with the message line as the error */
 };
 
+/* The screens: one row each.  A row gives the id, the screen_ops (NAME_screen,
+ * defined in tui/screens/NAME.c) and the action that opens it from any
+ * screen (TB_ACT_NONE: opened by another screen, as detail from a cell, or
+ * the heatmap, the bottom of the stack).  The enum, the loop's table and
+ * its dispatch are generated from this list. */
+#define TB_SCREEN_LIST(X) \
+	X(HEATMAP, heatmap, TB_ACT_NONE) \
+	X(DETAIL, detail, TB_ACT_NONE) \
+	X(CAUSES, causes, TB_ACT_CAUSES) \
+	X(HELP, help, TB_ACT_HELP) \
+	X(HISTORY, history, TB_ACT_HISTORY) \
+	X(UNPAIRED, unpaired, TB_ACT_UNPAIRED) \
+	X(SUGGEST, suggest, TB_ACT_SUGGEST)
+
 typedef enum screen_id {
 	SCREEN_NONE,
-	SCREEN_HEATMAP,
-	SCREEN_DETAIL,
-	SCREEN_CAUSES,
-	SCREEN_HELP,
-	SCREEN_HISTORY,
-	SCREEN_UNPAIRED,
-	SCREEN_SUGGEST,
+#define TB_SCREEN_ENUM(id, name, action) SCREEN_##id,
+	TB_SCREEN_LIST(TB_SCREEN_ENUM)
+#undef TB_SCREEN_ENUM
 	SCREEN_COUNT
 } screen_id;
 

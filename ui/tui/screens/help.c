@@ -28,7 +28,7 @@ static void fill(const view *v, doc *dc)
 		doc_wrap(dc, 0, prefix, 41, tb_action_infos[a].help);
 	}
 	doc_line(dc, 0, "%s", "");
-	doc_line(dc, ui_attr(UI_TITLE), "commands  (after ':'; Tab completes commands, cells and tensor names)");
+	doc_line(dc, ui_attr(UI_TITLE), "commands  (after ':', as is each key's action by its name, :causes; Tab completes)");
 	for (size_t i = 0; i < ui_n_cmds; i++) {
 		snprintf(prefix, sizeof prefix, "  %-38s ", ui_cmds[i].usage);
 		doc_wrap(dc, 0, prefix, 41, ui_cmds[i].help);
