@@ -1102,6 +1102,7 @@ static bool ggml_sniff_deep(const unsigned char *data, size_t n)
 
 const tb_format tb_fmt_ggmltext = {
 	.name = "llama.cpp text dump",
+	.label = ".txt, .log, any text (llama.cpp text dumps)",
 	.suffixes = ggml_suffixes,
 	.sniff = ggml_sniff,
 	.sniff_deep = ggml_sniff_deep,

@@ -881,6 +881,7 @@ static int golden_index(tb_builder *b, const tb_file *f, const char *stem, const
 
 const tb_format tb_fmt_golden = {
 	.name = "golden",
+	.label = ".jsonl, .pkl, .pickle (MaxText golden logits)",
 	.suffixes = golden_suffixes,
 	.sniff = golden_sniff,
 	.index = golden_index,

@@ -479,6 +479,7 @@ static const char *const npy_companions[] = {MANIFEST_NAME, NULL};
 
 const tb_format tb_fmt_npy = {
 	.name = "npy",
+	.label = ".npy",
 	.suffixes = npy_suffixes,
 	.sniff = npy_sniff,
 	.index = npy_index,

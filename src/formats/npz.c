@@ -115,6 +115,7 @@ static int npz_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 
 const tb_format tb_fmt_npz = {
 	.name = "npz",
+	.label = ".npz",
 	.suffixes = npz_suffixes,
 	.sniff = npz_sniff,
 	.index = npz_index,

@@ -448,6 +448,7 @@ out:
 
 const tb_format tb_fmt_polygraphy = {
 	.name = "polygraphy",
+	.label = "out.json (Polygraphy RunResults)",
 	.suffixes = pg_suffixes,
 	.sniff = pg_sniff,
 	.index = pg_index,

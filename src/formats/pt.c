@@ -623,6 +623,7 @@ int tb_pt_index_named(tb_builder *b, const tb_file *f, const char *name, tb_err 
 
 const tb_format tb_fmt_pt = {
 	.name = "torch",
+	.label = ".pt, .pth, .bin (torch.save)",
 	.suffixes = pt_suffixes,
 	.sniff = pt_sniff,
 	.index = pt_index,

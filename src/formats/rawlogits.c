@@ -92,6 +92,7 @@ static int raw_index(tb_builder *b, const tb_file *f, const char *stem, const ch
 
 const tb_format tb_fmt_rawlogits = {
 	.name = "raw float32 logits",
+	.label = ".bin (raw float32 logits)",
 	.suffixes = raw_suffixes,
 	.sniff = raw_sniff,
 	.index = raw_index,

@@ -35,6 +35,9 @@ typedef struct tb_builder tb_builder;
 
 typedef struct tb_format {
 	const char *name;
+	/* What the user knows it as: the heading of its entry in the FORMATS
+	 * list of tbisect-dumps(5), in plain text; the usage text lists these. */
+	const char *label;
 	const char *const *suffixes; /* lower-case file-name endings, NULL-terminated */
 	/* Claim by content; head holds the file's first n (<= TB_SNIFF_BYTES) bytes. */
 	bool (*sniff)(const unsigned char *head, size_t n);

@@ -385,6 +385,7 @@ out:
 
 const tb_format tb_fmt_safetensors = {
 	.name = "safetensors",
+	.label = ".safetensors",
 	.suffixes = st_suffixes,
 	.sniff = st_sniff,
 	.index = st_index,
@@ -392,6 +393,7 @@ const tb_format tb_fmt_safetensors = {
 
 const tb_format tb_fmt_safetensors_index = {
 	.name = "safetensors-index",
+	.label = "*.safetensors.index.json",
 	.suffixes = st_index_suffixes,
 	.sniff = st_index_sniff,
 	.index = st_index_index,

@@ -143,6 +143,7 @@ static int sglang_index(tb_builder *b, const tb_file *f, const char *stem, const
 
 const tb_format tb_fmt_sglang = {
 	.name = "sglang",
+	.label = "SGLang's dumper",
 	.suffixes = sglang_suffixes,
 	.sniff = sglang_sniff,
 	.index = sglang_index,

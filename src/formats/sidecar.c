@@ -266,6 +266,7 @@ static int hfdebug_index(tb_builder *b, const tb_file *f, const char *stem, cons
 
 const tb_format tb_fmt_vllm_sidecar = {
 	.name = "vllm-sidecar",
+	.label = "vLLM's intermediate logging",
 	.suffixes = no_suffixes,
 	.sniff = vllm_sniff,
 	.index = vllm_index,
@@ -273,6 +274,7 @@ const tb_format tb_fmt_vllm_sidecar = {
 
 const tb_format tb_fmt_hfdebug_tree = {
 	.name = "hf-debug-tree",
+	.label = "transformers' model debugger",
 	.suffixes = no_suffixes,
 	.sniff = hfdebug_sniff,
 	.index = hfdebug_index,

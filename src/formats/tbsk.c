@@ -350,6 +350,7 @@ static const char *const tbsk_suffixes[] = {".tbsk", NULL};
 
 const tb_format tb_fmt_tbsk = {
 	.name = "tbisect sketch",
+	.label = ".tbsk (tbisect sketches)",
 	.suffixes = tbsk_suffixes,
 	.sniff = tbsk_sniff,
 	.index = tbsk_index,

@@ -85,6 +85,16 @@ while read -r c; do
 	check_that "tbisect.1 documents the $c command" grep -q "^     tbisect $c \\[options\\]" "$T/tbisect.1.txt"
 done <"$T/commands"
 
+# Every format of the readers' table (the usage text lists their labels)
+# heads an entry of tbisect-dumps(5) FORMATS, as its .It line reads.
+"$TBISECT" --help | sed -n '/^The formats read/,/^$/s/^  //p' >"$T/formats"
+sed -n '/^\.Sh FORMATS/,/^\.Sh RANKS AND STEPS/s/^\.It //p' "$M/tbisect-dumps.5" |
+	sed -e 's/ Pq \(.*\)/ (\1)/' -e 's/Pa //g' -e 's/No //g' -e 's/ ,/,/g' >"$T/format.items"
+check_that "tbisect --help lists the readers' formats" test "$(wc -l <"$T/formats")" -ge 13
+while read -r f; do
+	check_that "tbisect-dumps.5 FORMATS has an entry for $f" grep -q -x -F -- "$f" "$T/format.items"
+done <"$T/formats"
+
 # Every convention of the naming tables (the text decoder's, the towers')
 # is listed, in its order.
 for table in tb_conventions tower_conventions; do

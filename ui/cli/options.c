@@ -11,6 +11,7 @@
 
 #include "cli/options.h"
 #include "compare/routing.h"
+#include "formats/reader.h"
 #include "run/calibrate.h"
 #include "run/fingerprint.h"
 #include "tensor/dtype.h"
@@ -227,10 +228,12 @@ void tb_usage(FILE *out)
 	}
 	fputs("\n"
 	      "\n"
-	      "REF and CAND are dump trees: a directory (walked recursively) or one file:\n"
-	      ".npy, .npz, .safetensors, *.safetensors.index.json, torch.save (.pt/.pth/.bin),\n"
-	      "MaxText golden logits (.jsonl, or a pickle under that name).\n"
-	      "\n"
+	      "REF and CAND are dump trees: a directory (walked recursively) or one file.\n"
+	      "The formats read (tbisect-dumps(5) FORMATS):\n",
+	      out);
+	for (int i = 0; tb_formats[i]; i++)
+		fprintf(out, "  %s\n", tb_formats[i]->label);
+	fputs("\n"
 	      "options:\n",
 	      out);
 	for (size_t i = 0; i < tb_n_option_infos; i++) {
