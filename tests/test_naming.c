@@ -458,9 +458,10 @@ static void test_cells(void **state)
 	assert_int_equal(tb_cell_parse("L3", &a), -1);
 
 	/* forward order */
-	static const char *const order[] = {"embed", "L0.attn_norm", "L0.attn.q", "L0.attn.k", "L0.attn.v",
-					    "L0.attn.rope", "L0.attn.o", "L0.attn", "L0.mlp_norm", "L0.mlp.gate",
-					    "L0.mlp.up", "L0.mlp.act", "L0.mlp.down", "L0.mlp", "L0.block",
+	static const char *const order[] = {"embed", "L0.attn_norm", "L0.attn.qkv", "L0.attn.q", "L0.attn.k",
+					    "L0.attn.v", "L0.attn.rope", "L0.attn.o", "L0.attn", "L0.mlp_norm",
+					    "L0.mlp.gate_up", "L0.mlp.gate", "L0.mlp.up", "L0.mlp.act", "L0.mlp.down",
+					    "L0.mlp", "L0.block",
 					    "L1.attn_norm", "L10.block", "final_norm", "logits"};
 	for (size_t i = 0; i + 1 < sizeof order / sizeof *order; i++) {
 		assert_int_equal(tb_cell_parse(order[i], &a), 0);

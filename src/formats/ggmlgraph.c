@@ -87,12 +87,15 @@ static const struct moe_step {
 	{"SCALE", "mlp.moe_w_norm", "mlp.moe_w_scaled", NULL},
 };
 
-/* RoPE turns a query or key tap into its rotated one. */
+/* RoPE turns a query or key tap, normed or not, into its rotated one (a
+ * fused qkv is split by views first, never rotated whole). */
 static const struct {
-	const char *from_prefix, *to;
+	const char *from, *to;
 } ropes[] = {
 	{"attn.q", "attn.q_rope"},
+	{"attn.q_norm", "attn.q_rope"},
 	{"attn.k", "attn.k_rope"},
+	{"attn.k_norm", "attn.k_rope"},
 };
 
 bool tb_span_eq(tb_span a, tb_span b)
@@ -337,8 +340,7 @@ static void classify_one(tb_ggml_node *nodes, size_t i)
 	}
 	if (span_is(n->op, "ROPE") && a && a->tap) {
 		for (size_t k = 0; k < sizeof ropes / sizeof *ropes; k++)
-			if (!strncmp(a->tap, ropes[k].from_prefix, strlen(ropes[k].from_prefix)) &&
-			    strcmp(a->tap, "attn.qkv"))
+			if (!strcmp(a->tap, ropes[k].from))
 				set_tap(n, ropes[k].to, a->layer, false);
 		return;
 	}

@@ -400,10 +400,9 @@ static join_kind join_of(const tb_layout_opts *o, const tb_cell *c, const tb_ten
 	case TB_TAP_ATTN:
 	case TB_TAP_MLP:
 		return JOIN_AUTO;
-	case TB_TAP_OTHER:
-		if (!strcmp(c->tap, "attn.qkv") || !strcmp(c->tap, "mlp.gate_up"))
-			return JOIN_FUSED;
-		return JOIN_REPLICATED;
+	case TB_TAP_ATTN_QKV:
+	case TB_TAP_MLP_GATE_UP:
+		return JOIN_FUSED;
 	default:
 		return JOIN_REPLICATED;
 	}
@@ -480,27 +479,28 @@ static int fused_widths(lay *L, const entry *g, bool qkv, int64_t *w, tb_err *er
  * projections, each projection joined across ranks, then put side by side. */
 static int join_fused(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 {
-	static const char *const names[] = {"[q]", "[k]", "[v]"};
 	tb_cell c = cell_of(L, g);
-	bool qkv = !strcmp(c.tap, "attn.qkv");
-	int np = qkv ? 3 : 2;
-	tb_tensor *proj[3], *cols[64];
-	char name[NAME_ROOM];
+	tb_tap_id ids[TB_MAX_PARTS];
+	int np = tb_tap_parts(c.id, ids);
+	bool qkv = c.id == TB_TAP_ATTN_QKV;
+	tb_tensor *proj[TB_MAX_PARTS], *cols[64];
+	char tag[32], name[NAME_ROOM];
 
 	if (n > 64)
 		return tb_err_set(err, g->t->path, "'%s': more than 64 ranks", g->base);
 	for (int k = 0; k < np; k++) {
+		tb_tap_part_tag(ids[k], tag, sizeof tag);
 		for (int r = 0; r < n; r++) {
 			int64_t w[3] = {0, 0, 0}, at = 0;
 			if (fused_widths(L, &g[r], qkv, w, err) < 0)
 				return -1;
 			for (int j = 0; j < k; j++)
 				at += w[j];
-			if (tb_view_columns(g[r].t, at, w[k], qkv ? names[k] : k ? "[up]" : "[gate]", &cols[r], err) < 0 ||
+			if (tb_view_columns(g[r].t, at, w[k], tag, &cols[r], err) < 0 ||
 			    keep_made(L, cols[r], err) < 0)
 				return -1;
 		}
-		snprintf(name, sizeof name, "%s%s", g->base, qkv ? names[k] : k ? "[up]" : "[gate]");
+		snprintf(name, sizeof name, "%s%s", g->base, tag);
 		if (tb_compose_concat(cols, n, g->t->ndim - 1, name, &proj[k], err) < 0 || keep_made(L, proj[k], err) < 0)
 			return -1;
 	}
@@ -1023,7 +1023,7 @@ void tb_layout_qk_widths(const tb_tree *tree, const tb_namer *namer, int64_t *q,
 				*kv = w;
 			else if (c.id == TB_TAP_ATTN_CORE)
 				core = w;
-			else if (!strcmp(c.tap, "attn.qkv"))
+			else if (c.id == TB_TAP_ATTN_QKV)
 				qkv = w;
 		}
 		/* a fused tree: the attention output is as wide as q, which leaves
@@ -1099,7 +1099,7 @@ int tb_layout_rank_join(const tb_layout_opts *o, const tb_cell *c, const tb_tens
 		j->partial = true;
 		return 0;
 	case JOIN_FUSED:
-		qkv = !strcmp(c->tap, "attn.qkv");
+		qkv = c->id == TB_TAP_ATTN_QKV;
 		j->n_parts = qkv ? 3 : 2;
 		return split_fused(o, t, t->name, qkv, 0, j->width, err);
 	default:

@@ -528,17 +528,18 @@ static int split_widths(const mapped *m, const side_vec *other, const char *cons
  * whole, and unpaired says why. */
 static int split_fused(tb_pairing *p, side_vec *sd, const side_vec *other, const tb_pairing_opts *o, tb_err *err)
 {
-	static const char *const qkv[] = {"attn.q", "attn.k", "attn.v"}, *const gate_up[] = {"mlp.gate", "mlp.up"};
 	size_t n = sd->n;
 
 	for (size_t i = 0; i < n; i++) {
 		mapped m = sd->v[i];
-		bool is_qkv = !strcmp(m.cell.tap, "attn.qkv"), is_gu = !strcmp(m.cell.tap, "mlp.gate_up");
-		const char *const *parts = is_qkv ? qkv : gate_up;
-		int np = is_qkv ? 3 : 2;
-		int64_t w[3], at = 0;
+		tb_tap_id ids[TB_MAX_PARTS];
+		const char *parts[TB_MAX_PARTS];
+		int np = tb_tap_parts(m.cell.id, ids);
+		int64_t w[TB_MAX_PARTS] = {0}, at = 0;
 
-		if ((!is_qkv && !is_gu) || find(other, m.cell.layer, m.cell.tap) || !find(other, m.cell.layer, parts[0]))
+		for (int k = 0; k < np; k++)
+			parts[k] = tb_tap_info_of(ids[k])->name;
+		if (!np || find(other, m.cell.layer, m.cell.tap) || !find(other, m.cell.layer, parts[0]))
 			continue;
 		if (split_widths(&m, other, parts, np, o, w) < 0) {
 			sd->v[i].unsplit = true;
@@ -548,7 +549,7 @@ static int split_fused(tb_pairing *p, side_vec *sd, const side_vec *other, const
 			char suffix[32];
 			tb_tensor *v;
 			mapped *e;
-			snprintf(suffix, sizeof suffix, "[%s]", parts[k] + strcspn(parts[k], ".") + 1);
+			tb_tap_part_tag(ids[k], suffix, sizeof suffix);
 			if (tb_view_columns(m.t, at, w[k], suffix, &v, err) < 0 || keep_view(p, v) < 0)
 				return -1;
 			at += w[k];

@@ -20,6 +20,33 @@ const size_t tb_n_taps = sizeof tb_taps / sizeof tb_taps[0];
 #define FREE_ATTN_RANK 250
 #define FREE_MLP_RANK 598
 
+int tb_tap_parts(tb_tap_id id, tb_tap_id *parts)
+{
+	static const struct {
+		tb_tap_id fused, parts[TB_MAX_PARTS];
+	} fused[] = {
+		{TB_TAP_ATTN_QKV, {TB_TAP_ATTN_Q, TB_TAP_ATTN_K, TB_TAP_ATTN_V}},
+		{TB_TAP_MLP_GATE_UP, {TB_TAP_MLP_GATE, TB_TAP_MLP_UP}},
+	};
+
+	for (size_t i = 0; i < sizeof fused / sizeof *fused; i++) {
+		if (fused[i].fused != id)
+			continue;
+		int n = 0;
+		while (n < TB_MAX_PARTS && fused[i].parts[n])
+			parts[n] = fused[i].parts[n], n++;
+		return n;
+	}
+	return 0;
+}
+
+void tb_tap_part_tag(tb_tap_id part, char *buf, size_t size)
+{
+	const char *name = tb_taps[part - 1].name;
+
+	snprintf(buf, size, "[%s]", name + strcspn(name, ".") + 1);
+}
+
 const tb_tap_info *tb_tap_info_of(tb_tap_id id)
 {
 	return id > TB_TAP_NONE && id < TB_TAP_OTHER ? &tb_taps[id - 1] : NULL;

@@ -34,6 +34,7 @@ typedef enum tb_scope {
 #define TB_TAP_TABLE(X)                                                                                            \
 	X(EMBED, "embed", TB_SCOPE_PRE, 0, NONE, "token embedding output (post-embed)", false)                      \
 	X(ATTN_NORM, "attn_norm", TB_SCOPE_LAYER, 100, NONE, "attention input norm (input_layernorm)", false)      \
+	X(ATTN_QKV, "attn.qkv", TB_SCOPE_LAYER, 199, ATTN, "fused query, key and value projection (qkv_proj)", false) \
 	X(ATTN_Q, "attn.q", TB_SCOPE_LAYER, 200, ATTN, "query projection", false)                                  \
 	X(ATTN_K, "attn.k", TB_SCOPE_LAYER, 201, ATTN, "key projection", false)                                    \
 	X(ATTN_V, "attn.v", TB_SCOPE_LAYER, 202, ATTN, "value projection", false)                                  \
@@ -52,6 +53,7 @@ typedef enum tb_scope {
 	X(MLP_TOPK_IDS, "mlp.topk_ids", TB_SCOPE_LAYER, 482, MLP, "MoE selected experts (ids)", false)             \
 	X(MLP_TOPK_WEIGHTS, "mlp.topk_weights", TB_SCOPE_LAYER, 483, MLP, "MoE combine weights of the selected experts", \
 	  false)                                                                                                   \
+	X(MLP_GATE_UP, "mlp.gate_up", TB_SCOPE_LAYER, 499, MLP, "fused gate and up projection (gate_up_proj)", false) \
 	X(MLP_GATE, "mlp.gate", TB_SCOPE_LAYER, 500, MLP, "MLP gate projection", false)                            \
 	X(MLP_UP, "mlp.up", TB_SCOPE_LAYER, 501, MLP, "MLP up projection", false)                                  \
 	X(MLP_ACT, "mlp.act", TB_SCOPE_LAYER, 502, MLP, "MLP activation, gated (down_proj's input)", false)         \
@@ -95,6 +97,14 @@ typedef struct tb_tap_info {
 /* The table entries, in forward order: tb_taps[i].id == i + 1. */
 extern const tb_tap_info tb_taps[];
 extern const size_t tb_n_taps;
+
+/* The projections a fused tap joins side by side on its last axis, in
+ * that order (attn.qkv: attn.q, attn.k, attn.v; mlp.gate_up: mlp.gate,
+ * mlp.up) into parts[TB_MAX_PARTS]; how many, 0 for a tap that is none. */
+#define TB_MAX_PARTS 3
+int tb_tap_parts(tb_tap_id id, tb_tap_id *parts);
+/* "[q]" for attn.q: what a part's view of a fused tensor adds to its name. */
+void tb_tap_part_tag(tb_tap_id part, char *buf, size_t size);
 
 /* Table entry for a tap, or NULL for a free-form sub-tap (attn.X, mlp.X)
  * or an unknown name. */
