@@ -549,13 +549,19 @@ static void test_atomic_write(void **state)
 	assert_int_equal(rename(old, tmp), 0);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 1);
-	/* A temp file that cannot be created: the write fails, the file stays. */
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h.path, (long)getpid());
-	assert_int_equal(mkdir(tmp, 0700), 0);
+	/* A file that cannot be replaced (a directory took its name): the
+	 * write fails with the I/O code, no temporary is left, and the file
+	 * put back holds what it held. */
+	snprintf(tmp, sizeof tmp, "%s.aside", h.path);
+	assert_int_equal(rename(h.path, tmp), 0);
+	assert_int_equal(mkdir(h.path, 0700), 0);
 	assert_int_equal(tb_history_record(&h, &f.s, g.res, NULL, &err), -1);
 	if (!strstr(err.msg, "cannot write the history"))
 		fail_msg("error: %s", err.msg);
-	assert_int_equal(rmdir(tmp), 0);
+	assert_int_equal(err.code, TB_ERR_IO);
+	assert_int_equal(temp_files(dir), 0);
+	assert_int_equal(rmdir(h.path), 0);
+	assert_int_equal(rename(tmp, h.path), 0);
 	tb_history_free(&h);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 1);

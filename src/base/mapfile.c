@@ -212,7 +212,7 @@ int tb_read_stream(FILE *f, size_t max, const char *name, char **out, size_t *le
 		return tb_err_setc(err, TB_ERR_NOMEM, name, "out of memory");
 	if (ferror(f)) {
 		free(buf);
-		return tb_err_set(err, name, "cannot read: %s", strerror(errno));
+		return tb_err_setc(err, TB_ERR_IO, name, "cannot read: %s", strerror(errno));
 	}
 	buf[n] = '\0';
 	*out = buf;

@@ -29,8 +29,8 @@ static uint64_t checksum(uint64_t h, const unsigned char *p, size_t n)
 
 static int put(tb_tbsk_writer *w, const void *p, size_t n, tb_err *err)
 {
-	if (n && fwrite(p, 1, n, w->f) != n)
-		return tb_err_setc(err, TB_ERR_IO, w->path, "cannot write the sketch");
+	if (n && fwrite(p, 1, n, w->file.f) != n)
+		return tb_err_setc(err, TB_ERR_IO, w->file.path, "cannot write the sketch");
 	w->sum = checksum(w->sum, p, n);
 	w->bytes += n;
 	return 0;
@@ -45,7 +45,7 @@ static int put_str(tb_tbsk_writer *w, const char *s, size_t max, int width, tb_e
 	size_t n = strlen(s);
 
 	if (n > max)
-		return tb_err_setc(err, TB_ERR_LIMIT, w->path, "name '%.64s...' too long for a sketch", s);
+		return tb_err_setc(err, TB_ERR_LIMIT, w->file.path, "name '%.64s...' too long for a sketch", s);
 	if (width == 2) {
 		uint16_t len = (uint16_t)n;
 		if (PUT(w, len, err) < 0)
@@ -62,29 +62,11 @@ int tb_tbsk_begin(tb_tbsk_writer *w, const char *path, uint64_t seed, uint32_t n
 		  tb_err *err)
 {
 	uint32_t version = TB_SKETCH_VERSION;
-	int fd;
 
 	memset(w, 0, sizeof *w);
 	w->sum = CHECKSUM_INIT;
-	w->path = strdup(path);
-	w->tmp = malloc(strlen(path) + 16);
-	if (!w->path || !w->tmp) {
-		tb_tbsk_abort(w);
-		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	}
-	sprintf(w->tmp, "%s.tmp.XXXXXX", path);
-	/* mkstemp makes the file private; a sketch is meant to be copied */
-	mode_t mask = umask(0);
-	umask(mask);
-	if ((fd = mkstemp(w->tmp)) < 0 || fchmod(fd, 0666 & ~mask) < 0 || !(w->f = fdopen(fd, "wb"))) {
-		if (fd >= 0)
-			close(fd);
-		free(w->tmp);
-		w->tmp = NULL;
-		tb_err_setc(err, TB_ERR_IO, path, "cannot create the sketch file");
-		tb_tbsk_abort(w);
+	if (tb_atomic_open(&w->file, path, "the sketch file", 0, err) < 0)
 		return -1;
-	}
 	if (put(w, MAGIC, MAGIC_LEN, err) < 0 || PUT(w, version, err) < 0 || PUT(w, n_tensors, err) < 0 ||
 	    PUT(w, seed, err) < 0 || PUT(w, tree->tie, err) < 0 || PUT(w, tree->n_tokens, err) < 0 ||
 	    put(w, tree->tokens, (size_t)tree->n_tokens * sizeof *tree->tokens, err) < 0) {
@@ -124,27 +106,15 @@ int tb_tbsk_end(tb_tbsk_writer *w, uint64_t *size, tb_err *err)
 		return -1;
 	}
 	*size = w->bytes;
-	if (fclose(w->f) != 0 || rename(w->tmp, w->path) != 0) {
-		w->f = NULL;
-		tb_err_setc(err, TB_ERR_IO, w->path, "cannot write the sketch file");
-		tb_tbsk_abort(w);
+	if (tb_atomic_commit(&w->file, false, err) < 0)
 		return -1;
-	}
-	w->f = NULL;
-	free(w->tmp);
-	free(w->path);
 	memset(w, 0, sizeof *w);
 	return 0;
 }
 
 void tb_tbsk_abort(tb_tbsk_writer *w)
 {
-	if (w->f)
-		fclose(w->f);
-	if (w->tmp)
-		unlink(w->tmp);
-	free(w->tmp);
-	free(w->path);
+	tb_atomic_abort(&w->file);
 	memset(w, 0, sizeof *w);
 }
 

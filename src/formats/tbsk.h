@@ -25,12 +25,12 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/writefile.h"
 #include "tensor/sketch.h"
 
 typedef struct tb_tbsk_writer {
-	FILE *f;
-	char *path, *tmp; /* the file, and where it is written until it is whole */
-	uint64_t sum;     /* checksum so far */
+	tb_atomic file; /* written whole or not at all */
+	uint64_t sum;   /* checksum so far */
 	uint64_t bytes;
 } tb_tbsk_writer;
 

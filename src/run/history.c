@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/writefile.h"
 #include "run/history.h"
 #include "tensor/digest.h"
 #include "base/jsonutil.h"
@@ -491,12 +492,18 @@ static void describe(tb_pass *p, const tb_pass *prev)
 	}
 }
 
+static int fill_text(FILE *f, const void *text)
+{
+	return fputs(text, f) < 0 ? -1 : 0;
+}
+
+/* The history is the only record of the passes: on disk before it
+ * replaces the old one. */
 static int save(const tb_history *h, const tb_session *s, tb_err *err)
 {
-	char tmp[4200], *text;
+	char *text;
 	cJSON *root = cJSON_CreateObject(), *arr;
-	FILE *f;
-	int fd;
+	int rc;
 
 	cJSON_AddStringToObject(root, "tool", "tbisect");
 	cJSON_AddStringToObject(root, "ref", s->ref_path);
@@ -508,26 +515,9 @@ static int save(const tb_history *h, const tb_session *s, tb_err *err)
 	cJSON_Delete(root);
 	if (!text)
 		return tb_err_setc(err, TB_ERR_NOMEM, h->path, "out of memory writing the history");
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", h->path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		int e = errno;
-		if (f)
-			fclose(f);
-		else if (fd >= 0)
-			close(fd);
-		unlink(tmp);
-		free(text);
-		return tb_err_setc(err, TB_ERR_IO, h->path, "cannot write the history: %s", strerror(e));
-	}
+	rc = tb_write_file(h->path, "the history", TB_WRITE_PRIVATE | TB_WRITE_SYNC, fill_text, text, err);
 	free(text);
-	if (fclose(f) != 0 || rename(tmp, h->path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		return tb_err_setc(err, TB_ERR_IO, h->path, "cannot write the history: %s", strerror(e));
-	}
-	return 0;
+	return rc;
 }
 
 int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, const tb_diagnosis *d, tb_err *err)

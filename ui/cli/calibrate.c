@@ -50,7 +50,7 @@ int tb_cmd_calibrate(const tb_options *o)
 			name, c->m.rel_l2);
 	}
 	text = tb_calibrate_json(run.res, o->paths[0], o->paths[1], o->factor, &err);
-	if (!text || tb_write_file(o->output, "the tolerance file", fill_text, text, &err) < 0)
+	if (!text || tb_write_file(o->output, "the tolerance file", 0, fill_text, text, &err) < 0)
 		rc = tb_die(&err);
 	else
 		fprintf(stderr, "tbisect: wrote %s: %zu cells, %g times the noise between %s and %s\n", o->output,

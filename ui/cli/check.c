@@ -76,7 +76,7 @@ static int write_report(const tb_options *o, const tb_report *rep, tb_err *err)
 		tb_report_text(stdout, rep);
 	}
 	if (fflush(stdout) != 0)
-		return tb_err_set(err, NULL, "cannot write the report to standard output");
+		return tb_err_setc(err, TB_ERR_IO, NULL, "cannot write the report to standard output");
 	return 0;
 }
 
@@ -124,7 +124,7 @@ static int write_html(const tb_options *o, const tb_report *rep, tb_err *err)
 		strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&now, &tm));
 		ho.timestamp = stamp;
 	}
-	return tb_write_file(o->html_file, "the HTML report", fill_html, &job, err);
+	return tb_write_file(o->html_file, "the HTML report", 0, fill_html, &job, err);
 }
 
 int tb_cmd_check(const tb_options *o)

@@ -269,7 +269,7 @@ int tb_cmd_ls(const tb_options *o)
 	}
 	free(e);
 	if (fflush(stdout) != 0) {
-		tb_err_set(&err, NULL, "cannot write to standard output");
+		tb_err_setc(&err, TB_ERR_IO, NULL, "cannot write to standard output");
 		rc = tb_die(&err);
 	}
 	tb_listing_free(&l);

@@ -50,7 +50,7 @@ int tb_cmd_suggest(const tb_options *o)
 	}
 	tb_suggestion_free(&sg);
 	if (fflush(stdout) != 0) {
-		tb_err_set(&err, NULL, "cannot write the map to standard output");
+		tb_err_setc(&err, TB_ERR_IO, NULL, "cannot write the map to standard output");
 		rc = tb_die(&err);
 	}
 out:

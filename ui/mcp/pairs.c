@@ -185,7 +185,7 @@ static int refresh(mcp_pair *p, mcp_call *call, tb_err *err)
 	tree_stamp(p->cand, now[1]);
 	for (int side = 0; side < 2; side++)
 		if (!now[side][0])
-			return tb_err_set(err, side ? p->cand : p->ref, "cannot read the tree any more (moved or removed?)");
+			return tb_err_setc(err, TB_ERR_IO, side ? p->cand : p->ref, "cannot read the tree any more (moved or removed?)");
 	if (p->run.res && !strcmp(now[0], p->stamp[0]) && !strcmp(now[1], p->stamp[1]))
 		return 0;
 	return compare(p, call, err);

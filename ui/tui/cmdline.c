@@ -342,7 +342,7 @@ static ui_ret cmd_save_map(view *v, char *args)
 	}
 	if (!file_arg(v, "save-map", args, path, sizeof path))
 		return ui_flags(0);
-	if (tb_write_file(path, "the map", fill_text, v->applied_map, &err) < 0)
+	if (tb_write_file(path, "the map", 0, fill_text, v->applied_map, &err) < 0)
 		view_message(v, true, "save-map: %s", tb_err_text(&err, buf, sizeof buf));
 	else
 		view_message(v, false, "wrote %s: check --map %s pairs the trees as the view does", path, path);
