@@ -9,6 +9,23 @@
 #include "compare/tolfile.h"
 #include "run/report.h"
 
+void tb_report_from_run(tb_report *rep, const tb_run *run, const tb_run_config *cfg)
+{
+	memset(rep, 0, sizeof *rep);
+	rep->ref_path = cfg->opts.ref_path;
+	rep->cand_path = cfg->opts.cand_path;
+	rep->pairing = run->sess.pairing;
+	rep->result = run->res;
+	rep->diag = run->have_diag ? &run->diag : NULL;
+	rep->routing = &run->routing;
+	rep->coverage = &run->coverage;
+	rep->partial = run->partial;
+	rep->map_warning = run->map_warning;
+	rep->layout[0] = run->sess.ref ? &run->sess.ref->layout : NULL;
+	rep->layout[1] = run->sess.cand ? &run->sess.cand->layout : NULL;
+	rep->tolfile = cfg->tolfile;
+}
+
 #define MAX_UNPAIRED_SHOWN 20
 
 char tb_status_glyph(int status)

@@ -16,6 +16,7 @@
 #include "compare/tolfile.h"
 #include "diagnose/diagnose.h"
 #include "run/history.h"
+#include "run/run.h"
 #include "model/pairing.h"
 #include "run/towers.h"
 
@@ -38,6 +39,12 @@ typedef struct tb_report {
 	size_t n_towers;
 	const tb_routing *routing;        /* the MoE layers' routing (NULL or empty: none compared) */
 } tb_report;
+
+/* The report of a run's comparison, as every front end gives it (check,
+ * the view's export, the MCP server): rep zeroed, then what the run and
+ * its configuration hold; the caller adds what only it has (history,
+ * features, towers). */
+void tb_report_from_run(tb_report *rep, const tb_run *run, const tb_run_config *cfg);
 
 /* Each warning a report gives, in order: coverage, the map's unused
  * rules, then the dumps' own faults (sanity); fn gets its id and text. */

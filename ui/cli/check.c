@@ -132,7 +132,7 @@ int tb_cmd_check(const tb_options *o)
 	tb_run_opts ro;
 	tb_run_config cfg;
 	tb_run run = {0};
-	tb_report rep = {0};
+	tb_report rep;
 	tb_history hist = {0};
 	tb_tower_summary towers[TB_MAX_TOWERS];
 	tb_err err;
@@ -149,6 +149,7 @@ int tb_cmd_check(const tb_options *o)
 	}
 	print_notes(run.sess.ref);
 	print_notes(run.sess.cand);
+	tb_report_from_run(&rep, &run, &cfg);
 	if (o->history_reset && tb_history_reset(&hist, &run.sess, &err) < 0) {
 		rc = tb_die(&err);
 		goto out;
@@ -163,19 +164,7 @@ int tb_cmd_check(const tb_options *o)
 		rep.show_history = o->history;
 		rep.history_unchanged = recorded == 0 && hist.path[0];
 	}
-	rep.ref_path = o->paths[0];
-	rep.cand_path = o->paths[1];
-	rep.pairing = run.sess.pairing;
-	rep.result = run.res;
-	rep.diag = &run.diag;
-	rep.routing = &run.routing;
-	rep.coverage = &run.coverage;
-	rep.partial = run.partial;
-	rep.map_warning = run.map_warning;
 	rep.show_features = o->features;
-	rep.layout[0] = &run.sess.ref->layout;
-	rep.layout[1] = &run.sess.cand->layout;
-	rep.tolfile = cfg.tolfile;
 	rep.tower = o->tower;
 	if (!o->tower)
 		rep.n_towers = tb_towers_compare(&cfg, &run, towers, TB_MAX_TOWERS);

@@ -107,20 +107,9 @@ static void tree_stamp(const char *path, char out[17])
 static int build_report(mcp_pair *p, tb_err *err)
 {
 	tb_run *r = &p->run;
-	tb_report rep = {0};
+	tb_report rep;
 
-	rep.ref_path = p->ref;
-	rep.cand_path = p->cand;
-	rep.pairing = r->sess.pairing;
-	rep.result = r->res;
-	rep.diag = r->have_diag ? &r->diag : NULL;
-	rep.routing = &r->routing;
-	rep.coverage = &r->coverage;
-	rep.partial = r->partial;
-	rep.map_warning = r->map_warning;
-	rep.layout[0] = &r->sess.ref->layout;
-	rep.layout[1] = &r->sess.cand->layout;
-	rep.tolfile = p->cfg.tolfile;
+	tb_report_from_run(&rep, r, &p->cfg);
 	cJSON_Delete(p->report);
 	p->report = tb_report_json_tree(&rep);
 	return p->report ? 0 : tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory writing the report");

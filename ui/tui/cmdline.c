@@ -235,18 +235,7 @@ static ui_ret cmd_export(view *v, char *args)
 		view_message(v, true, "export: %s", v->run.job ? "the comparison is still running" : "no result to export");
 		return ui_flags(0);
 	}
-	rep.ref_path = v->cfg->opts.ref_path;
-	rep.cand_path = v->cfg->opts.cand_path;
-	rep.pairing = view_pairing(v);
-	rep.result = v->run.res;
-	rep.diag = view_diag(v);
-	rep.routing = &v->run.routing;
-	rep.coverage = &v->run.coverage;
-	rep.partial = v->run.partial;
-	rep.map_warning = v->run.map_warning;
-	rep.layout[0] = &v->run.sess.ref->layout;
-	rep.layout[1] = &v->run.sess.cand->layout;
-	rep.tolfile = v->cfg->tolfile;
+	tb_report_from_run(&rep, &v->run, v->cfg);
 	/* What the diagnosis measured, as `check --json --features` writes it. */
 	rep.show_features = rep.diag != NULL;
 	if (fmt == EXPORT_JSON && !(text = tb_report_json(&rep))) {
