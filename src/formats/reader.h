@@ -16,22 +16,8 @@
 
 #include "base/error.h"
 #include "base/mapfile.h"
+#include "formats/builder.h"
 #include "tensor/tensor.h"
-
-/* How to read what a file leaves open (the command line's --npy-void2,
- * --npy-void1, --record, --vocab; side: which tree of a comparison is opened). */
-typedef struct tb_open_opts {
-	int npy_void2; /* tb_dtype of |V2 / <V2 npy data, or -1 to refuse it */
-	int npy_void1; /* tb_dtype of |V1 / <V1 npy data, or -1 to refuse it */
-	int record;    /* which record of a multi-prompt golden file, iteration of a Polygraphy runner */
-	int side;      /* 0: the reference, 1: the candidate (a Polygraphy file's first or second runner) */
-	int64_t vocab; /* values per row of raw float32 logits files, 0: not given */
-} tb_open_opts;
-
-void tb_open_opts_init(tb_open_opts *opts);
-
-/* What a reader adds its tensors to: the tree being opened (tree.c). */
-typedef struct tb_builder tb_builder;
 
 typedef struct tb_format {
 	const char *name;
@@ -74,34 +60,5 @@ extern const tb_format tb_fmt_hfdebug_tree;
 extern const tb_format tb_fmt_ggmltext;
 extern const tb_format tb_fmt_rawlogits;
 extern const tb_format tb_fmt_tbsk;
-
-/* Caps shared by every reader. */
-#define TB_MAX_TENSORS 1000000
-#define TB_MAX_NAME 4096
-
-/* Add a tensor named prefix+name (dtype etc. left for the caller to fill).
- * Refuses duplicates, over-long names and too many tensors. */
-tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, const char *name, tb_err *err);
-/* Has a tensor of this full name been added? */
-bool tb_builder_has(const tb_builder *b, const char *name);
-/* The tensor added last, or NULL. */
-tb_tensor *tb_builder_last(tb_builder *b);
-/* A new blob owned by the tree (give it a source with tb_blob_set_*). */
-tb_blob *tb_builder_blob(tb_builder *b, tb_err *err);
-/* Open and map another file (a shard) for the tree; later walking skips it. */
-const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err);
-const tb_open_opts *tb_builder_opts(const tb_builder *b);
-void tb_builder_note(tb_builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* size zeroed bytes that live as long as the tree, or NULL (no memory). */
-void *tb_builder_alloc(tb_builder *b, size_t size);
-/* A copy of s[0..n) that lives as long as the tree, or NULL (no memory). */
-const char *tb_builder_keep(tb_builder *b, const char *s, size_t n);
-/* Takes ownership of tokens (malloc'd). */
-void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n);
-/* A sketch's tie score (tb_tree.tie). */
-void tb_builder_set_tie(tb_builder *b, double tie);
-
-/* Does name end with suffix, ignoring ASCII case? */
-bool tb_has_suffix(const char *name, const char *suffix);
 
 #endif

@@ -12,123 +12,13 @@
 #include <sys/stat.h>
 
 #include "base/blaspool.h"
+#include "formats/builder.h"
 #include "formats/reader.h"
 #include "formats/tree.h"
 #include "tensor/view.h"
 
 #define MAX_DEPTH 64
 #define MAX_FILES 1000000
-
-const tb_format *const tb_formats[] = {
-	&tb_fmt_tbsk,
-	&tb_fmt_npy,
-	&tb_fmt_safetensors_index,
-	&tb_fmt_safetensors,
-	&tb_fmt_sglang,
-	&tb_fmt_pt,
-	&tb_fmt_npz,
-	&tb_fmt_polygraphy,
-	&tb_fmt_golden,
-	&tb_fmt_vllm_sidecar,
-	&tb_fmt_hfdebug_tree,
-	&tb_fmt_ggmltext,
-	&tb_fmt_rawlogits,
-	NULL,
-};
-
-/* A growable array of pointers. */
-typedef struct ptrvec {
-	void **v;
-	size_t n, cap;
-} ptrvec;
-
-static int ptrvec_push(ptrvec *pv, void *p)
-{
-	if (pv->n == pv->cap) {
-		size_t cap = pv->cap ? pv->cap * 2 : 16;
-		void **v = realloc(pv->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		pv->v = v;
-		pv->cap = cap;
-	}
-	pv->v[pv->n++] = p;
-	return 0;
-}
-
-/* An open-addressing set of strings (borrowed pointers). */
-typedef struct strset {
-	const char **slot;
-	size_t cap, n;
-} strset;
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* Returns 1 if added, 0 if present, -1 on allocation failure. */
-static int strset_add(strset *set, const char *s)
-{
-	if ((set->n + 1) * 2 > set->cap) {
-		size_t cap = set->cap ? set->cap * 2 : 64;
-		const char **slot = calloc(cap, sizeof *slot);
-		if (!slot)
-			return -1;
-		for (size_t i = 0; i < set->cap; i++) {
-			if (!set->slot[i])
-				continue;
-			size_t j = hash_str(set->slot[i]) & (cap - 1);
-			while (slot[j])
-				j = (j + 1) & (cap - 1);
-			slot[j] = set->slot[i];
-		}
-		free(set->slot);
-		set->slot = slot;
-		set->cap = cap;
-	}
-	size_t j = hash_str(s) & (set->cap - 1);
-	while (set->slot[j]) {
-		if (!strcmp(set->slot[j], s))
-			return 0;
-		j = (j + 1) & (set->cap - 1);
-	}
-	set->slot[j] = s;
-	set->n++;
-	return 1;
-}
-
-static bool strset_has(const strset *set, const char *s)
-{
-	if (!set->cap)
-		return false;
-	for (size_t j = hash_str(s) & (set->cap - 1); set->slot[j]; j = (j + 1) & (set->cap - 1))
-		if (!strcmp(set->slot[j], s))
-			return true;
-	return false;
-}
-
-struct tb_tree_priv {
-	ptrvec files;   /* tb_file * */
-	ptrvec blobs;   /* tb_blob * */
-	ptrvec tensors; /* tb_tensor * */
-	ptrvec notes;   /* char * */
-	ptrvec claimed; /* char *: real paths of files opened by readers */
-	ptrvec made;    /* tb_tensor *: views and composites of the layout step */
-	ptrvec kept;    /* what readers keep (tb_builder_keep, tb_builder_alloc) */
-	tb_tensor **listed; /* tb_tree_set_tensors's list, or NULL */
-	strset names;   /* tensor names, for duplicate detection */
-	strset claimed_set;
-};
-
-struct tb_builder {
-	tb_tree *tree;
-	const tb_open_opts *opts;
-};
 
 void tb_open_opts_init(tb_open_opts *opts)
 {
@@ -139,202 +29,6 @@ void tb_open_opts_init(tb_open_opts *opts)
 	opts->vocab = 0;
 }
 
-bool tb_has_suffix(const char *name, const char *suffix)
-{
-	size_t n = strlen(name), m = strlen(suffix);
-
-	if (m > n)
-		return false;
-	for (size_t i = 0; i < m; i++) {
-		char a = name[n - m + i], b = suffix[i];
-		if (a >= 'A' && a <= 'Z')
-			a = (char)(a - 'A' + 'a');
-		if (a != b)
-			return false;
-	}
-	return true;
-}
-
-tb_tensor *tb_builder_add(tb_builder *b, const char *path, const char *prefix, const char *name, tb_err *err)
-{
-	tb_tree_priv *p = b->tree->priv;
-	size_t lp = strlen(prefix), ln = strlen(name);
-	tb_tensor *t;
-	int rc;
-
-	if (p->tensors.n >= TB_MAX_TENSORS) {
-		tb_err_setc(err, TB_ERR_LIMIT, path, "more than %d tensors", TB_MAX_TENSORS);
-		return NULL;
-	}
-	if (lp + ln > TB_MAX_NAME) {
-		tb_err_setc(err, TB_ERR_LIMIT, path, "tensor name longer than %d bytes", TB_MAX_NAME);
-		return NULL;
-	}
-	t = calloc(1, sizeof *t);
-	if (t)
-		t->name = malloc(lp + ln + 1);
-	if (!t || !t->name || ptrvec_push(&p->tensors, t) < 0) {
-		if (t)
-			free(t->name);
-		free(t);
-		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
-		return NULL;
-	}
-	memcpy(t->name, prefix, lp);
-	memcpy(t->name + lp, name, ln + 1);
-	t->path = path;
-	rc = strset_add(&p->names, t->name);
-	if (rc <= 0) {
-		tb_err_setc(err, rc < 0 ? TB_ERR_NOMEM : TB_ERR_FORMAT, path,
-			    rc < 0 ? "out of memory" : "duplicate tensor name '%s'", t->name);
-		return NULL;
-	}
-	return t;
-}
-
-tb_tensor *tb_builder_last(tb_builder *b)
-{
-	const tb_tree_priv *p = b->tree->priv;
-
-	return p->tensors.n ? p->tensors.v[p->tensors.n - 1] : NULL;
-}
-
-bool tb_builder_has(const tb_builder *b, const char *name)
-{
-	return strset_has(&b->tree->priv->names, name);
-}
-
-tb_blob *tb_builder_blob(tb_builder *b, tb_err *err)
-{
-	tb_blob *blob = tb_blob_new();
-
-	if (!blob || ptrvec_push(&b->tree->priv->blobs, blob) < 0) {
-		tb_blob_free(blob);
-		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-		return NULL;
-	}
-	return blob;
-}
-
-static const tb_file *add_file(tb_tree_priv *p, const char *path, tb_err *err)
-{
-	tb_file *f;
-
-	if (tb_file_open(path, &f, err) < 0)
-		return NULL;
-	if (ptrvec_push(&p->files, f) < 0) {
-		tb_file_free(f);
-		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
-		return NULL;
-	}
-	return f;
-}
-
-/* A Git LFS pointer: the small text file a clone holds in place of the
- * data until `git lfs pull` (the spec's first line, git-lfs docs/spec.md). */
-static bool is_lfs_pointer(const tb_file *f)
-{
-	static const char sig[] = "version https://git-lfs.github.com/spec/v1";
-
-	return f->size >= sizeof sig - 1 && !memcmp(f->data, sig, sizeof sig - 1);
-}
-
-static int lfs_error(const char *path, tb_err *err)
-{
-	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
-}
-
-const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)
-{
-	tb_tree_priv *p = b->tree->priv;
-	char real[PATH_MAX], *copy;
-
-	if (!realpath(path, real)) {
-		tb_err_setc(err, TB_ERR_IO, path, "cannot open: %s", strerror(errno));
-		return NULL;
-	}
-	copy = strdup(real);
-	if (!copy || ptrvec_push(&p->claimed, copy) < 0 || strset_add(&p->claimed_set, copy) < 0) {
-		tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
-		return NULL;
-	}
-	/* A shard behind an index is as much the data as a file of the walk. */
-	const tb_file *f = add_file(p, path, err);
-	if (f && is_lfs_pointer(f)) {
-		lfs_error(path, err);
-		return NULL;
-	}
-	return f;
-}
-
-const tb_open_opts *tb_builder_opts(const tb_builder *b)
-{
-	return b->opts;
-}
-
-static void add_note(tb_tree *tree, const char *fmt, va_list ap)
-{
-	char buf[2048], *s;
-
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	s = strdup(buf);
-	if (s && ptrvec_push(&tree->priv->notes, s) < 0)
-		free(s);
-	tree->notes = (char **)tree->priv->notes.v;
-	tree->n_notes = tree->priv->notes.n;
-}
-
-void tb_builder_note(tb_builder *b, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_note(b->tree, fmt, ap);
-	va_end(ap);
-}
-
-void tb_tree_note(tb_tree *tree, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_note(tree, fmt, ap);
-	va_end(ap);
-}
-
-void *tb_builder_alloc(tb_builder *b, size_t size)
-{
-	void *p = calloc(1, size ? size : 1);
-
-	if (p && ptrvec_push(&b->tree->priv->kept, p) < 0) {
-		free(p);
-		return NULL;
-	}
-	return p;
-}
-
-const char *tb_builder_keep(tb_builder *b, const char *s, size_t n)
-{
-	char *copy = n < SIZE_MAX ? tb_builder_alloc(b, n + 1) : NULL;
-
-	if (copy)
-		memcpy(copy, s, n);
-	return copy;
-}
-
-void tb_builder_set_tokens(tb_builder *b, int64_t *tokens, size_t n)
-{
-	free(b->tree->tokens);
-	b->tree->tokens = tokens;
-	b->tree->n_tokens = n;
-}
-
-void tb_builder_set_tie(tb_builder *b, double tie)
-{
-	b->tree->tie = tie;
-}
-
-/* A file found by the walk. */
 typedef struct found {
 	char *path; /* as reachable from the given root */
 	char *rel;  /* relative to the root, '/'-separated */
@@ -342,7 +36,7 @@ typedef struct found {
 
 typedef struct walk {
 	const char *root_real;
-	ptrvec found;         /* found * */
+	tb_ptrvec found;         /* found * */
 	dev_t anc_dev[MAX_DEPTH + 1];
 	ino_t anc_ino[MAX_DEPTH + 1];
 	int depth;
@@ -420,7 +114,7 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 		fo->path = strdup(path);
 		fo->rel = strdup(relpath);
 	}
-	if (!fo || !fo->path || !fo->rel || ptrvec_push(&w->found, fo) < 0) {
+	if (!fo || !fo->path || !fo->rel || tb_ptrvec_push(&w->found, fo) < 0) {
 		if (fo) {
 			free(fo->path);
 			free(fo->rel);
@@ -433,7 +127,7 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 
 static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err)
 {
-	ptrvec names = {0};
+	tb_ptrvec names = {0};
 	struct dirent *de;
 	DIR *d;
 	int rc = 0;
@@ -446,7 +140,7 @@ static int walk_dir(walk *w, const char *dir, const char *rel, tb_err *err)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		s = strdup(de->d_name);
-		if (!s || ptrvec_push(&names, s) < 0) {
+		if (!s || tb_ptrvec_push(&names, s) < 0) {
 			free(s);
 			rc = tb_err_setc(err, TB_ERR_NOMEM, dir, "out of memory");
 			break;
@@ -564,7 +258,7 @@ static const char *model_file(const tb_file *f)
 static int index_with(tb_builder *b, const tb_format *fmt, const tb_file *f, const char *stem, const char *prefix,
 		      tb_err *err)
 {
-	tb_tree_priv *p = b->tree->priv;
+	tb_tree_priv *p = b->priv;
 	size_t first = p->files.n - 1; /* f, then the shards it opens */
 	int rc = fmt->index(b, f, stem, prefix, err);
 
@@ -583,7 +277,7 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 	const tb_file *f;
 	bool known_suffix = reader_suffix(rel);
 
-	f = add_file(b->tree->priv, path, err);
+	f = tb_tree_priv_add_file(b->priv, path, err);
 	if (!f) {
 		/* A file we would not have read anyway (a README we lack rights to)
 		 * must not fail the tree. */
@@ -597,9 +291,9 @@ static int index_file(tb_builder *b, const char *path, const char *rel, tb_err *
 	/* A pointer for a file we would read (or a .bin: pytorch_model.bin is a
 	 * torch.save file) means the tree is incomplete; one for an image or a
 	 * GGUF beside the tensors does not. */
-	if (is_lfs_pointer(f)) {
+	if (tb_is_lfs_pointer(f)) {
 		if (known_suffix || tb_has_suffix(rel, ".bin"))
-			return lfs_error(path, err);
+			return tb_lfs_error(path, err);
 		tb_builder_note(b, "skipped %s: a Git LFS pointer", path);
 		return 0;
 	}
@@ -654,7 +348,7 @@ static int open_dir(tb_builder *b, const char *path, tb_err *err)
 			bool is_index = tb_has_suffix(fo->rel, ".index.json");
 			if (is_index != (pass == 0))
 				continue;
-			if (pass == 1 && realpath(fo->path, real) && strset_has(&b->tree->priv->claimed_set, real))
+			if (pass == 1 && realpath(fo->path, real) && tb_strset_has(&b->priv->claimed_set, real))
 				continue;
 			rc = index_file(b, fo->path, fo->rel, err);
 		}
@@ -677,11 +371,11 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 	char stem[PATH_MAX], prefix[PATH_MAX];
 
 	base = base ? base + 1 : path;
-	f = add_file(b->tree->priv, path, err);
+	f = tb_tree_priv_add_file(b->priv, path, err);
 	if (!f)
 		return -1;
-	if (is_lfs_pointer(f))
-		return lfs_error(path, err);
+	if (tb_is_lfs_pointer(f))
+		return tb_lfs_error(path, err);
 	if (model_file(f))
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", model_file(f));
 	fmt = pick_format(f, base);
@@ -694,9 +388,20 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 
 /* "no tensors found", with what was skipped: the error is all a user sees
  * of a directory holding only a GGUF, the notes go with the tree. */
+void tb_tree_note(tb_tree *tree, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	tb_tree_priv_note(tree->priv, fmt, ap);
+	tree->notes = (char **)tree->priv->notes.v;
+	tree->n_notes = tree->priv->notes.n;
+	va_end(ap);
+}
+
 static int no_tensors(const tb_tree *tree, const char *path, tb_err *err)
 {
-	const ptrvec *notes = &tree->priv->notes;
+	const tb_ptrvec *notes = &tree->priv->notes;
 
 	if (!notes->n)
 		return tb_err_set(err, path, "no tensors found");
@@ -729,13 +434,13 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	if (tree) {
 		tree->priv = calloc(1, sizeof *tree->priv);
 		tree->path = strdup(path);
-		tree->tie = NAN;
 	}
 	if (!tree || !tree->priv || !tree->path) {
 		tb_tree_free(tree);
 		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory");
 	}
-	b.tree = tree;
+	tree->priv->tie = NAN;
+	b.priv = tree->priv;
 	b.opts = opts;
 	if (S_ISDIR(st.st_mode))
 		rc = open_dir(&b, path, err);
@@ -754,6 +459,10 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	qsort(tree->tensors, tree->n_tensors, sizeof *tree->tensors, cmp_tensor);
 	tree->notes = (char **)tree->priv->notes.v;
 	tree->n_notes = tree->priv->notes.n;
+	tree->tokens = tree->priv->tokens;
+	tree->n_tokens = tree->priv->n_tokens;
+	tree->priv->tokens = NULL;
+	tree->tie = tree->priv->tie;
 	*out = tree;
 	return 0;
 }
@@ -793,6 +502,7 @@ void tb_tree_free(tb_tree *tree)
 		free(p->claimed.v);
 		free(p->names.slot);
 		free(p->claimed_set.slot);
+		free(p->tokens);
 		free(p);
 	}
 	free(tree->tokens);
@@ -805,7 +515,7 @@ int tb_tree_set_tensors(tb_tree *tree, tb_tensor **list, size_t n, tb_tensor **m
 	tb_tree_priv *p = tree->priv;
 
 	for (size_t i = 0; i < n_made; i++) {
-		if (ptrvec_push(&p->made, made[i]) < 0) {
+		if (tb_ptrvec_push(&p->made, made[i]) < 0) {
 			for (size_t k = i; k < n_made; k++)
 				tb_view_free(made[k]);
 			free(list);

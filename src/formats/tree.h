@@ -18,10 +18,9 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "formats/reader.h"
+#include "formats/builder.h"
 #include "tensor/tensor.h"
 
-typedef struct tb_tree_priv tb_tree_priv;
 
 /* What the layout step (model/layout.h) made of a tree's ranks and steps. */
 typedef struct tb_tree_layout {
