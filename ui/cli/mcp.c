@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "mcp/mcp.h"
+#include "mcp/rpc.h"
 
 int tb_cmd_mcp(const tb_options *o)
 {

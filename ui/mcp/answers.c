@@ -19,7 +19,7 @@
 
 #include "compare/inspect.h"
 #include "diagnose/heads.h"
-#include "mcp/mcp.h"
+#include "mcp/answers.h"
 #include "run/report.h"
 #include "run/suggest.h"
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mcp/mcp.h"
+#include "mcp/pairs.h"
 #include "run/report.h"
 
 struct mcp_pair {
@@ -132,7 +132,7 @@ static int compare(mcp_pair *p, mcp_call *call, tb_err *err)
 		size_t done, total;
 		uint64_t bytes, bytes_total;
 		tb_job_progress(fresh.job, &done, &total, &bytes, &bytes_total);
-		if (!mcp_poll(call, done, total, "comparing the trees")) {
+		if (call->poll && !call->poll(call, done, total, "comparing the trees")) {
 			tb_err_set(err, NULL, "cancelled by the client while comparing %s and %s", p->ref, p->cand);
 			goto fail;
 		}

@@ -2,7 +2,7 @@
  * rpc: the JSON-RPC line loop of `tbisect mcp`.  Standard input is read
  * in blocks and cut into lines; a line is one message.  Requests are
  * answered in order, one line each on standard output, which carries
- * nothing else.  While a comparison runs (mcp_poll), what arrives is
+ * nothing else.  While a comparison runs (poll_call), what arrives is
  * queued, but for a notifications/cancelled of the request under way,
  * which stops it.  A line over MCP_MAX_LINE bytes is skipped whole and
  * answered with an error; when standard input ends, the loop ends (a
@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcp/mcp.h"
+#include "mcp/answers.h"
+#include "mcp/rpc.h"
+#include "mcp/tools.h"
 
 /* JSON-RPC 2.0's error codes, and MCP's for a resource it does not have. */
 enum {
@@ -206,7 +208,7 @@ static double now_sec(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-bool mcp_poll(mcp_call *call, size_t done, size_t total, const char *what)
+static bool poll_call(mcp_call *call, size_t done, size_t total, const char *what)
 {
 	line **at;
 
@@ -519,6 +521,7 @@ static void handle(const char *text)
 	rq.params = params;
 	rq.call.id = id;
 	rq.call.progress_token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+	rq.call.poll = poll_call;
 	result = m->fn(&rq);
 	/* A cancelled request is not answered (the client stopped waiting). */
 	if (rq.call.cancelled) {

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcp/mcp.h"
+#include "mcp/answers.h"
+#include "mcp/tools.h"
 
 /* One argument's problem, or a failing call: the text of the tool error. */
 typedef struct args {
