@@ -10,7 +10,10 @@
 #     never the other way; only the loop knows the screens; a screen never
 #     includes another one;
 #   - no module of src/ or ui/ reaches itself through includes (a module
-#     is a .c and its .h: an edge from X.c to Y.h makes X depend on Y).
+#     is a .c and its .h: an edge from X.c to Y.h makes X depend on Y);
+#   - a header has its .c, but for a few listed interfaces;
+#   - no folder's code calls into a folder that calls it (the objects'
+#     symbols, read with nm).
 # Files are found with find, and every list is checked to be non-empty,
 # so a move cannot make a rule pass vacuously.
 set -eu
@@ -131,5 +134,47 @@ cat "$T/src" "$T/ui" | while read -r f; do
 done >"$T/edges"
 if [ -s "$T/edges" ]; then ok "include graph read ($(wc -l <"$T/edges") edges)"; else not_ok "no include edges found"; fi
 if tsort "$T/edges" >/dev/null 2>"$T/cycle"; then ok "no include cycle among the modules of src/ and ui/"; else not_ok "include cycle: $(tr '\n' ' ' <"$T/cycle")"; fi
+
+# Header = module: a header has its .c of the same name, except the
+# interfaces that several files implement, each named here with its reason.
+interfaces="
+src/base/simd_stamp.h		a kernel file stamped per instruction set, included by the kernels
+src/diagnose/replay_ops.h	the replay ops' interface: one op per replay_*.c
+ui/cli/commands.h		the commands' interface: one command per ui/cli/*.c
+ui/tui/screen.h			the screens' interface: one screen per ui/tui/screens/*.c
+ui/tui/screens/screens.h	the screens' list, generated from TB_SCREEN_LIST
+"
+while read -r h; do
+	rel=${h#"$top"/}
+	if [ -f "${h%.h}.c" ] || printf '%s\n' "$interfaces" | grep -q "^$rel	"; then :; else echo "$rel"; fi
+done <"$T/h" >"$T/lone"
+if [ ! -s "$T/lone" ]; then ok "every header has its .c, or is a listed interface"; else not_ok "headers without a .c: $(cat "$T/lone")"; fi
+printf '%s\n' "$interfaces" | while read -r h _; do
+	[ -z "$h" ] || [ -f "$top/$h" ] || echo "$h"
+done >"$T/gone"
+if [ ! -s "$T/gone" ]; then ok "every listed interface exists"; else not_ok "listed interfaces that are gone: $(cat "$T/gone")"; fi
+
+# The link graph, read from the built objects (nm): which folder's code
+# calls which.  A cycle between folders is a layer calling up.
+find "$top_builddir/src" "$top_builddir/ui" -name '*.o' 2>/dev/null | sort >"$T/objs"
+if [ "$(wc -l <"$T/objs")" -ge 50 ] && command -v nm >/dev/null; then
+	: >"$T/defs"
+	: >"$T/uses"
+	while read -r o; do
+		d=${o#"$top_builddir"/}
+		d=${d%/*}
+		# the screens are rows of the loop's table: one folder with it
+		[ "$d" = ui/tui/screens ] && d=ui/tui
+		nm -g --defined-only "$o" | awk -v d="$d" 'NF == 3 && $2 ~ /[TDBR]/ { print $3, d }' >>"$T/defs"
+		nm -u "$o" | awk -v d="$d" '{ print $2, d }' >>"$T/uses"
+	done <"$T/objs"
+	sort -u "$T/defs" -o "$T/defs"
+	sort -u "$T/uses" -o "$T/uses"
+	join "$T/uses" "$T/defs" | awk '$2 != $3 { print $2, $3 }' | sort -u >"$T/links"
+	if [ -s "$T/links" ]; then ok "link graph read ($(wc -l <"$T/links") folder edges)"; else not_ok "no link edges between folders"; fi
+	if tsort "$T/links" >/dev/null 2>"$T/lcycle"; then ok "no link cycle between the folders of src/ and ui/"; else not_ok "link cycle: $(tr '\n' ' ' <"$T/lcycle")"; fi
+else
+	skip "no built objects or no nm: the link graph is not read" 2
+fi
 
 tap_done

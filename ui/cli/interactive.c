@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "run/run.h"
-#include "tui/tui.h"
+#include "tui/loop.h"
 
 int tb_cmd_tui(const tb_options *o)
 {

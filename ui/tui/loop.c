@@ -21,7 +21,7 @@
 #include "tui/reload.h"
 #include "tui/screens/screens.h"
 #include "tui/theme.h"
-#include "tui/tui.h"
+#include "tui/loop.h"
 
 /* Smallest screen the layout fits in. */
 #define MIN_LINES 12

@@ -1,12 +1,12 @@
 /*
- * tui: the interactive view (`tbisect REF CAND`), started by the command
+ * loop: the interactive view (`tbisect REF CAND`), started by the command
  * line once the rules, the tolerance file and both trees have loaded (so
  * bad input is reported as in every mode, before the terminal matters).
- * tui/loop.c owns the terminal, the screen stack and the one idempotent
+ * The loop owns the terminal, the screen stack and the one idempotent
  * shutdown; see tui/screen.h for the screens and tui/reload.h for the runs.
  */
-#ifndef TB_UI_TUI_H
-#define TB_UI_TUI_H
+#ifndef TB_UI_LOOP_H
+#define TB_UI_LOOP_H
 
 #include <stdbool.h>
 
