@@ -907,6 +907,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	}
 	scale_and_direction(prof, v);
 	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
+	if (v[TB_F_POS_MAX_REL] > 0)
+		v[TB_F_POS0_SHARE] = v[TB_F_POS0_REL] / v[TB_F_POS_MAX_REL];
 	if (in->origin) {
 		long o = in->origin->origin;
 		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));

@@ -126,7 +126,8 @@
 	X(SOFTCAP_CAP, "softcap_cap", "value", "the C of that fit (final_logit_softcapping)") \
 	X(SOFTCAP_CAND, "softcap_cand", "bool", "the candidate is the capped side of that fit (it adds a cap; 0: it drops the reference's)") \
 	X(LOGIT_MAX_REF, "logit_max_ref", "value", "the largest |logit| of the reference's rows the soft-cap fit read") \
-	X(LOGIT_MAX_CAND, "logit_max_cand", "value", "the same for the candidate")
+	X(LOGIT_MAX_CAND, "logit_max_cand", "value", "the same for the candidate") \
+	X(POS0_SHARE, "pos0_share", "ratio", "rel_l2 at position 0 over the largest (1: position 0 is hit hardest, as when an attention sink drains the most mass where there is one key)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,
