@@ -188,7 +188,8 @@ static void usage(FILE *out)
 	      "                 (up + 1) gate sigmoid(1.702 gate); gate_proj and up_proj are\n"
 	      "                 scaled by 4 so that the clamps bite\n"
 	      "  The bugs sinks-dropped, softcap-missing and oai-* turn on the option they\n"
-	      "  need (softcap-missing: --softcap 10 unless given) in both runs.\n"
+	      "  need (softcap-missing: --softcap 10 unless given) in both runs; nan-overflow\n"
+	      "  is refused with --mlp-act oai (its clamps keep float16 finite).\n"
 	      "\n"
 	      "The model: hidden 64, 8 heads of 8 channels, 2 kv heads, MLP 128, vocab 256.\n"
 	      "A directory gets one .npy per tensor (or activations.safetensors) and\n"
@@ -216,6 +217,18 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 	}
 	*out = v;
 	return 0;
+}
+
+/* Turn on the options the bugs need; true (and a message) for nan-overflow on
+ * the SwiGLU-OAI MLP, whose clamps keep float16 finite: nothing to expect. */
+static bool no_overflow(demo_config *cfg, demo_bugset bugs)
+{
+	demo_config_for_bugs(cfg, bugs);
+	if (cfg->act == DEMO_ACT_OAI && DEMO_HAS(bugs, NAN_OVERFLOW) && !cfg->moe) {
+		die("--bug nan-overflow", "SwiGLU-OAI's clamps keep its MLP within float16's range: use --mlp-act silu");
+		return true;
+	}
+	return false;
 }
 
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
@@ -330,6 +343,8 @@ int main(int argc, char **argv)
 				       cfg.moe};
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
+		if (no_overflow(&cfg, bugs))
+			return 2;
 		demo_expect(bugs, &ctx, msg, sizeof msg);
 		puts(msg);
 		return 0;
@@ -343,7 +358,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.naming)
 		o.naming = !strcmp(o.format, "npy") ? "hf" : "canonical";
-	demo_config_for_bugs(&cfg, bugs);
+	if (no_overflow(&cfg, bugs))
+		return 2;
 	m = demo_model_new(&cfg);
 	if (!m)
 		return die("model", "out of memory");
