@@ -17,7 +17,8 @@ mkdir -p "$work"
 tb=$build/tbisect mk=$build/samples/mkdemo py=${PYTHON:-/usr/bin/python3}
 replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta rotate-half-sign partial-rope qk-norm
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
-residual-wiring final-norm decode-position"
+residual-wiring final-norm decode-position
+sinks-dropped softcap-missing oai-plus-one oai-clamp"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow"
 
 # bf16v: a candidate computed in bf16 and cast to float32 before it was dumped
@@ -47,7 +48,8 @@ for bug in $replayable $controls; do
 				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
 				mkdir -p "$d"
 				set -- --replay --seed "$seed" --seq "$seq"
-				"$mk" "$@" --dtype "${dt%/*}" --ref-only "$d/ref" >/dev/null
+				# --bug: the model options the bug needs (sinks, a soft-cap, SwiGLU-OAI) in the reference too
+				"$mk" "$@" --dtype "${dt%/*}" --bug "$bug" --ref-only "$d/ref" >/dev/null
 				if [ "$dt" = f32/bf16v ]; then
 					"$mk" "$@" --dtype f32 --bug "$bug" --cand-only "$d/cand" >/dev/null
 					"$py" -c "$round_bf16" "$d/cand"
@@ -72,14 +74,20 @@ for bug in $replayable $controls; do
 	done
 done
 
-# decode-position needs positions past its table of 100: shorter pairs are not replayable
+# decode-position needs positions past its table of 100: shorter pairs are not replayable;
+# C: the bugs whose cause id is not their name
 awk -F'\t' -v rep="$(echo $replayable)" '
-BEGIN { n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1 }
+BEGIN {
+	n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1
+	C["sinks-dropped"] = "attention-sink"; C["softcap-missing"] = "final-softcap"
+	C["oai-plus-one"] = "mlp-activation"; C["oai-clamp"] = "mlp-activation"
+}
 {
 	k = $1 " " $2
-	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == $5) ok[k]++ }
+	want = $5 in C ? C[$5] : $5
+	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == want) ok[k]++ }
 	else ctl[k]++
-	if ($6 != "-" && $6 != $5) wrong[k]++
+	if ($6 != "-" && $6 != want) wrong[k]++
 }
 END {
 	for (k in tot) { split(k, a, " "); printf "%-8s %-9s %5d of %-4d %8d of %-4d\n", a[1], a[2], ok[k], tot[k], wrong[k], tot[k] + ctl[k] }

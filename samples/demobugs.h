@@ -61,7 +61,11 @@ typedef enum demo_shows {
 	X(MOE_RENORM,       "moe-renorm",       0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE top-k weights not renormalised (norm_topk_prob ignored)") \
 	X(MOE_SCALING,      "moe-scaling",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE routed scaling factor 2.5 applied twice") \
 	X(MOE_EXPERT_ORDER, "moe-expert-order", 0, "mlp",         "mlp.experts", NULL,       DEMO_SHOWS_MOE,         "MoE experts converted in reverse order (expert e loads expert E-1-e)") \
-	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out")
+	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out") \
+	X(SINKS_DROPPED,    "sinks-dropped",    0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "learned per-head attention sinks ignored (gpt-oss; implies --sinks)") \
+	X(SOFTCAP_MISSING,  "softcap-missing",  -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "final logit soft-capping left out (Gemma 2; implies --softcap 10)") \
+	X(OAI_PLUS_ONE,     "oai-plus-one",     0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI computed glu*up instead of glu*(up+1) (implies --mlp-act oai)") \
+	X(OAI_CLAMP,        "oai-clamp",        0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI without its clamps of gate and up to 7 (implies --mlp-act oai)")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,

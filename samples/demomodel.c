@@ -39,6 +39,7 @@
 #define HOT_SCALE 128.0f
 
 struct demo_layer {
+	float *sinks;           /* [NH] sink logits (demo_config.sinks) */
 	float *in_norm, *wq, *wk, *wv, *wo, *post_norm, *wg, *wu, *wd;
 	float *router;          /* MoE: [DEMO_EXPERTS, H] */
 	float *eg, *eu, *ed;    /* MoE: the experts' gate, up [E, EF, H] and down [E, H, EF] */
@@ -60,6 +61,19 @@ void demo_config_init(demo_config *cfg)
 	cfg->window = 8;
 	cfg->seed = 1;
 	cfg->moe = false;
+	cfg->sinks = false;
+	cfg->softcap = 0;
+	cfg->act = DEMO_ACT_SILU;
+}
+
+void demo_config_for_bugs(demo_config *cfg, demo_bugset bugs)
+{
+	if (DEMO_HAS(bugs, SINKS_DROPPED))
+		cfg->sinks = true;
+	if (DEMO_HAS(bugs, SOFTCAP_MISSING) && cfg->softcap == 0)
+		cfg->softcap = DEMO_SOFTCAP;
+	if (DEMO_HAS(bugs, OAI_PLUS_ONE) || DEMO_HAS(bugs, OAI_CLAMP))
+		cfg->act = DEMO_ACT_OAI;
 }
 
 /* --- seeded random numbers: one stream per tensor, so a tensor's values
@@ -121,7 +135,7 @@ enum { ST_EMBED = 1, ST_FINAL_NORM, ST_LM_HEAD, ST_MLP_BIAS, ST_TOKENS, ST_LAYER
 
 demo_model *demo_model_new(const demo_config *cfg)
 {
-	size_t per_layer = 2 * H + (size_t)H * NH * HD * 2 + (size_t)H * NKV * HD * 2 + (size_t)3 * H * FF;
+	size_t per_layer = NH + 2 * H + (size_t)H * NH * HD * 2 + (size_t)H * NKV * HD * 2 + (size_t)3 * H * FF;
 	size_t total = (size_t)V * H * 2 + 2 * H + (per_layer + (cfg->moe ? MOE_PER_LAYER : 0)) * (size_t)cfg->layers;
 	demo_model *m = calloc(1, sizeof *m);
 	float *p;
@@ -149,7 +163,8 @@ demo_model *demo_model_new(const demo_config *cfg)
 	for (int l = 0; l < cfg->layers; l++) {
 		struct demo_layer *L = &m->layer[l];
 		uint64_t st = ST_LAYER0 + 16 * (uint64_t)l;
-		double hot = l == HOT_LAYER ? HOT_SCALE : 1;
+		double hot = l == HOT_LAYER ? HOT_SCALE : 1, wide = cfg->act == DEMO_ACT_OAI ? DEMO_OAI_SCALE : 1;
+		L->sinks = TAKE(NH);
 		L->in_norm = TAKE(H);
 		L->post_norm = TAKE(H);
 		L->wq = TAKE((size_t)NH * HD * H);
@@ -165,9 +180,10 @@ demo_model *demo_model_new(const demo_config *cfg)
 		fill(L->wk, (size_t)NKV * HD * H, 0, 1 / sqrt(H), cfg->seed, st + 3);
 		fill(L->wv, (size_t)NKV * HD * H, 0, 1 / sqrt(H), cfg->seed, st + 4);
 		fill(L->wo, (size_t)H * NH * HD, 0, 1 / sqrt(NH * HD), cfg->seed, st + 5);
-		fill(L->wg, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 6);
-		fill(L->wu, (size_t)FF * H, 0, hot / sqrt(H), cfg->seed, st + 7);
-		fill(L->wd, (size_t)H * FF, 0, 1 / sqrt(FF) / (hot * hot), cfg->seed, st + 8);
+		fill(L->wg, (size_t)FF * H, 0, hot * wide / sqrt(H), cfg->seed, st + 6);
+		fill(L->wu, (size_t)FF * H, 0, hot * wide / sqrt(H), cfg->seed, st + 7);
+		fill(L->wd, (size_t)H * FF, 0, 1 / sqrt(FF) / (hot * hot * wide * wide), cfg->seed, st + 8);
+		fill(L->sinks, NH, 0, 1, cfg->seed, st + 9);
 		if (!cfg->moe)
 			continue;
 		st = ST_MOE0 + 16 * (uint64_t)l;
@@ -351,10 +367,15 @@ static void position_qk(const fwd *f, float *q, float *k)
 	}
 }
 
-/* Scaled dot-product attention of every head: ctx [S, NH*HD]. */
-static void attend(const fwd *f, const float *q, const float *k, const float *v, float *ctx, float *p)
+/* Scaled dot-product attention of every head: ctx [S, NH*HD].  With sinks
+ * the head's sink logit joins each row's softmax and its share is dropped
+ * (gpt-oss: modeling_gpt_oss.eager_attention_forward concatenates the sinks
+ * as a last column, subtracts the row maximum over both, drops the column). */
+static void attend(const fwd *f, const float *q, const float *k, const float *v, const float *sinks, float *ctx,
+		   float *p)
 {
 	int S = f->S;
+	bool sink = f->m->cfg.sinks && !DEMO_HAS(f->bugs, SINKS_DROPPED);
 	float scale = DEMO_HAS(f->bugs, SOFTMAX_SCALE) ? 1.0f : 1.0f / sqrtf(HD);
 
 	for (int h = 0; h < NH; h++) {
@@ -362,7 +383,7 @@ static void attend(const fwd *f, const float *q, const float *k, const float *v,
 		for (int i = 0; i < S; i++) {
 			int lo = 0, hi = DEMO_HAS(f->bugs, ATTENTION_MASK) ? S - 1 : i;
 			const float *qi = q + (size_t)i * NH * HD + h * HD;
-			float mx = -INFINITY, sum = 0;
+			float mx = sink ? sinks[h] : -INFINITY, sum = 0;
 			if (DEMO_HAS(f->bugs, SLIDING_WINDOW) && i - f->m->cfg.window + 1 > 0)
 				lo = i - f->m->cfg.window + 1;
 			for (int j = lo; j <= hi; j++) {
@@ -374,6 +395,8 @@ static void attend(const fwd *f, const float *q, const float *k, const float *v,
 				if (p[j] > mx)
 					mx = p[j];
 			}
+			if (sink)
+				sum = expf(sinks[h] - mx);
 			for (int j = lo; j <= hi; j++) {
 				p[j] = expf(p[j] - mx);
 				sum += p[j];
@@ -398,6 +421,18 @@ static float silu(float x)
 static float gelu_tanh(float x)
 {
 	return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+
+/* gpt-oss's SwiGLU (modeling_gpt_oss.GptOssExperts._apply_gate): gate
+ * clamped to at most the limit, up to +-limit, glu = gate sigmoid(alpha
+ * gate), out = (up + 1) glu; the oai-* bugs drop the clamps or the +1. */
+static float swiglu_oai(const fwd *f, float gate, float up)
+{
+	if (!DEMO_HAS(f->bugs, OAI_CLAMP)) {
+		gate = fminf(gate, DEMO_OAI_LIMIT);
+		up = fminf(fmaxf(up, -DEMO_OAI_LIMIT), DEMO_OAI_LIMIT);
+	}
+	return (DEMO_HAS(f->bugs, OAI_PLUS_ONE) ? up : up + 1) * gate / (1.0f + expf(-DEMO_OAI_ALPHA * gate));
 }
 
 typedef struct scratch {
@@ -512,7 +547,13 @@ static void mlp(fwd *f, int l, scratch *s)
 			gate = s->u[i];
 			up = s->g[i];
 		}
-		s->a[i] = (DEMO_HAS(f->bugs, MLP_ACTIVATION) ? gelu_tanh(gate) : silu(gate)) * up;
+		/* on the OAI model the mlp-activation bug is a port that keeps the plain silu(gate) up */
+		if (f->m->cfg.act == DEMO_ACT_OAI && !DEMO_HAS(f->bugs, MLP_ACTIVATION))
+			s->a[i] = swiglu_oai(f, gate, up);
+		else if (f->m->cfg.act == DEMO_ACT_OAI)
+			s->a[i] = silu(gate) * up;
+		else
+			s->a[i] = (DEMO_HAS(f->bugs, MLP_ACTIVATION) ? gelu_tanh(gate) : silu(gate)) * up;
 	}
 	if (half)
 		to_f16(s->a, n);
@@ -555,7 +596,7 @@ static void layer(fwd *f, int l, scratch *s)
 		emit(f, l, "attn.q_rope", s->q, NH * HD);
 		emit(f, l, "attn.k_rope", s->k, NKV * HD);
 	}
-	attend(f, s->q, s->k, s->v, s->ctx, s->p);
+	attend(f, s->q, s->k, s->v, L->sinks, s->ctx, s->p);
 	if (f->taps == DEMO_TAPS_REPLAY)
 		emit(f, l, "attn.core", s->ctx, NH * HD);
 	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);
@@ -670,6 +711,10 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 			row[V - 1] = first;
 		}
 	}
+	/* Gemma 2: logits = C tanh(logits / C) (modeling_gemma2.Gemma2ForCausalLM.forward) */
+	if (m->cfg.softcap > 0 && !DEMO_HAS(bugs, SOFTCAP_MISSING))
+		for (size_t i = 0; i < (size_t)S * V; i++)
+			s.logits[i] = m->cfg.softcap * tanhf(s.logits[i] / m->cfg.softcap);
 	to_bf16(&f, s.logits, (size_t)S * V);
 	emit(&f, -1, "logits", s.logits, V);
 

@@ -31,6 +31,9 @@
 #define DEMO_MIN_SEQ 8
 #define DEMO_MAX_SEQ 2048
 
+/* The dense MLP's activation: silu(gate) * up, or gpt-oss's SwiGLU (DEMO_OAI_*). */
+typedef enum demo_act { DEMO_ACT_SILU, DEMO_ACT_OAI } demo_act;
+
 typedef struct demo_config {
 	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
@@ -39,15 +42,32 @@ typedef struct demo_config {
 	bool moe;      /* a DeepSeek-V3-like mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of
 			* DEMO_EXPERT_FF, sigmoid scores, the top DEMO_TOPK renormalised and scaled by
 			* DEMO_ROUTED_SCALE, one shared expert */
+	bool sinks;    /* gpt-oss-like learned sink logits per head: one more column in each softmax, dropped after it */
+	float softcap; /* Gemma-2-like final logit soft-capping, logits = C tanh(z / C); 0: none */
+	demo_act act;  /* the dense MLP's activation */
 } demo_config;
+
+/* The soft-cap the softcap-missing bug implies when --softcap is not given:
+ * the demo's logits reach about 12, so a cap of 10 squashes the large ones. */
+#define DEMO_SOFTCAP 10.0f
+/* gpt-oss's SwiGLU: gate clamped to at most the limit, up to +-limit,
+ * out = (up + 1) * gate * sigmoid(alpha * gate).  The demo scales gate_proj
+ * and up_proj by DEMO_OAI_SCALE (and down_proj down by its square) so that
+ * some values pass the limit. */
+#define DEMO_OAI_ALPHA 1.702f
+#define DEMO_OAI_LIMIT 7.0f
+#define DEMO_OAI_SCALE 4.0f
 
 #define DEMO_EXPERTS 8
 #define DEMO_TOPK 2
 #define DEMO_EXPERT_FF 32
 #define DEMO_ROUTED_SCALE 2.5f
 
-/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense. */
+/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense, no sinks, no soft-cap, silu. */
 void demo_config_init(demo_config *cfg);
+/* Turn on the model options the bugs need (sinks-dropped: sinks, softcap-missing: a soft-cap of DEMO_SOFTCAP
+ * unless one is set, oai-*: the SwiGLU-OAI activation): the reference must have what the candidate loses. */
+void demo_config_for_bugs(demo_config *cfg, demo_bugset bugs);
 
 typedef struct demo_model demo_model;
 

@@ -179,6 +179,17 @@ static void usage(FILE *out)
 	      "                 experts, sigmoid scores, the top 2 renormalised and scaled by\n"
 	      "                 2.5, one shared expert; --sub writes mlp.router, mlp.topk_ids,\n"
 	      "                 mlp.topk_weights, mlp.experts and mlp.shared (the ids as floats)\n"
+	      "  --sinks        gpt-oss-like learned sink logits, one per head and layer: one\n"
+	      "                 more column in each attention softmax, dropped after it\n"
+	      "  --softcap C    Gemma-2-like final logit soft-capping: logits = C tanh(z / C)\n"
+	      "                 (the logits reach about 12; 10 squashes the large ones)\n"
+	      "  --mlp-act A    the dense MLP's activation: silu (default) or oai, gpt-oss's\n"
+	      "                 SwiGLU: gate clamped to at most 7, up to +-7,\n"
+	      "                 (up + 1) gate sigmoid(1.702 gate); gate_proj and up_proj are\n"
+	      "                 scaled by 4 so that the clamps bite\n"
+	      "  The bugs sinks-dropped, softcap-missing and oai-* turn on the option they\n"
+	      "  need (softcap-missing: --softcap 10 unless given) in both runs; nan-overflow\n"
+	      "  is refused with --mlp-act oai (its clamps keep float16 finite).\n"
 	      "\n"
 	      "The model: hidden 64, 8 heads of 8 channels, 2 kv heads, MLP 128, vocab 256.\n"
 	      "A directory gets one .npy per tensor (or activations.safetensors) and\n"
@@ -208,8 +219,20 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
+/* Turn on the options the bugs need; true (and a message) for nan-overflow on
+ * the SwiGLU-OAI MLP, whose clamps keep float16 finite: nothing to expect. */
+static bool no_overflow(demo_config *cfg, demo_bugset bugs)
+{
+	demo_config_for_bugs(cfg, bugs);
+	if (cfg->act == DEMO_ACT_OAI && DEMO_HAS(bugs, NAN_OVERFLOW) && !cfg->moe) {
+		die("--bug nan-overflow", "SwiGLU-OAI's clamps keep its MLP within float16's range: use --mlp-act silu");
+		return true;
+	}
+	return false;
+}
+
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
-       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE };
+       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE, OPT_SINKS, OPT_SOFTCAP, OPT_MLP_ACT };
 
 int main(int argc, char **argv)
 {
@@ -222,6 +245,8 @@ int main(int argc, char **argv)
 		{"cand-only", no_argument, NULL, OPT_CAND_ONLY}, {"list", no_argument, NULL, OPT_LIST},
 		{"expect", required_argument, NULL, OPT_EXPECT}, {"help", no_argument, NULL, OPT_HELP},
 		{"replay", no_argument, NULL, OPT_REPLAY},       {"moe", no_argument, NULL, OPT_MOE},
+		{"sinks", no_argument, NULL, OPT_SINKS},         {"softcap", required_argument, NULL, OPT_SOFTCAP},
+		{"mlp-act", required_argument, NULL, OPT_MLP_ACT},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -285,6 +310,23 @@ int main(int argc, char **argv)
 			cfg.seed = (uint64_t)v;
 			break;
 		case OPT_MOE: cfg.moe = true; break;
+		case OPT_SINKS: cfg.sinks = true; break;
+		case OPT_SOFTCAP: {
+			char *end;
+			double cap = strtod(optarg, &end);
+			if (end == optarg || *end || !(cap >= 1 && cap <= 1000))
+				return die("--softcap", "expected a number in 1..1000");
+			cfg.softcap = (float)cap;
+			break;
+		}
+		case OPT_MLP_ACT:
+			if (!strcmp(optarg, "silu"))
+				cfg.act = DEMO_ACT_SILU;
+			else if (!strcmp(optarg, "oai"))
+				cfg.act = DEMO_ACT_OAI;
+			else
+				return die("--mlp-act", "expected silu or oai");
+			break;
 		case OPT_REF_ONLY: ref_only = true; break;
 		case OPT_CAND_ONLY: cand_only = true; break;
 		case OPT_LIST: list_bugs(); return 0;
@@ -301,6 +343,8 @@ int main(int argc, char **argv)
 				       cfg.moe};
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
+		if (no_overflow(&cfg, bugs))
+			return 2;
 		demo_expect(bugs, &ctx, msg, sizeof msg);
 		puts(msg);
 		return 0;
@@ -314,6 +358,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.naming)
 		o.naming = !strcmp(o.format, "npy") ? "hf" : "canonical";
+	if (no_overflow(&cfg, bugs))
+		return 2;
 	m = demo_model_new(&cfg);
 	if (!m)
 		return die("model", "out of memory");

@@ -341,6 +341,14 @@ static void test_expect(void **state)
 	expect_is("dtype-precision,lm-head", def, "logits");
 	expect_is("dump-duplicate,nan-overflow,weight-mapping", def, "L1.mlp");
 	expect_is("norm-epsilon,embedding-scale", def, "embed");
+	expect_is("sinks-dropped", def, "L0.attn");
+	expect_is("sinks-dropped", sub, "L0.attn.o");
+	expect_is("sinks-dropped", replay, "L0.attn.core");
+	expect_is("softcap-missing", replay, "logits");
+	expect_is("oai-plus-one", sub, "L0.mlp.down");
+	expect_is("oai-clamp", replay, "L0.mlp.act");
+	expect_is("oai-clamp", moe, "match");
+	expect_is("softcap-missing,oai-clamp", def, "L0.mlp");
 }
 
 int main(void)

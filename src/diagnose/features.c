@@ -8,6 +8,7 @@
 #include "diagnose/features.h"
 #include "compare/pairstat.h"
 #include "diagnose/heads.h"
+#include "diagnose/softcap.h"
 
 const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 #define TB_FEATURE_INFO(id, name, unit, meaning) [TB_F_##id] = {name, unit, meaning},
@@ -774,6 +775,60 @@ static void tie_features(const tb_diag_input *in, double *v)
 	free(tok);
 }
 
+/* Rows of the logits the soft-cap fit reads, spread over the positions:
+ * a C is pinned down by a few rows' large logits. */
+#define SOFTCAP_ROWS 16
+
+/* Is one side's logits the other's soft-capped (final-softcap)?  Only when
+ * final_norm agrees: then lm_head's output differs by lm_head or after it. */
+static void softcap_features(const tb_diag_input *in, const tb_cell_result *t, double *v)
+{
+	const tb_cell_result *fn = tb_result_cell(in->result, -1, TB_TAP_FINAL_NORM);
+	int64_t S, V;
+	uint64_t step;
+	float *r = NULL, *c = NULL;
+	size_t n = 0;
+	tb_softcap sc;
+	tb_err err;
+
+	if (!compared(fn) || !ok_status(fn) || !whole_rows(t->ref, &S, &V) || !whole_rows(t->cand, &S, &V) ||
+	    t->ref->numel != t->cand->numel)
+		return;
+	step = S > SOFTCAP_ROWS ? (uint64_t)S / SOFTCAP_ROWS : 1;
+	r = malloc((size_t)(SOFTCAP_ROWS + 1) * (size_t)V * sizeof *r);
+	c = malloc((size_t)(SOFTCAP_ROWS + 1) * (size_t)V * sizeof *c);
+	if (!r || !c || tb_tensor_acquire((tb_tensor *)t->ref, &err) < 0)
+		goto out;
+	if (tb_tensor_acquire((tb_tensor *)t->cand, &err) < 0) {
+		tb_tensor_release((tb_tensor *)t->ref);
+		goto out;
+	}
+	for (uint64_t p = 0; p < (uint64_t)S && n < (size_t)SOFTCAP_ROWS * (size_t)V; p += step, n += (size_t)V) {
+		tb_tensor_read_f32((tb_tensor *)t->ref, p * (uint64_t)V, (uint64_t)V, r + n);
+		tb_tensor_read_f32((tb_tensor *)t->cand, p * (uint64_t)V, (uint64_t)V, c + n);
+	}
+	tb_tensor_release((tb_tensor *)t->ref);
+	tb_tensor_release((tb_tensor *)t->cand);
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(r[i]) || !isfinite(c[i]))
+			goto out;
+	v[TB_F_LOGIT_MAX_REF] = v[TB_F_LOGIT_MAX_CAND] = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[TB_F_LOGIT_MAX_REF] = fmax(v[TB_F_LOGIT_MAX_REF], fabs(r[i]));
+		v[TB_F_LOGIT_MAX_CAND] = fmax(v[TB_F_LOGIT_MAX_CAND], fabs(c[i]));
+	}
+	tb_softcap_fit(r, c, n, &sc);
+	if (isnan(sc.rel_l2))
+		goto out;
+	v[TB_F_SOFTCAP_REL] = sc.rel_l2;
+	v[TB_F_SOFTCAP_GAIN] = sc.rel_l2 > 0 ? t->m.rel_l2 / sc.rel_l2 : INFINITY;
+	v[TB_F_SOFTCAP_CAP] = sc.cap;
+	v[TB_F_SOFTCAP_CAND] = sc.capped_side == 1;
+out:
+	free(r);
+	free(c);
+}
+
 /* A sub-tap (q, k after RoPE; the MLP's gate or activation) diverges
  * first when the bug is in attention or the MLP, but the group's output
  * shows the pattern the rules know: profile that one when it diverged
@@ -852,6 +907,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	}
 	scale_and_direction(prof, v);
 	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
+	if (v[TB_F_POS_MAX_REL] > 0)
+		v[TB_F_POS0_SHARE] = v[TB_F_POS0_REL] / v[TB_F_POS_MAX_REL];
 	if (in->origin) {
 		long o = in->origin->origin;
 		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));
@@ -870,6 +927,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		bias_fraction(t, v);
 	if (v[TB_F_AT_LOGITS] == 1 || v[TB_F_AT_FINAL_NORM] == 1)
 		tie_features(in, v);
+	if (v[TB_F_AT_LOGITS] == 1 && !tb_cell_partial(t) && !t->ref->sketch && !t->cand->sketch)
+		softcap_features(in, t, v);
 }
 
 /* Feature i's span: [a, b], widened to hold its estimate v[i]. */

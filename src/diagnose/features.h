@@ -120,7 +120,14 @@
 	X(DRIFT_LIKE, "drift_like", "bool", "the block error starts within rounding (below the default --diverge and the cell's own) in the first layer and grows: precision drift") \
 	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
 	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")    \
-	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)")
+	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)") \
+	X(SOFTCAP_REL, "softcap_rel", "ratio", "logits, when final_norm matches or is close: rel_l2 of the better fit of one side's logits as C tanh(z / C) of the other's, C fitted (0: one side is the other soft-capped)") \
+	X(SOFTCAP_GAIN, "softcap_gain", "ratio", "the logits' rel_l2 over softcap_rel: how much of the difference a soft-cap explains") \
+	X(SOFTCAP_CAP, "softcap_cap", "value", "the C of that fit (final_logit_softcapping)") \
+	X(SOFTCAP_CAND, "softcap_cand", "bool", "the candidate is the capped side of that fit (it adds a cap; 0: it drops the reference's)") \
+	X(LOGIT_MAX_REF, "logit_max_ref", "value", "the largest |logit| of the reference's rows the soft-cap fit read") \
+	X(LOGIT_MAX_CAND, "logit_max_cand", "value", "the same for the candidate") \
+	X(POS0_SHARE, "pos0_share", "ratio", "rel_l2 at position 0 over the largest (1: position 0 is hit hardest, as when an attention sink drains the most mass where there is one key)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

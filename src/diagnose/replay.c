@@ -33,6 +33,7 @@ static const struct {
 	{TB_TAP_MLP, tb_replay_multiplier},
 	{TB_TAP_BLOCK, tb_replay_wiring},
 	{TB_TAP_FINAL_NORM, tb_replay_norm},
+	{TB_TAP_LOGITS, tb_replay_logits},
 };
 
 const tb_pair *tb_replay_pair(const tb_replay_in *in, int layer, tb_tap_id id)

@@ -13,7 +13,8 @@
  * activation (mlp.act from mlp.gate and mlp.up); the norms (attn_norm,
  * mlp_norm, final_norm from their input); the embedding scale (embed); an
  * output multiplier (attn from attn.o, mlp from mlp.down); a bias of
- * o_proj or down_proj; the residual wiring (block from its inputs).  Never
+ * o_proj or down_proj; the residual wiring (block from its inputs); the
+ * final logit soft-cap (logits, when final_norm agrees).  Never
  * confirms from non-finite values.
  */
 #ifndef TB_REPLAY_H

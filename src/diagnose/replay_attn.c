@@ -615,6 +615,7 @@ typedef struct core_cfg {
 	int64_t window; /* keys i - window + 1 .. i; 0: none */
 	bool tile;      /* q head h reads kv head h % kv_heads, else h / group */
 	double softcap; /* scores = cap * tanh(scores / cap); 0: none */
+	const double *sinks; /* a learned sink logit per q head, one more column in each softmax (gpt-oss); NULL: none */
 } core_cfg;
 
 /* One side's q (after RoPE), k (after RoPE), v and attention output, and
@@ -626,6 +627,7 @@ typedef struct core_side {
 	float *scores[2]; /* [nh][nrows][S] q.k for each kv mapping (repeat, tile); NULL until needed */
 	float *p;         /* [nrows][S] one head's attention weights */
 	float *pred;      /* [nrows][nh * hd] the last prediction */
+	double *sinks;    /* [nh] the sink logits fitted on this side, or NULL */
 } core_side;
 
 /* Drop what the replay computed (the loaded tensors are not the side's). */
@@ -635,7 +637,9 @@ static void core_side_reset(core_side *s)
 	free(s->scores[1]);
 	free(s->p);
 	free(s->pred);
+	free(s->sinks);
 	s->scores[0] = s->scores[1] = s->p = s->pred = NULL;
+	s->sinks = NULL;
 }
 
 /* Ready the side, viewed as heads of hd channels, for replays on rows:
@@ -731,6 +735,10 @@ static int core_residual(core_side *s, const core_cfg *c, const int *perm, doubl
 			memset(p, 0, (size_t)S * sizeof *p);
 			for (int64_t j = lo; j <= hi; j++)
 				mx = fmax(mx, score(c, sc[(size_t)r * S + j]));
+			if (c->sinks) {
+				mx = fmax(mx, c->sinks[h]);
+				sum = exp(c->sinks[h] - mx);
+			}
 			for (int64_t j = lo; j <= hi; j++)
 				sum += (p[j] = (float)exp(score(c, sc[(size_t)r * S + j]) - mx));
 			for (int64_t j = lo; j <= hi; j++)
@@ -830,6 +838,63 @@ static bool fit_permutation(const core_side *s, int *perm)
 	return moved;
 }
 
+/* The sink logit of each head that fits the side's output under c (which
+ * has none): a sink scales row i's output by Z / (Z + e^sink), Z the sum of
+ * its keys' exp(score); read off the row it shrinks most (row 0, one key,
+ * in a causal attention), where it is best measured.  Into s->sinks; false
+ * when no head shrinks (no sinks) or out of memory (then the variant is
+ * not tried: the others still are). */
+static bool fit_sinks(core_side *s, const core_cfg *c)
+{
+	tb_err err;
+	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	int R = s->nrows, nh = q->nh, hd = q->hd;
+	int64_t S = q->S;
+	bool any = false;
+
+	free(s->sinks);
+	s->sinks = malloc((size_t)nh * sizeof *s->sinks);
+	if (!s->sinks || core_scores(s, c->tile, &err) < 0) {
+		free(s->sinks);
+		s->sinks = NULL;
+		return false;
+	}
+	for (int h = 0; h < nh; h++) {
+		const float *sc = s->scores[c->tile] + (size_t)h * R * S, *vh = head_row(v, 0, kv_head(s, c, h));
+		double least = 1, sink = -INFINITY;
+		for (int r = 0; r < R; r++) {
+			const float *y = head_row(o, s->rows[r], h);
+			int64_t lo, hi;
+			double mx = -INFINITY, z = 0, uy = 0, uu = 0, u[MAX_HD] = {0};
+			key_range(c, s->rows[r], S, &lo, &hi);
+			for (int64_t j = lo; j <= hi; j++)
+				mx = fmax(mx, score(c, sc[(size_t)r * S + j]));
+			for (int64_t j = lo; j <= hi; j++) {
+				double w = exp(score(c, sc[(size_t)r * S + j]) - mx);
+				z += w;
+				for (int d = 0; d < hd; d++)
+					u[d] += w * vh[(size_t)j * head_stride(v) + d];
+			}
+			for (int d = 0; d < hd && z > 0; d++) {
+				u[d] /= z;
+				uy += u[d] * y[d];
+				uu += u[d] * u[d];
+			}
+			if (uu > 0 && uy / uu > 0 && uy / uu < least) {
+				least = uy / uu;
+				sink = log(z * (1 / least - 1)) + mx;
+			}
+		}
+		s->sinks[h] = sink;
+		any |= isfinite(sink);
+	}
+	if (!any) {
+		free(s->sinks);
+		s->sinks = NULL;
+	}
+	return any;
+}
+
 typedef struct core_variant {
 	core_cfg cfg;
 	const char *cause;
@@ -845,7 +910,9 @@ static void describe_core(const core_cfg *c, char *buf, size_t size)
 	if (c->window && n >= 0 && (size_t)n < size)
 		n += snprintf(buf + n, size - (size_t)n, ", window %lld", (long long)c->window);
 	if (c->softcap > 0 && n >= 0 && (size_t)n < size)
-		snprintf(buf + n, size - (size_t)n, ", soft-cap %g", c->softcap);
+		n += snprintf(buf + n, size - (size_t)n, ", soft-cap %g", c->softcap);
+	if (c->sinks && n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, ", sinks");
 }
 
 /* The side's variants of c0 that change one thing; returns how many. */
@@ -894,6 +961,15 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 		v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
 		v[n].cfg.softcap = 0;
 		snprintf(v[n++].name, sizeof v->name, "no logit soft-capping (the reference: %g)", c0->softcap);
+	}
+	if (c0->sinks) {
+		v[n] = (core_variant){*c0, "attention-sink", "", 0, false};
+		v[n].cfg.sinks = NULL;
+		snprintf(v[n++].name, sizeof v->name, "no attention sinks (the reference: learned, fitted per head)");
+	} else if (fit_sinks(s, c0)) {
+		v[n] = (core_variant){*c0, "attention-sink", "", 0, false};
+		v[n].cfg.sinks = s->sinks;
+		snprintf(v[n++].name, sizeof v->name, "learned attention sinks (fitted per head)");
 	}
 	return n;
 }
@@ -980,7 +1056,7 @@ static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permut
  * of it, taken while it helps, at most three times. */
 static int core_reference(core_side *s, core_cfg *c, double floor, double *rel, tb_err *err)
 {
-	*c = (core_cfg){1 / sqrt(s->in.v[0].hd), CAUSAL, 0, false, 0};
+	*c = (core_cfg){1 / sqrt(s->in.v[0].hd), CAUSAL, 0, false, 0, NULL};
 	if (core_residual(s, c, NULL, rel, err) < 0)
 		return -1;
 	for (int round = 0; round < 3 && *rel > floor; round++) {
@@ -1033,7 +1109,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			goto fail;
 		if (!fits)
 			continue;
-		c0 = (core_cfg){1 / sqrt(pl.hds[k]), CAUSAL, 0, false, 0};
+		c0 = (core_cfg){1 / sqrt(pl.hds[k]), CAUSAL, 0, false, 0, NULL};
 		if (core_residual(&ref, &c0, NULL, &rel, err) < 0)
 			goto fail;
 		if (rel < ref_rel) {

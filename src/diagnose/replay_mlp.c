@@ -9,8 +9,29 @@
 
 #define BLOCK 4096
 
-/* The variants of mlp.act = f(gate, up). */
-typedef enum variant { SILU, GELU, GELU_TANH, RELU, RELU2, SILU_SWAPPED, N_VARIANTS } variant;
+/* The variants of mlp.act = f(gate, up).  The OAI ones are gpt-oss's
+ * SwiGLU (transformers models/gpt_oss/modeling_gpt_oss.py, GptOssExperts:
+ * gate.clamp(max=limit), up.clamp(-limit, limit), glu = gate
+ * sigmoid(alpha gate), (up + 1) glu; alpha 1.702, swiglu_limit 7) and the
+ * ways ports lose its parts; SILU_CLAMPED is a SwiGLU with the same clamps. */
+typedef enum variant {
+	SILU,
+	GELU,
+	GELU_TANH,
+	RELU,
+	RELU2,
+	SILU_SWAPPED,
+	OAI,
+	OAI_NO_PLUS_ONE,
+	OAI_NO_CLAMP,
+	OAI_CLAMP_SWAPPED,
+	OAI_SWAPPED,
+	SILU_CLAMPED,
+	N_VARIANTS
+} variant;
+
+#define OAI_ALPHA 1.702
+#define OAI_LIMIT 7.0
 
 static const struct {
 	const char *name;
@@ -22,6 +43,12 @@ static const struct {
 	[RELU] = {"relu", "mlp-activation"},
 	[RELU2] = {"relu^2", "mlp-activation"},
 	[SILU_SWAPPED] = {"gate and up swapped", "mlp-gating"},
+	[OAI] = {"swiglu-oai (alpha 1.702, limit 7, +1 on up)", "mlp-activation"},
+	[OAI_NO_PLUS_ONE] = {"swiglu-oai without the +1 on up", "mlp-activation"},
+	[OAI_NO_CLAMP] = {"swiglu-oai without the clamps (swiglu_limit)", "mlp-activation"},
+	[OAI_CLAMP_SWAPPED] = {"swiglu-oai, gate clamped +-7, up at most 7", "mlp-activation"},
+	[OAI_SWAPPED] = {"swiglu-oai with gate and up swapped", "mlp-gating"},
+	[SILU_CLAMPED] = {"silu, gate and up clamped (swiglu_limit 7)", "mlp-activation"},
 };
 
 static double act(variant v, double x)
@@ -35,9 +62,27 @@ static double act(variant v, double x)
 	}
 }
 
+static double oai(double g, double u, bool clamp_gate_both, bool clamp_up_both, bool clamp, bool plus_one)
+{
+	if (clamp) {
+		g = clamp_gate_both ? fmax(fmin(g, OAI_LIMIT), -OAI_LIMIT) : fmin(g, OAI_LIMIT);
+		u = clamp_up_both ? fmax(fmin(u, OAI_LIMIT), -OAI_LIMIT) : fmin(u, OAI_LIMIT);
+	}
+	return (plus_one ? u + 1 : u) * g / (1 + exp(-OAI_ALPHA * g));
+}
+
 static double predict(variant v, double g, double u)
 {
-	return v == SILU_SWAPPED ? act(SILU, u) * g : act(v, g) * u;
+	switch (v) {
+	case SILU_SWAPPED: return act(SILU, u) * g;
+	case OAI: return oai(g, u, false, true, true, true);
+	case OAI_NO_PLUS_ONE: return oai(g, u, false, true, true, false);
+	case OAI_NO_CLAMP: return oai(g, u, false, true, false, true);
+	case OAI_CLAMP_SWAPPED: return oai(g, u, true, false, true, true);
+	case OAI_SWAPPED: return oai(u, g, false, true, true, true);
+	case SILU_CLAMPED: return act(SILU, fmin(g, OAI_LIMIT)) * fmax(fmin(u, OAI_LIMIT), -OAI_LIMIT);
+	default: return act(v, g) * u;
+	}
 }
 
 /* rel_l2 of each variant's prediction from (gate, up) against act, over

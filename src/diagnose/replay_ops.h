@@ -133,5 +133,7 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err);
 int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err);
 int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err);
 int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_logits.c: the final logit soft-cap, from logits when final_norm agrees. */
+int tb_replay_logits(const tb_replay_in *in, tb_replay *out, tb_err *err);
 
 #endif

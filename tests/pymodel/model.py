@@ -26,6 +26,16 @@ Choices that make a bug visible:
     float16 MLP overflows.
   * decode-position: seq is at least 160 (a RoPE table of 100 positions).
   * weight-mapping: layer layers // 2 uses o_proj transposed.
+  * --sinks (gpt-oss): a sink logit per layer and head, N(0.5, 1), joins
+    each softmax row as a last column, dropped after it (sinks-dropped).
+  * --softcap C (Gemma 2): logits = C tanh(logits / C); the logits' std is
+    about 1, so softcap-missing takes C = 3 unless given.
+  * --mlp-act oai (gpt-oss's SwiGLU): gate clamped to at most 7, up to +-7,
+    (up + 1) gate sigmoid(1.702 gate); gate and up weights x4 (down / 16) so
+    that the clamps bite (oai-plus-one, oai-clamp).
+  The bugs sinks-dropped, softcap-missing and oai-* turn on the option they
+  need in both models.  The new parameters come from their own generator,
+  so the other weights stay those of the same seed.
 """
 import argparse
 import json
@@ -46,6 +56,7 @@ BUGS = [
     "residual-wiring", "weight-mapping", "final-norm", "lm-head",
     "tied-embeddings", "nan-overflow", "dtype-precision", "decode-position",
     "dump-offset", "dump-duplicate",
+    "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp",
 ]
 
 REF_EPS = 1e-6
@@ -87,6 +98,20 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+OAI_ALPHA = 1.702
+OAI_LIMIT = 7.0
+OAI_SCALE = 4.0          # gate and up weights of the --mlp-act oai model
+SOFTCAP = 3.0            # softcap-missing's C unless --softcap
+
+
+def swiglu_oai(g, u, plus_one=True, clamp=True):
+    if clamp:
+        g = np.minimum(g, OAI_LIMIT)
+        u = np.clip(u, -OAI_LIMIT, OAI_LIMIT)
+    glu = g / (1.0 + np.exp(-OAI_ALPHA * g))
+    return ((u + 1.0) if plus_one else u) * glu
+
+
 def make_weights(cfg, rng):
     H, nh, nkv, hd, F, V, L = (cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim,
                                cfg.mlp, cfg.vocab, cfg.layers)
@@ -111,6 +136,13 @@ def make_weights(cfg, rng):
         W[p + "bias"] = rng.standard_normal(H)       # only used by mlp-bias
     W["final_norm"] = 1.0 + 0.2 * rng.standard_normal(H)
     W["lm_head"] = rng.standard_normal((V, H)) / np.sqrt(H)
+    extra = np.random.default_rng(cfg.seed + 7919)
+    for l in range(L):
+        W["l%d.sinks" % l] = 0.5 + extra.standard_normal(nh)
+        if cfg.mlp_act == "oai":
+            W["l%d.gate" % l] = W["l%d.gate" % l] * OAI_SCALE
+            W["l%d.up" % l] = W["l%d.up" % l] * OAI_SCALE
+            W["l%d.down" % l] = W["l%d.down" % l] / OAI_SCALE ** 2
     return W
 
 
@@ -207,9 +239,14 @@ def attention(x, W, l, cfg, bug, sub=None):
     if bug == "sliding-window":
         allowed &= (qi - ki) < WINDOW
     sc = np.where(allowed[None], sc, -np.inf)
+    if cfg.sinks and bug != "sinks-dropped":
+        # gpt-oss eager_attention_forward: the sinks as a last column
+        sink = np.broadcast_to(W[p + "sinks"][:, None, None], (nh, S, 1))
+        sc = np.concatenate([sc, sink], -1)
     sc = sc - sc.max(-1, keepdims=True)
     pr = np.exp(sc)
     pr /= pr.sum(-1, keepdims=True)
+    pr = pr[..., :S]
     out = np.einsum("hqk,khd->qhd", pr, v).reshape(S, nh * hd)
     Wo = W[p + "o"]
     if bug == "weight-mapping" and l == cfg.layers // 2:
@@ -247,8 +284,14 @@ def mlp(x, W, l, cfg, bug, sub=None):
         return o.astype(np.float64)
     g = x @ W[p + "gate"].T
     u = x @ W[p + "up"].T
-    act = gelu_tanh if bug == "mlp-activation" else silu
-    h = act(u) * g if bug == "mlp-gating" else act(g) * u
+    if cfg.mlp_act == "oai" and bug != "mlp-activation":
+        a, b = (u, g) if bug == "mlp-gating" else (g, u)
+        h = swiglu_oai(a, b, plus_one=bug != "oai-plus-one", clamp=bug != "oai-clamp")
+    elif cfg.mlp_act == "oai":
+        h = silu(g) * u      # a port that keeps the plain SwiGLU
+    else:
+        act = gelu_tanh if bug == "mlp-activation" else silu
+        h = act(u) * g if bug == "mlp-gating" else act(g) * u
     o = h @ W[p + "down"].T
     if bug == "mlp-bias":
         rms = np.sqrt(np.mean(o * o))
@@ -300,7 +343,10 @@ def forward(cfg, W, tokens, bug, subtaps=False):
         lm = np.roll(W["lm_head"], -1, axis=0)
     else:
         lm = W["lm_head"]
-    taps["logits"] = fn @ lm.T
+    logits = fn @ lm.T
+    if cfg.softcap and bug != "softcap-missing":
+        logits = cfg.softcap * np.tanh(logits / cfg.softcap)
+    taps["logits"] = logits
     if bug == "dump-offset":
         prev = taps["embed"]
         for l in range(L):
@@ -400,6 +446,12 @@ def write(out, fmt, tensors, layout=None, cfg=None):
 def build(cfg):
     if cfg.bug == "decode-position":
         cfg.seq = max(cfg.seq, 160)
+    if cfg.bug == "sinks-dropped":
+        cfg.sinks = True
+    if cfg.bug == "softcap-missing" and not cfg.softcap:
+        cfg.softcap = SOFTCAP
+    if cfg.bug in ("oai-plus-one", "oai-clamp"):
+        cfg.mlp_act = "oai"
     rng = np.random.default_rng(cfg.seed)
     W = make_weights(cfg, rng)
     tokens = make_tokens(cfg, W, rng)
@@ -429,6 +481,12 @@ def parse(argv=None):
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--theta", type=float, default=10000.0)
+    ap.add_argument("--sinks", action="store_true",
+                    help="gpt-oss-like learned attention sinks, one logit per layer and head")
+    ap.add_argument("--softcap", type=float, default=0.0,
+                    help="Gemma-2-like final logit soft-capping C tanh(z / C) (0: none)")
+    ap.add_argument("--mlp-act", default="silu", choices=["silu", "oai"],
+                    help="the MLP's activation: silu or gpt-oss's SwiGLU (oai)")
     ap.add_argument("--subtaps", action="store_true",
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
     ap.add_argument("--replay", action="store_true",
