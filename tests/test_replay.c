@@ -1,0 +1,236 @@
+/*
+ * test_replay: the replay ops as a table of cases.  Each case writes an
+ * op's dumped inputs and both sides' outputs (the reference computing the
+ * op one way, the candidate another), replays the cell and expects the
+ * cause and variant the replay must confirm, or nothing confirmed.  Every
+ * cause a replay names must be a cause id of the rule table.
+ *
+ * A new replay op or variant is a row here (and its generator when the op
+ * is new); the end-to-end sweeps (bench/replaysweep.sh, tests/e2e/replay*.sh)
+ * run the ops on whole models.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "diagnose/replay.h"
+#include "diagnose/rules.h"
+
+enum { S = 48, F = 32, E = 8, K = 2, H = 24, V = 40 };
+
+/* How a side computes its op; each case sets the reference's and the candidate's. */
+typedef enum how {
+	SILU,
+	GELU_TANH,
+	SILU_SWAPPED,
+	SILU_SCALED, /* silu(gate) * up * 1.3: no variant of the op */
+	OAI,
+	OAI_NO_PLUS_ONE,
+	SIGMOID_RENORM_25,   /* sigmoid scores, top-k renormalised, times 2.5 */
+	SOFTMAX_RENORM_25,
+	SIGMOID_NORENORM_25,
+	SIGMOID_RENORM_625,  /* the scaling factor applied twice */
+	CAPPED_10,           /* logits = 10 tanh(z / 10) */
+	UNCAPPED,
+} how;
+
+typedef void (*writer)(const char *dir, how h);
+
+/* A deterministic value in [-1, 1). */
+static float noise(uint32_t i)
+{
+	i = i * 2654435761u + 0x9e3779b9u;
+	i ^= i >> 15;
+	i *= 2246822519u;
+	i ^= i >> 13;
+	return (float)(i & 0xffffff) / (float)0x800000 - 1.0f;
+}
+
+static double silu(double x)
+{
+	return x / (1 + exp(-x));
+}
+
+/* mlp.gate, mlp.up and mlp.act = f(gate, up) of layer 0. */
+static void write_act(const char *dir, how h)
+{
+	static float gate[S * F], up[S * F], act[S * F];
+	const int64_t shape[2] = {S, F};
+
+	for (int i = 0; i < S * F; i++) {
+		double g = 4 * noise(i), u = 4 * noise(i + 100000), a;
+		switch (h) {
+		case GELU_TANH: a = 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u; break;
+		case SILU_SWAPPED: a = silu(u) * g; break;
+		case SILU_SCALED: a = 1.3 * silu(g) * u; break;
+		case OAI:
+		case OAI_NO_PLUS_ONE: {
+			/* gpt-oss: gate and up scaled so that the clamp at 7 bites */
+			double gc = fmin(2.5 * g, 7), uc = fmax(fmin(2.5 * u, 7), -7);
+			a = gc / (1 + exp(-1.702 * gc)) * (uc + (h == OAI));
+			g *= 2.5;
+			u *= 2.5;
+			break;
+		}
+		default: a = silu(g) * u; break;
+		}
+		gate[i] = (float)g;
+		up[i] = (float)u;
+		act[i] = (float)a;
+	}
+	tu_put(dir, "layers.0.mlp.gate", TB_DT_F32, 2, shape, gate);
+	tu_put(dir, "layers.0.mlp.up", TB_DT_F32, 2, shape, up);
+	tu_put(dir, "layers.0.mlp.act", TB_DT_F32, 2, shape, act);
+}
+
+/* mlp.router [S, E], mlp.topk_ids and mlp.topk_weights [S, K] of layer 0:
+ * the ids are the top K by score on both sides, the weights as h says. */
+static void write_router(const char *dir, how h)
+{
+	static float scores[S * E], ids[S * K], weights[S * K];
+	const int64_t se[2] = {S, E}, sk[2] = {S, K};
+
+	for (int p = 0; p < S; p++) {
+		float *row = scores + p * E;
+		double top = -INFINITY, sum = 0, chosen = 0, w[K];
+		for (int e = 0; e < E; e++) {
+			row[e] = 3 * noise(p * E + e + 7);
+			top = fmax(top, row[e]);
+		}
+		for (int e = 0; e < E; e++)
+			sum += exp(row[e] - top);
+		for (int j = 0; j < K; j++) {
+			int best = -1;
+			for (int e = 0; e < E; e++) {
+				bool taken = false;
+				for (int i = 0; i < j; i++)
+					taken |= (int)ids[p * K + i] == e;
+				if (!taken && (best < 0 || row[e] > row[best]))
+					best = e;
+			}
+			ids[p * K + j] = (float)best;
+			w[j] = h == SOFTMAX_RENORM_25 ? exp(row[best] - top) / sum : 1 / (1 + exp(-row[best]));
+			chosen += w[j];
+		}
+		for (int j = 0; j < K; j++) {
+			double x = h == SIGMOID_NORENORM_25 ? w[j] : w[j] / chosen;
+			weights[p * K + j] = (float)(x * (h == SIGMOID_RENORM_625 ? 6.25 : 2.5));
+		}
+	}
+	tu_put(dir, "layers.0.mlp.router", TB_DT_F32, 2, se, scores);
+	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
+	tu_put(dir, "layers.0.mlp.topk_weights", TB_DT_F32, 2, sk, weights);
+}
+
+/* final_norm [S, H] (equal on both sides) and logits [S, V]. */
+static void write_logits(const char *dir, how h)
+{
+	static float norm[S * H], logits[S * V];
+	const int64_t sh[2] = {S, H}, sv[2] = {S, V};
+
+	for (int i = 0; i < S * H; i++)
+		norm[i] = noise(i + 555);
+	for (int i = 0; i < S * V; i++) {
+		double z = 14 * noise(i + 999);
+		logits[i] = (float)(h == CAPPED_10 ? 10 * tanh(z / 10) : z);
+	}
+	tu_put(dir, "final_norm", TB_DT_F32, 2, sh, norm);
+	tu_put(dir, "logits", TB_DT_F32, 2, sv, logits);
+}
+
+typedef struct replay_case {
+	const char *name;
+	writer write;
+	how ref, cand;
+	const char *cell;    /* the cell replayed */
+	const char *cause;   /* the cause confirmed, or NULL: nothing */
+	const char *variant; /* a part of the confirmed variant's text */
+} replay_case;
+
+static const replay_case cases[] = {
+	{"act: gelu (tanh) for silu", write_act, SILU, GELU_TANH, "L0.mlp.act", "mlp-activation", "gelu (tanh)"},
+	{"act: gate and up swapped", write_act, SILU, SILU_SWAPPED, "L0.mlp.act", "mlp-gating", "swapped"},
+	{"act: scaled, no variant of the op", write_act, SILU, SILU_SCALED, "L0.mlp.act", NULL, NULL},
+	{"act: the same op", write_act, SILU, SILU, "L0.mlp.act", NULL, NULL},
+	{"act: swiglu-oai without its +1", write_act, OAI, OAI_NO_PLUS_ONE, "L0.mlp.act", "mlp-activation", "+1"},
+	{"act: swiglu-oai for silu", write_act, SILU, OAI, "L0.mlp.act", "mlp-activation", "swiglu-oai"},
+	{"router: softmax for sigmoid", write_router, SIGMOID_RENORM_25, SOFTMAX_RENORM_25, "L0.mlp.topk_weights",
+	 "moe-routing", "softmax"},
+	{"router: not renormalised", write_router, SIGMOID_RENORM_25, SIGMOID_NORENORM_25, "L0.mlp.topk_weights",
+	 "moe-routing", "not renormalised"},
+	{"router: scaling applied twice", write_router, SIGMOID_RENORM_25, SIGMOID_RENORM_625, "L0.mlp.topk_weights",
+	 "moe-routing", "twice"},
+	{"router: the same router", write_router, SIGMOID_RENORM_25, SIGMOID_RENORM_25, "L0.mlp.topk_weights", NULL,
+	 NULL},
+	{"logits: soft-cap dropped", write_logits, CAPPED_10, UNCAPPED, "logits", "final-softcap", "dropped"},
+	{"logits: soft-cap added", write_logits, UNCAPPED, CAPPED_10, "logits", "final-softcap", "added"},
+	{"logits: the same head", write_logits, CAPPED_10, CAPPED_10, "logits", NULL, NULL},
+};
+
+static bool is_cause_id(const char *id)
+{
+	for (size_t i = 0; i < tb_n_cause_ids; i++)
+		if (!strcmp(tb_cause_ids[i], id))
+			return true;
+	return false;
+}
+
+static void test_cases(void **state)
+{
+	(void)state;
+
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const replay_case *c = &cases[i];
+		const char *dir = tu_tmpdir();
+		char ref[4200], cand[4200];
+		tu_compared g;
+		tb_replay rp;
+		tb_err err;
+		long cell = -1;
+
+		snprintf(ref, sizeof ref, "%s/%zu/ref", dir, i);
+		snprintf(cand, sizeof cand, "%s/%zu/cand", dir, i);
+		c->write(ref, c->ref);
+		c->write(cand, c->cand);
+		tu_compare(&g, ref, cand, NULL);
+		for (size_t k = 0; k < g.res->n_cells; k++) {
+			char name[96];
+			tb_cell_name(&g.res->cells[k].cell, name, sizeof name);
+			if (!strcmp(name, c->cell))
+				cell = (long)k;
+		}
+		if (cell < 0)
+			fail_msg("%s: no cell %s", c->name, c->cell);
+		if (tb_replay_cell(&g.s, g.res, cell, 0, 0, &rp, &err) < 0)
+			fail_msg("%s: %s", c->name, err.msg);
+		if (!rp.tried)
+			fail_msg("%s: not replayed: %s", c->name, rp.note);
+		if (rp.cause && !is_cause_id(rp.cause))
+			fail_msg("%s: the replay names '%s', no cause id of the rule table", c->name, rp.cause);
+		if (!c->cause && rp.cause)
+			fail_msg("%s: confirmed %s (%s), expected nothing", c->name, rp.cause, rp.variant);
+		if (c->cause && (!rp.cause || strcmp(rp.cause, c->cause) || !strstr(rp.variant, c->variant)))
+			fail_msg("%s: expected %s (\"%s\"), got %s (\"%s\"): %s", c->name, c->cause, c->variant,
+				 rp.cause ? rp.cause : "nothing", rp.variant, rp.note);
+		tu_compared_done(&g);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cases),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
