@@ -23,6 +23,7 @@ typedef enum demo_shows {
 	DEMO_SHOWS_PAST_100,    /* only when seq > 100 */
 	DEMO_SHOWS_DENSE,       /* only with the dense MLP (a bug of its gate, up or down projection) */
 	DEMO_SHOWS_MOE,         /* only with the MoE MLP (mkdemo --moe) */
+	DEMO_SHOWS_PAST_PREFILL, /* only when seq > --prefill */
 } demo_shows;
 
 /*      id                name                layer  tap           with --sub  with --replay  shows                 what */
@@ -61,7 +62,9 @@ typedef enum demo_shows {
 	X(MOE_RENORM,       "moe-renorm",       0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE top-k weights not renormalised (norm_topk_prob ignored)") \
 	X(MOE_SCALING,      "moe-scaling",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE routed scaling factor 2.5 applied twice") \
 	X(MOE_EXPERT_ORDER, "moe-expert-order", 0, "mlp",         "mlp.experts", NULL,       DEMO_SHOWS_MOE,         "MoE experts converted in reverse order (expert e loads expert E-1-e)") \
-	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out")
+	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out") \
+	X(KV_CACHE,         "kv-cache",         0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_PREFILL, "decode positions (>= --prefill) read K and V back from an fp8 e4m3 cache") \
+	X(DUMP_ALIASING,    "dump-aliasing",    0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "mlp taps saved by reference, then the residual added in place: they hold block")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,
@@ -98,7 +101,12 @@ typedef struct demo_expect_ctx {
 	bool sub;    /* attn.q/k/v and mlp.gate/up written */
 	bool replay; /* and the replay taps (attn.q_rope, attn.core, mlp.act, ...) */
 	bool moe;    /* the MoE MLP (mkdemo --moe) */
+	int prefill; /* the kv-cache bug's prefill (demo_prefill); 0: the default for seq */
 } demo_expect_ctx;
+
+/* The kv-cache bug's prefill length: prefill, or when 0 half of seq (8 of
+ * 16: a prefill and eight decode steps). */
+int demo_prefill(int seq, int prefill);
 
 /* What `tbisect check` must report for a candidate with these bugs: the
  * first diverged cell ("L0.attn", "embed"), or "close" or "match" when

@@ -120,7 +120,11 @@
 	X(DRIFT_LIKE, "drift_like", "bool", "the block error starts within rounding (below the default --diverge and the cell's own) in the first layer and grows: precision drift") \
 	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
 	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")    \
-	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)")
+	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)") \
+	X(DECODE_START, "decode_start", "position", "the first decode position: the first step's length (the prefill's) when every step was stitched (--steps all), NaN without steps") \
+	X(FROM_DECODE, "from_decode", "bool", "every step was stitched, every position of the first step (the prefill) is within --diverge and the target goes bad at the first decode position") \
+	X(ALIAS_HERE, "alias_here", "bool", "the target, an attention or MLP output (or its sub-tap), diverges by rel_l2 above 0.1 while its layer's block, the residual sum it feeds, matches or is close with under a thousandth of its rel_l2: the dumped tensor changed after capture") \
+	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged attention and MLP outputs anywhere whose layer's block matches so (alias_here)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

@@ -19,6 +19,12 @@
 /* "Matches far better": the shifted error below this share of the aligned one. */
 #define OFFSET_BETTER 0.25
 
+/* Aliasing: the tap diverges by more than ALIAS_MIN_REL, its block by
+ * under ALIAS_BLOCK_SHARE of that.  A port's bug in the tap reaches the
+ * block scaled by |tap| / |block|, which is not that small. */
+#define ALIAS_MIN_REL 0.1
+#define ALIAS_BLOCK_SHARE 1e-3
+
 static int add_warning(tb_sanity *s, const char *id, const char *text)
 {
 	tb_warning *w = realloc(s->warnings, (s->n_warnings + 1) * sizeof *w);
@@ -282,12 +288,59 @@ static bool names_hidden_states(const tb_result *r)
 	return false;
 }
 
+long tb_sanity_aliased(const tb_result *r, long i)
+{
+	const tb_cell_result *c, *b;
+	tb_tap_id tap, parent;
+
+	if (i < 0 || (size_t)i >= r->n_cells)
+		return -1;
+	c = &r->cells[i];
+	tap = c->cell.id;
+	parent = tb_cell_parent(&c->cell);
+	if (c->cell.layer < 0 || !(tap == TB_TAP_ATTN || tap == TB_TAP_MLP || parent == TB_TAP_ATTN || parent == TB_TAP_MLP))
+		return -1;
+	b = tb_result_cell(r, c->cell.layer, TB_TAP_BLOCK);
+	if (!measured(c) || !measured(b) || c->status != TB_ST_DIVERGED || !(c->m.rel_l2 > ALIAS_MIN_REL) ||
+	    !(b->status == TB_ST_MATCH || b->status == TB_ST_CLOSE) || !(b->m.rel_l2 < ALIAS_BLOCK_SHARE * c->m.rel_l2))
+		return -1;
+	return b - r->cells;
+}
+
+/* Attention and MLP outputs that diverge while their blocks match. */
+static void check_aliasing(const tb_result *r, tb_sanity *s)
+{
+	char cell[TB_CELL_NAME_MAX], block[TB_CELL_NAME_MAX], text[384];
+
+	s->alias_cell = s->alias_block = -1;
+	for (size_t i = 0; i < r->n_cells; i++) {
+		long b = tb_sanity_aliased(r, (long)i);
+		if (b < 0)
+			continue;
+		if (!s->aliased++) {
+			s->alias_cell = (long)i;
+			s->alias_block = b;
+		}
+	}
+	if (!s->aliased)
+		return;
+	tb_cell_name(&r->cells[s->alias_cell].cell, cell, sizeof cell);
+	tb_cell_name(&r->cells[s->alias_block].cell, block, sizeof block);
+	snprintf(text, sizeof text,
+		 "%s diverges (rel_l2 %.3g) while %s, the residual sum it feeds, matches (rel_l2 %.2g)%s: the dumped "
+		 "tensor was changed after capture (a hook kept a reference, then an in-place op)?",
+		 cell, r->cells[s->alias_cell].m.rel_l2, block, r->cells[s->alias_block].m.rel_l2,
+		 s->aliased > 1 ? ", and so do other cells" : "");
+	add_warning(s, "dump-aliasing", text);
+}
+
 int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_err *err)
 {
 	char text[384];
 
 	memset(s, 0, sizeof *s);
 	check_tokens(ss, s);
+	check_aliasing(r, s);
 	check_offset(r, s);
 	if (s->offset && names_hidden_states(r)) {
 		snprintf(text, sizeof text,
