@@ -123,8 +123,8 @@
 	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)") \
 	X(DECODE_START, "decode_start", "position", "the first decode position: the first step's length (the prefill's) when every step was stitched (--steps all), NaN without steps") \
 	X(FROM_DECODE, "from_decode", "bool", "every step was stitched, every position of the first step (the prefill) is within --diverge and the target goes bad at the first decode position") \
-	X(ALIAS_HERE, "alias_here", "bool", "the target, an attention or MLP output (or its sub-tap), diverges by rel_l2 above 0.1 while its layer's block, the residual sum it feeds, matches or is close, at every position by under a hundredth of the target's rel_l2: the dumped tensor changed after capture") \
-	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged attention and MLP outputs anywhere whose layer's block matches so (alias_here)")
+	X(ALIAS_HERE, "alias_here", "bool", "the target diverges by rel_l2 above 0.1 while the residual sum it feeds (for an attention or MLP output or its sub-tap its layer's block, for a block the next layer's, for the embedding layer 0's) matches or is close, at every position by under a hundredth of the target's rel_l2: the dumped tensor changed after capture") \
+	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged cells anywhere whose residual sum matches so (alias_here)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

@@ -230,6 +230,8 @@ static const char *ctx_word(const char *name, const tb_rule_ctx *ctx, char *buf,
 		s = ctx ? ctx->dup_tap : NULL;
 	else if (!strcmp(name, "measured"))
 		s = ctx ? ctx->measured : NULL;
+	else if (!strcmp(name, "alias_sum"))
+		s = ctx ? ctx->alias_sum : NULL;
 	else
 		return NULL;
 	snprintf(buf, size, "%s", s ? s : "-");

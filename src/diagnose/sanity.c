@@ -304,48 +304,64 @@ static double worst_position(const tb_cell_result *c)
 	return worst;
 }
 
+/* The residual sum that takes cell c in: its layer's block for an
+ * attention or MLP tap (or a sub-tap of one), the next layer's for a
+ * block, layer 0's for the embedding; NULL for the rest (a norm's output
+ * feeds ops that no dump tap sums it back from). */
+static const tb_cell_result *residual_consumer(const tb_result *r, const tb_cell_result *c)
+{
+	tb_tap_id tap = c->cell.id, parent = tb_cell_parent(&c->cell);
+
+	if (tap == TB_TAP_EMBED)
+		return tb_result_cell(r, 0, TB_TAP_BLOCK);
+	if (c->cell.layer < 0)
+		return NULL;
+	if (tap == TB_TAP_BLOCK)
+		return tb_result_cell(r, c->cell.layer + 1, TB_TAP_BLOCK);
+	if (tap == TB_TAP_ATTN || tap == TB_TAP_MLP || parent == TB_TAP_ATTN || parent == TB_TAP_MLP)
+		return tb_result_cell(r, c->cell.layer, TB_TAP_BLOCK);
+	return NULL;
+}
+
 long tb_sanity_aliased(const tb_result *r, long i)
 {
 	const tb_cell_result *c, *b;
-	tb_tap_id tap, parent;
 
 	if (i < 0 || (size_t)i >= r->n_cells)
 		return -1;
 	c = &r->cells[i];
-	tap = c->cell.id;
-	parent = tb_cell_parent(&c->cell);
-	if (c->cell.layer < 0 || !(tap == TB_TAP_ATTN || tap == TB_TAP_MLP || parent == TB_TAP_ATTN || parent == TB_TAP_MLP))
-		return -1;
-	b = tb_result_cell(r, c->cell.layer, TB_TAP_BLOCK);
+	b = residual_consumer(r, c);
 	if (!measured(c) || !measured(b) || c->status != TB_ST_DIVERGED || !(c->m.rel_l2 > ALIAS_MIN_REL) ||
 	    !(b->status == TB_ST_MATCH || b->status == TB_ST_CLOSE) || !(worst_position(b) < ALIAS_BLOCK_SHARE * c->m.rel_l2))
 		return -1;
 	return b - r->cells;
 }
 
-/* Attention and MLP outputs that diverge while their blocks match. */
+/* Cells that diverge while the residual sums they feed match. */
 static void check_aliasing(const tb_result *r, tb_sanity *s)
 {
 	char cell[TB_CELL_NAME_MAX], block[TB_CELL_NAME_MAX], text[384];
+	long first = -1, consumer = -1;
 
-	s->alias_cell = s->alias_block = -1;
 	for (size_t i = 0; i < r->n_cells; i++) {
 		long b = tb_sanity_aliased(r, (long)i);
 		if (b < 0)
 			continue;
 		if (!s->aliased++) {
-			s->alias_cell = (long)i;
-			s->alias_block = b;
+			first = (long)i;
+			consumer = b;
 		}
 	}
-	if (!s->aliased)
+	/* a layer holding another's tensor feeds a matching sum too: that
+	 * warning says more */
+	if (!s->aliased || s->dup_layers[0] >= 2 || s->dup_layers[1] >= 2)
 		return;
-	tb_cell_name(&r->cells[s->alias_cell].cell, cell, sizeof cell);
-	tb_cell_name(&r->cells[s->alias_block].cell, block, sizeof block);
+	tb_cell_name(&r->cells[first].cell, cell, sizeof cell);
+	tb_cell_name(&r->cells[consumer].cell, block, sizeof block);
 	snprintf(text, sizeof text,
 		 "%s diverges (rel_l2 %.3g) while %s, the residual sum it feeds, matches (rel_l2 %.2g)%s: the dumped "
 		 "tensor was changed after capture (a hook kept a reference, then an in-place op)?",
-		 cell, r->cells[s->alias_cell].m.rel_l2, block, r->cells[s->alias_block].m.rel_l2,
+		 cell, r->cells[first].m.rel_l2, block, r->cells[consumer].m.rel_l2,
 		 s->aliased > 1 ? ", and so do other cells" : "");
 	add_warning(s, "dump-aliasing", text);
 }
@@ -356,7 +372,6 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 
 	memset(s, 0, sizeof *s);
 	check_tokens(ss, s);
-	check_aliasing(r, s);
 	check_offset(r, s);
 	if (s->offset && names_hidden_states(r)) {
 		snprintf(text, sizeof text,
@@ -380,6 +395,7 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 			add_warning(s, "dump-duplicate", text);
 		}
 	}
+	check_aliasing(r, s);
 	for (int side = 0; side < 2; side++) {
 		const tb_tree_layout *lo = side ? &ss->cand->layout : &ss->ref->layout;
 		const char *who = side ? "candidate" : "reference";

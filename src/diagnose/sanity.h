@@ -32,16 +32,16 @@ typedef struct tb_sanity {
 	size_t tokens_differ;    /* positions whose ids differ */
 	long first_token_diff;   /* -1: none */
 	int token_shift;         /* +1 / -1 when cand ids are ref's shifted by one, else 0 */
-	int aliased;             /* diverged attention / MLP cells whose block matches (tb_sanity_aliased) */
-	long alias_cell, alias_block; /* the first such cell and its block (cell indices), or -1 */
+	int aliased;             /* diverged cells whose residual sum matches (tb_sanity_aliased) */
 	tb_warning *warnings;
 	size_t n_warnings;
 } tb_sanity;
 
 /* Does cell i of r look changed after capture: an attention or MLP output
- * (or its sub-tap) that diverges hugely while its layer's block, the
- * residual sum it feeds, matches or is close far more tightly?  A port's
- * bug there would carry into that sum.  The block's index, or -1. */
+ * (or its sub-tap), a block or the embedding that diverges hugely while
+ * the residual sum it feeds (its layer's block, the next layer's, layer
+ * 0's) matches or is close far more tightly?  A port's bug there would
+ * carry into that sum.  The sum's index, or -1. */
 long tb_sanity_aliased(const tb_result *r, long i);
 
 int tb_sanity_check(const tb_session *s, const tb_result *r, tb_sanity *out, tb_err *err);

@@ -75,6 +75,13 @@ if PY=$(find_python numpy); then
 	dump-aliasing|--seq 16 --subtaps
 	dump-aliasing|--seq 64 --replay
 	TABLE
+	# A block kept by reference, then the next layer's attention added into it in place.
+	"$MKDEMO" "$T/blk/ref" "$T/blk/cand" >/dev/null
+	"$PY" -c 'import sys, numpy as np
+d = sys.argv[1]
+np.save(d + "/cand/model.layers.1.npy", np.load(d + "/ref/model.layers.1.npy") + np.load(d + "/ref/model.layers.2.self_attn.npy"))' "$T/blk"
+	diagnosed "an aliased block" "$T/blk" L1.block dump-aliasing
+	check_that "an aliased block: the why names the next block" grep -q 'while L2.block, the residual sum' "$TAP_OUT"
 else
 	skip "the numpy model" "no python3 with numpy (Debian: python3-numpy)"
 fi
