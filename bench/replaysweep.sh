@@ -19,7 +19,8 @@ replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta 
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
 residual-wiring final-norm decode-position
 sinks-dropped softcap-missing oai-plus-one oai-clamp"
-controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow"
+controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow
+kv-cache dump-aliasing"
 
 # bf16v: a candidate computed in bf16 and cast to float32 before it was dumped
 round_bf16='

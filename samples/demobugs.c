@@ -55,6 +55,11 @@ void demo_bugs_format(demo_bugset set, char *buf, size_t size)
 	}
 }
 
+int demo_prefill(int seq, int prefill)
+{
+	return prefill > 0 ? prefill : seq / 2;
+}
+
 static bool visible(const demo_bug_info *b, const demo_expect_ctx *ctx)
 {
 	switch (b->shows) {
@@ -62,6 +67,7 @@ static bool visible(const demo_bug_info *b, const demo_expect_ctx *ctx)
 	case DEMO_SHOWS_PAST_100: return ctx->seq > 100;
 	case DEMO_SHOWS_DENSE: return !ctx->moe;
 	case DEMO_SHOWS_MOE: return ctx->moe;
+	case DEMO_SHOWS_PAST_PREFILL: return ctx->seq > demo_prefill(ctx->seq, ctx->prefill);
 	case DEMO_SHOWS_ALWAYS: break;
 	}
 	return true;

@@ -23,6 +23,7 @@ typedef enum demo_shows {
 	DEMO_SHOWS_PAST_100,    /* only when seq > 100 */
 	DEMO_SHOWS_DENSE,       /* only with the dense MLP (a bug of its gate, up or down projection) */
 	DEMO_SHOWS_MOE,         /* only with the MoE MLP (mkdemo --moe) */
+	DEMO_SHOWS_PAST_PREFILL, /* only when seq > --prefill */
 } demo_shows;
 
 /*      id                name                layer  tap           with --sub  with --replay  shows                 what */
@@ -65,7 +66,9 @@ typedef enum demo_shows {
 	X(SINKS_DROPPED,    "sinks-dropped",    0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "learned per-head attention sinks ignored (gpt-oss; implies --sinks)") \
 	X(SOFTCAP_MISSING,  "softcap-missing",  -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "final logit soft-capping left out (Gemma 2; implies --softcap 10)") \
 	X(OAI_PLUS_ONE,     "oai-plus-one",     0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI computed glu*up instead of glu*(up+1) (implies --mlp-act oai)") \
-	X(OAI_CLAMP,        "oai-clamp",        0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI without its clamps of gate and up to 7 (implies --mlp-act oai)")
+	X(OAI_CLAMP,        "oai-clamp",        0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI without its clamps of gate and up to 7 (implies --mlp-act oai)") \
+	X(KV_CACHE,         "kv-cache",         0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_PREFILL, "decode positions (>= --prefill) read K and V back from an fp8 e4m3 cache") \
+	X(DUMP_ALIASING,    "dump-aliasing",    0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "mlp taps saved by reference, then the residual added in place: they hold block")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,
@@ -102,7 +105,12 @@ typedef struct demo_expect_ctx {
 	bool sub;    /* attn.q/k/v and mlp.gate/up written */
 	bool replay; /* and the replay taps (attn.q_rope, attn.core, mlp.act, ...) */
 	bool moe;    /* the MoE MLP (mkdemo --moe) */
+	int prefill; /* the kv-cache bug's prefill (demo_prefill); 0: the default for seq */
 } demo_expect_ctx;
+
+/* The kv-cache bug's prefill length: prefill, or when 0 half of seq (8 of
+ * 16: a prefill and eight decode steps). */
+int demo_prefill(int seq, int prefill);
 
 /* What `tbisect check` must report for a candidate with these bugs: the
  * first diverged cell ("L0.attn", "embed"), or "close" or "match" when

@@ -60,6 +60,7 @@ void demo_config_init(demo_config *cfg)
 	cfg->seq = 16;
 	cfg->window = 8;
 	cfg->seed = 1;
+	cfg->prefill = 0;
 	cfg->moe = false;
 	cfg->sinks = false;
 	cfg->softcap = 0;
@@ -367,15 +368,43 @@ static void position_qk(const fwd *f, float *q, float *k)
 	}
 }
 
+/* x rounded to fp8 e4m3 (OCP "fn": bias 7, 3 mantissa bits, subnormals
+ * from 2^-6 down to 2^-9, largest finite 448, no infinity), to nearest
+ * even and saturating, as vLLM's fp8 KV cache stores K and V at scale 1
+ * (csrc/quantization/fp8: a saturating cast to __nv_fp8_e4m3). */
+static float fp8_e4m3(float x)
+{
+	float a = fabsf(x), step;
+	int e;
+
+	if (isnan(x) || a == 0)
+		return x;
+	if (a >= 448.0f)
+		return copysignf(448.0f, x);
+	frexpf(a, &e); /* a in [2^(e-1), 2^e) */
+	step = ldexpf(1.0f, (e - 1 < -6 ? -6 : e - 1) - 3);
+	return copysignf(nearbyintf(a / step) * step, x);
+}
+
+/* The kv-cache bug: what the decode steps read back, K and V through fp8. */
+static void cache_round(float *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = fp8_e4m3(src[i]);
+}
+
 /* Scaled dot-product attention of every head: ctx [S, NH*HD].  With sinks
  * the head's sink logit joins each row's softmax and its share is dropped
  * (gpt-oss: modeling_gpt_oss.eager_attention_forward concatenates the sinks
- * as a last column, subtracts the row maximum over both, drops the column). */
-static void attend(const fwd *f, const float *q, const float *k, const float *v, const float *sinks, float *ctx,
-		   float *p)
+ * as a last column, subtracts the row maximum over both, drops the column).
+ * With the kv-cache bug, positions from the prefill on (the decode steps)
+ * read the cached kc and vc instead of k and v. */
+static void attend(const fwd *f, const float *q, const float *k, const float *v, const float *kc, const float *vc,
+		   const float *sinks, float *ctx, float *p)
 {
-	int S = f->S;
+	int S = f->S, prefill = demo_prefill(S, f->m->cfg.prefill);
 	bool sink = f->m->cfg.sinks && !DEMO_HAS(f->bugs, SINKS_DROPPED);
+	const float *k0 = k, *v0 = v;
 	float scale = DEMO_HAS(f->bugs, SOFTMAX_SCALE) ? 1.0f : 1.0f / sqrtf(HD);
 
 	for (int h = 0; h < NH; h++) {
@@ -384,6 +413,9 @@ static void attend(const fwd *f, const float *q, const float *k, const float *v,
 			int lo = 0, hi = DEMO_HAS(f->bugs, ATTENTION_MASK) ? S - 1 : i;
 			const float *qi = q + (size_t)i * NH * HD + h * HD;
 			float mx = sink ? sinks[h] : -INFINITY, sum = 0;
+			bool cached = DEMO_HAS(f->bugs, KV_CACHE) && i >= prefill;
+			k = cached ? kc : k0;
+			v = cached ? vc : v0;
 			if (DEMO_HAS(f->bugs, SLIDING_WINDOW) && i - f->m->cfg.window + 1 > 0)
 				lo = i - f->m->cfg.window + 1;
 			for (int j = lo; j <= hi; j++) {
@@ -437,6 +469,7 @@ static float swiglu_oai(const fwd *f, float gate, float up)
 
 typedef struct scratch {
 	float *x, *xn, *q, *k, *v, *ctx, *o, *h, *mn, *g, *u, *a, *mlp, *mlp0, *prev, *logits, *p;
+	float *kc, *vc, *alias; /* the kv-cache bug's cached K and V; the dump-aliasing bug's mlp tap */
 	float *rl, *ids, *w, *ex, *sh; /* MoE: router logits [S, E], top-k ids and weights [S, K], experts, shared */
 } scratch;
 
@@ -519,6 +552,28 @@ static void moe(fwd *f, int l, scratch *s)
 	}
 }
 
+/* The residual sum the layer outputs (block). */
+static void residual_sum(const fwd *f, const scratch *s, float *out)
+{
+	size_t nx = (size_t)f->S * H;
+
+	for (size_t i = 0; i < nx; i++)
+		out[i] = (DEMO_HAS(f->bugs, RESIDUAL_WIRING) ? s->mn[i] : s->h[i]) + s->mlp[i];
+	to_bf16(f, out, nx);
+}
+
+/* What a hook on the MLP (or its down_proj, the same tensor) dumps: its
+ * output, or with the dump-aliasing bug the residual sum the layer later
+ * adds into that tensor in place (the hook kept a reference, not a copy:
+ * ndif-team/nnsight #630). */
+static const float *mlp_seen(const fwd *f, scratch *s)
+{
+	if (!DEMO_HAS(f->bugs, DUMP_ALIASING))
+		return s->mlp;
+	residual_sum(f, s, s->alias);
+	return s->alias;
+}
+
 static void mlp(fwd *f, int l, scratch *s)
 {
 	if (f->m->cfg.moe) {
@@ -567,7 +622,7 @@ static void mlp(fwd *f, int l, scratch *s)
 	if (half)
 		to_f16(s->mlp, (size_t)f->S * H);
 	if (f->taps != DEMO_TAPS_MAIN)
-		emit(f, l, "mlp.down", s->mlp, H);
+		emit(f, l, "mlp.down", mlp_seen(f, s), H);
 }
 
 static void layer(fwd *f, int l, scratch *s)
@@ -596,7 +651,11 @@ static void layer(fwd *f, int l, scratch *s)
 		emit(f, l, "attn.q_rope", s->q, NH * HD);
 		emit(f, l, "attn.k_rope", s->k, NKV * HD);
 	}
-	attend(f, s->q, s->k, s->v, L->sinks, s->ctx, s->p);
+	if (DEMO_HAS(f->bugs, KV_CACHE)) {
+		cache_round(s->kc, s->k, (size_t)f->S * NKV * HD);
+		cache_round(s->vc, s->v, (size_t)f->S * NKV * HD);
+	}
+	attend(f, s->q, s->k, s->v, s->kc, s->vc, L->sinks, s->ctx, s->p);
 	if (f->taps == DEMO_TAPS_REPLAY)
 		emit(f, l, "attn.core", s->ctx, NH * HD);
 	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);
@@ -615,11 +674,9 @@ static void layer(fwd *f, int l, scratch *s)
 	mlp(f, l, s);
 	if (l == 0)
 		memcpy(s->mlp0, s->mlp, nx * sizeof *s->mlp);
-	emit(f, l, "mlp", DEMO_HAS(f->bugs, DUMP_DUPLICATE) ? s->mlp0 : s->mlp, H);
+	emit(f, l, "mlp", DEMO_HAS(f->bugs, DUMP_DUPLICATE) ? s->mlp0 : mlp_seen(f, s), H);
 
-	for (size_t i = 0; i < nx; i++)
-		s->x[i] = (DEMO_HAS(f->bugs, RESIDUAL_WIRING) ? s->mn[i] : s->h[i]) + s->mlp[i];
-	to_bf16(f, s->x, nx);
+	residual_sum(f, s, s->x);
 	emit(f, l, "block", DEMO_HAS(f->bugs, DUMP_OFFSET) ? s->prev : s->x, H);
 }
 
@@ -642,7 +699,7 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 	fwd f = {m, bugs, taps, S, out, 0};
 	scratch s;
 	float *blob;
-	size_t need = nx * 10 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 2 + (size_t)S * FF * 3 +
+	size_t need = nx * 11 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 4 + (size_t)S * FF * 3 +
 		      (size_t)S * V + (size_t)S + (size_t)S * (E + 2 * DEMO_TOPK);
 
 	memset(out, 0, sizeof *out);
@@ -669,6 +726,9 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 		s.ctx = TAKE((size_t)S * NH * HD);
 		s.k = TAKE((size_t)S * NKV * HD);
 		s.v = TAKE((size_t)S * NKV * HD);
+		s.kc = TAKE((size_t)S * NKV * HD);
+		s.vc = TAKE((size_t)S * NKV * HD);
+		s.alias = TAKE(nx);
 		s.g = TAKE((size_t)S * FF);
 		s.u = TAKE((size_t)S * FF);
 		s.a = TAKE((size_t)S * FF);

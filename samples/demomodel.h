@@ -39,6 +39,8 @@ typedef struct demo_config {
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
 	int window;    /* the sliding-window bug's window, >= 1 */
 	uint64_t seed; /* weights and tokens */
+	int prefill;   /* the kv-cache bug's prefill: positions before it attend to fresh K and V, later ones (the
+			* decode steps) to the cache's; 0: demo_prefill's default */
 	bool moe;      /* a DeepSeek-V3-like mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of
 			* DEMO_EXPERT_FF, sigmoid scores, the top DEMO_TOPK renormalised and scaled by
 			* DEMO_ROUTED_SCALE, one shared expert */
@@ -63,7 +65,8 @@ typedef struct demo_config {
 #define DEMO_EXPERT_FF 32
 #define DEMO_ROUTED_SCALE 2.5f
 
-/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense, no sinks, no soft-cap, silu. */
+/* Defaults: 4 layers, 16 positions, window 8, seed 1, the default prefill, dense, no sinks, no soft-cap,
+ * silu. */
 void demo_config_init(demo_config *cfg);
 /* Turn on the model options the bugs need (sinks-dropped: sinks, softcap-missing: a soft-cap of DEMO_SOFTCAP
  * unless one is set, oai-*: the SwiGLU-OAI activation): the reference must have what the candidate loses. */

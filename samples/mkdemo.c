@@ -174,6 +174,8 @@ static void usage(FILE *out)
 	      "  --seq S        positions, 8..2048 (default 16)\n"
 	      "  --layers N     decoder layers, 2..64 (default 4)\n"
 	      "  --window W     the sliding-window bug's window (default 8)\n"
+	      "  --prefill P    the kv-cache bug's prefill: positions from P on are decode steps,\n"
+	      "                 reading K and V from an fp8 e4m3 cache (default half of --seq)\n"
 	      "  --seed N       seed of the weights and tokens (default 1)\n"
 	      "  --moe          a DeepSeek-V3-like mixture-of-experts MLP in every layer: 8\n"
 	      "                 experts, sigmoid scores, the top 2 renormalised and scaled by\n"
@@ -232,7 +234,8 @@ static bool no_overflow(demo_config *cfg, demo_bugset bugs)
 }
 
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
-       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE, OPT_SINKS, OPT_SOFTCAP, OPT_MLP_ACT };
+       OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE, OPT_SINKS, OPT_SOFTCAP, OPT_MLP_ACT,
+       OPT_PREFILL };
 
 int main(int argc, char **argv)
 {
@@ -247,6 +250,7 @@ int main(int argc, char **argv)
 		{"replay", no_argument, NULL, OPT_REPLAY},       {"moe", no_argument, NULL, OPT_MOE},
 		{"sinks", no_argument, NULL, OPT_SINKS},         {"softcap", required_argument, NULL, OPT_SOFTCAP},
 		{"mlp-act", required_argument, NULL, OPT_MLP_ACT},
+		{"prefill", required_argument, NULL, OPT_PREFILL},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -309,6 +313,11 @@ int main(int argc, char **argv)
 				return 2;
 			cfg.seed = (uint64_t)v;
 			break;
+		case OPT_PREFILL:
+			if (int_opt("prefill", optarg, 1, DEMO_MAX_SEQ, &v) < 0)
+				return 2;
+			cfg.prefill = (int)v;
+			break;
 		case OPT_MOE: cfg.moe = true; break;
 		case OPT_SINKS: cfg.sinks = true; break;
 		case OPT_SOFTCAP: {
@@ -340,7 +349,7 @@ int main(int argc, char **argv)
 	}
 	if (expect) {
 		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY,
-				       cfg.moe};
+				       cfg.moe, cfg.prefill};
 		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
 			return die("--expect", msg);
 		if (no_overflow(&cfg, bugs))

@@ -221,6 +221,40 @@ static void test_dump_bugs(void **state)
 		assert_memory_equal(tap(&p.cand, l, "mlp")->data, tap(&p.ref, 0, "mlp")->data, 16 * 64 * sizeof(float));
 	assert_true(rows_equal(&p, tap(&p.ref, 3, "block"), 0, 16));
 	pair_free(&p);
+	pair_run(&p, NULL, BUG(DUMP_ALIASING), true);
+	for (int l = 0; l < 4; l++) {
+		assert_memory_equal(tap(&p.cand, l, "mlp")->data, tap(&p.ref, l, "block")->data, 16 * 64 * sizeof(float));
+		assert_memory_equal(tap(&p.cand, l, "mlp.down")->data, tap(&p.ref, l, "block")->data,
+				    16 * 64 * sizeof(float));
+		assert_true(rows_equal(&p, tap(&p.ref, l, "block"), 0, 16));
+	}
+	pair_free(&p);
+}
+
+/* fp8 e4m3 keeps 3 mantissa bits: each K and V element moves by at most
+ * 2^-4 of itself, so the decode positions' attention moves by a few
+ * percent; the prefill's does not move at all. */
+static void test_kv_cache(void **state)
+{
+	demo_config cfg;
+	pair p;
+
+	(void)state;
+	demo_config_init(&cfg);
+	cfg.prefill = 10;
+	pair_run(&p, &cfg, BUG(KV_CACHE), true);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "attn"), 0, 10));
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "attn.k"), 0, 16));
+	for (int i = 10; i < 16; i++) {
+		const float *r = tap(&p.ref, 0, "attn")->data + i * 64, *c = tap(&p.cand, 0, "attn")->data + i * 64;
+		double dd = 0, rr = 0;
+		for (int k = 0; k < 64; k++) {
+			dd += (double)(c[k] - r[k]) * (c[k] - r[k]);
+			rr += (double)r[k] * r[k];
+		}
+		assert_true(dd > 0 && sqrt(dd / rr) < 0.15);
+	}
+	pair_free(&p);
 }
 
 static void test_tokens(void **state)
@@ -306,9 +340,9 @@ static void expect_is(const char *bugs, demo_expect_ctx ctx, const char *want)
 
 static void test_expect(void **state)
 {
-	demo_expect_ctx def = {4, 16, 8, false, false, false}, sub = {4, 16, 8, true, false, false},
-			deep = {9, 128, 8, false, false, false}, replay = {4, 16, 8, false, true, false},
-			moe = {4, 16, 8, false, false, true}, moe_sub = {4, 16, 8, true, false, true};
+	demo_expect_ctx def = {4, 16, 8, false, false, false, 0}, sub = {4, 16, 8, true, false, false, 0},
+			deep = {9, 128, 8, false, false, false, 0}, replay = {4, 16, 8, false, true, false, 0},
+			moe = {4, 16, 8, false, false, true, 0}, moe_sub = {4, 16, 8, true, false, true, 0};
 
 	(void)state;
 	expect_is("none", def, "match");
@@ -318,7 +352,7 @@ static void test_expect(void **state)
 	expect_is("gqa-repeat", sub, "L0.attn.o");
 	expect_is("scale-multiplier", sub, "L0.attn");
 	expect_is("rope-style", replay, "L0.attn.q_rope");
-	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true, false}, "L0.attn.core");
+	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true, false, 0}, "L0.attn.core");
 	expect_is("moe-scaling", def, "match");
 	expect_is("mlp-activation", moe, "match");
 	expect_is("moe-scaling", moe, "L0.mlp");
@@ -333,7 +367,7 @@ static void test_expect(void **state)
 	expect_is("weight-mapping", deep, "L4.attn");
 	expect_is("decode-position", def, "match");
 	expect_is("decode-position", deep, "L0.attn");
-	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false, false}, "match");
+	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false, false, 0}, "match");
 	expect_is("sliding-window", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation,rope-style", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation", def, "L0.mlp");
@@ -349,6 +383,13 @@ static void test_expect(void **state)
 	expect_is("oai-clamp", replay, "L0.mlp.act");
 	expect_is("oai-clamp", moe, "match");
 	expect_is("softcap-missing,oai-clamp", def, "L0.mlp");
+	expect_is("kv-cache", def, "L0.attn");
+	expect_is("kv-cache", sub, "L0.attn.o");
+	expect_is("kv-cache", replay, "L0.attn.core");
+	expect_is("kv-cache", (demo_expect_ctx){4, 16, 8, false, false, false, 16}, "match");
+	expect_is("dump-aliasing", def, "L0.mlp");
+	expect_is("dump-aliasing", sub, "L0.mlp.down");
+	expect_is("dump-aliasing,weight-mapping", def, "L0.mlp");
 }
 
 int main(void)
@@ -362,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_gqa_leaves_projections),
 		cmocka_unit_test(test_scales),
 		cmocka_unit_test(test_dump_bugs),
+		cmocka_unit_test(test_kv_cache),
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_overflow_and_precision),
 		cmocka_unit_test(test_parse),

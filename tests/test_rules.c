@@ -42,7 +42,7 @@ static void test_conditions_and_scores(void **state)
 			      " \"why\": \"w\", \"look_at\": \"l\"},"
 			      "{\"id\": \"rope-style\", \"weight\": 0.3, \"require\": [\"at_attn\"], \"why\": \"weaker\", \"look_at\": \"l\"}"
 			      "]}");
-	tb_rule_ctx ctx = {"L0.attn", "attn", "model.layers.0.self_attn", "layers.0.attn", 0, NULL, NULL, NULL};
+	tb_rule_ctx ctx = {"L0.attn", "attn", "model.layers.0.self_attn", "layers.0.attn", 0, NULL, NULL, NULL, NULL};
 	double f[TB_F_COUNT];
 	tb_causes c;
 	tb_err err;
@@ -97,7 +97,7 @@ static void test_spanned_estimates(void **state)
 			      "{\"id\": \"rope-theta\", \"weight\": 0.5, \"require\": [\"cosine > 0.5\"], \"why\": \"drift\", \"look_at\": \"l\"},"
 			      "{\"id\": \"partial-rope\", \"weight\": 0.6, \"require\": [\"cosine in [0.8, 0.9]\"], \"why\": \"part\", \"look_at\": \"l\"}"
 			      "]}");
-	tb_rule_ctx ctx = {"L0.attn", "attn", NULL, NULL, 0, NULL, NULL, NULL};
+	tb_rule_ctx ctx = {"L0.attn", "attn", NULL, NULL, 0, NULL, NULL, NULL, NULL};
 	double f[TB_F_COUNT], lo[TB_F_COUNT], hi[TB_F_COUNT];
 	tb_causes c;
 	tb_err err;

@@ -45,8 +45,9 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
 	double lo[TB_F_COUNT], hi[TB_F_COUNT];
 	char cell[TB_CELL_NAME_MAX] = "";
-	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL, NULL};
-	char nan_cell[TB_CELL_NAME_MAX] = "", measured[TB_CELL_NAME_MAX] = "";
+	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL, NULL, NULL};
+	char nan_cell[TB_CELL_NAME_MAX] = "", measured[TB_CELL_NAME_MAX] = "", alias_sum[TB_CELL_NAME_MAX] = "";
+	long sum;
 
 	out->v = NULL;
 	out->n = 0;
@@ -62,6 +63,10 @@ static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_op
 		ctx.cand_name = c->cand ? c->cand->name : NULL;
 		tb_cell_name(&r->cells[tb_features_measured(r, target)].cell, measured, sizeof measured);
 		ctx.measured = measured;
+		if ((sum = tb_sanity_aliased(r, target)) >= 0) {
+			tb_cell_name(&r->cells[sum].cell, alias_sum, sizeof alias_sum);
+			ctx.alias_sum = alias_sum;
+		}
 	}
 	for (size_t i = 0; i < r->n_cells && !ctx.nan_cell; i++)
 		if (r->cells[i].ref && r->cells[i].cand && r->cells[i].m.mismatch) {

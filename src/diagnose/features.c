@@ -335,6 +335,19 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	}
 }
 
+/* Where the decode steps start (the first step's length, when every step
+ * was stitched) and whether the target goes bad exactly there. */
+static void decode_steps(const tb_session *s, const tb_cell_result *t, double *v)
+{
+	const tb_metrics *m = &t->m;
+	long start = s->cand->layout.first_len ? s->cand->layout.first_len : s->ref->layout.first_len;
+
+	if (start > 0 && (s->cand->layout.n_steps > 1 || s->ref->layout.n_steps > 1)) {
+		v[TB_F_DECODE_START] = (double)start;
+		v[TB_F_FROM_DECODE] = m->first_bad_position == start;
+	}
+}
+
 /* Per-head agreement and the head x head similarity (sgemm). */
 static void head_features(const tb_cell_result *t, const tb_heads *hs, double *v)
 {
@@ -889,6 +902,7 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		v[TB_F_DUMP_OFFSET] = in->sanity->offset != 0;
 		v[TB_F_DUMP_DUPLICATE] = fmax(in->sanity->dup_layers[0], in->sanity->dup_layers[1]);
 		v[TB_F_STALE_STEPS] = fmax(in->session->ref->layout.stale_steps, in->session->cand->layout.stale_steps);
+		v[TB_F_DUMP_ALIASING] = in->sanity->aliased;
 		if (in->sanity->tokens_compared) {
 			v[TB_F_TOKENS_DIFFER] = (double)in->sanity->tokens_differ;
 			v[TB_F_TOKEN_SHIFT] = in->sanity->token_shift != 0;
@@ -909,6 +923,9 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
 	if (v[TB_F_POS_MAX_REL] > 0)
 		v[TB_F_POS0_SHARE] = v[TB_F_POS0_REL] / v[TB_F_POS_MAX_REL];
+	if (in->session)
+		decode_steps(in->session, prof, v);
+	v[TB_F_ALIAS_HERE] = tb_sanity_aliased(r, target) >= 0;
 	if (in->origin) {
 		long o = in->origin->origin;
 		v[TB_F_ORIGIN_HERE] = o == target || (o >= 0 && in_group(&r->cells[o], t));

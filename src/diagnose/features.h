@@ -127,7 +127,11 @@
 	X(SOFTCAP_CAND, "softcap_cand", "bool", "the candidate is the capped side of that fit (it adds a cap; 0: it drops the reference's)") \
 	X(LOGIT_MAX_REF, "logit_max_ref", "value", "the largest |logit| of the reference's rows the soft-cap fit read") \
 	X(LOGIT_MAX_CAND, "logit_max_cand", "value", "the same for the candidate") \
-	X(POS0_SHARE, "pos0_share", "ratio", "rel_l2 at position 0 over the largest (1: position 0 is hit hardest, as when an attention sink drains the most mass where there is one key)")
+	X(POS0_SHARE, "pos0_share", "ratio", "rel_l2 at position 0 over the largest (1: position 0 is hit hardest, as when an attention sink drains the most mass where there is one key)") \
+	X(DECODE_START, "decode_start", "position", "the first decode position: the first step's length (the prefill's) when every step was stitched (--steps all), NaN without steps") \
+	X(FROM_DECODE, "from_decode", "bool", "every step was stitched, every position of the first step (the prefill) is within --diverge and the target goes bad at the first decode position") \
+	X(ALIAS_HERE, "alias_here", "bool", "the target diverges by rel_l2 above 0.1 while the residual sum it feeds (for an attention or MLP output or its sub-tap its layer's block, for a block the next layer's, for the embedding layer 0's) matches or is close, at every position by under a hundredth of the target's rel_l2: the dumped tensor changed after capture") \
+	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged cells anywhere whose residual sum matches so (alias_here)")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

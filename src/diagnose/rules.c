@@ -24,7 +24,7 @@ const char *const tb_cause_ids[] = {
 	"norm-epsilon", "residual-wiring", "scale-multiplier", "weight-mapping", "final-norm", "lm-head",
 	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate", "moe-routing",
 	"expert-mapping", "shared-expert",
-	"attention-sink", "final-softcap",
+	"attention-sink", "final-softcap", "kv-cache", "dump-aliasing",
 };
 const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
 
@@ -230,6 +230,8 @@ static const char *ctx_word(const char *name, const tb_rule_ctx *ctx, char *buf,
 		s = ctx ? ctx->dup_tap : NULL;
 	else if (!strcmp(name, "measured"))
 		s = ctx ? ctx->measured : NULL;
+	else if (!strcmp(name, "alias_sum"))
+		s = ctx ? ctx->alias_sum : NULL;
 	else
 		return NULL;
 	snprintf(buf, size, "%s", s ? s : "-");

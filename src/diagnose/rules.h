@@ -29,6 +29,7 @@ typedef struct tb_rule_ctx {
 	const char *nan_cell; /* the first cell with NaN/Inf on one side only, or NULL */
 	const char *dup_tap;  /* the tap whose tensors repeat across layers (sanity), or NULL */
 	const char *measured; /* the cell the features were measured at (tb_features_measured), or NULL */
+	const char *alias_sum; /* the residual sum that matches while the target diverges (alias_here), or NULL */
 } tb_rule_ctx;
 
 tb_ruleset *tb_ruleset_new(void);

@@ -19,6 +19,14 @@
 /* "Matches far better": the shifted error below this share of the aligned one. */
 #define OFFSET_BETTER 0.25
 
+/* Aliasing: the tap diverges by more than ALIAS_MIN_REL, its block by
+ * under ALIAS_BLOCK_SHARE of that at every position.  A port's bug in the
+ * tap reaches the block scaled by |tap| / |block| position by position,
+ * which is not that small (a massive activation that dwarfs the tap holds
+ * few positions); a bf16 dump's own rounding of the block is 2^-9. */
+#define ALIAS_MIN_REL 0.1
+#define ALIAS_BLOCK_SHARE 1e-2
+
 static int add_warning(tb_sanity *s, const char *id, const char *text)
 {
 	tb_warning *w = realloc(s->warnings, (s->n_warnings + 1) * sizeof *w);
@@ -282,6 +290,82 @@ static bool names_hidden_states(const tb_result *r)
 	return false;
 }
 
+/* The largest rel_l2 of any position of c, or of the whole cell when it
+ * has no positions. */
+static double worst_position(const tb_cell_result *c)
+{
+	double worst = 0;
+
+	if (c->m.n_pos <= 0 || !c->m.pos_rel_l2)
+		return c->m.rel_l2;
+	for (int64_t p = 0; p < c->m.n_pos; p++)
+		if (!isnan(c->m.pos_rel_l2[p]) && c->m.pos_rel_l2[p] > worst)
+			worst = c->m.pos_rel_l2[p];
+	return worst;
+}
+
+/* The residual sum that takes cell c in: its layer's block for an
+ * attention or MLP tap (or a sub-tap of one), the next layer's for a
+ * block, layer 0's for the embedding; NULL for the rest (a norm's output
+ * feeds ops that no dump tap sums it back from). */
+static const tb_cell_result *residual_consumer(const tb_result *r, const tb_cell_result *c)
+{
+	tb_tap_id tap = c->cell.id, parent = tb_cell_parent(&c->cell);
+
+	if (tap == TB_TAP_EMBED)
+		return tb_result_cell(r, 0, TB_TAP_BLOCK);
+	if (c->cell.layer < 0)
+		return NULL;
+	if (tap == TB_TAP_BLOCK)
+		return tb_result_cell(r, c->cell.layer + 1, TB_TAP_BLOCK);
+	if (tap == TB_TAP_ATTN || tap == TB_TAP_MLP || parent == TB_TAP_ATTN || parent == TB_TAP_MLP)
+		return tb_result_cell(r, c->cell.layer, TB_TAP_BLOCK);
+	return NULL;
+}
+
+long tb_sanity_aliased(const tb_result *r, long i)
+{
+	const tb_cell_result *c, *b;
+
+	if (i < 0 || (size_t)i >= r->n_cells)
+		return -1;
+	c = &r->cells[i];
+	b = residual_consumer(r, c);
+	if (!measured(c) || !measured(b) || c->status != TB_ST_DIVERGED || !(c->m.rel_l2 > ALIAS_MIN_REL) ||
+	    !(b->status == TB_ST_MATCH || b->status == TB_ST_CLOSE) || !(worst_position(b) < ALIAS_BLOCK_SHARE * c->m.rel_l2))
+		return -1;
+	return b - r->cells;
+}
+
+/* Cells that diverge while the residual sums they feed match. */
+static void check_aliasing(const tb_result *r, tb_sanity *s)
+{
+	char cell[TB_CELL_NAME_MAX], block[TB_CELL_NAME_MAX], text[384];
+	long first = -1, consumer = -1;
+
+	for (size_t i = 0; i < r->n_cells; i++) {
+		long b = tb_sanity_aliased(r, (long)i);
+		if (b < 0)
+			continue;
+		if (!s->aliased++) {
+			first = (long)i;
+			consumer = b;
+		}
+	}
+	/* a layer holding another's tensor feeds a matching sum too: that
+	 * warning says more */
+	if (!s->aliased || s->dup_layers[0] >= 2 || s->dup_layers[1] >= 2)
+		return;
+	tb_cell_name(&r->cells[first].cell, cell, sizeof cell);
+	tb_cell_name(&r->cells[consumer].cell, block, sizeof block);
+	snprintf(text, sizeof text,
+		 "%s diverges (rel_l2 %.3g) while %s, the residual sum it feeds, matches (rel_l2 %.2g)%s: the dumped "
+		 "tensor was changed after capture (a hook kept a reference, then an in-place op)?",
+		 cell, r->cells[first].m.rel_l2, block, r->cells[consumer].m.rel_l2,
+		 s->aliased > 1 ? ", and so do other cells" : "");
+	add_warning(s, "dump-aliasing", text);
+}
+
 int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_err *err)
 {
 	char text[384];
@@ -311,6 +395,7 @@ int tb_sanity_check(const tb_session *ss, const tb_result *r, tb_sanity *s, tb_e
 			add_warning(s, "dump-duplicate", text);
 		}
 	}
+	check_aliasing(r, s);
 	for (int side = 0; side < 2; side++) {
 		const tb_tree_layout *lo = side ? &ss->cand->layout : &ss->ref->layout;
 		const char *who = side ? "candidate" : "reference";

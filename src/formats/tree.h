@@ -29,6 +29,7 @@ typedef struct tb_tree_layout {
 	int first_step;     /* the lowest step tagged */
 	int step;           /* the step compared; -1 when all were stitched or none tagged */
 	int stale_steps;    /* decode steps whose tensors equal the step before's */
+	long first_len;     /* positions of the first step when every step was stitched (the prefill's), else 0 */
 	char stale[256];    /* which steps and tensors, "" when none */
 	char replicas[256]; /* replicated tensors whose ranks disagree, "" when none */
 } tb_tree_layout;

@@ -872,6 +872,8 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 			}
 			for (int k = 0; k < count; k++)
 				parts[k] = L->e[i + (size_t)k].t;
+			if (!lo->first_len && axis < parts[0]->ndim)
+				lo->first_len = (long)parts[0]->shape[axis];
 			if (tb_compose_concat(parts, count, axis, g->base, &joined, err) < 0 ||
 			    keep_made(L, joined, err) < 0) {
 				free(out);

@@ -6,7 +6,7 @@ the report lists (--features), so each number it quotes is the feature the
 template names; a metric quoted beside {cell} is that cell's (rel_l2,
 cosine, norm ratio, first bad position), one beside {measured} or with no
 cell named is the measured cell's, and the element count beside
-{nan_cell} is the one in that cell's reason.
+{nan_cell} is the one in that cell's reason; {alias_sum} matches or is close.
 
 Cells: every status follows from the metrics shown for the cell and the
 tolerance, and the numbers its reason quotes are those metrics; an MoE
@@ -15,7 +15,7 @@ layer's mlp.topk_ids follows from the report's routing entry.
 Prints one line per failure and a count; exit 1 on any failure."""
 import json, math, re, sys
 
-WORDS = ("cell", "tap", "layer", "ref_name", "cand_name", "nan_cell", "dup_tap", "measured")
+WORDS = ("cell", "tap", "layer", "ref_name", "cand_name", "nan_cell", "dup_tap", "measured", "alias_sum")
 CELL_METRICS = {"rel_l2": "rel_l2", "cosine": "cosine", "norm_ratio": "norm_ratio", "first_bad_pos": "first_bad_position"}
 fails = 0
 
@@ -83,6 +83,10 @@ def audit_causes(path, rep, rules):
                 continue
             if not math.isclose(fv, cv, rel_tol=1e-9, abs_tol=1e-12):
                 fail(path, "%s: quotes %s %r, the cell %s shows %r" % (cause["id"], fname, fv, about, cv))
+        # {alias_sum} is said to match: its status must say so
+        if "alias_sum" in hit and (cells.get(hit["alias_sum"]) or {}).get("status") not in ("match", "close"):
+            fail(path, "%s: says %s matches, the report says %r" % (cause["id"], hit["alias_sum"],
+                                                                   (cells.get(hit["alias_sum"]) or {}).get("status")))
         if "nan_cell" in hit and hit["nan_cell"] in cells:
             n = cells[hit["nan_cell"]]
             m = re.match(r"NaN/Inf mismatch at (\d+) elements", n["reason"])

@@ -173,7 +173,7 @@ def main():
             within = WITHIN.get(bug, 1)
             cause = CAUSE.get(bug, bug)
             rank = ids.index(cause) + 1 if cause in ids else 0
-            blamed = [d for d in ("dump-offset", "dump-duplicate") if d in ids and d != bug]
+            blamed = [d for d in ("dump-offset", "dump-duplicate", "dump-aliasing") if d in ids and d != bug]
             ok, say = 1 <= rank <= within and not blamed, "%s ranked %d (<= %d), no dump fault blamed" % (
                 cause, rank, within)
         if ok:
@@ -183,6 +183,10 @@ def main():
         n += 1
         # differing token ids are no op: the error may show no birthplace
         allowed = {"none": ("-",), "dtype-precision": ("-",), "tokenizer": ("-", want)}.get(bug, (want,))
+        # against a bf16 candidate the fp8 cache's rounding of half the positions is
+        # under ten times the bf16 rounding of attention's input (x9.6 at seed 4)
+        if bug == "kv-cache" and fmts[0] != fmts[1]:
+            allowed = ("-", want)
         drift = "precision drift" in (rep.get("origin_text") or "")
         if origin in allowed and drift == (bug == "dtype-precision"):
             print("ok %d - %s: origin %s%s" % (n, what, origin, ", precision drift" if drift else ""))

@@ -6,7 +6,7 @@ with one injected porting bug.
 
     python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
-        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--subtaps] [--replay] \
+        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--prefill P] [--subtaps] [--replay] \
         [--layout L] [--cand-layout L] REF CAND
 
 npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
@@ -26,6 +26,12 @@ Choices that make a bug visible:
     float16 MLP overflows.
   * decode-position: seq is at least 160 (a RoPE table of 100 positions).
   * weight-mapping: layer layers // 2 uses o_proj transposed.
+  * kv-cache: positions from --prefill on (default seq // 2) are decode
+    steps: they attend to K (after RoPE) and V rounded to fp8 e4m3 (3
+    mantissa bits, exponent bias 7, subnormals below 2^-6, saturating at
+    448, round half to even), as a vLLM fp8 cache at scale 1 stores them.
+  * dump-aliasing: the mlp (and down_proj) taps hold the block, the
+    residual sum added into them in place after the hook kept a reference.
   * --sinks (gpt-oss): a sink logit per layer and head, N(0.5, 1), joins
     each softmax row as a last column, dropped after it (sinks-dropped).
   * --softcap C (Gemma 2): logits = C tanh(logits / C); the logits' std is
@@ -57,6 +63,7 @@ BUGS = [
     "tied-embeddings", "nan-overflow", "dtype-precision", "decode-position",
     "dump-offset", "dump-duplicate",
     "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp",
+    "kv-cache", "dump-aliasing",
 ]
 
 REF_EPS = 1e-6
@@ -180,6 +187,43 @@ def rope_interleaved(x, cos, sin):
     return out
 
 
+def fp8_e4m3(a):
+    """a rounded to float8 e4m3fn: spacing 2^(e-3) in the binade [2^e, 2^(e+1)),
+    2^-9 below 2^-6 (subnormals), round half to even, |a| saturated at 448."""
+    m = np.abs(a)
+    e = np.maximum(np.floor(np.log2(np.where(m > 0, m, 1.0))), -6.0)
+    step = 2.0 ** (e - 3)
+    return np.sign(a) * np.minimum(np.round(m / step) * step, 448.0)
+
+
+def attend(q, k, v, cfg, bug, sinks=None):
+    S, nh, hd = q.shape
+    nkv = k.shape[1]
+    rep = nh // nkv
+    if bug == "gqa-repeat":
+        k = np.tile(k, (1, rep, 1))
+        v = np.tile(v, (1, rep, 1))
+    else:
+        k = np.repeat(k, rep, axis=1)
+        v = np.repeat(v, rep, axis=1)
+    sc = np.einsum("qhd,khd->hqk", q, k)
+    if bug != "softmax-scale":
+        sc = sc / np.sqrt(hd)
+    qi = np.arange(S)[:, None]
+    ki = np.arange(S)[None, :]
+    allowed = np.ones((S, S), bool) if bug == "attention-mask" else (ki <= qi)
+    if bug == "sliding-window":
+        allowed &= (qi - ki) < WINDOW
+    sc = np.where(allowed[None], sc, -np.inf)
+    if sinks is not None:
+        # gpt-oss eager_attention_forward: the sinks as a last column
+        sc = np.concatenate([sc, np.broadcast_to(sinks[:, None, None], (nh, S, 1))], -1)
+    sc = sc - sc.max(-1, keepdims=True)
+    pr = np.exp(sc)
+    pr /= pr.sum(-1, keepdims=True)
+    return np.einsum("hqk,khd->qhd", pr[..., :S], v).reshape(S, nh * hd)
+
+
 def attention(x, W, l, cfg, bug, sub=None):
     S = x.shape[0]
     nh, nkv, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
@@ -223,31 +267,11 @@ def attention(x, W, l, cfg, bug, sub=None):
     if sub is not None and cfg.replay:
         sub["layers.%d.attn.q_rope" % l] = q.transpose(1, 0, 2)
         sub["layers.%d.attn.k_rope" % l] = k.transpose(1, 0, 2)
-    rep = nh // nkv
-    if bug == "gqa-repeat":
-        k = np.tile(k, (1, rep, 1))
-        v = np.tile(v, (1, rep, 1))
-    else:
-        k = np.repeat(k, rep, axis=1)
-        v = np.repeat(v, rep, axis=1)
-    sc = np.einsum("qhd,khd->hqk", q, k)
-    if bug != "softmax-scale":
-        sc = sc / np.sqrt(hd)
-    qi = np.arange(S)[:, None]
-    ki = np.arange(S)[None, :]
-    allowed = np.ones((S, S), bool) if bug == "attention-mask" else (ki <= qi)
-    if bug == "sliding-window":
-        allowed &= (qi - ki) < WINDOW
-    sc = np.where(allowed[None], sc, -np.inf)
-    if cfg.sinks and bug != "sinks-dropped":
-        # gpt-oss eager_attention_forward: the sinks as a last column
-        sink = np.broadcast_to(W[p + "sinks"][:, None, None], (nh, S, 1))
-        sc = np.concatenate([sc, sink], -1)
-    sc = sc - sc.max(-1, keepdims=True)
-    pr = np.exp(sc)
-    pr /= pr.sum(-1, keepdims=True)
-    pr = pr[..., :S]
-    out = np.einsum("hqk,khd->qhd", pr, v).reshape(S, nh * hd)
+    sinks = W[p + "sinks"] if cfg.sinks and bug != "sinks-dropped" else None
+    out = attend(q, k, v, cfg, bug, sinks)
+    if bug == "kv-cache":
+        P = cfg.prefill if cfg.prefill else S // 2
+        out[P:] = attend(q, fp8_e4m3(k), fp8_e4m3(v), cfg, bug, sinks)[P:]
     Wo = W[p + "o"]
     if bug == "weight-mapping" and l == cfg.layers // 2:
         if Wo.shape[0] == Wo.shape[1]:
@@ -334,6 +358,10 @@ def forward(cfg, W, tokens, bug, subtaps=False):
         h = (mn + m) if bug == "residual-wiring" else (h + m)
         h = rnd(h)
         taps["layers.%d.block" % l] = h
+        if bug == "dump-aliasing":
+            taps["layers.%d.mlp" % l] = h
+            if sub is not None:
+                sub["layers.%d.mlp.down" % l] = h
     fw = np.ones(cfg.hidden) if bug == "final-norm" else W["final_norm"]
     fn = rmsnorm(h, fw, eps, plus1)
     taps["final_norm"] = fn
@@ -487,6 +515,8 @@ def parse(argv=None):
                     help="Gemma-2-like final logit soft-capping C tanh(z / C) (0: none)")
     ap.add_argument("--mlp-act", default="silu", choices=["silu", "oai"],
                     help="the MLP's activation: silu or gpt-oss's SwiGLU (oai)")
+    ap.add_argument("--prefill", type=int, default=0,
+                    help="kv-cache: the positions of the prefill (default seq // 2)")
     ap.add_argument("--subtaps", action="store_true",
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
     ap.add_argument("--replay", action="store_true",

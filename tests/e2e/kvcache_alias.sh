@@ -1,0 +1,88 @@
+#!/bin/sh
+# kv-cache and dump-aliasing on mkdemo and on the numpy model, with and
+# without sub-taps, at several lengths: the first divergence where the
+# generator says, the right cause first, nothing confirmed by replay.  The
+# kv-cache pair also as steps (a prefill, then one step per position):
+# stitched, the rule sees where the decode starts; a clean pair of steps
+# matches.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+T=$TAP_TMP
+LAYOUTGEN=$top_builddir/tests/layoutgen
+
+# diagnosed DESC DIR WANT_CELL CAUSE [CHECK OPTIONS]: first divergence, first cause, nothing confirmed.
+diagnosed() {
+	_d=$1 _dir=$2 _cell=$3 _cause=$4
+	shift 4
+	run_cmd "$TBISECT" check --json --no-history "$@" "$_dir/ref" "$_dir/cand"
+	json_is "$_d: first divergence" first_divergence.cell "$_cell"
+	json_is "$_d: $_cause first" causes.0.id "$_cause"
+	check_that "$_d: nothing confirmed" sh -c "! grep -q '\"confirmed\":[[:space:]]*{' '$TAP_OUT'"
+}
+
+# bug | mkdemo options
+while IFS='|' read -r bug opts; do
+	case $bug in '' | '#'*) continue ;; esac
+	dir=$T/$bug$(echo "$opts" | tr -d ' -')
+	# shellcheck disable=SC2086
+	"$MKDEMO" $opts --bug "$bug" "$dir/ref" "$dir/cand" >/dev/null || bail_out "mkdemo --bug $bug failed"
+	# shellcheck disable=SC2086
+	diagnosed "mkdemo $bug $opts" "$dir" "$("$MKDEMO" $opts --expect "$bug")" "$bug"
+done <<'TABLE'
+kv-cache|--seq 16
+kv-cache|--seq 64 --sub --seed 2
+kv-cache|--seq 256 --replay
+kv-cache|--seq 64 --prefill 40 --format safetensors --dtype bf16
+dump-aliasing|--seq 16 --replay
+dump-aliasing|--seq 64 --sub
+dump-aliasing|--seq 256 --seed 3
+TABLE
+
+# A prefill of 8, then 8 decode steps of one position.
+"$MKDEMO" --sub --bug kv-cache "$T/s/ref" "$T/s/cand" >/dev/null
+"$MKDEMO" --sub "$T/s/ref" "$T/s/ok" >/dev/null
+for side in ref cand ok; do
+	"$LAYOUTGEN" npy "$T/s/$side" "$T/steps/$side" 1 8,1,1,1,1,1,1,1,1 || bail_out "layoutgen failed"
+done
+diagnosed "steps stitched" "$T/steps" L0.attn.o kv-cache --steps all
+check_that "steps stitched: the why names the first decode position" \
+	grep -q 'goes bad at the first decode position (8)' "$TAP_OUT"
+expect_exit 0 "the prefill step alone matches" "$TBISECT" check --no-history "$T/steps/ref" "$T/steps/cand"
+expect_exit 0 "a clean pair of steps, stitched, matches" \
+	"$TBISECT" check --json --no-history --steps all "$T/steps/ref" "$T/steps/ok"
+json_is "a clean pair of steps: no cause" 'causes.#' 0
+
+if PY=$(find_python numpy); then
+	# bug | model.py options
+	while IFS='|' read -r bug opts; do
+		dir=$T/py$bug$(echo "$opts" | tr -d ' -')
+		# shellcheck disable=SC2086
+		"$PY" "$top_srcdir/tests/pymodel/model.py" --bug "$bug" $opts "$dir/ref" "$dir/cand" ||
+			bail_out "model.py --bug $bug failed"
+		want=L0.attn
+		case $bug,$opts in
+		kv-cache,*subtaps*) want=L0.attn.o ;;
+		kv-cache,*replay*) want=L0.attn.core ;;
+		dump-aliasing,*subtaps* | dump-aliasing,*replay*) want=L0.mlp.down ;;
+		dump-aliasing,*) want=L0.mlp ;;
+		esac
+		diagnosed "numpy $bug $opts" "$dir" "$want" "$bug"
+	done <<-'TABLE'
+	kv-cache|--seq 16
+	kv-cache|--seq 64 --subtaps --heads 6 --kv-heads 3 --head-dim 16 --hidden 96
+	kv-cache|--seq 256 --replay --prefill 160
+	dump-aliasing|--seq 16 --subtaps
+	dump-aliasing|--seq 64 --replay
+	TABLE
+	# A block kept by reference, then the next layer's attention added into it in place.
+	"$MKDEMO" "$T/blk/ref" "$T/blk/cand" >/dev/null
+	"$PY" -c 'import sys, numpy as np
+d = sys.argv[1]
+np.save(d + "/cand/model.layers.1.npy", np.load(d + "/ref/model.layers.1.npy") + np.load(d + "/ref/model.layers.2.self_attn.npy"))' "$T/blk"
+	diagnosed "an aliased block" "$T/blk" L1.block dump-aliasing
+	check_that "an aliased block: the why names the next block" grep -q 'while L2.block, the residual sum' "$TAP_OUT"
+else
+	skip "the numpy model" "no python3 with numpy (Debian: python3-numpy)"
+fi
+tap_done
