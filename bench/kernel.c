@@ -54,7 +54,7 @@ static double sketch_speed(void *values, tb_dtype dt, size_t n, size_t row_len, 
 		tb_sketch s;
 		if (tb_sketch_alloc(&s, &p) < 0 || tb_sketch_tensor(&t, &s, 1, &err) < 0)
 			return -1;
-		tb_sketch_free(&s);
+		tb_sketch_done(&s);
 	}
 	t0 = now() - t0;
 	blob->data = NULL;

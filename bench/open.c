@@ -72,6 +72,6 @@ int main(int argc, char **argv)
 	printf("open: %.1f ms in tb_session_open, %zu + %zu tensors, %ld page faults, %ld kB of the trees resident\n",
 	       1e3 * (t1 - t0), s.ref->n_tensors, s.cand->n_tensors,
 	       r1.ru_minflt - r0.ru_minflt + r1.ru_majflt - r0.ru_majflt, tree_rss_kb(argv[1], argv[2]));
-	tb_session_free(&s);
+	tb_session_done(&s);
 	return 0;
 }

@@ -55,6 +55,6 @@ int main(int argc, char **argv)
 	}
 	printf("%.3f %s %s\n", best, r->first_div >= 0 ? r->cells[r->first_div].cell.tap : "-", rp.note);
 	tb_result_free(r);
-	tb_session_free(&s);
+	tb_session_done(&s);
 	return rp.cause ? 0 : 1;
 }

@@ -101,7 +101,7 @@ static tb_pass check_recording(const pair_dirs *p, const char *top_cause, int re
 	assert_int_equal(tb_history_record(&h, &f.s, f.res, &d, &err), recorded);
 	assert_int_equal(h.n, n + (size_t)recorded);
 	pass = h.passes[h.n - 1];
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 	return pass;
 }
@@ -239,7 +239,7 @@ static void test_movements(void **state)
 		assert_true(h.passes[i].when == p[i].when);
 		assert_near(h.passes[i].tol.diverge, p[i].tol.diverge, 0);
 	}
-	tb_history_free(&h);
+	tb_history_done(&h);
 }
 
 static void test_bad_moves(void **state)
@@ -278,12 +278,12 @@ static void test_bounded(void **state)
 	for (int i = 0; i < TB_HISTORY_MAX + 5; i++)
 		assert_int_equal(tb_history_record(&h, &f.s, (i % 2 ? g : f).res, NULL, &err), 1);
 	assert_int_equal(h.n, TB_HISTORY_MAX);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, TB_HISTORY_MAX);
 	assert_int_equal(h.passes[0].number, 6);
 	assert_int_equal(h.passes[h.n - 1].number, TB_HISTORY_MAX + 5);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&g);
 	tu_compared_done(&f);
 }
@@ -320,7 +320,7 @@ static void test_in_memory(void **state)
 	assert_int_equal(h.passes[0].number, 1);
 	assert_int_equal(h.passes[0].move, TB_MOVE_FIRST);
 	assert_int_equal(stat(port.state, &st), -1);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 }
 
@@ -342,7 +342,7 @@ static void test_reset(void **state)
 	tu_compare(&f, port.ref, other, NULL);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(tb_history_record(&h, &f.s, f.res, NULL, &err), 1);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 
 	tu_compare(&f, port.ref, port.cand, NULL);
@@ -353,7 +353,7 @@ static void test_reset(void **state)
 	assert_int_equal(access(h.path, F_OK), -1);
 	/* Twice is fine: nothing to remove. */
 	assert_int_equal(tb_history_reset(&h, &f.s, &err), 0);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 	p = check(&port, NULL);
 	expect_pass(&p, 1, TB_MOVE_FIRST, 0, "L1.mlp", "pass 1: first divergence L1.mlp");
@@ -361,7 +361,7 @@ static void test_reset(void **state)
 	tu_compare(&f, port.ref, other, NULL);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 1);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 }
 
@@ -374,7 +374,7 @@ static void expect_set_aside(const pair_dirs *port, const char *content, const c
 	tb_pass p;
 
 	history_of(port, &h);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_write_str(h.path, content);
 	history_of(port, &h);
 	assert_int_equal(h.n, 0);
@@ -392,7 +392,7 @@ static void expect_set_aside(const pair_dirs *port, const char *content, const c
 	assert_string_equal(text, content);
 	free(text);
 	assert_int_equal(remove(aside), 0);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	p = check(port, NULL);
 	assert_int_equal(p.number, 1);
 	assert_int_equal(p.move, TB_MOVE_FIRST);
@@ -427,7 +427,7 @@ static void expect_refused(const pair_dirs *port, const char *state_home)
 	assert_int_equal(h.n, 0);
 	snprintf(made, sizeof made, "%s", state_home);
 	assert_int_equal(stat(made, &st), -1);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 }
 
@@ -461,7 +461,7 @@ static void test_no_state_home(void **state)
 	tb_history_open(&f.s, &h);
 	assert_string_equal(h.warning, "history not kept: neither XDG_STATE_HOME nor HOME is set");
 	assert_string_equal(h.path, "");
-	tb_history_free(&h);
+	tb_history_done(&h);
 	/* No digests for a history that cannot be kept, unless the pass goes
 	 * to memory instead. */
 	tb_history_stale(&f.s, false, stale);
@@ -474,7 +474,7 @@ static void test_no_state_home(void **state)
 	snprintf(want, sizeof want, "%s/.local/state/tbisect/pair-", port.state);
 	assert_string_equal(h.warning, "");
 	assert_int_equal(strncmp(h.path, want, strlen(want)), 0);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	/* kept, with no pass yet: both trees need their digests */
 	tb_history_stale(&f.s, false, stale);
 	assert_true(stale[0] && stale[1]);
@@ -486,7 +486,7 @@ static void test_no_state_home(void **state)
 		tb_history_open(&f.s, &h);
 		assert_int_equal(strncmp(h.warning, "history not kept: cannot write in ", 34), 0);
 		assert_string_equal(h.path, "");
-		tb_history_free(&h);
+		tb_history_done(&h);
 		tb_history_stale(&f.s, false, stale);
 		assert_false(stale[0] || stale[1]);
 	}
@@ -540,11 +540,11 @@ static void test_atomic_write(void **state)
 	assert_int_equal(tb_history_record(&h, &f.s, g.res, NULL, &err), 1);
 	snprintf(dir, sizeof dir, "%s/tbisect", port.state);
 	assert_int_equal(temp_files(dir), 0);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 2);
 	snprintf(tmp, sizeof tmp, "%s", h.path);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	/* The old name still holds the one pass it had. */
 	assert_int_equal(rename(old, tmp), 0);
 	tb_history_open(&f.s, &h);
@@ -562,10 +562,10 @@ static void test_atomic_write(void **state)
 	assert_int_equal(temp_files(dir), 0);
 	assert_int_equal(rmdir(h.path), 0);
 	assert_int_equal(rename(tmp, h.path), 0);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tb_history_open(&f.s, &h);
 	assert_int_equal(h.n, 1);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&g);
 	tu_compared_done(&f);
 }
@@ -589,14 +589,14 @@ static void test_file_per_pair(void **state)
 	tb_history_open(&f.s, &b);
 	tu_compared_done(&f);
 	assert_string_not_equal(a.path, b.path);
-	tb_history_free(&b);
+	tb_history_done(&b);
 	snprintf(via, sizeof via, "%s/../cand", port.ref);
 	tu_compare(&f, port.ref, via, NULL);
 	tb_history_open(&f.s, &b);
 	tu_compared_done(&f);
 	assert_string_equal(a.path, b.path);
-	tb_history_free(&a);
-	tb_history_free(&b);
+	tb_history_done(&a);
+	tb_history_done(&b);
 }
 
 /* Set path's mtime to t seconds (and no nanoseconds). */
@@ -723,7 +723,7 @@ static void test_digest_from_compare(void **state)
 	assert_string_equal(h.passes[0].ref_digest, want);
 	assert_int_equal(tb_tree_digest(f.s.cand, want, &err), 0);
 	assert_string_equal(h.passes[0].cand_digest, want);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	tu_compared_done(&f);
 }
 

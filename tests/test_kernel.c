@@ -743,7 +743,7 @@ static void test_compare_threads_and_isas(void **state)
 		assert_memory_equal(m[k]->pos_rel_l2, m[0]->pos_rel_l2, S * sizeof *m[0]->pos_rel_l2);
 	}
 	tb_result_free(first);
-	tb_session_free(&s);
+	tb_session_done(&s);
 	tb_simd_force(NULL);
 	free(x);
 	free(y);

@@ -57,7 +57,7 @@ static void unbuild(built *b)
 	cJSON_Delete(b->json);
 	free(b->text);
 	tb_result_free(b->res);
-	tb_session_free(&b->s);
+	tb_session_done(&b->s);
 }
 
 static const cJSON *get(const cJSON *o, const char *k)

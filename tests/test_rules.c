@@ -61,7 +61,7 @@ static void test_conditions_and_scores(void **state)
 	assert_near(c.v[0].score, 0.8, 1e-12);
 	assert_string_equal(c.v[0].why, "cos 0.40 at L0.attn, layer 0, missing n/a");
 	assert_string_equal(c.v[0].look_at, "rope in model.layers.0.self_attn");
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 
 	f[TB_F_COSINE] = 0.95; /* first prefer fails, second holds: 0.8 * (1+3)/(1+4) */
 	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 5, &c, &err), 0);
@@ -69,17 +69,17 @@ static void test_conditions_and_scores(void **state)
 	assert_string_equal(c.v[0].id, "softmax-scale");
 	assert_near(c.v[0].score, 0.9, 1e-12);
 	assert_near(c.v[1].score, 0.8 * 4 / 5, 1e-12);
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 
 	f[TB_F_POS0_OK] = NAN; /* unknown: "pos0_ok" fails and "!pos0_ok" too */
 	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 1, &c, &err), 0);
 	assert_int_equal(c.n, 1);
 	assert_string_equal(c.v[0].id, "softmax-scale");
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 	f[TB_F_AT_ATTN] = 0;
 	assert_int_equal(tb_ruleset_eval(rs, f, NULL, NULL, &ctx, 5, &c, &err), 0);
 	assert_int_equal(c.n, 0);
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 	tb_ruleset_free(rs);
 }
 
@@ -112,7 +112,7 @@ static void test_spanned_estimates(void **state)
 	assert_int_equal(c.n, 2); /* equal spans: the estimates alone */
 	assert_string_equal(c.v[0].id, "qk-norm");
 	assert_string_equal(c.v[0].why, "kept");
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 
 	lo[TB_F_COSINE] = 0.7;
 	hi[TB_F_COSINE] = 0.95;
@@ -128,14 +128,14 @@ static void test_spanned_estimates(void **state)
 	assert_string_equal(c.v[2].id, "rope-style");
 	assert_near(c.v[2].score, 0.43, 1e-12);
 	assert_string_equal(c.v[2].why, "turned; a sketch's estimates cannot settle it: cosine 0.7 to 0.95");
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 
 	hi[TB_F_COSINE] = 0.941; /* the estimate at the span's top, 0.94 inside */
 	lo[TB_F_COSINE] = 0.94;
 	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
 	assert_int_equal(c.n, 2); /* cosine >= 0.94 all through: rope-style never */
 	assert_string_equal(c.v[0].why, "kept");
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 	tb_ruleset_free(rs);
 
 	/* The best score elsewhere in the span is where a prefer condition
@@ -149,7 +149,7 @@ static void test_spanned_estimates(void **state)
 	assert_int_equal(tb_ruleset_eval(rs, f, lo, hi, &ctx, 5, &c, &err), 0);
 	assert_int_equal(c.n, 1);
 	assert_near(c.v[0].score, 0.3, 1e-12);
-	tb_causes_free(&c);
+	tb_causes_done(&c);
 	tb_ruleset_free(rs);
 }
 

@@ -115,7 +115,7 @@ static void test_statistics_exact(void **state)
 	assert_float_equal(s.col_sum[0], 1 + 4, 0);
 	assert_float_equal(s.col_sum[1], -2, 0);
 	assert_float_equal(s.col_sum[2], 0.5, 0);
-	tb_sketch_free(&s);
+	tb_sketch_done(&s);
 }
 
 /* The sketch of a + b is the sum of the sketches, bucket by bucket. */
@@ -138,9 +138,9 @@ static void test_linear(void **state)
 		assert_float_equal(ss.bucket[k], sa.bucket[k] + sb.bucket[k], 1e-4);
 	for (int64_t k = 0; k < ss.p.n_pos * ss.p.kp; k++)
 		assert_float_equal(ss.pos_bucket[k], sa.pos_bucket[k] + sb.pos_bucket[k], 1e-4);
-	tb_sketch_free(&sa);
-	tb_sketch_free(&sb);
-	tb_sketch_free(&ss);
+	tb_sketch_done(&sa);
+	tb_sketch_done(&sb);
+	tb_sketch_done(&ss);
 	free(a);
 	free(b);
 	free(sum);
@@ -163,13 +163,13 @@ static void test_equal_is_exact(void **state)
 	assert_true(e.exact);
 	tb_sketch_estimate_done(&e);
 	b[R * C - 1] = nextafterf(b[R * C - 1], INFINITY);
-	tb_sketch_free(&sb);
+	tb_sketch_done(&sb);
 	sketch_of(b, R, C, 3, &sb);
 	assert_int_equal(tb_sketch_compare(&sa, &sb, &e, &err), 0);
 	assert_false(e.exact);
 	tb_sketch_estimate_done(&e);
-	tb_sketch_free(&sa);
-	tb_sketch_free(&sb);
+	tb_sketch_done(&sa);
+	tb_sketch_done(&sb);
 }
 
 /* The true rel_l2 of c against r, shaped [R, C], and the estimate from
@@ -187,8 +187,8 @@ static double estimate_pair(float *r, float *c, int64_t R, int64_t C, uint64_t s
 	sketch_of(r, R, C, seed, &sr);
 	sketch_of(c, R, C, seed, &sc);
 	assert_int_equal(tb_sketch_compare(&sr, &sc, e, &err), 0);
-	tb_sketch_free(&sr);
-	tb_sketch_free(&sc);
+	tb_sketch_done(&sr);
+	tb_sketch_done(&sc);
 	return sqrt(dd / rr);
 }
 
@@ -281,8 +281,8 @@ static void test_proportional_cosine(void **state)
 	assert_float_equal(e.cosine, 1, 1e-6);
 	assert_float_equal(e.norm_ratio, 8, 1e-6);
 	tb_sketch_estimate_done(&e);
-	tb_sketch_free(&sr);
-	tb_sketch_free(&sc);
+	tb_sketch_done(&sr);
+	tb_sketch_done(&sc);
 	free(r);
 	free(c);
 }
@@ -307,8 +307,8 @@ static void test_threads_agree(void **state)
 	sketch_on(v, R, C, 4, 3, &three);
 	assert_int_equal(one.finite, three.finite);
 	assert_same_sketch(&one, &three);
-	tb_sketch_free(&one);
-	tb_sketch_free(&three);
+	tb_sketch_done(&one);
+	tb_sketch_done(&three);
 	free(v);
 }
 
@@ -364,7 +364,7 @@ static void test_copies_agree(void **state)
 		sketch_on(v, R, C, 9, 2, &a);
 		sketch_as(h, TB_DT_BF16, R, C, 9, &a, 2, &c);
 		assert_same_sketch(&a, &c);
-		tb_sketch_free(&c);
+		tb_sketch_done(&c);
 		/* every copy the CPU has */
 		for (int level = 1; level < 3; level++) {
 			if (tb_simd_force(level == 1 ? "avx2" : "avx512") < 0)
@@ -373,10 +373,10 @@ static void test_copies_agree(void **state)
 			sketch_as(h, TB_DT_BF16, R, C, 9, &a, 2, &d);
 			assert_same_sketch(&a, &b);
 			assert_same_sketch(&a, &d);
-			tb_sketch_free(&b);
-			tb_sketch_free(&d);
+			tb_sketch_done(&b);
+			tb_sketch_done(&d);
 		}
-		tb_sketch_free(&a);
+		tb_sketch_done(&a);
 		free(v);
 		free(h);
 	}
@@ -421,8 +421,8 @@ static void test_other_seed_refused(void **state)
 	sketch_of(v, 4, 16, 2, &b);
 	assert_int_equal(tb_sketch_compare(&a, &b, &e, &err), -1);
 	assert_non_null(strstr(err.msg, "seeds 1 and 2"));
-	tb_sketch_free(&a);
-	tb_sketch_free(&b);
+	tb_sketch_done(&a);
+	tb_sketch_done(&b);
 }
 
 int main(void)

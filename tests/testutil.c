@@ -181,7 +181,7 @@ void tu_compare(tu_compared *c, const char *ref, const char *cand, const tb_comp
 void tu_compared_done(tu_compared *c)
 {
 	tb_result_free(c->res);
-	tb_session_free(&c->s);
+	tb_session_done(&c->s);
 }
 
 const tb_cell_result *tu_cell(const tb_result *r, const char *name)

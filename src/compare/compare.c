@@ -426,8 +426,8 @@ static int sketch_pair(pair_work *pw, tb_err *err)
 	}
 	if (rc == 0)
 		estimated_metrics(&c->m, s[0], s[1], &e, c->tol.diverge);
-	tb_sketch_free(&own[0]);
-	tb_sketch_free(&own[1]);
+	tb_sketch_done(&own[0]);
+	tb_sketch_done(&own[1]);
 	return rc;
 }
 

@@ -183,8 +183,8 @@ int tb_sketch_rel_l2(tb_tensor *ref, tb_tensor *cand, double *rel, bool *exact, 
 		*exact = e.exact;
 		tb_sketch_estimate_done(&e);
 	}
-	tb_sketch_free(&own[0]);
-	tb_sketch_free(&own[1]);
+	tb_sketch_done(&own[0]);
+	tb_sketch_done(&own[1]);
 	return rc;
 }
 

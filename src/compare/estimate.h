@@ -44,7 +44,7 @@ typedef struct tb_sketch_estimate {
 int tb_sketch_compare(const tb_sketch *r, const tb_sketch *c, tb_sketch_estimate *e, tb_err *err);
 /* The sketches of a pair of tensors of one shape, either of them (or both)
  * a sketch: s[i] is t[i]'s own, or one made alike into own[i] (on one
- * thread), which the caller frees with tb_sketch_free (own[] zeroed
+ * thread), which the caller frees with tb_sketch_done (own[] zeroed
  * first, so both can always be freed).  -1 (err) when a side cannot be
  * read. */
 int tb_sketch_sides(tb_tensor *const t[2], const tb_sketch *s[2], tb_sketch own[2], tb_err *err);

@@ -489,7 +489,7 @@ int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb
 		k = compare_layer(p, r, c->cell.layer, margin, &gone, &n_gone, &l, err);
 		if (k < 0) {
 			free(gone);
-			tb_routing_free(out);
+			tb_routing_done(out);
 			return -1;
 		}
 		if (k > 0)
@@ -499,7 +499,7 @@ int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb
 			free(l.flipped);
 			free(l.disagree);
 			free(gone);
-			tb_routing_free(out);
+			tb_routing_done(out);
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		}
 		out->v = v;
@@ -507,7 +507,7 @@ int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb
 	}
 	free(gone);
 	if (out->n && exclude_flips(p, r, out, err) < 0) {
-		tb_routing_free(out);
+		tb_routing_done(out);
 		return -1;
 	}
 	if (out->n)
@@ -544,7 +544,7 @@ int tb_routing_chosen(const tb_pairing *p, const tb_routing_layer *l, int64_t po
 	return 0;
 }
 
-void tb_routing_free(tb_routing *rt)
+void tb_routing_done(tb_routing *rt)
 {
 	for (size_t i = 0; i < rt->n; i++) {
 		free(rt->v[i].flipped);

@@ -11,7 +11,7 @@
  * layers' routing), whose metrics are measured again without it; and the
  * result is summarised again.
  *
- * Owns its per-layer arrays (tb_routing_free).
+ * Owns its per-layer arrays (tb_routing_done).
  */
 #ifndef TB_ROUTING_H
 #define TB_ROUTING_H
@@ -53,7 +53,7 @@ typedef struct tb_routing {
  * (flip_margin <= 0: TB_FLIP_MARGIN).  0, or -1 and err (a tensor that
  * cannot be read, out of memory). */
 int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb_routing *out, tb_err *err);
-void tb_routing_free(tb_routing *rt);
+void tb_routing_done(tb_routing *rt);
 
 /* The routing of a layer, or NULL when its experts were not compared. */
 const tb_routing_layer *tb_routing_layer_of(const tb_routing *rt, int layer);

@@ -4,7 +4,7 @@
 
 #include "diagnose/cause.h"
 
-void tb_causes_free(tb_causes *c)
+void tb_causes_done(tb_causes *c)
 {
 	if (!c)
 		return;

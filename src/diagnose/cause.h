@@ -1,7 +1,7 @@
 /*
  * cause: one suggested cause of a divergence, as the diagnosis step ranks
  * them and the reports show them (tbisect-rules(5) CAUSE IDS).  A tb_causes list owns its
- * strings; tb_causes_free releases them.
+ * strings; tb_causes_done releases them.
  */
 #ifndef TB_CAUSE_H
 #define TB_CAUSE_H
@@ -22,6 +22,6 @@ typedef struct tb_causes {
 	size_t n;
 } tb_causes;
 
-void tb_causes_free(tb_causes *c);
+void tb_causes_done(tb_causes *c);
 
 #endif

@@ -198,5 +198,5 @@ void tb_diagnosis_done(tb_diagnosis *d)
 {
 	tb_origin_done(&d->origin);
 	tb_sanity_done(&d->sanity);
-	tb_causes_free(&d->causes);
+	tb_causes_done(&d->causes);
 }

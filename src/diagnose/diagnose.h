@@ -47,7 +47,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		tb_err *err);
 /* Causes for another cell (the interactive view's selected cell), reusing
  * the origin and sanity findings of d; d is not changed.  The caller owns
- * *out (tb_causes_free). */
+ * *out (tb_causes_done). */
 int tb_diagnose_cell(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
 		     long cell, tb_causes *out, tb_err *err);
 void tb_diagnosis_done(tb_diagnosis *d);

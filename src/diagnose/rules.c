@@ -728,7 +728,7 @@ int tb_ruleset_eval(const tb_ruleset *rs, const double *f, const double *lo, con
 		if (!v[k].id || !v[k].why || !v[k].look_at) {
 			out->v = v;
 			out->n = n;
-			tb_causes_free(out);
+			tb_causes_done(out);
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		}
 	}

@@ -70,7 +70,7 @@ int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_p
 	}
 	if (named < 0 || tb_tree_open(ref_path, &open[0], &s->ref, err) < 0 ||
 	    tb_tree_open(cand_path, &open[1], &s->cand, err) < 0) {
-		tb_session_free(s);
+		tb_session_done(s);
 		return -1;
 	}
 	/* Against a tree of one forward pass (a reference prefill over the whole
@@ -82,13 +82,13 @@ int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_p
 		lo[steps[0] ? 0 : 1].all_steps = true;
 	if (tb_layout_apply(s->ref, s->namer, &lo[0], err) < 0 || tb_layout_apply(s->cand, s->namer, &lo[1], err) < 0 ||
 	    tb_pairing_build(s->ref, s->cand, s->namer, &o->pairing, &s->pairing, err) < 0 || check_positions(s, err) < 0) {
-		tb_session_free(s);
+		tb_session_done(s);
 		return -1;
 	}
 	return 0;
 }
 
-void tb_session_free(tb_session *s)
+void tb_session_done(tb_session *s)
 {
 	tb_pairing_free(s->pairing);
 	tb_tree_free(s->ref);

@@ -3,7 +3,7 @@
  * pairing, opened together (what `check`, the TUI and reloads share).
  * Each tree's ranks and steps are resolved (layout.h) before pairing;
  * stitched steps must give the positions the other tree has.
- * tb_session_free releases all of it.
+ * tb_session_done releases all of it.
  */
 #ifndef TB_SESSION_H
 #define TB_SESSION_H
@@ -36,6 +36,6 @@ typedef struct tb_session_opts {
 
 int tb_session_open_with(tb_session *s, const char *ref_path, const char *cand_path, const tb_session_opts *o,
 			 tb_err *err);
-void tb_session_free(tb_session *s);
+void tb_session_done(tb_session *s);
 
 #endif

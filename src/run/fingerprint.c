@@ -75,7 +75,7 @@ static int write_one(void *ctx, size_t job, tb_sketch *s, tb_err *err)
 	const tb_tensor *t = wr->jobs[job].t;
 	int rc = tb_tbsk_add(wr->w, &wr->joined[job], wr->cell[job], s, err);
 
-	tb_sketch_free(s);
+	tb_sketch_done(s);
 	wr->stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
 	wr->stats->tensors++;
 	return rc;
@@ -107,7 +107,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	lo.kv_heads = cfg->opts.kv_heads;
 	tb_layout_qk_widths(l.tree, l.namer, &lo.q_width, &lo.kv_width);
 	if (l.tree->n_tensors > UINT32_MAX) {
-		tb_listing_free(&l);
+		tb_listing_done(&l);
 		return tb_err_setc(err, TB_ERR_LIMIT, path, "too many tensors for a sketch");
 	}
 	/* every tensor's job first (a tensor that cannot be sketched fails
@@ -164,7 +164,7 @@ int tb_run_sketch(const tb_run_config *cfg, const char *path, int rank, int rank
 	free(jobs);
 	free(joined);
 	free(cells);
-	tb_listing_free(&l);
+	tb_listing_done(&l);
 	return rc;
 }
 
@@ -233,7 +233,7 @@ static int merge_one(tb_tree *const *trees, int n, const tb_tensor *first, tb_sk
 	return 0;
 fail:
 	free(seen);
-	tb_sketch_free(sum);
+	tb_sketch_done(sum);
 	return -1;
 }
 
@@ -315,7 +315,7 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 			rc = tb_tbsk_add(&w, t, name, &sum, err);
 			stats->tree_bytes += t->numel * tb_dtype_size(t->dtype);
 			stats->tensors++;
-			tb_sketch_free(&sum);
+			tb_sketch_done(&sum);
 		}
 		if (rc == 0)
 			rc = tb_tbsk_end(&w, &stats->sketch_bytes, err);
@@ -324,7 +324,7 @@ int tb_run_sketch_merge(const tb_run_config *cfg, const char *const *parts, int 
 	}
 	for (int k = 1; k < opened; k++)
 		tb_tree_free(trees[k]);
-	tb_listing_free(&l);
+	tb_listing_done(&l);
 	free(names);
 	free(trees);
 	return rc;

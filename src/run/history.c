@@ -356,7 +356,7 @@ static void set_aside(tb_history *h, const char *why)
 	else
 		snprintf(h->warning, sizeof h->warning, "history file %s is corrupt (%s) and could not be set aside",
 			 h->path, why);
-	tb_history_free(h);
+	tb_history_done(h);
 }
 
 /* Read h's passes.  A corrupt file is set aside unless only peeked at
@@ -382,7 +382,7 @@ static void load(tb_history *h, bool peek)
 		if (!h->passes || parse_pass(it, &h->passes[h->n]) < 0) {
 			cJSON_Delete(root);
 			if (peek)
-				tb_history_free(h);
+				tb_history_done(h);
 			else
 				set_aside(h, "a pass is malformed");
 			return;
@@ -450,7 +450,7 @@ void tb_history_stale(const tb_session *s, bool in_memory, bool stale[2])
 		tree_stat_key(side ? s->cand : s->ref, key);
 		stale[side] = !digest_stands(key, h.n ? &h.passes[h.n - 1] : NULL, side);
 	}
-	tb_history_free(&h);
+	tb_history_done(&h);
 }
 
 static void describe(tb_pass *p, const tb_pass *prev)
@@ -600,7 +600,7 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
 int tb_history_reset(tb_history *h, const tb_session *s, tb_err *err)
 {
 	if (!h->in_memory) {
-		tb_history_free(h);
+		tb_history_done(h);
 		tb_history_open(s, h);
 	}
 	free(h->passes);
@@ -617,7 +617,7 @@ void tb_history_init_memory(tb_history *h)
 	h->in_memory = true;
 }
 
-void tb_history_free(tb_history *h)
+void tb_history_done(tb_history *h)
 {
 	free(h->passes);
 	h->passes = NULL;

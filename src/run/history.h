@@ -10,7 +10,7 @@
  * ~/.local/state/tbisect/), one file per pair, written atomically (temp
  * file, fsync, rename), bounded to TB_HISTORY_MAX passes, never inside a
  * dump tree.  A corrupt file is set aside (renamed) with a warning, never
- * fatal.  A tb_history owns its passes; tb_history_free releases them.
+ * fatal.  A tb_history owns its passes; tb_history_done releases them.
  */
 #ifndef TB_HISTORY_H
 #define TB_HISTORY_H
@@ -93,7 +93,7 @@ int tb_history_record(tb_history *h, const tb_session *s, const tb_result *r, co
  * the pair's file (found from s, as tb_history_open does) is removed, so
  * the next pass is pass 1.  -1 when the file cannot be removed. */
 int tb_history_reset(tb_history *h, const tb_session *s, tb_err *err);
-void tb_history_free(tb_history *h);
+void tb_history_done(tb_history *h);
 
 /* "later", "earlier", ... */
 const char *tb_move_name(tb_move m);

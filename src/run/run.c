@@ -111,7 +111,7 @@ static bool map_would_help(const tb_run *r)
 	if (tb_suggest_map(&r->sess, &sg, &err) < 0)
 		return false;
 	help = sg.n > 0;
-	tb_suggestion_free(&sg);
+	tb_suggestion_done(&sg);
 	return help;
 }
 
@@ -136,7 +136,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		return -1;
 	r->open = true;
 	if (o->tower && (no_tower(r->sess.ref, o->tower, err) || no_tower(r->sess.cand, o->tower, err))) {
-		tb_run_free(r);
+		tb_run_done(r);
 		return -1;
 	}
 	unused_rules(r);
@@ -152,7 +152,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		else
 			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out%s%s",
 				   t->n_notes ? "; " : "", t->n_notes ? t->notes[0] : "");
-		tb_run_free(r);
+		tb_run_done(r);
 		return -1;
 	}
 	tb_pairing_coverage(r->sess.pairing, &r->coverage);
@@ -172,7 +172,7 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 				   "%s vs %s: %s; suggest-map finds no rule that would pair more (dumps of the same model?)%s",
 				   o->ref_path, o->cand_path, cov,
 				   empty ? "" : "; --allow-partial compares what paired");
-		tb_run_free(r);
+		tb_run_done(r);
 		return -1;
 	}
 	return 0;
@@ -183,7 +183,7 @@ static void drop_result(tb_run *r)
 {
 	tb_result_free(r->res);
 	r->res = NULL;
-	tb_routing_free(&r->routing);
+	tb_routing_done(&r->routing);
 	if (r->have_diag)
 		tb_diagnosis_done(&r->diag);
 	r->have_diag = false;
@@ -236,7 +236,7 @@ int tb_run_finish(tb_run *r, tb_err *err)
 	 * anything else. */
 	if (r->partial) {
 		char cov[TB_COVERAGE_TEXT_MAX];
-		tb_causes_free(&r->diag.causes);
+		tb_causes_done(&r->diag.causes);
 		r->diag.origin.origin = -1;
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
 		snprintf(r->diag.origin.text, sizeof r->diag.origin.text, "not located: %s", cov);
@@ -273,17 +273,17 @@ int tb_run_exit_code(const tb_run *r)
 
 void tb_run_move(tb_run *dst, tb_run *src)
 {
-	tb_run_free(dst);
+	tb_run_done(dst);
 	*dst = *src;
 	memset(src, 0, sizeof *src);
 }
 
-void tb_run_free(tb_run *r)
+void tb_run_done(tb_run *r)
 {
 	tb_run_cancel(r);
 	drop_result(r);
 	if (r->open)
-		tb_session_free(&r->sess);
+		tb_session_done(&r->sess);
 	memset(r, 0, sizeof *r);
 }
 
@@ -301,14 +301,14 @@ int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_
 	lo.kv_heads = cfg->opts.kv_heads;
 	if (named < 0 || tb_tree_open(path, &cfg->opts.open, &out->tree, err) < 0 ||
 	    tb_layout_apply(out->tree, out->namer, &lo, err) < 0) {
-		tb_listing_free(out);
+		tb_listing_done(out);
 		return -1;
 	}
 	tb_tree_names_init(&out->names, out->tree);
 	return 0;
 }
 
-void tb_listing_free(tb_listing *l)
+void tb_listing_done(tb_listing *l)
 {
 	tb_tree_free(l->tree);
 	tb_namer_free(l->namer);
@@ -322,7 +322,7 @@ int tb_run_record(const tb_run *r, tb_history *h, tb_err *err)
 	if (tb_coverage_empty(&r->coverage) || r->cfg->opts.tower)
 		return 0;
 	if (!h->in_memory) {
-		tb_history_free(h);
+		tb_history_done(h);
 		tb_history_open(&r->sess, h);
 		if (!h->path[0] && r->cfg->opts.record == TB_RECORD_DISK_OR_MEMORY) {
 			char warning[sizeof h->warning];

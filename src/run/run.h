@@ -11,7 +11,7 @@
  *
  * A tb_run_config is loaded once per process and read-only afterwards; a
  * tb_run borrows it and owns its trees, job, result and diagnosis
- * (tb_run_free releases them).
+ * (tb_run_done releases them).
  */
 #ifndef TB_RUN_H
 #define TB_RUN_H
@@ -118,7 +118,7 @@ int tb_run_exec(tb_run *r, const tb_run_config *cfg, tb_err *err);
 int tb_run_exit_code(const tb_run *r);
 /* Take over another run's trees, result and diagnosis (src is left empty). */
 void tb_run_move(tb_run *dst, tb_run *src);
-void tb_run_free(tb_run *r);
+void tb_run_done(tb_run *r);
 
 /* One tree and the cells its names map to (`ls`). */
 typedef struct tb_listing {
@@ -129,7 +129,7 @@ typedef struct tb_listing {
 
 /* Open one tree with the configuration's map. */
 int tb_run_list(const tb_run_config *cfg, const char *path, tb_listing *out, tb_err *err);
-void tb_listing_free(tb_listing *l);
+void tb_listing_done(tb_listing *l);
 
 /* Record the finished run as a pass of *h.  Unless *h is in memory only
  * (tb_history_init_memory, for --no-history), the pair's history is read

@@ -624,12 +624,12 @@ int tb_suggest_map(const tb_session *s, tb_suggestion *out, tb_err *err)
 	memset(out, 0, sizeof *out);
 	for (int side = 1; side >= 0; side--) {
 		if (suggest_side(s, side, out, err) < 0) {
-			tb_suggestion_free(out);
+			tb_suggestion_done(out);
 			return -1;
 		}
 	}
 	if ((out->unpaired[0] || out->unpaired[1]) && !in_common(s, out)) {
-		tb_suggestion_free(out);
+		tb_suggestion_done(out);
 		return tb_err_set(err, NULL,
 				  "%s and %s have nothing in common: no cell would hold a tensor of both, by name, by shape or by the trees' own structure",
 				  s->ref_path, s->cand_path);
@@ -698,7 +698,7 @@ char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const 
 	return text;
 }
 
-void tb_suggestion_free(tb_suggestion *sg)
+void tb_suggestion_done(tb_suggestion *sg)
 {
 	for (size_t i = 0; i < sg->n; i++) {
 		free(sg->rules[i].match);

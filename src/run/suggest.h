@@ -10,7 +10,7 @@
  * final_norm and logits the same way.  When the other tree has no cell to
  * compare with either, the identities of the tree's own forward pass say
  * which name is which (structure.h).  Each rule carries a confidence and
- * the evidence.  The suggestion owns its strings; tb_suggestion_free
+ * the evidence.  The suggestion owns its strings; tb_suggestion_done
  * releases them.
  */
 #ifndef TB_SUGGEST_H
@@ -54,6 +54,6 @@ char *tb_suggestion_json(const tb_suggestion *sg);
  * or NULL and err. */
 char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const char *map_text, size_t map_len,
 			   tb_err *err);
-void tb_suggestion_free(tb_suggestion *sg);
+void tb_suggestion_done(tb_suggestion *sg);
 
 #endif

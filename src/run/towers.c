@@ -30,7 +30,7 @@ static void compare_one(const tb_run_config *cfg, const char *tower, tb_tower_su
 	memcpy(s->count, run.res->count, sizeof s->count);
 	if (run.res->first_div >= 0)
 		tb_cell_name(&run.res->cells[run.res->first_div].cell, s->first, sizeof s->first);
-	tb_run_free(&run);
+	tb_run_done(&run);
 }
 
 size_t tb_towers_compare(const tb_run_config *cfg, const tb_run *text, tb_tower_summary *out, size_t max)

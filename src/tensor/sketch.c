@@ -78,13 +78,13 @@ int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p)
 	s->col_sum = calloc(p->n_pos ? (size_t)p->row_len : 1, sizeof *s->col_sum);
 	s->hash = calloc(s->n_blocks ? s->n_blocks : 1, sizeof *s->hash);
 	if (!s->bucket || !s->pos_sumsq || !s->pos_bucket || !s->col_sum || !s->hash) {
-		tb_sketch_free(s);
+		tb_sketch_done(s);
 		return -1;
 	}
 	return 0;
 }
 
-void tb_sketch_free(tb_sketch *s)
+void tb_sketch_done(tb_sketch *s)
 {
 	free(s->bucket);
 	free(s->pos_sumsq);
@@ -1001,7 +1001,7 @@ static void gather(pool *pl)
 		pthread_mutex_unlock(&pl->lock);
 		if (j != pl->first) {
 			tb_sketch_add(s, &pl->sk[j]);
-			tb_sketch_free(&pl->sk[j]);
+			tb_sketch_done(&pl->sk[j]);
 		}
 		if (pt->last) {
 			const tb_sketch_job *jb = &pl->jobs[pt->job];
@@ -1088,7 +1088,7 @@ int tb_sketch_jobs(const tb_sketch_job *jobs, size_t n, int threads, tb_sketch_d
 		rc = -1;
 	}
 	for (size_t j = 0; j < pl.n_parts; j++)
-		tb_sketch_free(&pl.sk[j]);
+		tb_sketch_done(&pl.sk[j]);
 	pthread_cond_destroy(&pl.cond);
 	pthread_mutex_destroy(&pl.lock);
 	free(pl.parts);
@@ -1104,7 +1104,7 @@ static int take_sketch(void *ctx, size_t job, tb_sketch *s, tb_err *err)
 
 	(void)job;
 	(void)err;
-	tb_sketch_free(out);
+	tb_sketch_done(out);
 	*out = *s;
 	return 0;
 }

@@ -35,7 +35,7 @@
  *
  * What two sketches say about a pair of tensors is compare/estimate.h's.
  *
- * A tb_sketch owns its arrays; tb_sketch_free releases them.
+ * A tb_sketch owns its arrays; tb_sketch_done releases them.
  */
 #ifndef TB_SKETCH_H
 #define TB_SKETCH_H
@@ -77,7 +77,7 @@ typedef struct tb_sketch {
 void tb_sketch_params_for(const tb_tensor *t, uint64_t seed, tb_sketch_params *p);
 /* Allocate a zeroed sketch of these parameters; -1 when out of memory. */
 int tb_sketch_alloc(tb_sketch *s, const tb_sketch_params *p);
-void tb_sketch_free(tb_sketch *s);
+void tb_sketch_done(tb_sketch *s);
 /* Sketch t's values (acquires and releases t) on up to `threads` threads:
  * tb_sketch_jobs of one job with s's parameters.  s must be allocated; it
  * is replaced by the sketch. */

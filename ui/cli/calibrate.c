@@ -57,7 +57,7 @@ int tb_cmd_calibrate(const tb_options *o)
 			run.res->n_cells, o->factor, o->paths[0], o->paths[1]);
 out:
 	free(text);
-	tb_run_free(&run);
+	tb_run_done(&run);
 	tb_run_config_done(&cfg);
 	return rc;
 }

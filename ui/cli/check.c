@@ -174,8 +174,8 @@ int tb_cmd_check(const tb_options *o)
 	else
 		rc = tb_run_exit_code(&run);
 out:
-	tb_history_free(&hist);
-	tb_run_free(&run);
+	tb_history_done(&hist);
+	tb_run_done(&run);
 	tb_run_config_done(&cfg);
 	return rc;
 }

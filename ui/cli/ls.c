@@ -272,7 +272,7 @@ int tb_cmd_ls(const tb_options *o)
 		tb_err_setc(&err, TB_ERR_IO, NULL, "cannot write to standard output");
 		rc = tb_die(&err);
 	}
-	tb_listing_free(&l);
+	tb_listing_done(&l);
 	tb_run_config_done(&cfg);
 	return rc;
 }

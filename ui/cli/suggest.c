@@ -48,13 +48,13 @@ int tb_cmd_suggest(const tb_options *o)
 							       : "the other tree has no cell this one lacks, and the trees' own "
 								 "structure names none of them");
 	}
-	tb_suggestion_free(&sg);
+	tb_suggestion_done(&sg);
 	if (fflush(stdout) != 0) {
 		tb_err_setc(&err, TB_ERR_IO, NULL, "cannot write the map to standard output");
 		rc = tb_die(&err);
 	}
 out:
-	tb_run_free(&run);
+	tb_run_done(&run);
 	tb_run_config_done(&cfg);
 	return rc;
 }

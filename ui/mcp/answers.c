@@ -222,7 +222,7 @@ static cJSON *provenance(mcp_pair *p)
 	} else {
 		cJSON_AddNullToObject(o, "last_pass");
 	}
-	tb_history_free(&h);
+	tb_history_done(&h);
 	return o;
 }
 
@@ -483,7 +483,7 @@ cJSON *mcp_answer_causes(mcp_pair *p, long cell, tb_err *err)
 		arr = cJSON_AddArrayToObject(o, "causes");
 		for (size_t i = 0; i < cs.n; i++)
 			cJSON_AddItemToArray(arr, cause_json(&cs.v[i]));
-		tb_causes_free(&cs);
+		tb_causes_done(&cs);
 	} else {
 		cJSON_AddArrayToObject(o, "causes");
 	}
@@ -617,7 +617,7 @@ cJSON *mcp_answer_suggest(mcp_pair *p, tb_err *err)
 	map = text ? cJSON_Parse(text) : NULL;
 	free(text);
 	if (!map) {
-		tb_suggestion_free(&sg);
+		tb_suggestion_done(&sg);
 		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory writing the map");
 		return NULL;
 	}
@@ -630,7 +630,7 @@ cJSON *mcp_answer_suggest(mcp_pair *p, tb_err *err)
 		cJSON_AddNumberToObject(u, "ref", (double)sg.unpaired[0]);
 		cJSON_AddNumberToObject(u, "cand", (double)sg.unpaired[1]);
 	}
-	tb_suggestion_free(&sg);
+	tb_suggestion_done(&sg);
 	return o;
 }
 
@@ -645,7 +645,7 @@ cJSON *mcp_answer_passes(mcp_pair *p, bool record, bool reset, int last, tb_err 
 		recorded = reset && !record ? (tb_history_reset(&h, &mcp_pair_run(p)->sess, err) < 0 ? -1 : 0)
 					    : mcp_pair_record(p, reset, &h, err);
 		if (recorded < 0) {
-			tb_history_free(&h);
+			tb_history_done(&h);
 			return NULL;
 		}
 	} else {
@@ -669,6 +669,6 @@ cJSON *mcp_answer_passes(mcp_pair *p, bool record, bool reset, int last, tb_err 
 		cJSON_AddNullToObject(o, "moved");
 	if (h.warning[0])
 		cJSON_AddStringToObject(o, "warning", h.warning);
-	tb_history_free(&h);
+	tb_history_done(&h);
 	return o;
 }

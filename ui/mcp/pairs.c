@@ -44,7 +44,7 @@ void mcp_pairs_init(const mcp_defaults *d)
 static void pair_free(mcp_pair *p)
 {
 	cJSON_Delete(p->report);
-	tb_run_free(&p->run);
+	tb_run_done(&p->run);
 	tb_run_config_done(&p->cfg);
 	free(p->ref);
 	free(p->cand);
@@ -144,7 +144,7 @@ static int compare(mcp_pair *p, mcp_call *call, tb_err *err)
 	p->loads++;
 	return build_report(p, err);
 fail:
-	tb_run_free(&fresh);
+	tb_run_done(&fresh);
 	return -1;
 }
 

@@ -551,13 +551,13 @@ int tui_main(const tui_opts *o, tb_run *run)
 	int rc;
 
 	if (open_input(o, &script) < 0) {
-		tb_run_free(run);
+		tb_run_done(run);
 		return TB_EXIT_BAD_INPUT;
 	}
 	l = calloc(1, sizeof *l);
 	if (!l) {
 		fprintf(stderr, "tbisect: out of memory\n");
-		tb_run_free(run);
+		tb_run_done(run);
 		if (script)
 			fclose(script);
 		return TB_EXIT_BAD_INPUT;
@@ -603,7 +603,7 @@ int tui_main(const tui_opts *o, tb_run *run)
 		fclose(script);
 	reload_done(v);
 	free(v->applied_map);
-	tb_history_free(&v->hist);
+	tb_history_done(&v->hist);
 	ui_watch_free(v->watch);
 	grid_done(&v->g);
 	free(l);

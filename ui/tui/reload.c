@@ -22,7 +22,7 @@ bool reload_watch_pending(const view *v)
 
 static void cancel_next(view *v)
 {
-	tb_run_free(&v->next);
+	tb_run_done(&v->next);
 }
 
 static void drop_changed(view *v)
@@ -425,6 +425,6 @@ unsigned reload_poll(view *v)
 void reload_done(view *v)
 {
 	cancel_next(v);
-	tb_run_free(&v->run);
+	tb_run_done(&v->run);
 	drop_changed(v);
 }

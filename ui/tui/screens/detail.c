@@ -135,7 +135,7 @@ static void load(view *v, long pair)
 	tb_err err;
 
 	free(d->head);
-	tb_causes_free(&d->causes);
+	tb_causes_done(&d->causes);
 	memset(d, 0, sizeof *d);
 	d->pair = pair;
 	d->cell = view_pairing(v)->pairs[pair].cell;

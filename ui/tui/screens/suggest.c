@@ -60,7 +60,7 @@ static void suggest_open(view *v, long cell)
 	(void)cell;
 	first_line = 0;
 	if (have_shown)
-		tb_suggestion_free(&shown);
+		tb_suggestion_done(&shown);
 	have_shown = tb_suggest_map(&v->run.sess, &shown, &err) == 0;
 	if (!have_shown)
 		snprintf(why, sizeof why, "%s", tb_err_text(&err, buf, sizeof buf));
