@@ -37,10 +37,10 @@ static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 		cell_label(c, name, sizeof name);
 		return tb_err_setc(err, TB_ERR_USAGE, NULL, "cell %s is present on one side only", name);
 	}
-	if (tb_tensor_acquire((tb_tensor *)c->ref, err) < 0)
+	if (tb_tensor_acquire(c->ref, err) < 0)
 		return -1;
-	if (tb_tensor_acquire((tb_tensor *)c->cand, err) < 0) {
-		tb_tensor_release((tb_tensor *)c->ref);
+	if (tb_tensor_acquire(c->cand, err) < 0) {
+		tb_tensor_release(c->ref);
 		return -1;
 	}
 	s->dr = tb_tensor_f32_direct(c->ref);
@@ -51,8 +51,8 @@ static int stream_open(stream *s, const tb_cell_result *c, tb_err *err)
 	if (!s->br || !s->bc) {
 		free(s->br);
 		free(s->bc);
-		tb_tensor_release((tb_tensor *)c->ref);
-		tb_tensor_release((tb_tensor *)c->cand);
+		tb_tensor_release(c->ref);
+		tb_tensor_release(c->cand);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
 	return 0;
@@ -62,8 +62,8 @@ static void stream_close(stream *s)
 {
 	free(s->br);
 	free(s->bc);
-	tb_tensor_release((tb_tensor *)s->cell->ref);
-	tb_tensor_release((tb_tensor *)s->cell->cand);
+	tb_tensor_release(s->cell->ref);
+	tb_tensor_release(s->cell->cand);
 }
 
 /* Hand elements [start, start+n) to fn, in blocks. */

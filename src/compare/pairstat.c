@@ -6,7 +6,7 @@
 #include "compare/estimate.h"
 #include "compare/pairstat.h"
 
-float *tb_tensor_load_f32(tb_tensor *t, tb_err *err)
+float *tb_tensor_load_f32(const tb_tensor *t, tb_err *err)
 {
 	float *x;
 
@@ -41,7 +41,7 @@ static int metrics_block(void *ctx, const float *r, const float *c, size_t n, ui
 	return 0;
 }
 
-int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
+int tb_tensor_pair_metrics(const tb_tensor *ref, const tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
 			   tb_err *err)
 {
 	metrics_ctx mc = {.tol = tol};

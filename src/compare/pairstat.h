@@ -18,12 +18,12 @@
 
 /* The tensor decoded to float32 in C order (malloc'd); NULL and err when it
  * cannot be read or is over TB_LOAD_MAX_ELEMS. */
-float *tb_tensor_load_f32(tb_tensor *t, tb_err *err);
+float *tb_tensor_load_f32(const tb_tensor *t, tb_err *err);
 
 /* Metrics of a against b as reference over their first n elements (all
  * when n is 0 or more than they have; no per-position profile).  Fails
  * when element counts differ. */
-int tb_tensor_pair_metrics(tb_tensor *ref, tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
+int tb_tensor_pair_metrics(const tb_tensor *ref, const tb_tensor *cand, uint64_t n, const tb_tolerance *tol, tb_metrics *m,
 			   tb_err *err);
 
 /* 1 when a and b hold the same values bit for bit (as float32, read a

@@ -241,7 +241,7 @@ static double same_count_cosine(const tb_tensor *ref, const tb_tensor *cand)
 		return NAN;
 	tb_tolerance_default(&tol);
 	memset(&m, 0, sizeof m);
-	if (tb_tensor_pair_metrics((tb_tensor *)ref, (tb_tensor *)cand, n, &tol, &m, &err) < 0)
+	if (tb_tensor_pair_metrics(ref, cand, n, &tol, &m, &err) < 0)
 		return NAN;
 	return isfinite(m.cosine) ? m.cosine : 0;
 }

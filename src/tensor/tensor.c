@@ -280,7 +280,7 @@ static uint64_t extent_bytes(const tb_tensor *t)
 	return (last + 1) * tb_dtype_size(t->dtype);
 }
 
-int tb_tensor_acquire(tb_tensor *t, tb_err *err)
+int tb_tensor_acquire(const tb_tensor *t, tb_err *err)
 {
 	if (t->sketch)
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, t->path,
@@ -304,7 +304,7 @@ int tb_tensor_acquire(tb_tensor *t, tb_err *err)
 	return 0;
 }
 
-void tb_tensor_release(tb_tensor *t)
+void tb_tensor_release(const tb_tensor *t)
 {
 	if (t->parts) {
 		for (int k = 0; k < t->parts->n; k++)
@@ -527,7 +527,7 @@ void tb_tensor_read_f32(const tb_tensor *t, uint64_t start, uint64_t n, float *o
 /* Elements per block of tb_tensor_pair_blocks. */
 #define PAIR_BLOCK (1u << 14)
 
-int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err)
+int tb_tensor_pair_blocks(const tb_tensor *a, const tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err)
 {
 	float x[PAIR_BLOCK], y[PAIR_BLOCK];
 	int rc = 0;

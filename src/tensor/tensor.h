@@ -174,8 +174,8 @@ bool tb_partial_place(const tb_partial *p, const tb_tensor *t, uint64_t *base);
  * taking turns at distant offsets restart the stream (correct, slow). */
 bool tb_tensor_streamed(const tb_tensor *t);
 
-int tb_tensor_acquire(tb_tensor *t, tb_err *err);
-void tb_tensor_release(tb_tensor *t);
+int tb_tensor_acquire(const tb_tensor *t, tb_err *err);
+void tb_tensor_release(const tb_tensor *t);
 /* A composite is acquired with all its parts; it has no bytes in place,
  * and tb_tensor_read_f32 reads through to the parts. */
 /* The elements in place, when contiguous and in native byte order (any
@@ -193,7 +193,7 @@ typedef int (*tb_block_fn)(void *ctx, const float *a, const float *b, size_t n, 
 /* Walk the first n elements of a and b (all they share when n is 0) a
  * block at a time, acquiring and releasing both: fn's last return, or -1
  * and err when either cannot be read. */
-int tb_tensor_pair_blocks(tb_tensor *a, tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err);
+int tb_tensor_pair_blocks(const tb_tensor *a, const tb_tensor *b, uint64_t n, tb_block_fn fn, void *ctx, tb_err *err);
 
 /* Give back the pages of elements [start, start+n) once they are read
  * (a no-op unless the bytes are a contiguous view of a file mapping). */
