@@ -61,7 +61,14 @@ typedef enum demo_shows {
 	X(MOE_RENORM,       "moe-renorm",       0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE top-k weights not renormalised (norm_topk_prob ignored)") \
 	X(MOE_SCALING,      "moe-scaling",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE routed scaling factor 2.5 applied twice") \
 	X(MOE_EXPERT_ORDER, "moe-expert-order", 0, "mlp",         "mlp.experts", NULL,       DEMO_SHOWS_MOE,         "MoE experts converted in reverse order (expert e loads expert E-1-e)") \
-	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out")
+	X(MOE_SHARED,       "moe-shared",       0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert left out") \
+	X(ROPE_SCALING_MISSING, "rope-scaling-missing", 1, "attn", "attn.q", "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' linear RoPE scaling (x8) not applied (implies --layer-types)") \
+	X(ROPE_SCALING_ALL, "rope-scaling-all", 0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' RoPE theta and scaling used on the sliding layers too (implies --layer-types)") \
+	X(ROPE_LLAMA3,      "rope-llama3",      0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "llama3 RoPE scaling with low_freq_factor and high_freq_factor swapped (implies --rope-scaling llama3:8)") \
+	X(YARN_MSCALE,      "yarn-mscale",      0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor (0.1 ln(factor) + 1) dropped (implies --rope-scaling yarn:4)") \
+	X(YARN_MSCALE_TWICE, "yarn-mscale-twice", 0, "attn",      "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor applied twice (implies --rope-scaling yarn:4)") \
+	X(YARN_RAMP,        "yarn-ramp",        0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN without its ramp: every frequency divided by the factor (implies --rope-scaling yarn:4)") \
+	X(NOPE_INVERTED,    "nope-inverted",    0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "no_rope_layers read the wrong way round: RoPE on the NoPE layers only (implies --nope 4)")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,

@@ -31,6 +31,14 @@
 #define DEMO_MIN_SEQ 8
 #define DEMO_MAX_SEQ 2048
 
+/* RoPE scaling (rope_scaling.rope_type of Hugging Face configs). */
+typedef enum demo_rope_scaling {
+	DEMO_ROPE_PLAIN,
+	DEMO_ROPE_LINEAR,
+	DEMO_ROPE_LLAMA3, /* low_freq_factor 1, high_freq_factor 4 */
+	DEMO_ROPE_YARN,   /* beta_fast 32, beta_slow 1, attention factor 0.1 ln(factor) + 1 */
+} demo_rope_scaling;
+
 typedef struct demo_config {
 	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
@@ -39,15 +47,32 @@ typedef struct demo_config {
 	bool moe;      /* a DeepSeek-V3-like mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of
 			* DEMO_EXPERT_FF, sigmoid scores, the top DEMO_TOPK renormalised and scaled by
 			* DEMO_ROUTED_SCALE, one shared expert */
+	demo_rope_scaling rope_scaling; /* of every layer, or of the global layers with layer_types */
+	double rope_factor;             /* its factor, > 1 */
+	bool layer_types; /* Gemma-3-like: even layers sliding (theta DEMO_LOCAL_THETA, no scaling), odd layers global
+			   * (theta DEMO_GLOBAL_THETA with rope_scaling, linear x8 by default); no window is applied */
+	int nope;         /* > 0: layers l with (l + 1) % nope == 0 have no RoPE (Llama 4's no_rope_layer_interval) */
 } demo_config;
+
+/* rope_scaling.original_max_position_embeddings of every scaling: small, so
+ * that the wavelength bands of llama3 and YaRN split the 8 channels of a head */
+#define DEMO_ROPE_ORIG 16
+#define DEMO_LOCAL_THETA 10000.0
+#define DEMO_GLOBAL_THETA 1000000.0
+#define DEMO_GLOBAL_FACTOR 8.0
 
 #define DEMO_EXPERTS 8
 #define DEMO_TOPK 2
 #define DEMO_EXPERT_FF 32
 #define DEMO_ROUTED_SCALE 2.5f
 
-/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense. */
+/* Defaults: 4 layers, 16 positions, window 8, seed 1, dense, plain RoPE. */
 void demo_config_init(demo_config *cfg);
+
+/* The model options bugs need (rope-scaling-* --layer-types, rope-llama3
+ * llama3:8, yarn-* yarn:4, nope-inverted --nope 4), set in cfg where it has
+ * none.  0, or -1 with msg when cfg contradicts one of them. */
+int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size);
 
 typedef struct demo_model demo_model;
 
