@@ -120,7 +120,13 @@
 	X(DRIFT_LIKE, "drift_like", "bool", "the block error starts within rounding (below the default --diverge and the cell's own) in the first layer and grows: precision drift") \
 	X(DUMP_OFFSET, "dump_offset", "bool", "candidate blocks match the reference shifted by one layer")    \
 	X(DUMP_DUPLICATE, "dump_duplicate", "count", "layers of one side holding identical block tensors")    \
-	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)")
+	X(STALE_STEPS, "stale_steps", "count", "decode steps of one side that repeat the step before's tensors (stale buffers)") \
+	X(ROPE_PAIRS_KEPT, "rope_pairs_kept", "bool", "target is a query or key after RoPE (attn.q_rope, attn.k_rope, or attn.q, attn.k when dumped after RoPE) whose every rotate-half channel pair keeps its norm up to one common factor: the sides differ by rotation angles and a scale only") \
+	X(ROPE_QK_SCALE, "rope_qk_scale", "ratio", "that common factor, |cand| / |ref| of the query or key after RoPE") \
+	X(ROPE_SCALE_OFF, "rope_scale_off", "nats", "|ln(rope_qk_scale)|: 0 when the attention factors agree") \
+	X(ROPE_FAST_TURN, "rope_fast_turn", "radians", "|angle| between the sides' fastest channel pair at position 1 (0: the pair turns alike; a theta change leaves it alone, scaling slows it, 1: one side does not rotate)") \
+	X(ROPE_REF_FACTOR, "rope_ref_factor", "ratio", "|attn.q_rope| / |attn.q| of the reference: the attention factor its own RoPE applies (1: none; YaRN's 0.1 ln(factor) + 1)") \
+	X(ROPE_REF_FACTOR_OFF, "rope_ref_factor_off", "nats", "|ln(rope_ref_factor)|")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

@@ -24,6 +24,7 @@ const char *const tb_cause_ids[] = {
 	"norm-epsilon", "residual-wiring", "scale-multiplier", "weight-mapping", "final-norm", "lm-head",
 	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate", "moe-routing",
 	"expert-mapping", "shared-expert",
+	"rope-scaling", "yarn-scaling", "nope-layers",
 };
 const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
 

@@ -47,10 +47,15 @@ BUGS = [
     "residual-wiring", "weight-mapping", "final-norm", "lm-head",
     "tied-embeddings", "nan-overflow", "dtype-precision", "decode-position",
     "dump-offset", "dump-duplicate",
-    # RoPE scaling and NoPE (issue 35): each implies the model flag it needs
-    "rope-scaling-missing", "rope-scaling-all", "rope-llama3", "yarn-mscale",
-    "yarn-mscale-twice", "yarn-ramp", "nope-inverted",
 ]
+# RoPE scaling and NoPE bugs, each implying the model flag it needs, and
+# the cause tbisect must name (tests/e2e/rope_scaling.sh)
+ROPE_BUGS = {
+    "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling", "rope-llama3": "rope-scaling",
+    "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling", "yarn-ramp": "yarn-scaling",
+    "nope-inverted": "nope-layers",
+}
+BUGS += list(ROPE_BUGS)
 
 REF_EPS = 1e-6
 CAND_EPS = 1e-5          # norm-epsilon candidate
