@@ -17,7 +17,11 @@ mkdir -p "$work"
 tb=$build/tbisect mk=$build/samples/mkdemo py=${PYTHON:-/usr/bin/python3}
 replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta rotate-half-sign partial-rope qk-norm
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
-residual-wiring final-norm decode-position"
+residual-wiring final-norm decode-position
+rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted"
+# the bugs whose cause id is not their name
+causes="rope-scaling-missing=rope-scaling rope-scaling-all=rope-scaling rope-llama3=rope-scaling yarn-mscale=yarn-scaling
+yarn-mscale-twice=yarn-scaling yarn-ramp=yarn-scaling nope-inverted=nope-layers"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow"
 
 # bf16v: a candidate computed in bf16 and cast to float32 before it was dumped
@@ -73,13 +77,17 @@ for bug in $replayable $controls; do
 done
 
 # decode-position needs positions past its table of 100: shorter pairs are not replayable
-awk -F'\t' -v rep="$(echo $replayable)" '
-BEGIN { n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1 }
+awk -F'\t' -v rep="$(echo $replayable)" -v cs="$(echo $causes)" '
+BEGIN {
+	n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1
+	n = split(cs, c, " "); for (i = 1; i <= n; i++) { split(c[i], kv, "="); C[kv[1]] = kv[2] }
+}
 {
 	k = $1 " " $2
-	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == $5) ok[k]++ }
+	want = $5 in C ? C[$5] : $5
+	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == want) ok[k]++ }
 	else ctl[k]++
-	if ($6 != "-" && $6 != $5) wrong[k]++
+	if ($6 != "-" && $6 != want) wrong[k]++
 }
 END {
 	for (k in tot) { split(k, a, " "); printf "%-8s %-9s %5d of %-4d %8d of %-4d\n", a[1], a[2], ok[k], tot[k], wrong[k], tot[k] + ctl[k] }

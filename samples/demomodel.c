@@ -436,9 +436,6 @@ static void rope(const fwd *f, const rope_params *rp, const double *inv, float *
 		out[a] = v[a] * c - v[b] * s;
 		out[b] = v[b] * c + v[a] * s;
 	}
-	if (rp->mscale != 1)
-		for (int d = rot; d < HD; d++)
-			out[d] = (float)(v[d] * rp->mscale);
 	memcpy(v, out, sizeof out);
 }
 

@@ -10,11 +10,19 @@ set -eu
 tap_setup
 T=$TAP_TMP
 
-# judge DESC DIR WANT_CELL CAUSE: check DIR/ref DIR/cand, first cell and first cause.
+# judge DESC DIR WANT_CELL CAUSE [CONFIRMED]: check DIR/ref DIR/cand, first
+# cell and first cause, and whether the replay confirmed it (yes or no).
 judge() {
 	run_cmd "$TBISECT" check --json --no-history "$2/ref" "$2/cand"
-	got="$(json_get first_divergence.cell) $(json_get causes.0.id)"
-	if [ "$got" = "$3 $4" ]; then ok "$1: $3, $4 first"; else not_ok "$1" "got '$got', want '$3 $4'"; fi
+	conf=no
+	[ -n "$(json_get causes.0.confirmed.variant)" ] && conf=yes
+	got="$(json_get first_divergence.cell) $(json_get causes.0.id) $conf"
+	want="$3 $4 ${5:-no}"
+	if [ "$got" = "$want" ]; then
+		ok "$1: $3, $4 first${5:+, confirmed $5}$( [ "$conf" = yes ] && echo " ($(json_get causes.0.confirmed.variant))")"
+	else
+		not_ok "$1" "got '$got', want '$want'"
+	fi
 }
 
 # bug | cause with --sub | with --replay.  Only the pre-RoPE query of --replay
@@ -26,7 +34,9 @@ while IFS='|' read -r bug sub replay; do
 		[ "$taps" = --replay ] && cause=$replay
 		"$MKDEMO" $taps --bug "$bug" "$T/$bug$taps/ref" "$T/$bug$taps/cand" >/dev/null ||
 			bail_out "mkdemo --bug $bug failed"
-		judge "mkdemo $bug $taps" "$T/$bug$taps" "$("$MKDEMO" $taps --expect "$bug")" "$cause"
+		conf=no
+		[ "$taps" = --replay ] && conf=yes
+		judge "mkdemo $bug $taps" "$T/$bug$taps" "$("$MKDEMO" $taps --expect "$bug")" "$cause" "$conf"
 	done
 	rm -rf "$T/$bug"*
 done <<'TABLE'
@@ -53,6 +63,23 @@ for opts in "--layer-types --sub" "--rope-scaling yarn:8 --replay" "--rope-scali
 	expect_exit 0 "mkdemo $opts without a bug: match" "$TBISECT" check --no-history "$T/clean/ref" "$T/clean/cand"
 done
 
+# the reverse: RoPE where the reference has none (every layer NoPE)
+"$MKDEMO" --replay --nope 1 --bug nope-inverted "$T/rev/ref" "$T/rev/cand" >/dev/null
+judge "mkdemo nope-inverted --nope 1 --replay" "$T/rev" L0.attn.q_rope nope-layers yes
+
+# older RoPE bugs on the scaled models: their own cause, confirmed, none of the new ones
+for case in "--rope-scaling yarn:4|rope-style|rope-style" "--layer-types --dtype bf16|qk-norm|qk-norm" \
+	"--rope-scaling llama3:8|attention-layout|attention-layout" "--nope 2|rotate-half-sign|rotate-half-sign"; do
+	opts=${case%%|*}
+	bug=${case#*|}
+	cause=${bug#*|}
+	bug=${bug%|*}
+	rm -rf "$T/old"
+	# shellcheck disable=SC2086
+	"$MKDEMO" --replay $opts --bug "$bug" "$T/old/ref" "$T/old/cand" >/dev/null
+	judge "mkdemo $bug $opts --replay" "$T/old" L0.attn.q_rope "$cause" yes
+done
+
 expect_exit 2 "a bug with a contradicting option is refused" "$MKDEMO" --layer-types --bug yarn-ramp "$T/x/ref" "$T/x/cand"
 check_that "... in one line" test "$(wc -l <"$TAP_ERR")" -eq 1
 
@@ -60,7 +87,7 @@ if PY=$(find_python numpy); then
 	while IFS='|' read -r bug cell cause; do
 		rm -rf "$T/py"
 		"$PY" "$top_srcdir/tests/pymodel/model.py" --replay --seed 2 --bug "$bug" "$T/py/ref" "$T/py/cand"
-		judge "model.py $bug --replay" "$T/py" "$cell" "$cause"
+		judge "model.py $bug --replay" "$T/py" "$cell" "$cause" yes
 	done <<'TABLE'
 rope-scaling-missing|L1.attn.q_rope|rope-scaling
 rope-scaling-all|L0.attn.q_rope|rope-scaling
