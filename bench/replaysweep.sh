@@ -51,7 +51,8 @@ for bug in $replayable $controls; do
 				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
 				mkdir -p "$d"
 				set -- --replay --seed "$seed" --seq "$seq"
-				"$mk" "$@" --dtype "${dt%/*}" --ref-only "$d/ref" >/dev/null
+				# --bug: the model options a bug implies (rope-scaling-*, yarn-*, nope-*) are the reference's too
+				"$mk" "$@" --dtype "${dt%/*}" --bug "$bug" --ref-only "$d/ref" >/dev/null
 				if [ "$dt" = f32/bf16v ]; then
 					"$mk" "$@" --dtype f32 --bug "$bug" --cand-only "$d/cand" >/dev/null
 					"$py" -c "$round_bf16" "$d/cand"
