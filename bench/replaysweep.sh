@@ -18,7 +18,12 @@ tb=$build/tbisect mk=$build/samples/mkdemo py=${PYTHON:-/usr/bin/python3}
 replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta rotate-half-sign partial-rope qk-norm
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
 residual-wiring final-norm decode-position
-sinks-dropped softcap-missing oai-plus-one oai-clamp"
+sinks-dropped softcap-missing oai-plus-one oai-clamp
+rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted"
+# the bugs whose cause id is not their name
+causes="sinks-dropped=attention-sink softcap-missing=final-softcap oai-plus-one=mlp-activation oai-clamp=mlp-activation
+rope-scaling-missing=rope-scaling rope-scaling-all=rope-scaling rope-llama3=rope-scaling yarn-mscale=yarn-scaling
+yarn-mscale-twice=yarn-scaling yarn-ramp=yarn-scaling nope-inverted=nope-layers"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow
 kv-cache dump-aliasing"
 
@@ -49,7 +54,7 @@ for bug in $replayable $controls; do
 				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
 				mkdir -p "$d"
 				set -- --replay --seed "$seed" --seq "$seq"
-				# --bug: the model options the bug needs (sinks, a soft-cap, SwiGLU-OAI) in the reference too
+				# --bug: the model options a bug implies (sinks, a soft-cap, SwiGLU-OAI, RoPE scaling, NoPE) are the reference's too
 				"$mk" "$@" --dtype "${dt%/*}" --bug "$bug" --ref-only "$d/ref" >/dev/null
 				if [ "$dt" = f32/bf16v ]; then
 					"$mk" "$@" --dtype f32 --bug "$bug" --cand-only "$d/cand" >/dev/null
@@ -75,13 +80,11 @@ for bug in $replayable $controls; do
 	done
 done
 
-# decode-position needs positions past its table of 100: shorter pairs are not replayable;
-# C: the bugs whose cause id is not their name
-awk -F'\t' -v rep="$(echo $replayable)" '
+# decode-position needs positions past its table of 100: shorter pairs are not replayable
+awk -F'\t' -v rep="$(echo $replayable)" -v cs="$(echo $causes)" '
 BEGIN {
 	n = split(rep, r, " "); for (i = 1; i <= n; i++) R[r[i]] = 1
-	C["sinks-dropped"] = "attention-sink"; C["softcap-missing"] = "final-softcap"
-	C["oai-plus-one"] = "mlp-activation"; C["oai-clamp"] = "mlp-activation"
+	n = split(cs, c, " "); for (i = 1; i <= n; i++) { split(c[i], kv, "="); C[kv[1]] = kv[2] }
 }
 {
 	k = $1 " " $2

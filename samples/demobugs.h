@@ -68,7 +68,14 @@ typedef enum demo_shows {
 	X(OAI_PLUS_ONE,     "oai-plus-one",     0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI computed glu*up instead of glu*(up+1) (implies --mlp-act oai)") \
 	X(OAI_CLAMP,        "oai-clamp",        0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "SwiGLU-OAI without its clamps of gate and up to 7 (implies --mlp-act oai)") \
 	X(KV_CACHE,         "kv-cache",         0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_PREFILL, "decode positions (>= --prefill) read K and V back from an fp8 e4m3 cache") \
-	X(DUMP_ALIASING,    "dump-aliasing",    0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "mlp taps saved by reference, then the residual added in place: they hold block")
+	X(DUMP_ALIASING,    "dump-aliasing",    0, "mlp",         "mlp.down", NULL,          DEMO_SHOWS_ALWAYS,      "mlp taps saved by reference, then the residual added in place: they hold block") \
+	X(ROPE_SCALING_MISSING, "rope-scaling-missing", 1, "attn", "attn.q", "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' linear RoPE scaling (x8) not applied (implies --layer-types)") \
+	X(ROPE_SCALING_ALL, "rope-scaling-all", 0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' RoPE theta and scaling used on the sliding layers too (implies --layer-types)") \
+	X(ROPE_LLAMA3,      "rope-llama3",      0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "llama3 RoPE scaling with low_freq_factor and high_freq_factor swapped (implies --rope-scaling llama3:8)") \
+	X(YARN_MSCALE,      "yarn-mscale",      0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor (0.1 ln(factor) + 1) dropped (implies --rope-scaling yarn:4)") \
+	X(YARN_MSCALE_TWICE, "yarn-mscale-twice", 0, "attn",      "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor applied twice (implies --rope-scaling yarn:4)") \
+	X(YARN_RAMP,        "yarn-ramp",        0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN without its ramp: every frequency divided by the factor (implies --rope-scaling yarn:4)") \
+	X(NOPE_INVERTED,    "nope-inverted",    0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "no_rope_layers read the wrong way round: RoPE on the NoPE layers only (implies --nope 4)")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,

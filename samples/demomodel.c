@@ -20,7 +20,6 @@
 #define BOS 1
 #define EPS 1e-6f
 #define EPS_BUG 1e-5f
-#define THETA 10000.0
 #define THETA_BUG 500000.0
 #define ROPE_TABLE_BUG 100 /* positions the decode-position bug's RoPE table holds */
 #define TOKENIZER_BUG_POS 5
@@ -65,16 +64,50 @@ void demo_config_init(demo_config *cfg)
 	cfg->sinks = false;
 	cfg->softcap = 0;
 	cfg->act = DEMO_ACT_SILU;
+	cfg->rope_scaling = DEMO_ROPE_PLAIN;
+	cfg->rope_factor = 1;
+	cfg->layer_types = false;
+	cfg->nope = 0;
 }
 
-void demo_config_for_bugs(demo_config *cfg, demo_bugset bugs)
+int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size)
 {
+	bool yarn = DEMO_HAS(bugs, YARN_MSCALE) || DEMO_HAS(bugs, YARN_MSCALE_TWICE) || DEMO_HAS(bugs, YARN_RAMP);
+	bool llama3 = DEMO_HAS(bugs, ROPE_LLAMA3);
+
 	if (DEMO_HAS(bugs, SINKS_DROPPED))
 		cfg->sinks = true;
 	if (DEMO_HAS(bugs, SOFTCAP_MISSING) && cfg->softcap == 0)
 		cfg->softcap = DEMO_SOFTCAP;
 	if (DEMO_HAS(bugs, OAI_PLUS_ONE) || DEMO_HAS(bugs, OAI_CLAMP))
 		cfg->act = DEMO_ACT_OAI;
+	if (cfg->act == DEMO_ACT_OAI && DEMO_HAS(bugs, NAN_OVERFLOW) && !cfg->moe) {
+		/* nothing to expect: the pair is match or close by length */
+		snprintf(msg, size, "nan-overflow: SwiGLU-OAI's clamps keep its MLP within float16's range (use --mlp-act silu)");
+		return -1;
+	}
+	if (DEMO_HAS(bugs, ROPE_SCALING_MISSING) || DEMO_HAS(bugs, ROPE_SCALING_ALL))
+		cfg->layer_types = true;
+	if (DEMO_HAS(bugs, NOPE_INVERTED) && !cfg->nope)
+		cfg->nope = 4;
+	if (yarn && llama3) {
+		snprintf(msg, size, "rope-llama3 and the yarn bugs need different --rope-scaling");
+		return -1;
+	}
+	if ((yarn || llama3) && cfg->layer_types) {
+		/* the bugs' table expects them in layer 0, which --layer-types makes a sliding layer */
+		snprintf(msg, size, "rope-llama3 and the yarn bugs scale every layer: not with --layer-types");
+		return -1;
+	}
+	if (cfg->rope_scaling == DEMO_ROPE_PLAIN && (yarn || llama3)) {
+		cfg->rope_scaling = yarn ? DEMO_ROPE_YARN : DEMO_ROPE_LLAMA3;
+		cfg->rope_factor = yarn ? 4 : 8;
+	}
+	if ((yarn && cfg->rope_scaling != DEMO_ROPE_YARN) || (llama3 && cfg->rope_scaling != DEMO_ROPE_LLAMA3)) {
+		snprintf(msg, size, "%s needs --rope-scaling %s:F", yarn ? "a yarn bug" : "rope-llama3", yarn ? "yarn" : "llama3");
+		return -1;
+	}
+	return 0;
 }
 
 /* --- seeded random numbers: one stream per tensor, so a tensor's values
@@ -317,20 +350,102 @@ static void head_norm(float *v)
 		v[d] *= inv;
 }
 
+/* The RoPE of one layer: its base, scaling and attention factor, or none. */
+typedef struct rope_params {
+	double theta, factor, mscale;
+	demo_rope_scaling kind;
+	double low_ff, high_ff; /* llama3's low_freq_factor, high_freq_factor */
+	bool none;
+} rope_params;
+
+static rope_params layer_rope(const fwd *f, int l)
+{
+	const demo_config *cfg = &f->m->cfg;
+	bool global = !cfg->layer_types || l % 2 == 1, nope = cfg->nope > 0 && (l + 1) % cfg->nope == 0;
+	rope_params rp = {DEMO_LOCAL_THETA, 1, 1, DEMO_ROPE_PLAIN, 1, 4, false};
+
+	if (global || DEMO_HAS(f->bugs, ROPE_SCALING_ALL)) {
+		rp.kind = cfg->rope_scaling;
+		rp.factor = cfg->rope_factor;
+		if (cfg->layer_types) {
+			rp.theta = DEMO_GLOBAL_THETA;
+			if (rp.kind == DEMO_ROPE_PLAIN) { /* Gemma 3: rope_scaling linear x8 on the global layers */
+				rp.kind = DEMO_ROPE_LINEAR;
+				rp.factor = DEMO_GLOBAL_FACTOR;
+			}
+		}
+	}
+	if (DEMO_HAS(f->bugs, ROPE_SCALING_MISSING))
+		rp.kind = DEMO_ROPE_PLAIN;
+	if (DEMO_HAS(f->bugs, ROPE_THETA))
+		rp.theta = THETA_BUG;
+	if (DEMO_HAS(f->bugs, ROPE_LLAMA3)) {
+		rp.low_ff = 4;
+		rp.high_ff = 1;
+	}
+	if (rp.kind == DEMO_ROPE_YARN) {
+		double m = 0.1 * log(rp.factor) + 1;
+		rp.mscale = DEMO_HAS(f->bugs, YARN_MSCALE) ? 1 : DEMO_HAS(f->bugs, YARN_MSCALE_TWICE) ? m * m : m;
+	}
+	rp.none = DEMO_HAS(f->bugs, NOPE_INVERTED) ? !nope : nope;
+	return rp;
+}
+
+/* YaRN's find_correction_dim: the channel whose wavelength fits rotations times in the original context. */
+static double yarn_dim(double rotations, int dim, double theta)
+{
+	return dim * log(DEMO_ROPE_ORIG / (rotations * 2 * M_PI)) / (2 * log(theta));
+}
+
+/* Inverse frequencies of the rot/2 channel pairs, as transformers'
+ * modeling_rope_utils computes them (_compute_linear_scaling_rope_parameters,
+ * _compute_llama3_parameters, _compute_yarn_parameters with beta_fast 32,
+ * beta_slow 1, truncate). */
+static void inv_freqs(const fwd *f, const rope_params *rp, int rot, double *inv)
+{
+	double lo = fmax(floor(yarn_dim(32, rot, rp->theta)), 0), hi = fmin(ceil(yarn_dim(1, rot, rp->theta)), rot - 1);
+
+	if (lo == hi)
+		hi += 0.001;
+	for (int i = 0; i < rot / 2; i++) {
+		double base = pow(rp->theta, -2.0 * i / rot), F = rp->factor, wl = 2 * M_PI / base;
+		switch (rp->kind) {
+		case DEMO_ROPE_PLAIN: inv[i] = base; break;
+		case DEMO_ROPE_LINEAR: inv[i] = base / F; break;
+		case DEMO_ROPE_LLAMA3: {
+			double v = wl > DEMO_ROPE_ORIG / rp->low_ff ? base / F : base;
+			double smooth = (DEMO_ROPE_ORIG / wl - rp->low_ff) / (rp->high_ff - rp->low_ff);
+			bool medium = !(wl < DEMO_ROPE_ORIG / rp->high_ff) && !(wl > DEMO_ROPE_ORIG / rp->low_ff);
+			inv[i] = medium ? (1 - smooth) * v / F + smooth * v : v;
+			break;
+		}
+		case DEMO_ROPE_YARN: {
+			double extrapolate = 1 - fmin(fmax((i - lo) / (hi - lo), 0), 1);
+			if (DEMO_HAS(f->bugs, YARN_RAMP))
+				extrapolate = 0;
+			inv[i] = base / F * (1 - extrapolate) + base * extrapolate;
+			break;
+		}
+		}
+	}
+}
+
 /* Rotate one head vector for position pos: HF rotate-half by default. */
-static void rope(const fwd *f, float *v, int pos)
+static void rope(const fwd *f, const rope_params *rp, const double *inv, float *v, int pos)
 {
 	int rot = DEMO_HAS(f->bugs, PARTIAL_ROPE) ? HD / 2 : HD;
-	double theta = DEMO_HAS(f->bugs, ROPE_THETA) ? THETA_BUG : THETA;
 	float sign = DEMO_HAS(f->bugs, ROTATE_HALF_SIGN) ? -1.0f : 1.0f;
 	float out[HD];
 
+	if (rp->none)
+		return;
 	if (DEMO_HAS(f->bugs, DECODE_POSITION) && pos >= ROPE_TABLE_BUG)
 		pos = ROPE_TABLE_BUG - 1;
 	memcpy(out, v, sizeof out);
 	for (int i = 0; i < rot / 2; i++) {
-		double ang = pos * pow(theta, -2.0 * i / rot);
-		float c = (float)cos(ang), s = sign * (float)sin(ang);
+		double ang = pos * inv[i];
+		/* YaRN's attention factor scales cos and sin, so q and k */
+		float c = (float)(rp->mscale * cos(ang)), s = sign * (float)(rp->mscale * sin(ang));
 		int a = i, b = i + rot / 2;
 		if (DEMO_HAS(f->bugs, ROPE_STYLE)) {
 			a = 2 * i;
@@ -342,11 +457,14 @@ static void rope(const fwd *f, float *v, int pos)
 	memcpy(v, out, sizeof out);
 }
 
-/* q [S, NH*HD] and k [S, NKV*HD] in place: layout, qk-norm, RoPE. */
-static void position_qk(const fwd *f, float *q, float *k)
+/* q [S, NH*HD] and k [S, NKV*HD] of layer l in place: layout, qk-norm, RoPE. */
+static void position_qk(const fwd *f, int l, float *q, float *k)
 {
 	float tmp[NH * HD];
+	rope_params rp = layer_rope(f, l);
+	double inv[HD / 2];
 
+	inv_freqs(f, &rp, DEMO_HAS(f->bugs, PARTIAL_ROPE) ? HD / 2 : HD, inv);
 	for (int i = 0; i < f->S; i++) {
 		float *qi = q + (size_t)i * NH * HD, *ki = k + (size_t)i * NKV * HD;
 		if (DEMO_HAS(f->bugs, ATTENTION_LAYOUT)) {
@@ -358,12 +476,12 @@ static void position_qk(const fwd *f, float *q, float *k)
 		for (int h = 0; h < NH; h++) {
 			if (DEMO_HAS(f->bugs, QK_NORM))
 				head_norm(qi + h * HD);
-			rope(f, qi + h * HD, i);
+			rope(f, &rp, inv, qi + h * HD, i);
 		}
 		for (int g = 0; g < NKV; g++) {
 			if (DEMO_HAS(f->bugs, QK_NORM))
 				head_norm(ki + g * HD);
-			rope(f, ki + g * HD, i);
+			rope(f, &rp, inv, ki + g * HD, i);
 		}
 	}
 }
@@ -642,7 +760,7 @@ static void layer(fwd *f, int l, scratch *s)
 		emit(f, l, "attn.k", s->k, NKV * HD);
 		emit(f, l, "attn.v", s->v, NKV * HD);
 	}
-	position_qk(f, s->q, s->k);
+	position_qk(f, l, s->q, s->k);
 	if (f->taps == DEMO_TAPS_SUB) {
 		emit(f, l, "attn.q", s->q, NH * HD);
 		emit(f, l, "attn.k", s->k, NKV * HD);

@@ -34,6 +34,14 @@
 /* The dense MLP's activation: silu(gate) * up, or gpt-oss's SwiGLU (DEMO_OAI_*). */
 typedef enum demo_act { DEMO_ACT_SILU, DEMO_ACT_OAI } demo_act;
 
+/* RoPE scaling (rope_scaling.rope_type of Hugging Face configs). */
+typedef enum demo_rope_scaling {
+	DEMO_ROPE_PLAIN,
+	DEMO_ROPE_LINEAR,
+	DEMO_ROPE_LLAMA3, /* low_freq_factor 1, high_freq_factor 4 */
+	DEMO_ROPE_YARN,   /* beta_fast 32, beta_slow 1, attention factor 0.1 ln(factor) + 1 */
+} demo_rope_scaling;
+
 typedef struct demo_config {
 	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
@@ -47,6 +55,11 @@ typedef struct demo_config {
 	bool sinks;    /* gpt-oss-like learned sink logits per head: one more column in each softmax, dropped after it */
 	float softcap; /* Gemma-2-like final logit soft-capping, logits = C tanh(z / C); 0: none */
 	demo_act act;  /* the dense MLP's activation */
+	demo_rope_scaling rope_scaling; /* of every layer, or of the global layers with layer_types */
+	double rope_factor;             /* its factor, > 1 */
+	bool layer_types; /* Gemma-3-like: even layers sliding (theta DEMO_LOCAL_THETA, no scaling), odd layers global
+			   * (theta DEMO_GLOBAL_THETA with rope_scaling, linear x8 by default); no window is applied */
+	int nope;         /* > 0: layers l with (l + 1) % nope == 0 have no RoPE (Llama 4's no_rope_layer_interval) */
 } demo_config;
 
 /* The soft-cap the softcap-missing bug implies when --softcap is not given:
@@ -60,17 +73,28 @@ typedef struct demo_config {
 #define DEMO_OAI_LIMIT 7.0f
 #define DEMO_OAI_SCALE 4.0f
 
+/* rope_scaling.original_max_position_embeddings of every scaling: small, so
+ * that the wavelength bands of llama3 and YaRN split the 8 channels of a head */
+#define DEMO_ROPE_ORIG 16
+#define DEMO_LOCAL_THETA 10000.0
+#define DEMO_GLOBAL_THETA 1000000.0
+#define DEMO_GLOBAL_FACTOR 8.0
+
 #define DEMO_EXPERTS 8
 #define DEMO_TOPK 2
 #define DEMO_EXPERT_FF 32
 #define DEMO_ROUTED_SCALE 2.5f
 
-/* Defaults: 4 layers, 16 positions, window 8, seed 1, the default prefill, dense, no sinks, no soft-cap,
- * silu. */
+/* Defaults: 4 layers, 16 positions, window 8, seed 1, the default prefill, dense, plain RoPE, no sinks, no
+ * soft-cap, silu. */
 void demo_config_init(demo_config *cfg);
-/* Turn on the model options the bugs need (sinks-dropped: sinks, softcap-missing: a soft-cap of DEMO_SOFTCAP
- * unless one is set, oai-*: the SwiGLU-OAI activation): the reference must have what the candidate loses. */
-void demo_config_for_bugs(demo_config *cfg, demo_bugset bugs);
+/* The model options bugs need, set in cfg where it has none: the reference
+ * must have what the candidate loses (sinks-dropped: sinks, softcap-missing:
+ * a soft-cap of DEMO_SOFTCAP, oai-*: the SwiGLU-OAI activation,
+ * rope-scaling-* --layer-types, rope-llama3 llama3:8, yarn-* yarn:4,
+ * nope-inverted --nope 4).  0, or -1 with msg when cfg contradicts one of
+ * them (or nan-overflow meets the SwiGLU-OAI MLP, which cannot overflow). */
+int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size);
 
 typedef struct demo_model demo_model;
 

@@ -189,9 +189,22 @@ static void usage(FILE *out)
 	      "                 SwiGLU: gate clamped to at most 7, up to +-7,\n"
 	      "                 (up + 1) gate sigmoid(1.702 gate); gate_proj and up_proj are\n"
 	      "                 scaled by 4 so that the clamps bite\n"
-	      "  The bugs sinks-dropped, softcap-missing and oai-* turn on the option they\n"
-	      "  need (softcap-missing: --softcap 10 unless given) in both runs; nan-overflow\n"
-	      "  is refused with --mlp-act oai (its clamps keep float16 finite).\n"
+	      "  --rope-scaling T:F  RoPE scaling of every layer (of the global layers with\n"
+	      "                 --layer-types): linear, llama3 (low_freq_factor 1, high_freq_factor\n"
+	      "                 4) or yarn (beta_fast 32, beta_slow 1, attention factor\n"
+	      "                 0.1 ln(F) + 1), factor F > 1, original_max_position_embeddings 16\n"
+	      "  --layer-types  Gemma-3-like layers: even layers sliding (theta 10000, no\n"
+	      "                 scaling), odd layers global (theta 1000000, --rope-scaling or\n"
+	      "                 linear:8); no window is applied\n"
+	      "  --nope N       layers l with (l + 1) % N == 0 have no RoPE (no_rope_layers)\n"
+	      "\n"
+	      "sinks-dropped implies --sinks, softcap-missing --softcap 10, oai-* --mlp-act\n"
+	      "oai, rope-scaling-missing and rope-scaling-all --layer-types, rope-llama3\n"
+	      "--rope-scaling llama3:8, the yarn bugs yarn:4, nope-inverted --nope 4;\n"
+	      "an option contradicting them is refused, and nan-overflow with --mlp-act\n"
+	      "oai (its clamps keep float16 finite).  The implied options are the\n"
+	      "reference's too: give --ref-only the candidate's --bug (the reference\n"
+	      "stays without it).\n"
 	      "\n"
 	      "The model: hidden 64, 8 heads of 8 channels, 2 kv heads, MLP 128, vocab 256.\n"
 	      "A directory gets one .npy per tensor (or activations.safetensors) and\n"
@@ -221,21 +234,35 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-/* Turn on the options the bugs need; true (and a message) for nan-overflow on
- * the SwiGLU-OAI MLP, whose clamps keep float16 finite: nothing to expect. */
-static bool no_overflow(demo_config *cfg, demo_bugset bugs)
-{
-	demo_config_for_bugs(cfg, bugs);
-	if (cfg->act == DEMO_ACT_OAI && DEMO_HAS(bugs, NAN_OVERFLOW) && !cfg->moe) {
-		die("--bug nan-overflow", "SwiGLU-OAI's clamps keep its MLP within float16's range: use --mlp-act silu");
-		return true;
-	}
-	return false;
-}
-
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
        OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE, OPT_SINKS, OPT_SOFTCAP, OPT_MLP_ACT,
-       OPT_PREFILL };
+       OPT_PREFILL, OPT_ROPE_SCALING, OPT_LAYER_TYPES, OPT_NOPE };
+
+/* --rope-scaling T:F.  0, or -1 after a message. */
+static int rope_scaling_opt(const char *s, demo_config *cfg)
+{
+	static const struct {
+		const char *name;
+		demo_rope_scaling kind;
+	} kinds[] = {{"linear", DEMO_ROPE_LINEAR}, {"llama3", DEMO_ROPE_LLAMA3}, {"yarn", DEMO_ROPE_YARN}};
+	const char *colon = strchr(s, ':');
+	char *end;
+	double f;
+
+	for (size_t i = 0; colon && i < sizeof kinds / sizeof *kinds; i++) {
+		if (strlen(kinds[i].name) != (size_t)(colon - s) || strncmp(kinds[i].name, s, (size_t)(colon - s)))
+			continue;
+		errno = 0;
+		f = strtod(colon + 1, &end);
+		if (end == colon + 1 || *end || errno || !(f > 1 && f <= 1024))
+			break;
+		cfg->rope_scaling = kinds[i].kind;
+		cfg->rope_factor = f;
+		return 0;
+	}
+	fprintf(stderr, "mkdemo: --rope-scaling: '%s' is not linear:F, llama3:F or yarn:F with F in (1, 1024]\n", s);
+	return -1;
+}
 
 int main(int argc, char **argv)
 {
@@ -251,6 +278,9 @@ int main(int argc, char **argv)
 		{"sinks", no_argument, NULL, OPT_SINKS},         {"softcap", required_argument, NULL, OPT_SOFTCAP},
 		{"mlp-act", required_argument, NULL, OPT_MLP_ACT},
 		{"prefill", required_argument, NULL, OPT_PREFILL},
+		{"rope-scaling", required_argument, NULL, OPT_ROPE_SCALING},
+		{"layer-types", no_argument, NULL, OPT_LAYER_TYPES},
+		{"nope", required_argument, NULL, OPT_NOPE},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -336,6 +366,16 @@ int main(int argc, char **argv)
 			else
 				return die("--mlp-act", "expected silu or oai");
 			break;
+		case OPT_ROPE_SCALING:
+			if (rope_scaling_opt(optarg, &cfg) < 0)
+				return 2;
+			break;
+		case OPT_LAYER_TYPES: cfg.layer_types = true; break;
+		case OPT_NOPE:
+			if (int_opt("nope", optarg, 1, DEMO_MAX_LAYERS, &v) < 0)
+				return 2;
+			cfg.nope = (int)v;
+			break;
 		case OPT_REF_ONLY: ref_only = true; break;
 		case OPT_CAND_ONLY: cand_only = true; break;
 		case OPT_LIST: list_bugs(); return 0;
@@ -347,13 +387,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (expect && demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
+		return die("--expect", msg);
+	if (demo_config_imply(&cfg, bugs, msg, sizeof msg) < 0)
+		return die(expect ? "--expect" : "--bug", msg);
 	if (expect) {
 		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY,
 				       cfg.moe, cfg.prefill};
-		if (demo_bugs_parse(expect, &bugs, msg, sizeof msg) < 0)
-			return die("--expect", msg);
-		if (no_overflow(&cfg, bugs))
-			return 2;
 		demo_expect(bugs, &ctx, msg, sizeof msg);
 		puts(msg);
 		return 0;
@@ -367,8 +407,6 @@ int main(int argc, char **argv)
 	}
 	if (!o.naming)
 		o.naming = !strcmp(o.format, "npy") ? "hf" : "canonical";
-	if (no_overflow(&cfg, bugs))
-		return 2;
 	m = demo_model_new(&cfg);
 	if (!m)
 		return die("model", "out of memory");

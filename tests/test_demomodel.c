@@ -144,6 +144,59 @@ static void test_rope_bugs_spare_position_0(void **state)
 	}
 }
 
+/* The RoPE scaling bugs, each on the model it implies: every tap before
+ * the table's layer is exact, its attn.q (after RoPE) is not, and position
+ * 0 is exact there unless an attention factor scales it. */
+static void test_rope_scaling_bugs(void **state)
+{
+	const demo_bugset bugs[] = {BUG(ROPE_SCALING_MISSING), BUG(ROPE_SCALING_ALL), BUG(ROPE_LLAMA3), BUG(YARN_MSCALE),
+				    BUG(YARN_MSCALE_TWICE), BUG(YARN_RAMP), BUG(NOPE_INVERTED)};
+	char msg[128];
+
+	(void)state;
+	for (size_t b = 0; b < sizeof bugs / sizeof *bugs; b++) {
+		demo_config cfg;
+		pair p;
+		int layer = 0;
+		demo_config_init(&cfg);
+		assert_int_equal(demo_config_imply(&cfg, bugs[b], msg, sizeof msg), 0);
+		pair_run(&p, &cfg, bugs[b], true);
+		for (int i = 0; i < DEMO_N_BUGS; i++)
+			if (bugs[b] >> i & 1)
+				layer = demo_bugs[i].layer;
+		for (size_t i = 0; i < p.ref.n_taps && p.ref.taps[i].layer < layer; i++)
+			assert_true(rows_equal(&p, &p.ref.taps[i], 0, p.ref.seq));
+		const demo_tap *q = tap(&p.ref, layer, "attn.q");
+		assert_false(rows_equal(&p, q, 1, p.ref.seq));
+		assert_int_equal(rows_equal(&p, q, 0, 1), !(bugs[b] & (BUG(YARN_MSCALE) | BUG(YARN_MSCALE_TWICE))));
+		pair_free(&p);
+	}
+}
+
+/* A bug's model option is implied, and a contradicting one refused. */
+static void test_rope_options(void **state)
+{
+	demo_config cfg;
+	char msg[128];
+
+	(void)state;
+	demo_config_init(&cfg);
+	assert_int_equal(demo_config_imply(&cfg, BUG(YARN_RAMP), msg, sizeof msg), 0);
+	assert_int_equal(cfg.rope_scaling, DEMO_ROPE_YARN);
+	demo_config_init(&cfg);
+	assert_int_equal(demo_config_imply(&cfg, BUG(NOPE_INVERTED), msg, sizeof msg), 0);
+	assert_int_equal(cfg.nope, 4);
+	demo_config_init(&cfg);
+	cfg.rope_scaling = DEMO_ROPE_LINEAR;
+	cfg.rope_factor = 4;
+	assert_int_equal(demo_config_imply(&cfg, BUG(ROPE_LLAMA3), msg, sizeof msg), -1);
+	assert_string_equal(msg, "rope-llama3 needs --rope-scaling llama3:F");
+	demo_config_init(&cfg);
+	cfg.layer_types = true;
+	assert_int_equal(demo_config_imply(&cfg, BUG(YARN_MSCALE), msg, sizeof msg), -1);
+	assert_string_equal(msg, "rope-llama3 and the yarn bugs scale every layer: not with --layer-types");
+}
+
 /* Rows before the bug's first position are exact at every tap. */
 static void check_from_position(const demo_config *cfg, demo_bugset bug, int from)
 {
@@ -390,6 +443,10 @@ static void test_expect(void **state)
 	expect_is("dump-aliasing", def, "L0.mlp");
 	expect_is("dump-aliasing", sub, "L0.mlp.down");
 	expect_is("dump-aliasing,weight-mapping", def, "L0.mlp");
+	expect_is("rope-scaling-missing", def, "L1.attn");
+	expect_is("rope-scaling-missing", sub, "L1.attn.q");
+	expect_is("rope-scaling-missing", replay, "L1.attn.q_rope");
+	expect_is("yarn-mscale,nope-inverted", sub, "L0.attn.q");
 }
 
 int main(void)
@@ -399,6 +456,8 @@ int main(void)
 		cmocka_unit_test(test_none_is_exact_and_finite),
 		cmocka_unit_test(test_causal),
 		cmocka_unit_test(test_rope_bugs_spare_position_0),
+		cmocka_unit_test(test_rope_scaling_bugs),
+		cmocka_unit_test(test_rope_options),
 		cmocka_unit_test(test_window_and_decode_position),
 		cmocka_unit_test(test_gqa_leaves_projections),
 		cmocka_unit_test(test_scales),

@@ -9,6 +9,7 @@
 #include "compare/pairstat.h"
 #include "diagnose/heads.h"
 #include "diagnose/softcap.h"
+#include "diagnose/ropeband.h"
 
 const tb_feature_info tb_feature_table[TB_F_COUNT] = {
 #define TB_FEATURE_INFO(id, name, unit, meaning) [TB_F_##id] = {name, unit, meaning},
@@ -884,6 +885,37 @@ static void sub_tap_features(const tb_cell_result *t, double *v)
 	v[TB_F_SUB_NORM_KEPT] = kept;
 }
 
+/* The RoPE pair features of a query or key after RoPE: attn.q_rope,
+ * attn.k_rope, or attn.q, attn.k of a dump without them (written after
+ * RoPE).  S: the positions of the layer's attention output. */
+static void rope_features(const tb_result *r, const tb_cell_result *t, int head_dim, double *v)
+{
+	tb_tap_id tap = t->cell.id, before = tap == TB_TAP_ATTN_Q_ROPE ? TB_TAP_ATTN_Q : TB_TAP_ATTN_K;
+	bool roped = tap == TB_TAP_ATTN_Q_ROPE || tap == TB_TAP_ATTN_K_ROPE;
+	const tb_cell_result *a = tb_result_cell(r, t->cell.layer, TB_TAP_ATTN), *pre;
+	int64_t S, H;
+	tb_rope_diff d;
+
+	if (!roped && (tap != TB_TAP_ATTN_Q && tap != TB_TAP_ATTN_K))
+		return;
+	if (!roped && compared(tb_result_cell(r, t->cell.layer, tap == TB_TAP_ATTN_Q ? TB_TAP_ATTN_Q_ROPE
+											: TB_TAP_ATTN_K_ROPE)))
+		return; /* attn.q before RoPE */
+	if (tb_cell_partial(t) || t->m.estimated || !compared(a) || tb_cell_partial(a) || !rows_of(a, &S, &H))
+		return;
+	if (tb_rope_diff_of((tb_tensor *)t->ref, (tb_tensor *)t->cand, S, head_dim, &d) < 0)
+		return;
+	v[TB_F_ROPE_PAIRS_KEPT] = d.kept;
+	v[TB_F_ROPE_QK_SCALE] = d.scale;
+	v[TB_F_ROPE_SCALE_OFF] = fabs(log(d.scale));
+	v[TB_F_ROPE_FAST_TURN] = d.fast_turn;
+	pre = tb_result_cell(r, t->cell.layer, before);
+	if (roped && pre && pre->ref && !tb_cell_partial(pre) && !pre->m.estimated) {
+		v[TB_F_ROPE_REF_FACTOR] = tb_rope_gain((tb_tensor *)pre->ref, (tb_tensor *)t->ref);
+		v[TB_F_ROPE_REF_FACTOR_OFF] = fabs(log(v[TB_F_ROPE_REF_FACTOR]));
+	}
+}
+
 void tb_features_compute(const tb_diag_input *in, long target, double *v)
 {
 	const tb_result *r = in->result;
@@ -937,6 +969,7 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		tb_heads hs;
 		tb_heads_infer(r, target, in->heads, in->kv_heads, &hs);
 		head_features(t, &hs, v);
+		rope_features(r, t, hs.n ? (int)hs.head_dim : 0, v);
 	}
 	if (v[TB_F_AT_EMBED] == 1)
 		embed_shift(t, v);

@@ -131,7 +131,13 @@
 	X(DECODE_START, "decode_start", "position", "the first decode position: the first step's length (the prefill's) when every step was stitched (--steps all), NaN without steps") \
 	X(FROM_DECODE, "from_decode", "bool", "every step was stitched, every position of the first step (the prefill) is within --diverge and the target goes bad at the first decode position") \
 	X(ALIAS_HERE, "alias_here", "bool", "the target diverges by rel_l2 above 0.1 while the residual sum it feeds (for an attention or MLP output or its sub-tap its layer's block, for a block the next layer's, for the embedding layer 0's) matches or is close, at every position by under a hundredth of the target's rel_l2: the dumped tensor changed after capture") \
-	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged cells anywhere whose residual sum matches so (alias_here)")
+	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged cells anywhere whose residual sum matches so (alias_here)") \
+	X(ROPE_PAIRS_KEPT, "rope_pairs_kept", "bool", "target is a query or key after RoPE (attn.q_rope, attn.k_rope, or attn.q, attn.k when dumped after RoPE) whose every rotate-half channel pair keeps its norm up to one common factor: the sides differ by rotation angles and a scale only") \
+	X(ROPE_QK_SCALE, "rope_qk_scale", "ratio", "that common factor, |cand| / |ref| of the query or key after RoPE") \
+	X(ROPE_SCALE_OFF, "rope_scale_off", "nats", "|ln(rope_qk_scale)|: 0 when the attention factors agree") \
+	X(ROPE_FAST_TURN, "rope_fast_turn", "radians", "|angle| between the sides' fastest channel pair at position 1 (0: the pair turns alike; a theta change leaves it alone, scaling slows it, 1: one side does not rotate)") \
+	X(ROPE_REF_FACTOR, "rope_ref_factor", "ratio", "|attn.q_rope| / |attn.q| of the reference: the attention factor its own RoPE applies (1: none; YaRN's 0.1 ln(factor) + 1)") \
+	X(ROPE_REF_FACTOR_OFF, "rope_ref_factor_off", "nats", "|ln(rope_ref_factor)|")
 
 typedef enum tb_feature {
 #define TB_FEATURE_ENUM(id, name, unit, meaning) TB_F_##id,

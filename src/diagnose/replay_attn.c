@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <cblas.h>
+#include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,7 +276,24 @@ typedef struct rope_cfg {
 	bool wrap;        /* ... read position % table */
 	unsigned transposed; /* 1: q, 2: k viewed as [hd, heads] before RoPE */
 	bool head_norm;   /* an RMSNorm per head (unit weight) before RoPE */
+	bool none;        /* no rotation at all: a NoPE layer */
+	double gain;      /* the attention factor on cos and sin (YaRN's mscale); 0: none */
+	double pos_scale; /* positions times this (1 / a linear scaling factor); 0: 1 */
+	bool measured;    /* the inverse frequencies are inv[], read off a side's own q and q_rope ... */
+	double span;      /* ... at positions up to this one */
+	double inv[MAX_HD / 2];
 } rope_cfg;
+
+static double or1(double x)
+{
+	return x != 0 ? x : 1;
+}
+
+/* The configuration's inverse frequency of channel pair i. */
+static double rope_inv(const rope_cfg *c, int i)
+{
+	return (c->measured ? c->inv[i] : pow(c->theta, -2.0 * i / c->rot)) * or1(c->pos_scale);
+}
 
 /* Rotate one head's vector x (read through its view, transposed or not)
  * at position pos; adds the squared error against y and y's norm. */
@@ -325,9 +343,9 @@ static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *ro
 		int64_t pos = !c->table || rows[k] < c->table ? rows[k] : c->wrap ? rows[k] % c->table : c->table - 1;
 		double rd = 0, ry = 0;
 		for (int i = 0; i < c->rot / 2; i++) {
-			double ang = (double)pos * pow(c->theta, -2.0 * i / c->rot);
-			cs[i] = cos(ang);
-			sn[i] = c->sign * sin(ang);
+			double ang = (double)pos * rope_inv(c, i);
+			cs[i] = c->none ? 1 : or1(c->gain) * cos(ang);
+			sn[i] = c->none ? 0 : or1(c->gain) * c->sign * sin(ang);
 		}
 		for (int t = 0; t < 2; t++)
 			for (int h = 0; h < s->v[t].nh; h++)
@@ -397,8 +415,106 @@ static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nr
 	return best_rel;
 }
 
+/* A pair whose angle over the positions read stays below this tells too
+ * little of its frequency to fit a line through (nor does it matter). */
+#define LINE_MIN_ANGLE 0.05
+
+/* Read a side's own RoPE off its q and k before and after it, in the
+ * pairs of c's style over every channel: each pair's angle per position,
+ * refined row by row (rows ascending; an angle read at position p is good
+ * to its noise / p), and the gain of the rotated channels (an attention
+ * factor).  Whatever the scaling (linear, llama3, YaRN, dynamic at this
+ * length) or none at all, a static RoPE is such a table. */
+static void rope_measure(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows)
+{
+	int half = s->v[0].hd / 2;
+	double xx = 0, yy = 0;
+	bool still = true;
+
+	c->rot = s->v[0].hd;
+	for (int i = 0; i < half; i++) {
+		int a = c->interleaved ? 2 * i : i, b = c->interleaved ? 2 * i + 1 : i + half;
+		double w = NAN;
+		for (int k = 0; k < nrows; k++) {
+			double complex z = 0;
+			int64_t p = rows[k];
+			if (p < 1)
+				continue;
+			for (int t = 0; t < 2; t++)
+				for (int h = 0; h < s->v[t].nh; h++) {
+					const float *x = head_row(&s->v[t], p, h), *y = head_row(&s->v[2 + t], p, h);
+					double complex zx = x[a] + I * x[b], zy = y[a] + I * y[b];
+					z += zy * conj(zx);
+					xx += creal(zx * conj(zx));
+					yy += creal(zy * conj(zy));
+				}
+			if (!(cabs(z) > 0))
+				continue;
+			w = isnan(w) ? carg(z) / (double)p : w + remainder(carg(z) - (double)p * w, 2 * M_PI) / (double)p;
+		}
+		c->inv[i] = isnan(w) ? 0 : w;
+	}
+	c->measured = true;
+	c->span = nrows ? (double)rows[nrows - 1] : 0;
+	/* every pair turns by less than a tenth of LINE_MIN_ANGLE over the rows read: the rounding's angles, no RoPE */
+	for (int i = 0; i < half; i++)
+		still = still && fabs(c->inv[i]) * c->span < LINE_MIN_ANGLE / 10;
+	c->sign = 1;
+	c->pos_scale = 0;
+	c->table = 0;
+	c->transposed = 0;
+	c->head_norm = false;
+	c->gain = xx > 0 && yy > 0 && fabs(log(yy / xx)) > 2e-3 ? sqrt(yy / xx) : 0;
+	c->none = still && !c->gain;
+}
+
+/* Fit ln inv_i = -ln F - (2i / rot) ln theta over the pairs lo..hi-1 of a
+ * measured table that turned by LINE_MIN_ANGLE at least: theta and F, and
+ * the largest misfit, in radians at the last position read (INFINITY when
+ * a pair turns backwards or fewer than two count; a pair that hardly turns
+ * may read backwards in a half-width dump). */
+static double rope_line(const rope_cfg *c, int lo, int hi, double *theta, double *factor)
+{
+	double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, a, b, worst = 0;
+	int n = 0;
+
+	/* weighted by the square of the angle each pair turned: the error of
+	 * ln inv_i is the angles' noise over that angle */
+	for (int i = lo; i < hi; i++) {
+		double x = 2.0 * i / c->rot, y, w = c->inv[i] * c->span * c->inv[i] * c->span;
+		if (c->inv[i] * c->span <= -LINE_MIN_ANGLE)
+			return INFINITY;
+		if (c->inv[i] * c->span < LINE_MIN_ANGLE)
+			continue;
+		n++;
+		y = log(c->inv[i]);
+		sw += w;
+		sx += w * x;
+		sy += w * y;
+		sxx += w * x * x;
+		sxy += w * x * y;
+	}
+	if (n < 2)
+		return INFINITY;
+	b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+	a = (sy - b * sx) / sw;
+	for (int i = lo; i < hi; i++)
+		if (c->inv[i] * c->span >= LINE_MIN_ANGLE)
+			worst = fmax(worst, fabs(c->inv[i] - exp(a + b * 2.0 * i / c->rot)) * c->span);
+	*theta = exp(-b);
+	*factor = exp(-a);
+	return worst;
+}
+
+/* Misfit of a table that still counts as a line, in radians at the last
+ * position read: the angles of bf16 dumps (a variant built on the line
+ * is judged by its residual, as every other). */
+#define LINE_FIT 0.02
+
 /* The reference's RoPE: every style, sign and rotary fraction at the
- * usual bases, then (fit_theta) theta fitted for the best three. */
+ * usual bases, then (fit_theta) theta fitted for the best three; when
+ * none fits, its own table read off (rope_measure: a scaled RoPE, YaRN's
+ * attention factor, or a NoPE layer). */
 static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows, int nrows, double floor,
 			     bool fit_theta_too)
 {
@@ -426,12 +542,22 @@ static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows
 				}
 			}
 	*best = top[0];
-	if (top_rel[0] <= floor || !fit_theta_too)
+	if (top_rel[0] <= floor)
 		return top_rel[0];
 	double rel = top_rel[0];
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 3 && fit_theta_too; k++) {
 		rope_cfg c = top[k];
 		double r = fit_theta(s, &c, rows, nrows);
+		if (r < rel) {
+			rel = r;
+			*best = c;
+		}
+	}
+	for (int style = 0; style < 2 && rel > floor; style++) {
+		rope_cfg c = {.interleaved = style};
+		double r;
+		rope_measure(s, &c, rows, nrows);
+		r = rope_residual(s, &c, rows, nrows, NULL);
 		if (r < rel) {
 			rel = r;
 			*best = c;
@@ -442,6 +568,26 @@ static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows
 
 static void describe_rope(const rope_cfg *c, int hd, char *buf, size_t size)
 {
+	double theta, factor;
+	int half = c->rot / 2;
+
+	if (c->none) {
+		snprintf(buf, size, "no RoPE (a NoPE layer)");
+		return;
+	}
+	if (c->measured) {
+		/* short: the report holds 63 characters */
+		const char *style = c->interleaved ? "interleaved" : "rotate-half";
+		if (rope_line(c, 0, half, &theta, &factor) > LINE_FIT)
+			snprintf(buf, size, "RoPE %s, frequencies read off", style);
+		else if (fabs(log(factor)) > 0.01)
+			snprintf(buf, size, "RoPE %s, theta %.3g, linear x%.3g", style, theta, factor);
+		else
+			snprintf(buf, size, "RoPE %s, theta %.3g", style, theta);
+		if (c->gain)
+			snprintf(buf + strlen(buf), size - strlen(buf), ", attention factor %.4g", c->gain);
+		return;
+	}
 	snprintf(buf, size, "RoPE %s%s, theta %.3g%s", c->interleaved ? "interleaved pairs" : "rotate-half",
 		 c->sign < 0 ? " by -theta" : "", c->theta, c->rot < hd ? ", partial" : "");
 	if (c->rot < hd)
@@ -451,7 +597,7 @@ static void describe_rope(const rope_cfg *c, int hd, char *buf, size_t size)
 typedef struct rope_variant {
 	rope_cfg cfg;
 	const char *cause;
-	char name[64];
+	char name[96];
 	double rel;
 } rope_variant;
 
@@ -483,12 +629,157 @@ static int64_t first_missed_row(const side4 *s, const rope_cfg *c0, double floor
 	return first;
 }
 
+/* The scaling variants of a reference: no rotation (NoPE) and its
+ * attention factor applied 0 or 2 times.  Returns how many, at most 3. */
+static int scaling_variants(const rope_cfg *c0, rope_variant *v)
+{
+	int n = 0;
+
+	if (!c0->none) {
+		v[n] = (rope_variant){*c0, "nope-layers", "", 0};
+		v[n].cfg.none = true;
+		snprintf(v[n++].name, sizeof v->name, "no rotation (a NoPE layer)");
+	}
+	for (int times = 0; times <= 2 && c0->gain; times += 2) {
+		v[n] = (rope_variant){*c0, "yarn-scaling", "", 0};
+		v[n].cfg.gain = times ? c0->gain * c0->gain : 0;
+		snprintf(v[n++].name, sizeof v->name, "its attention factor %.4g applied %d times", c0->gain, times);
+	}
+	return n;
+}
+
+/* RoPE with positions times 10^x (a linear scaling factor 10^-x). */
+static int pos_scale_residual(void *ctx, double x, double *rel, tb_err *err)
+{
+	theta_fit *t = ctx;
+
+	(void)err;
+	t->c->pos_scale = pow(10, x);
+	*rel = rope_residual(t->s, t->c, t->rows, t->nrows, NULL);
+	return 0;
+}
+
+/* x to a number of significant digits. */
+static double round_to(double x, int digits)
+{
+	double unit = pow(10, floor(log10(fabs(x))) - digits + 1);
+
+	return unit * nearbyint(x / unit);
+}
+
+/* Configs say theta 1e6 and factor 8, and a table read off a half-width
+ * dump gives 9.93e5 and 8.002: c's theta and linear factor rounded to 1, 2
+ * or 3 significant digits, whichever fits best (the fit itself too). */
+static void round_line(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows)
+{
+	double theta = c->theta, factor = 1 / c->pos_scale, best = rope_residual(s, c, rows, nrows, NULL);
+	rope_cfg t = *c;
+
+	for (int dt = 1; dt <= 3; dt++)
+		for (int df = 1; df <= 3; df++) {
+			double rel;
+			t.theta = round_to(theta, dt);
+			t.pos_scale = 1 / round_to(factor, df);
+			rel = rope_residual(s, &t, rows, nrows, NULL);
+			if (rel < best) {
+				best = rel;
+				*c = t;
+			}
+		}
+}
+
+/* The candidate's own RoPE as a line (rope_line: theta and a linear
+ * factor) against the reference's: another theta with the same scaling
+ * (rope-theta), another scaling (rope-scaling; against a YaRN reference,
+ * its ramp left out: yarn-scaling), or a rotation where the reference has
+ * none (nope-layers).  False when the candidate's table is no line or the
+ * same as the reference's. */
+static bool own_line_variant(const side4 *s, const rope_cfg *c0, const rope_cfg *own, const int64_t *rows, int nrows,
+			     rope_variant *t)
+{
+	int half = own->rot / 2;
+	double theta, factor, theta0 = c0->theta, factor0 = 1 / or1(c0->pos_scale);
+
+	if (own->none || rope_line(own, 0, half, &theta, &factor) > LINE_FIT)
+		return false;
+	if (c0->measured && rope_line(c0, 0, half, &theta0, &factor0) > LINE_FIT)
+		factor0 = NAN; /* the reference's table is no line: llama3, YaRN */
+	*t = (rope_variant){{.interleaved = own->interleaved, .sign = 1, .rot = own->rot, .theta = theta,
+			     .pos_scale = 1 / factor, .gain = c0->none ? own->gain : c0->gain},
+			    "rope-scaling", "", 0};
+	round_line(s, &t->cfg, rows, nrows);
+	theta = t->cfg.theta;
+	factor = 1 / t->cfg.pos_scale;
+	t->rel = rope_residual(s, &t->cfg, rows, nrows, NULL);
+	if (c0->none) {
+		t->cause = "nope-layers";
+		snprintf(t->name, sizeof t->name, "RoPE (theta %.3g) where the reference has none", theta);
+	} else if (fabs(log(factor / factor0)) < 0.01) {
+		/* fit_theta's round theta names a plain reference's */
+		if (!c0->measured || fabs(log(theta / theta0)) < 0.01)
+			return false;
+		t->cause = "rope-theta";
+		snprintf(t->name, sizeof t->name, "theta %.3g (the reference: %.3g), the same scaling", theta, theta0);
+	} else if (c0->gain) {
+		t->cause = "yarn-scaling";
+		snprintf(t->name, sizeof t->name, "YaRN without its ramp: every frequency divided by %.3g", factor);
+	} else if (fabs(log(factor)) < 0.01) {
+		snprintf(t->name, sizeof t->name, "theta %.3g without the reference's scaling", theta);
+	} else {
+		snprintf(t->name, sizeof t->name, "theta %.3g with linear scaling x%.3g", theta, factor);
+	}
+	return true;
+}
+
+/* The fitted scaling variants, when no cheaper one reproduced the
+ * candidate: the candidate's own table as a line (own_line_variant), an
+ * attention factor the reference has none of, and its positions scaled by
+ * one factor (linear scaling missing, extra or another; fitted as
+ * fit_theta fits theta, on 1/128..128).  Each replaces *best when it fits
+ * better. */
+static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *rows, int nrows, double floor,
+			   rope_variant *best)
+{
+	rope_cfg own = {.interleaved = c0->interleaved}, c = *c0;
+	int64_t early[8];
+	int ne = 0;
+	double x = 0, rel;
+	rope_variant t;
+
+	rope_measure(s, &own, rows, nrows);
+	if (own_line_variant(s, c0, &own, rows, nrows, &t) && t.rel < best->rel)
+		*best = t;
+	if (!c0->gain && own.gain) {
+		t = (rope_variant){*c0, "yarn-scaling", "", 0};
+		t.cfg.gain = own.gain;
+		t.rel = rope_residual(s, &t.cfg, rows, nrows, NULL);
+		snprintf(t.name, sizeof t.name, "an attention factor %.4g the reference does not apply", own.gain);
+		if (t.rel < best->rel)
+			*best = t;
+	}
+	if (best->rel <= floor || c0->none)
+		return;
+	for (int k = 0; k < nrows && ne < 8; k++)
+		if (rows[k] >= 1 && rows[k] <= 8)
+			early[ne++] = rows[k];
+	theta_fit fe = {s, &c, early, ne}, fa = {s, &c, rows, nrows};
+	grid_min(pos_scale_residual, &fe, -2.1, 0.05, 85, &x, NULL);
+	golden_min(pos_scale_residual, &fe, x - 0.05, x + 0.05, 20, &x, &rel, NULL);
+	golden_min(pos_scale_residual, &fa, x - 0.002, x + 0.002, 16, &x, &rel, NULL);
+	if (fabs(x) > 0.005 && rel < best->rel) {
+		t = (rope_variant){c, "rope-scaling", "", rel};
+		t.cfg.pos_scale = pow(10, x);
+		snprintf(t.name, sizeof t.name, "positions times %.4g: another linear scaling factor", pow(10, x));
+		*best = t;
+	}
+}
+
 /* The candidate's variants: the reference's configuration with one
  * thing changed.  Returns the best one. */
 static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int64_t *rows, int nrows,
 				   double floor, bool can_transpose)
 {
-	rope_variant v[16], best;
+	rope_variant v[20], best;
 	int n = 0, hd = s->v[0].hd;
 
 	v[n] = (rope_variant){*c0, "rope-style", "", 0};
@@ -497,7 +788,7 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 	v[n] = (rope_variant){*c0, "rotate-half-sign", "", 0};
 	v[n].cfg.sign = -c0->sign;
 	snprintf(v[n++].name, sizeof v->name, "%s", "rotation by -theta (rotate_half's sign)");
-	for (int frac = 1; frac <= 4; frac *= 2)
+	for (int frac = 1; frac <= 4 && !c0->measured && !c0->none; frac *= 2)
 		if (hd / frac != c0->rot && hd % (2 * frac) == 0) {
 			v[n] = (rope_variant){*c0, "partial-rope", "", 0};
 			v[n].cfg.rot = hd / frac;
@@ -521,13 +812,14 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 		snprintf(v[n++].name, sizeof v->name, "a RoPE table of %lld positions%s", (long long)from,
 			 wrap ? ", read modulo its length" : "");
 	}
+	n += scaling_variants(c0, v + n);
 	for (int i = 0; i < n; i++)
 		v[i].rel = rope_residual(s, &v[i].cfg, rows, nrows, NULL);
 	best = v[0];
 	for (int i = 1; i < n; i++)
 		if (v[i].rel < best.rel)
 			best = v[i];
-	if (best.rel > floor) {
+	if (best.rel > floor && !c0->measured && !c0->none) {
 		rope_variant t = {*c0, "rope-theta", "", 0};
 		t.rel = fit_theta(s, &t.cfg, rows, nrows);
 		if (fabs(log10(t.cfg.theta / c0->theta)) > 0.01 && t.rel < best.rel) {
@@ -535,7 +827,31 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 			best = t;
 		}
 	}
+	if (best.rel > floor)
+		fitted_scaling(s, c0, rows, nrows, floor, &best);
 	return best;
+}
+
+/* A reference without RoPE fits at every head dim: the one whose pairs
+ * the candidate's own table (rope_measure) reproduces best, on a few rows;
+ * hd when none does better. */
+static int rotating_head_dim(side4 *cand, const attn_plan *pl, const int *same, int hd)
+{
+	double best = INFINITY;
+	int pick = hd;
+
+	for (int k = 0; k < pl->nhd; k++) {
+		rope_cfg c = {0};
+		double rel;
+		if (!side_view(cand, pl->S, pl->hds[k], same))
+			continue;
+		rope_measure(cand, &c, pl->probe, pl->nprobe);
+		if ((rel = rope_residual(cand, &c, pl->probe, pl->nprobe, NULL)) < best) {
+			best = rel;
+			pick = pl->hds[k];
+		}
+	}
+	return pick;
 }
 
 int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
@@ -551,7 +867,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_sides loaded[4];
 	rope_cfg c0 = {0};
 	double floor, ref_rel = INFINITY;
-	char ref_name[64];
+	char ref_name[128];
 	bool finite;
 
 	if (!plan(in, p,
@@ -580,6 +896,8 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	if (hd && side_view(&ref, pl.S, hd, same))
 		ref_rel = rope_reference(&ref, &c0, pl.rows, pl.nrows, floor, true);
+	if (hd && c0.none)
+		c0.rot = hd = rotating_head_dim(&cand, &pl, same, hd);
 	if (!hd || !side_view(&ref, pl.S, hd, same) || !side_view(&cand, pl.S, hd, same)) {
 		snprintf(out->note, sizeof out->note, "%s",
 			 hd ? "the candidate's q and k differ in shape from the reference's: no RoPE replay"

@@ -25,6 +25,7 @@ const char *const tb_cause_ids[] = {
 	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate", "moe-routing",
 	"expert-mapping", "shared-expert",
 	"attention-sink", "final-softcap", "kv-cache", "dump-aliasing",
+	"rope-scaling", "yarn-scaling", "nope-layers",
 };
 const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
 

@@ -7,6 +7,7 @@ with one injected porting bug.
     python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
         [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--prefill P] [--subtaps] [--replay] \
+        [--rope-scaling linear|llama3|yarn:F] [--rope-orig 16] [--layer-types] [--nope N] \
         [--layout L] [--cand-layout L] REF CAND
 
 npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
@@ -65,6 +66,14 @@ BUGS = [
     "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp",
     "kv-cache", "dump-aliasing",
 ]
+# RoPE scaling and NoPE bugs, each implying the model flag it needs, and
+# the cause tbisect must name (tests/e2e/rope_scaling.sh)
+ROPE_BUGS = {
+    "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling", "rope-llama3": "rope-scaling",
+    "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling", "yarn-ramp": "yarn-scaling",
+    "nope-inverted": "nope-layers",
+}
+BUGS += list(ROPE_BUGS)
 
 REF_EPS = 1e-6
 CAND_EPS = 1e-5          # norm-epsilon candidate
@@ -162,10 +171,57 @@ def make_tokens(cfg, W, rng):
     return t.astype(np.int64)
 
 
-def rope_tables(positions, rd, theta):
+# Gemma 3: sliding layers keep rope_local_base_freq, unscaled; global ones
+# use rope_theta with rope_scaling (linear x8 unless --rope-scaling says)
+LOCAL_THETA = 10000.0
+GLOBAL_THETA = 1000000.0
+GLOBAL_SCALING = ("linear", 8.0)
+
+
+def inv_frequencies(rd, theta, scaling, orig, bug):
+    """inv_freq of transformers' modeling_rope_utils for rope_type default,
+    linear, llama3 (low_freq_factor 1, high_freq_factor 4) and yarn
+    (beta_fast 32, beta_slow 1, truncated correction range); the YaRN
+    attention factor is returned apart."""
     inv = 1.0 / theta ** (np.arange(0, rd, 2, dtype=np.float64) / rd)
-    f = np.outer(positions.astype(np.float64), inv)
-    return np.cos(f), np.sin(f)
+    kind, factor = scaling or ("default", 1.0)
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "llama3":
+        lo, hi = (4.0, 1.0) if bug == "rope-llama3" else (1.0, 4.0)
+        wavelen = 2 * np.pi / inv
+        scaled = np.where(wavelen > orig / lo, inv / factor, inv)
+        smooth = (orig / wavelen - lo) / (hi - lo)
+        medium = (wavelen >= orig / hi) & (wavelen <= orig / lo)
+        return np.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled), 1.0
+    if kind == "yarn":
+        def corr(rot):
+            return rd * np.log(orig / (rot * 2 * np.pi)) / (2 * np.log(theta))
+        low, high = max(np.floor(corr(32)), 0), min(np.ceil(corr(1)), rd - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(rd // 2) - low) / (high - low), 0, 1)
+        keep = np.zeros(rd // 2) if bug == "yarn-ramp" else 1 - ramp
+        inv = inv / factor * (1 - keep) + inv * keep
+        m = 0.1 * np.log(factor) + 1
+        return inv, {"yarn-mscale": 1.0, "yarn-mscale-twice": m * m}.get(bug, m)
+    return inv, 1.0
+
+
+def layer_rope(cfg, l, bug):
+    """(theta, scaling, rotated) of layer l."""
+    glob = not cfg.layer_types or l % 2 == 1
+    theta, scaling = cfg.theta, None
+    if glob or bug == "rope-scaling-all":
+        scaling = cfg.rope_scaling
+        if cfg.layer_types:
+            theta, scaling = GLOBAL_THETA, scaling or GLOBAL_SCALING
+    elif cfg.layer_types:
+        theta = LOCAL_THETA
+    if bug == "rope-scaling-missing":
+        scaling = None
+    nope = cfg.nope > 0 and (l + 1) % cfg.nope == 0
+    return theta, scaling, nope if bug == "nope-inverted" else not nope
 
 
 def rope_half(x, cos, sin):
@@ -250,9 +306,12 @@ def attention(x, W, l, cfg, bug, sub=None):
     positions = np.arange(S)
     if bug == "decode-position":
         positions = positions % ROPE_CACHE
-    theta = 500000.0 if bug == "rope-theta" else cfg.theta
+    theta, scaling, rotated = layer_rope(cfg, l, bug)
+    theta = 500000.0 if bug == "rope-theta" else theta
     rd = hd // 2 if bug == "partial-rope" else hd
-    cos, sin = rope_tables(positions, rd, theta)
+    inv, mscale = inv_frequencies(rd, theta, scaling, cfg.rope_orig, bug)
+    f = np.outer(positions.astype(np.float64), inv) if rotated else np.zeros((S, rd // 2))
+    cos, sin = np.cos(f) * mscale, np.sin(f) * mscale
     if bug == "rotate-half-sign":
         sin = -sin
     if bug == "rope-style":
@@ -517,6 +576,14 @@ def parse(argv=None):
                     help="the MLP's activation: silu or gpt-oss's SwiGLU (oai)")
     ap.add_argument("--prefill", type=int, default=0,
                     help="kv-cache: the positions of the prefill (default seq // 2)")
+    ap.add_argument("--rope-scaling", type=rope_scaling_arg, default=None, metavar="TYPE:F",
+                    help="linear, llama3 or yarn scaling of every layer (the global ones with --layer-types)")
+    ap.add_argument("--rope-orig", type=int, default=16,
+                    help="rope_scaling.original_max_position_embeddings")
+    ap.add_argument("--layer-types", action="store_true",
+                    help="Gemma-3-like: even layers sliding (theta 1e4), odd ones global (theta 1e6, scaled)")
+    ap.add_argument("--nope", type=int, default=0,
+                    help="layers l with (l + 1) %% N == 0 have no RoPE (no_rope_layer_interval)")
     ap.add_argument("--subtaps", action="store_true",
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
     ap.add_argument("--replay", action="store_true",
@@ -532,7 +599,35 @@ def parse(argv=None):
         ap.error("heads must be a multiple of kv-heads")
     if cfg.layers < 2:
         ap.error("need at least 2 layers")
+    imply(cfg, ap)
     return cfg
+
+
+def rope_scaling_arg(text):
+    kind, _, factor = text.partition(":")
+    try:
+        f = float(factor)
+    except ValueError:
+        f = 0.0
+    if kind not in ("linear", "llama3", "yarn") or not f > 1:
+        raise argparse.ArgumentTypeError("expected linear:F, llama3:F or yarn:F with F > 1")
+    return (kind, f)
+
+
+def imply(cfg, ap):
+    """The model flag a RoPE bug needs, as mkdemo sets it."""
+    need = {"rope-llama3": "llama3", "yarn-mscale": "yarn", "yarn-mscale-twice": "yarn", "yarn-ramp": "yarn"}
+    if cfg.bug in ("rope-scaling-missing", "rope-scaling-all"):
+        cfg.layer_types = True
+    if cfg.bug == "nope-inverted" and not cfg.nope:
+        cfg.nope = 4
+    if cfg.bug in need:
+        if cfg.layer_types:
+            ap.error("%s scales every layer: not with --layer-types" % cfg.bug)
+        if cfg.rope_scaling is None:
+            cfg.rope_scaling = (need[cfg.bug], 4.0 if need[cfg.bug] == "yarn" else 8.0)
+        if cfg.rope_scaling[0] != need[cfg.bug]:
+            ap.error("%s needs --rope-scaling %s:F" % (cfg.bug, need[cfg.bug]))
 
 
 def main():

@@ -1,0 +1,154 @@
+#include "config.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "diagnose/ropeband.h"
+#include "compare/pairstat.h"
+#include "tensor/dtype.h"
+
+/* Rows looked at: a RoPE angle difference shows from position 1 on. */
+#define MAX_ROWS 256
+/* Pair norms may move by this much (relative) for the rotation to count as kept, beyond the dtypes' rounding. */
+#define KEPT_DEV 1e-2
+
+static const int head_dims[] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
+
+/* Where a tensor holds S positions of heads: [S, W] (heads in W), [S, nh, hd] or [nh, S, hd]. */
+typedef struct view {
+	const float *r, *c;
+	int64_t S, W; /* W: the values of one position, all heads */
+	int64_t nh, hd;
+	bool hsd; /* [nh, S, hd] */
+} view;
+
+static size_t at(const view *v, int64_t pos, int64_t head, int64_t ch)
+{
+	return v->hsd ? (size_t)((head * v->S + pos) * v->hd + ch) : (size_t)(pos * v->W + head * v->hd + ch);
+}
+
+/* The relative spread of the pair norms around one common factor, and that factor. */
+static double pair_dev(const view *v, int64_t rows, double *scale)
+{
+	double rr = 0, cc = 0, dev = 0;
+	int64_t half = v->hd / 2;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (int64_t p = 0; p < rows; p++)
+			for (int64_t h = 0; h < v->nh; h++)
+				for (int64_t i = 0; i < half; i++) {
+					size_t a = at(v, p, h, i), b = at(v, p, h, i + half);
+					double nr = hypot(v->r[a], v->r[b]), nc = hypot(v->c[a], v->c[b]);
+					if (!isfinite(nr) || !isfinite(nc))
+						continue;
+					if (pass == 0) {
+						rr += nr * nr;
+						cc += nc * nc;
+					} else {
+						dev += (nc - *scale * nr) * (nc - *scale * nr);
+					}
+				}
+		if (pass == 0) {
+			if (!(rr > 0))
+				return INFINITY;
+			*scale = sqrt(cc / rr);
+		}
+	}
+	return sqrt(dev / (*scale * *scale * rr));
+}
+
+/* |angle| between the sides' fastest pairs at position 1, summed over the heads. */
+static double fast_turn(const view *v)
+{
+	double complex z = 0;
+
+	for (int64_t h = 0; h < v->nh; h++) {
+		size_t a = at(v, 1, h, 0), b = at(v, 1, h, v->hd / 2);
+		double complex r = v->r[a] + I * v->r[b], c = v->c[a] + I * v->c[b];
+		if (isfinite(creal(r * conj(c))) && isfinite(cimag(r * conj(c))))
+			z += r * conj(c);
+	}
+	return cabs(z) > 0 ? fabs(carg(z)) : NAN;
+}
+
+int tb_rope_diff_of(tb_tensor *ref, tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out)
+{
+	int64_t d[TB_MAX_DIMS];
+	int n = tb_tensor_squeezed(ref, d), k = 0, tries[sizeof head_dims / sizeof *head_dims];
+	double tol = KEPT_DEV + tb_dtype_rounding(ref->dtype) + tb_dtype_rounding(cand->dtype), best = INFINITY;
+	view v = {.S = S};
+	float *r = NULL, *c = NULL;
+	tb_err err;
+
+	*out = (tb_rope_diff){0, false, NAN, NAN};
+	if (S < 2 || ref->numel != cand->numel)
+		return -1;
+	if (n == 3 && d[1] == S && d[0] != S) {
+		v.hsd = true;
+		v.nh = d[0];
+		tries[k++] = (int)d[2];
+	} else if (n == 3 && d[0] == S) {
+		tries[k++] = (int)d[2];
+	} else if (n == 2 && d[0] == S && head_dim > 0) {
+		tries[k++] = head_dim;
+	} else if (n == 2 && d[0] == S) {
+		for (size_t i = 0; i < sizeof head_dims / sizeof *head_dims; i++)
+			tries[k++] = head_dims[i];
+	}
+	v.W = (int64_t)(ref->numel / (uint64_t)S);
+	r = k ? tb_tensor_load_f32(ref, &err) : NULL;
+	c = r ? tb_tensor_load_f32(cand, &err) : NULL;
+	if (!c) {
+		free(r);
+		return -1;
+	}
+	v.r = r;
+	v.c = c;
+	for (int i = 0; i < k; i++) {
+		double scale = NAN, dev;
+		if (tries[i] < 2 || tries[i] % 2 || v.W % tries[i])
+			continue;
+		v.hd = tries[i];
+		if (!v.hsd)
+			v.nh = v.W / v.hd;
+		dev = pair_dev(&v, S < MAX_ROWS ? S : MAX_ROWS, &scale);
+		if (dev < best) {
+			best = dev;
+			out->head_dim = tries[i];
+			out->kept = dev < tol;
+			out->scale = scale;
+		}
+	}
+	if (out->head_dim) {
+		v.hd = out->head_dim;
+		if (!v.hsd)
+			v.nh = v.W / v.hd;
+		out->fast_turn = fast_turn(&v);
+	}
+	free(r);
+	free(c);
+	return out->head_dim ? 0 : -1;
+}
+
+double tb_rope_gain(tb_tensor *before, tb_tensor *after)
+{
+	float *b, *a;
+	double bb = 0, aa = 0, gain;
+	tb_err err;
+
+	if (before->numel != after->numel || !before->numel)
+		return NAN;
+	b = tb_tensor_load_f32(before, &err);
+	a = b ? tb_tensor_load_f32(after, &err) : NULL;
+	for (uint64_t i = 0; a && i < before->numel; i++) {
+		if (!isfinite(b[i]) || !isfinite(a[i]))
+			continue;
+		bb += (double)b[i] * b[i];
+		aa += (double)a[i] * a[i];
+	}
+	gain = a && bb > 0 ? sqrt(aa / bb) : NAN;
+	free(b);
+	free(a);
+	return gain;
+}

@@ -1,0 +1,35 @@
+/*
+ * ropeband: how a query or key after RoPE differs from the reference's,
+ * channel pair by channel pair.  Rotate-half RoPE turns each pair (i,
+ * i + head_dim/2) of a head by pos * inv_freq[i]; a port with another
+ * base, scaling or none at all turns the same pairs by other angles and
+ * keeps their norms, and an attention factor (YaRN's mscale) scales every
+ * pair alike.  The fastest pair (i = 0) turns by exactly 1 radian per
+ * position unless scaling divides it: a theta change leaves it alone,
+ * linear / llama3 / YaRN scaling slows it, NoPE stops it.
+ */
+#ifndef TB_DIAG_ROPEBAND_H
+#define TB_DIAG_ROPEBAND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+typedef struct tb_rope_diff {
+	int head_dim;     /* the head dim whose pairs fit best, 0: none fits the shape */
+	bool kept;        /* each pair keeps its norm up to one common factor (a rotation times a scale) */
+	double scale;     /* that factor, |cand| / |ref| */
+	double fast_turn; /* |angle| between the sides' fastest pairs at position 1, radians */
+} tb_rope_diff;
+
+/* The difference of a q or k tap after RoPE holding S positions, or -1
+ * when its shape holds no heads of S positions or it cannot be read.
+ * head_dim > 0: the known head dim, else the usual ones are tried. */
+int tb_rope_diff_of(tb_tensor *ref, tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out);
+
+/* |q_rope| / |q| of one side (the attention factor its RoPE applies), or
+ * NaN when the two do not hold the same number of values. */
+double tb_rope_gain(tb_tensor *before, tb_tensor *after);
+
+#endif

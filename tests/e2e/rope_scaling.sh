@@ -1,0 +1,109 @@
+#!/bin/sh
+# RoPE scaling, YaRN and NoPE bugs (rope-scaling, yarn-scaling,
+# nope-layers) on both decoders, mkdemo and the numpy one: where the query
+# after RoPE is dumped (mkdemo --sub and --replay, model.py --replay) the
+# first divergence is the bug's and its cause ranks first; a layer-type
+# bug is found from the outputs alone; the new model options without a
+# bug give no divergence.
+set -eu
+. "${top_srcdir:-.}/tests/e2e/lib.sh"
+tap_setup
+T=$TAP_TMP
+
+# judge DESC DIR WANT_CELL CAUSE [CONFIRMED]: check DIR/ref DIR/cand, first
+# cell and first cause, and whether the replay confirmed it (yes or no).
+judge() {
+	run_cmd "$TBISECT" check --json --no-history "$2/ref" "$2/cand"
+	conf=no
+	[ -n "$(json_get causes.0.confirmed.variant)" ] && conf=yes
+	got="$(json_get first_divergence.cell) $(json_get causes.0.id) $conf"
+	want="$3 $4 ${5:-no}"
+	if [ "$got" = "$want" ]; then
+		ok "$1: $3, $4 first${5:+, confirmed $5}$( [ "$conf" = yes ] && echo " ($(json_get causes.0.confirmed.variant))")"
+	else
+		not_ok "$1" "got '$got', want '$want'"
+	fi
+}
+
+# bug | cause with --sub | with --replay.  Only the pre-RoPE query of --replay
+# shows the reference's own YaRN attention factor: with --sub alone a
+# YaRN ramp error is a frequency scaling error like any other.
+while IFS='|' read -r bug sub replay; do
+	for taps in --sub --replay; do
+		cause=$sub
+		[ "$taps" = --replay ] && cause=$replay
+		"$MKDEMO" $taps --bug "$bug" "$T/$bug$taps/ref" "$T/$bug$taps/cand" >/dev/null ||
+			bail_out "mkdemo --bug $bug failed"
+		conf=no
+		[ "$taps" = --replay ] && conf=yes
+		judge "mkdemo $bug $taps" "$T/$bug$taps" "$("$MKDEMO" $taps --expect "$bug")" "$cause" "$conf"
+	done
+	rm -rf "$T/$bug"*
+done <<'TABLE'
+rope-scaling-missing|rope-scaling|rope-scaling
+rope-scaling-all|rope-scaling|rope-scaling
+rope-llama3|rope-scaling|rope-scaling
+yarn-mscale|yarn-scaling|yarn-scaling
+yarn-mscale-twice|yarn-scaling|yarn-scaling
+yarn-ramp|rope-scaling|yarn-scaling
+nope-inverted|nope-layers|nope-layers
+TABLE
+
+# from the outputs alone: only a global layer differs
+"$MKDEMO" --seq 64 --bug rope-scaling-missing "$T/out/ref" "$T/out/cand" >/dev/null
+judge "mkdemo rope-scaling-missing, outputs only" "$T/out" L1.attn rope-scaling
+
+# a longer sequence and a bf16 dump
+"$MKDEMO" --sub --seq 256 --dtype bf16 --bug nope-inverted "$T/long/ref" "$T/long/cand" >/dev/null
+judge "mkdemo nope-inverted --seq 256 bf16" "$T/long" L0.attn.q nope-layers
+
+for opts in "--layer-types --sub" "--rope-scaling yarn:8 --replay" "--rope-scaling llama3:8 --nope 2 --sub"; do
+	# shellcheck disable=SC2086
+	"$MKDEMO" $opts "$T/clean/ref" "$T/clean/cand" >/dev/null
+	expect_exit 0 "mkdemo $opts without a bug: match" "$TBISECT" check --no-history "$T/clean/ref" "$T/clean/cand"
+done
+
+# the reverse: RoPE where the reference has none (every layer NoPE)
+"$MKDEMO" --replay --nope 1 --bug nope-inverted "$T/rev/ref" "$T/rev/cand" >/dev/null
+judge "mkdemo nope-inverted --nope 1 --replay" "$T/rev" L0.attn.q_rope nope-layers yes
+
+# older RoPE bugs on the scaled models: their own cause, confirmed, none of the new ones
+for case in "--rope-scaling yarn:4|rope-style|rope-style" "--layer-types --dtype bf16|qk-norm|qk-norm" \
+	"--rope-scaling llama3:8|attention-layout|attention-layout" "--nope 2|rotate-half-sign|rotate-half-sign"; do
+	opts=${case%%|*}
+	bug=${case#*|}
+	cause=${bug#*|}
+	bug=${bug%|*}
+	rm -rf "$T/old"
+	# shellcheck disable=SC2086
+	"$MKDEMO" --replay $opts --bug "$bug" "$T/old/ref" "$T/old/cand" >/dev/null
+	judge "mkdemo $bug $opts --replay" "$T/old" L0.attn.q_rope "$cause" yes
+done
+
+expect_exit 2 "a bug with a contradicting option is refused" "$MKDEMO" --layer-types --bug yarn-ramp "$T/x/ref" "$T/x/cand"
+check_that "... in one line" test "$(wc -l <"$TAP_ERR")" -eq 1
+
+if PY=$(find_python numpy); then
+	while IFS='|' read -r bug cell cause; do
+		rm -rf "$T/py"
+		"$PY" "$top_srcdir/tests/pymodel/model.py" --replay --seed 2 --bug "$bug" "$T/py/ref" "$T/py/cand"
+		judge "model.py $bug --replay" "$T/py" "$cell" "$cause" yes
+	done <<'TABLE'
+rope-scaling-missing|L1.attn.q_rope|rope-scaling
+rope-scaling-all|L0.attn.q_rope|rope-scaling
+rope-llama3|L0.attn.q_rope|rope-scaling
+yarn-mscale|L0.attn.q_rope|yarn-scaling
+yarn-mscale-twice|L0.attn.q_rope|yarn-scaling
+yarn-ramp|L0.attn.q_rope|yarn-scaling
+nope-inverted|L0.attn.q_rope|nope-layers
+TABLE
+	rm -rf "$T/py"
+	"$PY" "$top_srcdir/tests/pymodel/model.py" --subtaps --bug rope-scaling-missing "$T/py/ref" "$T/py/cand"
+	judge "model.py rope-scaling-missing, no query after RoPE" "$T/py" L1.attn.o rope-scaling
+	rm -rf "$T/py"
+	"$PY" "$top_srcdir/tests/pymodel/model.py" --replay --layer-types --rope-scaling yarn:4 --nope 3 "$T/py/ref" "$T/py/cand"
+	expect_exit 0 "model.py with layer types, yarn and NoPE, no bug: match" "$TBISECT" check --no-history "$T/py/ref" "$T/py/cand"
+else
+	skip "the numpy decoder" "no python3 with numpy (Debian: python3-numpy)"
+fi
+tap_done
