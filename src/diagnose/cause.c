@@ -4,6 +4,18 @@
 
 #include "diagnose/cause.h"
 
+const char *const tb_cause_ids[] = {
+#define TB_CAUSE_NAME(id, name) name,
+	TB_CAUSE_LIST(TB_CAUSE_NAME)
+#undef TB_CAUSE_NAME
+};
+const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
+
+const char *tb_cause_name(tb_cause_id id)
+{
+	return id > TB_CAUSE_NONE && id < TB_CAUSE_COUNT ? tb_cause_ids[id - 1] : NULL;
+}
+
 void tb_causes_done(tb_causes *c)
 {
 	if (!c)

@@ -264,7 +264,7 @@ bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t 
 	return first != NULL;
 }
 
-void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, const char *fmt, ...)
+void tb_replay_consider(tb_replay_best *b, double rel_l2, tb_cause_id cause, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -336,7 +336,7 @@ void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, cons
 			 cell, fit->variant, fit->rel_l2, fit->cand_at_ref);
 		return;
 	}
-	out->cause = fit->cause;
+	out->cause = tb_cause_name(fit->cause);
 	snprintf(out->variant, sizeof out->variant, "%s", fit->variant);
 	out->rel_l2 = fit->rel_l2;
 	snprintf(out->note, sizeof out->note,

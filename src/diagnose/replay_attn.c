@@ -596,7 +596,7 @@ static void describe_rope(const rope_cfg *c, int hd, char *buf, size_t size)
 
 typedef struct rope_variant {
 	rope_cfg cfg;
-	const char *cause;
+	tb_cause_id cause;
 	char name[96];
 	double rel;
 } rope_variant;
@@ -636,12 +636,12 @@ static int scaling_variants(const rope_cfg *c0, rope_variant *v)
 	int n = 0;
 
 	if (!c0->none) {
-		v[n] = (rope_variant){*c0, "nope-layers", "", 0};
+		v[n] = (rope_variant){*c0, TB_CAUSE_NOPE_LAYERS, "", 0};
 		v[n].cfg.none = true;
 		snprintf(v[n++].name, sizeof v->name, "no rotation (a NoPE layer)");
 	}
 	for (int times = 0; times <= 2 && c0->gain; times += 2) {
-		v[n] = (rope_variant){*c0, "yarn-scaling", "", 0};
+		v[n] = (rope_variant){*c0, TB_CAUSE_YARN_SCALING, "", 0};
 		v[n].cfg.gain = times ? c0->gain * c0->gain : 0;
 		snprintf(v[n++].name, sizeof v->name, "its attention factor %.4g applied %d times", c0->gain, times);
 	}
@@ -706,22 +706,22 @@ static bool own_line_variant(const side4 *s, const rope_cfg *c0, const rope_cfg 
 		factor0 = NAN; /* the reference's table is no line: llama3, YaRN */
 	*t = (rope_variant){{.interleaved = own->interleaved, .sign = 1, .rot = own->rot, .theta = theta,
 			     .pos_scale = 1 / factor, .gain = c0->none ? own->gain : c0->gain},
-			    "rope-scaling", "", 0};
+			    TB_CAUSE_ROPE_SCALING, "", 0};
 	round_line(s, &t->cfg, rows, nrows);
 	theta = t->cfg.theta;
 	factor = 1 / t->cfg.pos_scale;
 	t->rel = rope_residual(s, &t->cfg, rows, nrows, NULL);
 	if (c0->none) {
-		t->cause = "nope-layers";
+		t->cause = TB_CAUSE_NOPE_LAYERS;
 		snprintf(t->name, sizeof t->name, "RoPE (theta %.3g) where the reference has none", theta);
 	} else if (fabs(log(factor / factor0)) < 0.01) {
 		/* fit_theta's round theta names a plain reference's */
 		if (!c0->measured || fabs(log(theta / theta0)) < 0.01)
 			return false;
-		t->cause = "rope-theta";
+		t->cause = TB_CAUSE_ROPE_THETA;
 		snprintf(t->name, sizeof t->name, "theta %.3g (the reference: %.3g), the same scaling", theta, theta0);
 	} else if (c0->gain) {
-		t->cause = "yarn-scaling";
+		t->cause = TB_CAUSE_YARN_SCALING;
 		snprintf(t->name, sizeof t->name, "YaRN without its ramp: every frequency divided by %.3g", factor);
 	} else if (fabs(log(factor)) < 0.01) {
 		snprintf(t->name, sizeof t->name, "theta %.3g without the reference's scaling", theta);
@@ -750,7 +750,7 @@ static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *ro
 	if (own_line_variant(s, c0, &own, rows, nrows, &t) && t.rel < best->rel)
 		*best = t;
 	if (!c0->gain && own.gain) {
-		t = (rope_variant){*c0, "yarn-scaling", "", 0};
+		t = (rope_variant){*c0, TB_CAUSE_YARN_SCALING, "", 0};
 		t.cfg.gain = own.gain;
 		t.rel = rope_residual(s, &t.cfg, rows, nrows, NULL);
 		snprintf(t.name, sizeof t.name, "an attention factor %.4g the reference does not apply", own.gain);
@@ -767,7 +767,7 @@ static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *ro
 	golden_min(pos_scale_residual, &fe, x - 0.05, x + 0.05, 20, &x, &rel, NULL);
 	golden_min(pos_scale_residual, &fa, x - 0.002, x + 0.002, 16, &x, &rel, NULL);
 	if (fabs(x) > 0.005 && rel < best->rel) {
-		t = (rope_variant){c, "rope-scaling", "", rel};
+		t = (rope_variant){c, TB_CAUSE_ROPE_SCALING, "", rel};
 		t.cfg.pos_scale = pow(10, x);
 		snprintf(t.name, sizeof t.name, "positions times %.4g: another linear scaling factor", pow(10, x));
 		*best = t;
@@ -782,31 +782,31 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 	rope_variant v[20], best;
 	int n = 0, hd = s->v[0].hd;
 
-	v[n] = (rope_variant){*c0, "rope-style", "", 0};
+	v[n] = (rope_variant){*c0, TB_CAUSE_ROPE_STYLE, "", 0};
 	v[n].cfg.interleaved = !c0->interleaved;
 	snprintf(v[n++].name, sizeof v->name, "%s", c0->interleaved ? "rotate-half pairs" : "interleaved pairs (2i, 2i+1)");
-	v[n] = (rope_variant){*c0, "rotate-half-sign", "", 0};
+	v[n] = (rope_variant){*c0, TB_CAUSE_ROTATE_HALF_SIGN, "", 0};
 	v[n].cfg.sign = -c0->sign;
 	snprintf(v[n++].name, sizeof v->name, "%s", "rotation by -theta (rotate_half's sign)");
 	for (int frac = 1; frac <= 4 && !c0->measured && !c0->none; frac *= 2)
 		if (hd / frac != c0->rot && hd % (2 * frac) == 0) {
-			v[n] = (rope_variant){*c0, "partial-rope", "", 0};
+			v[n] = (rope_variant){*c0, TB_CAUSE_PARTIAL_ROPE, "", 0};
 			v[n].cfg.rot = hd / frac;
 			snprintf(v[n++].name, sizeof v->name, "rotary on %d of %d channels", hd / frac, hd);
 		}
 	if (can_transpose) {
 		for (unsigned t = 1; t <= 3; t += 2) {
-			v[n] = (rope_variant){*c0, "attention-layout", "", 0};
+			v[n] = (rope_variant){*c0, TB_CAUSE_ATTENTION_LAYOUT, "", 0};
 			v[n].cfg.transposed = c0->transposed ^ t;
 			snprintf(v[n++].name, sizeof v->name, "%s viewed as [head_dim, heads]", t == 1 ? "q" : "q and k");
 		}
 	}
-	v[n] = (rope_variant){*c0, "qk-norm", "", 0};
+	v[n] = (rope_variant){*c0, TB_CAUSE_QK_NORM, "", 0};
 	v[n].cfg.head_norm = !c0->head_norm;
 	snprintf(v[n++].name, sizeof v->name, "%s", c0->head_norm ? "no norm on q and k" : "an RMSNorm per head on q and k");
 	int64_t from = first_missed_row(s, c0, floor);
 	for (int wrap = 0; wrap < 2 && from > 1; wrap++) {
-		v[n] = (rope_variant){*c0, "decode-position", "", 0};
+		v[n] = (rope_variant){*c0, TB_CAUSE_DECODE_POSITION, "", 0};
 		v[n].cfg.table = from;
 		v[n].cfg.wrap = wrap;
 		snprintf(v[n++].name, sizeof v->name, "a RoPE table of %lld positions%s", (long long)from,
@@ -820,7 +820,7 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 		if (v[i].rel < best.rel)
 			best = v[i];
 	if (best.rel > floor && !c0->measured && !c0->none) {
-		rope_variant t = {*c0, "rope-theta", "", 0};
+		rope_variant t = {*c0, TB_CAUSE_ROPE_THETA, "", 0};
 		t.rel = fit_theta(s, &t.cfg, rows, nrows);
 		if (fabs(log10(t.cfg.theta / c0->theta)) > 0.01 && t.rel < best.rel) {
 			snprintf(t.name, sizeof t.name, "theta %.3g (the reference: %.3g)", t.cfg.theta, c0->theta);
@@ -1215,7 +1215,7 @@ static bool fit_sinks(core_side *s, const core_cfg *c)
 
 typedef struct core_variant {
 	core_cfg cfg;
-	const char *cause;
+	tb_cause_id cause;
 	char name[80];
 	double rel;
 	bool permuted;
@@ -1243,49 +1243,49 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 	snprintf(ref, sizeof ref, "%.3g", c0->scale);
 	for (size_t i = 0; i < sizeof scales / sizeof *scales; i++)
 		if (fabs(scales[i] / c0->scale - 1) > 1e-6) {
-			v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+			v[n] = (core_variant){*c0, TB_CAUSE_SOFTMAX_SCALE, "", 0, false};
 			v[n].cfg.scale = scales[i];
 			snprintf(v[n++].name, sizeof v->name, "softmax scale %.3g (the reference: %s)", scales[i], ref);
 		}
 	for (int m = 0; m < N_MASKS; m++)
 		if ((mask_kind)m != c0->mask) {
-			v[n] = (core_variant){*c0, "attention-mask", "", 0, false};
+			v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_MASK, "", 0, false};
 			v[n].cfg.mask = (mask_kind)m;
 			snprintf(v[n++].name, sizeof v->name, "%s", mask_names[m]);
 		}
 	int64_t w = fit_window(s, c0);
 	if (w && w != c0->window) {
-		v[n] = (core_variant){*c0, "sliding-window", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_SLIDING_WINDOW, "", 0, false};
 		v[n].cfg.window = w;
 		snprintf(v[n++].name, sizeof v->name, "a sliding window of %lld positions", (long long)w);
 	}
 	if (c0->window) {
-		v[n] = (core_variant){*c0, "sliding-window", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_SLIDING_WINDOW, "", 0, false};
 		v[n].cfg.window = 0;
 		snprintf(v[n++].name, sizeof v->name, "no sliding window (the reference: %lld)", (long long)c0->window);
 	}
 	if (nkv > 1 && nkv < nh) {
-		v[n] = (core_variant){*c0, "gqa-repeat", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_GQA_REPEAT, "", 0, false};
 		v[n].cfg.tile = !c0->tile;
 		snprintf(v[n++].name, sizeof v->name, "%s", c0->tile ? "kv heads repeated (h / group)" : "kv heads tiled (h % kv_heads)");
 	}
 	for (double cap = 50; cap >= 30; cap -= 20)
 		if (cap != c0->softcap) {
-			v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+			v[n] = (core_variant){*c0, TB_CAUSE_SOFTMAX_SCALE, "", 0, false};
 			v[n].cfg.softcap = cap;
 			snprintf(v[n++].name, sizeof v->name, "logit soft-capping at %g", cap);
 		}
 	if (c0->softcap > 0) {
-		v[n] = (core_variant){*c0, "softmax-scale", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_SOFTMAX_SCALE, "", 0, false};
 		v[n].cfg.softcap = 0;
 		snprintf(v[n++].name, sizeof v->name, "no logit soft-capping (the reference: %g)", c0->softcap);
 	}
 	if (c0->sinks) {
-		v[n] = (core_variant){*c0, "attention-sink", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_SINK, "", 0, false};
 		v[n].cfg.sinks = NULL;
 		snprintf(v[n++].name, sizeof v->name, "no attention sinks (the reference: learned, fitted per head)");
 	} else if (fit_sinks(s, c0)) {
-		v[n] = (core_variant){*c0, "attention-sink", "", 0, false};
+		v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_SINK, "", 0, false};
 		v[n].cfg.sinks = s->sinks;
 		snprintf(v[n++].name, sizeof v->name, "learned attention sinks (fitted per head)");
 	}
@@ -1321,7 +1321,7 @@ static int fit_scale(core_side *s, const core_cfg *c0, core_variant *out, tb_err
 	    golden_min(scale_residual, &f, best - span / 8, best + span / 8, 24, &best, &rel, err) < 0)
 		return -1;
 	f.c.scale = exp(best);
-	*out = (core_variant){f.c, "softmax-scale", "", rel, false};
+	*out = (core_variant){f.c, TB_CAUSE_SOFTMAX_SCALE, "", rel, false};
 	snprintf(out->name, sizeof out->name, "softmax scale %.3g, fitted (the reference: %.3g)", f.c.scale, c0->scale);
 	return 0;
 }
@@ -1348,7 +1348,7 @@ static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permut
 			int h = 0;
 			while (perm[h] == h)
 				h++;
-			*best = (core_variant){*c0, "attention-layout", "", rel, true};
+			*best = (core_variant){*c0, TB_CAUSE_ATTENTION_LAYOUT, "", rel, true};
 			snprintf(best->name, sizeof best->name, "heads in another order (output head %d holds head %d)", h, perm[h]);
 		}
 		free(perm);

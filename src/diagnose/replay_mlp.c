@@ -35,20 +35,20 @@ typedef enum variant {
 
 static const struct {
 	const char *name;
-	const char *cause; /* what the candidate computing it instead means */
+	tb_cause_id cause; /* what the candidate computing it instead means */
 } variants[N_VARIANTS] = {
-	[SILU] = {"silu", "mlp-activation"},
-	[GELU] = {"gelu (exact)", "mlp-activation"},
-	[GELU_TANH] = {"gelu (tanh)", "mlp-activation"},
-	[RELU] = {"relu", "mlp-activation"},
-	[RELU2] = {"relu^2", "mlp-activation"},
-	[SILU_SWAPPED] = {"gate and up swapped", "mlp-gating"},
-	[OAI] = {"swiglu-oai (alpha 1.702, limit 7, +1 on up)", "mlp-activation"},
-	[OAI_NO_PLUS_ONE] = {"swiglu-oai without the +1 on up", "mlp-activation"},
-	[OAI_NO_CLAMP] = {"swiglu-oai without the clamps (swiglu_limit)", "mlp-activation"},
-	[OAI_CLAMP_SWAPPED] = {"swiglu-oai, gate clamped +-7, up at most 7", "mlp-activation"},
-	[OAI_SWAPPED] = {"swiglu-oai with gate and up swapped", "mlp-gating"},
-	[SILU_CLAMPED] = {"silu, gate and up clamped (swiglu_limit 7)", "mlp-activation"},
+	[SILU] = {"silu", TB_CAUSE_MLP_ACTIVATION},
+	[GELU] = {"gelu (exact)", TB_CAUSE_MLP_ACTIVATION},
+	[GELU_TANH] = {"gelu (tanh)", TB_CAUSE_MLP_ACTIVATION},
+	[RELU] = {"relu", TB_CAUSE_MLP_ACTIVATION},
+	[RELU2] = {"relu^2", TB_CAUSE_MLP_ACTIVATION},
+	[SILU_SWAPPED] = {"gate and up swapped", TB_CAUSE_MLP_GATING},
+	[OAI] = {"swiglu-oai (alpha 1.702, limit 7, +1 on up)", TB_CAUSE_MLP_ACTIVATION},
+	[OAI_NO_PLUS_ONE] = {"swiglu-oai without the +1 on up", TB_CAUSE_MLP_ACTIVATION},
+	[OAI_NO_CLAMP] = {"swiglu-oai without the clamps (swiglu_limit)", TB_CAUSE_MLP_ACTIVATION},
+	[OAI_CLAMP_SWAPPED] = {"swiglu-oai, gate clamped +-7, up at most 7", TB_CAUSE_MLP_ACTIVATION},
+	[OAI_SWAPPED] = {"swiglu-oai with gate and up swapped", TB_CAUSE_MLP_GATING},
+	[SILU_CLAMPED] = {"silu, gate and up clamped (swiglu_limit 7)", TB_CAUSE_MLP_ACTIVATION},
 };
 
 static double act(variant v, double x)

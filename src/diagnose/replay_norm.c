@@ -270,9 +270,9 @@ static void eps_text(unsigned alike, char *buf, size_t size)
  * checkpoint conversion did not map, which norm-formulation's look-at
  * names ("the weight mapping of that norm"); weight-mapping stands for a
  * whole layer's conversion going wrong from some depth on. */
-static const char *ones_cause(tb_tap_id tap)
+static tb_cause_id ones_cause(tb_tap_id tap)
 {
-	return tap == TB_TAP_FINAL_NORM ? "final-norm" : "norm-formulation";
+	return tap == TB_TAP_FINAL_NORM ? TB_CAUSE_FINAL_NORM : TB_CAUSE_NORM_FORMULATION;
 }
 
 /* One change at a time to the reference's norm, on the candidate. */
@@ -285,38 +285,38 @@ static void try_variants(const side *cand, const norm *ref, unsigned alike, tb_t
 	norm v = *ref;
 
 	v.f = ref->f == RMS ? LAYER : RMS;
-	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "%s instead of %s", form_name[v.f],
+	tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_FORMULATION, "%s instead of %s", form_name[v.f],
 			   form_name[ref->f]);
 	v = *ref;
 	eps_text(alike, eps, sizeof eps);
 	for (size_t e = 0; e < N_EPS; e++) {
 		v.eps = eps_grid[e];
 		if (!(alike & (1u << e)))
-			tb_replay_consider(best, residual(cand, &v), "norm-epsilon", "eps %g (the reference: %s)", v.eps,
+			tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_EPSILON, "eps %g (the reference: %s)", v.eps,
 					   eps);
 	}
 	v = *ref;
 	v.w = w;
 	for (uint64_t c = 0; c < H; c++)
 		w[c] = 1 + ref->w[c];
-	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "x*(1+w) instead of x*w");
+	tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_FORMULATION, "x*(1+w) instead of x*w");
 	for (uint64_t c = 0; c < H; c++)
 		w[c] = ref->w[c] - 1;
-	tb_replay_consider(best, residual(cand, &v), "norm-formulation", "x*w instead of x*(1+w)");
+	tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_FORMULATION, "x*w instead of x*(1+w)");
 	for (uint64_t c = 0; c < H; c++)
 		w[c] = 1;
 	tb_replay_consider(best, residual(cand, &v), ones_cause(tap), "weight of ones (not loaded)");
 	v = *ref;
 	if (ref->b) {
 		v.b = NULL;
-		tb_replay_consider(best, residual(cand, &v), "norm-formulation", "no bias (the reference's %s has one)",
+		tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_FORMULATION, "no bias (the reference's %s has one)",
 				   form_name[ref->f]);
 	} else {
 		/* The bias the candidate adds is unknown: fit it there, one value
 		 * per channel over all positions (MIN_ROWS keeps that honest). */
 		fit_offset(cand, ref, b);
 		v.b = b;
-		tb_replay_consider(best, residual(cand, &v), "norm-formulation", "a bias of its own per channel");
+		tb_replay_consider(best, residual(cand, &v), TB_CAUSE_NORM_FORMULATION, "a bias of its own per channel");
 	}
 }
 
@@ -364,7 +364,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	int n_in = input_taps(in, p, need, sizeof need);
 	double *work, floor, ref_rel;
 	float *summed;
-	tb_replay_best best = {"", NULL, 0};
+	tb_replay_best best = {"", TB_CAUSE_NONE, 0};
 	norm ref;
 	unsigned alike;
 

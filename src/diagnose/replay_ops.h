@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "compare/compare.h"
+#include "diagnose/cause.h"
 #include "model/session.h"
 
 /* Declared, not included: replay.c includes this header, and the module
@@ -93,12 +94,12 @@ bool tb_replay_rows(tb_replay *out, const tb_pair *const *p, size_t n, uint64_t 
 /* The best variant tried so far on the candidate, for tb_replay_decide. */
 typedef struct tb_replay_best {
 	char name[64];     /* "" until one was considered */
-	const char *cause;
+	tb_cause_id cause;
 	double rel_l2;
 } tb_replay_best;
 
 /* Keep the variant named by fmt when it beats the best so far. */
-void tb_replay_consider(tb_replay_best *b, double rel_l2, const char *cause, const char *fmt, ...)
+void tb_replay_consider(tb_replay_best *b, double rel_l2, tb_cause_id cause, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* What one op's replay measured, for tb_replay_decide. */
@@ -107,7 +108,7 @@ typedef struct tb_replay_fit {
 	double ref_rel_l2;       /* ... its residual on the reference */
 	double cand_at_ref;      /* ... its residual on the candidate */
 	const char *variant;     /* the best other variant on the candidate (NULL: none) */
-	const char *cause;       /* ... the cause it stands for */
+	tb_cause_id cause;       /* ... the cause it stands for */
 	double rel_l2;           /* ... its residual */
 } tb_replay_fit;
 

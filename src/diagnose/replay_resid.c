@@ -76,7 +76,7 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
 {
 	const tb_pair *p = tb_replay_pair(in, -1, TB_TAP_EMBED);
 	tb_replay_sides v;
-	tb_replay_best best = {"", NULL, 0};
+	tb_replay_best best = {"", TB_CAUSE_NONE, 0};
 	uint64_t rows, cols;
 	double floor, c, k;
 	int ok;
@@ -93,10 +93,10 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	c = fit_scale(v.cand, v.ref, rows * cols);
 	k = sqrt((double)cols);
 	if (fabs(c / k - 1) <= floor)
-		tb_replay_consider(&best, sum_rel(&(term){v.ref, k}, 1, NULL, v.cand, rows, cols), "embedding-scale",
+		tb_replay_consider(&best, sum_rel(&(term){v.ref, k}, 1, NULL, v.cand, rows, cols), TB_CAUSE_EMBEDDING_SCALE,
 				   "embeddings scaled by sqrt(hidden) = %g", k);
 	if (fabs(c * k - 1) <= floor)
-		tb_replay_consider(&best, sum_rel(&(term){v.ref, 1 / k}, 1, NULL, v.cand, rows, cols), "embedding-scale",
+		tb_replay_consider(&best, sum_rel(&(term){v.ref, 1 / k}, 1, NULL, v.cand, rows, cols), TB_CAUSE_EMBEDDING_SCALE,
 				   "embeddings divided by sqrt(hidden) = %g", k);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){"the reference's embeddings", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols),
@@ -145,9 +145,9 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	else
 		snprintf(ref_variant, sizeof ref_variant, "output multiplied by %.4g", c_ref);
 	{
-		tb_replay_best best = {"", NULL, 0};
+		tb_replay_best best = {"", TB_CAUSE_NONE, 0};
 		tb_replay_consider(&best, sum_rel(&(term){v[0].cand, c_cand}, 1, NULL, v[1].cand, rows, cols),
-				   "scale-multiplier", unit ? "output multiplied by %.4g" : "output multiplied by %.4g (the reference: %.4g)",
+				   TB_CAUSE_SCALE_MULTIPLIER, unit ? "output multiplied by %.4g" : "output multiplied by %.4g (the reference: %.4g)",
 				   c_cand, c_ref);
 		tb_replay_decide(in, out, floor,
 				 &(tb_replay_fit){ref_variant, sum_rel(&(term){v[0].ref, c_ref}, 1, NULL, v[1].ref, rows, cols),
@@ -171,7 +171,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	const tb_pair *input = tb_replay_pair(in, L, attn ? TB_TAP_ATTN_CORE : TB_TAP_MLP_ACT);
 	const tb_pair *p = tb_replay_pair(in, L, in->target->cell.id);
 	tb_replay_sides v;
-	tb_replay_best best = {"", NULL, 0};
+	tb_replay_best best = {"", TB_CAUSE_NONE, 0};
 	char cell[TB_CELL_NAME_MAX];
 	uint64_t rows, cols;
 	double *b;
@@ -199,7 +199,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		b[i % cols] += ((double)v.cand[i] - v.ref[i]) / (double)rows;
 	/* No cause id of tbisect-rules(5) CAUSE IDS names an attention bias: for o_proj the
 	 * replay says what it found in its note and confirms nothing. */
-	tb_replay_consider(&best, sum_rel(&(term){v.ref, 1}, 1, b, v.cand, rows, cols), attn ? NULL : "mlp-bias",
+	tb_replay_consider(&best, sum_rel(&(term){v.ref, 1}, 1, b, v.cand, rows, cols), attn ? TB_CAUSE_NONE : TB_CAUSE_MLP_BIAS,
 			   "a bias per channel on one side only");
 	double rc = 0, rr = 0;
 	for (uint64_t i = 0; i < rows * cols; i++) {
@@ -207,7 +207,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		rr += (double)v.ref[i] * v.ref[i];
 	}
 	if (rr > 0)
-		tb_replay_consider(&best, sum_rel(&(term){v.ref, rc / rr}, 1, NULL, v.cand, rows, cols), "scale-multiplier",
+		tb_replay_consider(&best, sum_rel(&(term){v.ref, rc / rr}, 1, NULL, v.cand, rows, cols), TB_CAUSE_SCALE_MULTIPLIER,
 				   "output multiplied by %.4g", rc / rr);
 	tb_replay_decide(in, out, tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1),
 			 &(tb_replay_fit){"no bias", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols), best.name,
@@ -270,7 +270,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	const tb_pair *p[N_INPUTS + 1];
 	tb_replay_sides v[N_INPUTS + 1];
 	float *ref_in[N_INPUTS], *cand_in[N_INPUTS];
-	tb_replay_best best = {"", NULL, 0};
+	tb_replay_best best = {"", TB_CAUSE_NONE, 0};
 	char cell[TB_CELL_NAME_MAX];
 	uint64_t rows, cols;
 	unsigned have = 0;
@@ -312,7 +312,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	for (size_t w = 0; w < N_WIRINGS; w++)
 		if (w != ref_w && wiring_sum(w, have))
 			tb_replay_consider(&best, wiring_rel(wiring_sum(w, have), cand_in, v[N_INPUTS].cand, rows, cols),
-					   "residual-wiring", "%s", wirings[w].name);
+					   TB_CAUSE_RESIDUAL_WIRING, "%s", wirings[w].name);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){wirings[ref_w].name, ref_rel,
 					  wiring_rel(wiring_sum(ref_w, have), cand_in, v[N_INPUTS].cand, rows, cols),

@@ -117,25 +117,25 @@ static void try_variants(const side *cand, const router_cfg *ref, bool given, tb
 	if (!given) {
 		v = *ref;
 		v.score = ref->score == SOFTMAX ? SIGMOID : SOFTMAX;
-		tb_replay_consider(best, residual(cand, &v, false), "moe-routing", "%s scores instead of %s",
+		tb_replay_consider(best, residual(cand, &v, false), TB_CAUSE_MOE_ROUTING, "%s scores instead of %s",
 				   score_names[v.score], score_names[ref->score]);
 	}
 	v = *ref;
 	v.renorm = !ref->renorm;
-	tb_replay_consider(best, residual(cand, &v, false), "moe-routing", "top-k weights %s",
+	tb_replay_consider(best, residual(cand, &v, false), TB_CAUSE_MOE_ROUTING, "top-k weights %s",
 			   v.renorm ? "renormalised (the reference: not)" : "not renormalised (the reference: renormalised)");
 	v = *ref;
 	double rel = residual(cand, &v, true);
 	if (fabs(v.scale / ref->scale - 1) <= SAME_SCALE)
 		return;
 	if (fabs(ref->scale - 1) > SAME_SCALE && fabs(v.scale - 1) <= SAME_SCALE)
-		tb_replay_consider(best, rel, "moe-routing", "routed scaling factor not applied (the reference: %s)",
+		tb_replay_consider(best, rel, TB_CAUSE_MOE_ROUTING, "routed scaling factor not applied (the reference: %s)",
 				   scale_text(ref->scale, a, sizeof a));
 	else if (fabs(ref->scale - 1) > SAME_SCALE && fabs(v.scale / (ref->scale * ref->scale) - 1) <= SAME_SCALE)
-		tb_replay_consider(best, rel, "moe-routing", "routed scaling factor %s applied twice",
+		tb_replay_consider(best, rel, TB_CAUSE_MOE_ROUTING, "routed scaling factor %s applied twice",
 				   scale_text(ref->scale, a, sizeof a));
 	else
-		tb_replay_consider(best, rel, "moe-routing", "weights scaled by %s (the reference: %s)",
+		tb_replay_consider(best, rel, TB_CAUSE_MOE_ROUTING, "weights scaled by %s (the reference: %s)",
 				   scale_text(v.scale, a, sizeof a), scale_text(ref->scale, b, sizeof b));
 }
 
@@ -158,7 +158,7 @@ int tb_replay_router(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	side r, c;
 	double ref_rel;
 	char ref_name[64];
-	tb_replay_best best = {"", NULL, INFINITY};
+	tb_replay_best best = {"", TB_CAUSE_NONE, INFINITY};
 
 	if (!scores)
 		scores = tb_replay_pair(in, layer, TB_TAP_MLP_ROUTER_PROBS);

@@ -17,18 +17,6 @@
 #define COND_MAX 64
 #define TEXT_MAX 4096
 
-const char *const tb_cause_ids[] = {
-	"tokenizer", "embedding-weights", "embedding-scale", "tied-embeddings", "attention-layout", "gqa-repeat",
-	"rope-style", "rope-theta", "partial-rope", "rotate-half-sign", "qk-norm", "softmax-scale",
-	"attention-mask", "sliding-window", "mlp-activation", "mlp-gating", "mlp-bias", "norm-formulation",
-	"norm-epsilon", "residual-wiring", "scale-multiplier", "weight-mapping", "final-norm", "lm-head",
-	"dtype-precision", "nan-overflow", "decode-position", "dump-offset", "dump-duplicate", "moe-routing",
-	"expert-mapping", "shared-expert",
-	"attention-sink", "final-softcap", "kv-cache", "dump-aliasing",
-	"rope-scaling", "yarn-scaling", "nope-layers",
-};
-const size_t tb_n_cause_ids = sizeof tb_cause_ids / sizeof tb_cause_ids[0];
-
 /* The shipped table compiled in (rules_builtin.c, generated from data/rules.json). */
 extern const char tb_rules_builtin[];
 extern const size_t tb_rules_builtin_len;

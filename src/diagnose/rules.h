@@ -57,8 +57,4 @@ const char *tb_ruleset_shipped_source(const tb_ruleset *rs);
 int tb_ruleset_eval(const tb_ruleset *rs, const double *features, const double *lo, const double *hi,
 		    const tb_rule_ctx *ctx, size_t max_causes, tb_causes *out, tb_err *err);
 
-/* The ids tbisect-rules(5) CAUSE IDS lists (the shipped table uses only these). */
-extern const char *const tb_cause_ids[];
-extern const size_t tb_n_cause_ids;
-
 #endif
