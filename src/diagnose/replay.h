@@ -24,17 +24,8 @@
 
 #include "base/error.h"
 #include "compare/compare.h"
+#include "diagnose/replay_base.h"
 #include "model/session.h"
-
-typedef struct tb_replay {
-	bool tried;          /* the op's inputs and output were dumped on both sides */
-	const char *cause;   /* the cause id the variant stands for, when confirmed; else NULL */
-	char variant[64];    /* "gelu (tanh)", the candidate's variant when confirmed */
-	char ref_variant[64]; /* what the reference computes */
-	double rel_l2;       /* the confirmed variant's residual against the candidate */
-	double ref_rel_l2;   /* the reference's own replay residual */
-	char note[384];      /* why nothing was confirmed, or what was */
-} tb_replay;
 
 /* Replay the op of a result cell (its index in r->cells), where its tap
  * has one; heads and kv_heads are the user's counts (0: unknown).  A

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 /* The float error of the ops themselves on f32 dumps.  Hugging Face builds

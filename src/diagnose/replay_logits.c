@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "diagnose/origin.h"
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 #include "diagnose/softcap.h"
 

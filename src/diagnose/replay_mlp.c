@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 #define BLOCK 4096

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 /* With fewer positions a per-channel weight fits any formulation and eps

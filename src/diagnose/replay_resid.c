@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 /* These replays add and scale float32 values as the model did: each

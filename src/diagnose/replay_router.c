@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diagnose/replay.h"
 #include "diagnose/replay_ops.h"
 
 /* A router's weights: the scores of the chosen experts under a score

@@ -12,8 +12,8 @@
 #   - no module of src/ or ui/ reaches itself through includes (a module
 #     is a .c and its .h: an edge from X.c to Y.h makes X depend on Y);
 #   - a header has its .c, but for a few listed interfaces;
-#   - no folder's code calls into a folder that calls it (the objects'
-#     symbols, read with nm).
+#   - no module's code calls into a module that calls it, nor a folder's
+#     into a folder that calls it (the objects' symbols, read with nm).
 # Files are found with find, and every list is checked to be non-empty,
 # so a move cannot make a rule pass vacuously.
 set -eu
@@ -161,20 +161,25 @@ if [ "$(wc -l <"$T/objs")" -ge 50 ] && command -v nm >/dev/null; then
 	: >"$T/defs"
 	: >"$T/uses"
 	while read -r o; do
-		d=${o#"$top_builddir"/}
-		d=${d%/*}
-		# the screens are rows of the loop's table: one folder with it
-		[ "$d" = ui/tui/screens ] && d=ui/tui
-		nm -g --defined-only "$o" | awk -v d="$d" 'NF == 3 && $2 ~ /[TDBR]/ { print $3, d }' >>"$T/defs"
-		nm -u "$o" | awk -v d="$d" '{ print $2, d }' >>"$T/uses"
+		# the module: the object's folder and the source's name (automake
+		# names objects PROGRAM-NAME.o)
+		m=${o#"$top_builddir"/}
+		f=${m##*/}
+		m=${m%/*}/${f##*-}
+		m=${m%.o}
+		nm -g --defined-only "$o" | awk -v m="$m" 'NF == 3 && $2 ~ /[TDBR]/ { print $3, m }' >>"$T/defs"
+		nm -u "$o" | awk -v m="$m" '{ print $2, m }' >>"$T/uses"
 	done <"$T/objs"
 	sort -u "$T/defs" -o "$T/defs"
 	sort -u "$T/uses" -o "$T/uses"
-	join "$T/uses" "$T/defs" | awk '$2 != $3 { print $2, $3 }' | sort -u >"$T/links"
-	if [ -s "$T/links" ]; then ok "link graph read ($(wc -l <"$T/links") folder edges)"; else not_ok "no link edges between folders"; fi
+	join "$T/uses" "$T/defs" | awk '$2 != $3 { print $2, $3 }' | sort -u >"$T/mlinks"
+	# the screens are rows of the loop's table: one folder with it
+	sed -e 's|/[^/ ]* | |' -e 's|/[^/ ]*$||' -e 's|ui/tui/screens|ui/tui|g' "$T/mlinks" | awk '$1 != $2' | sort -u >"$T/links"
+	if [ -s "$T/links" ]; then ok "link graph read ($(wc -l <"$T/mlinks") module edges, $(wc -l <"$T/links") between folders)"; else not_ok "no link edges between folders"; fi
 	if tsort "$T/links" >/dev/null 2>"$T/lcycle"; then ok "no link cycle between the folders of src/ and ui/"; else not_ok "link cycle: $(tr '\n' ' ' <"$T/lcycle")"; fi
+	if tsort "$T/mlinks" >/dev/null 2>"$T/mcycle"; then ok "no link cycle between the modules of src/ and ui/"; else not_ok "link cycle: $(tr '\n' ' ' <"$T/mcycle")"; fi
 else
-	skip "no built objects or no nm: the link graph is not read" 2
+	skip "no built objects or no nm: the link graph is not read" 3
 fi
 
 tap_done
