@@ -852,3 +852,30 @@ void tb_result_free(tb_result *r)
 	free(r->cells);
 	free(r);
 }
+
+long tb_result_find(const tb_result *r, const tb_cell *c)
+{
+	size_t lo = 0, hi = r->n_cells;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int k = tb_cell_cmp(&r->cells[mid].cell, c);
+		if (k == 0)
+			return (long)mid;
+		if (k < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap)
+{
+	tb_cell c;
+	long k;
+
+	tb_cell_make_id(&c, layer, tap);
+	k = tb_result_find(r, &c);
+	return k < 0 ? NULL : &r->cells[k];
+}

@@ -114,5 +114,9 @@ const char *tb_cell_note(const tb_cell_result *c);
 /* Recount statuses, verdict and first divergence. */
 void tb_result_summarise(tb_result *r);
 void tb_result_free(tb_result *r);
+/* Index of a cell in a result (cells are in forward order), or -1. */
+long tb_result_find(const tb_result *r, const tb_cell *c);
+/* The result of cell (layer, tap) for a table tap, or NULL. */
+const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap);
 
 #endif

@@ -10,33 +10,6 @@
 /* An input that is not dumped stands for its own inputs, this many levels up. */
 #define MAX_HOPS 6
 
-long tb_result_find(const tb_result *r, const tb_cell *c)
-{
-	size_t lo = 0, hi = r->n_cells;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int k = tb_cell_cmp(&r->cells[mid].cell, c);
-		if (k == 0)
-			return (long)mid;
-		if (k < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
-const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap)
-{
-	tb_cell c;
-	long k;
-
-	tb_cell_make_id(&c, layer, tap);
-	k = tb_result_find(r, &c);
-	return k < 0 ? NULL : &r->cells[k];
-}
-
 static bool compared(const tb_cell_result *c)
 {
 	return c->ref && c->cand;

@@ -32,9 +32,4 @@ void tb_origin_done(tb_origin *o);
  * through undumped ones), NaN when none of them was compared. */
 double tb_origin_input_error(const tb_result *r, long cell);
 
-/* Index of a cell in a result (cells are in forward order), or -1. */
-long tb_result_find(const tb_result *r, const tb_cell *c);
-/* The result of cell (layer, tap) for a table tap, or NULL. */
-const tb_cell_result *tb_result_cell(const tb_result *r, int layer, tb_tap_id tap);
-
 #endif
