@@ -654,13 +654,13 @@ static void test_error_codes(void **state)
 	tb_err_prefix(&err, "in shard %d", 2);
 	assert_int_equal(err.code, TB_ERR_NOMEM);
 	assert_string_equal(err.msg, "in shard 2: out of memory");
-	assert_int_equal(tb_err_set(&err, NULL, "bad %s", "thing"), -1);
+	assert_int_equal(tb_err_setc(&err, TB_ERR_FORMAT, NULL, "bad %s", "thing"), -1);
 	assert_int_equal(err.code, TB_ERR_FORMAT);
 	/* a message cut to fit says so */
-	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg, 7);
+	tb_err_setc(&err, TB_ERR_FORMAT, NULL, "%0*d", (int)sizeof err.msg, 7);
 	assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
 	assert_string_equal(err.msg + sizeof err.msg - 4, "...");
-	tb_err_set(&err, NULL, "%0*d", (int)sizeof err.msg - 1, 7);
+	tb_err_setc(&err, TB_ERR_FORMAT, NULL, "%0*d", (int)sizeof err.msg - 1, 7);
 	assert_int_equal(err.msg[sizeof err.msg - 2], '7');
 	tb_err_prefix(&err, "in %s", "x");
 	assert_string_equal(err.msg + sizeof err.msg - 4, "...");

@@ -77,18 +77,6 @@ int tb_err_setc(tb_err *err, tb_status_code code, const char *file, const char *
 	return -1;
 }
 
-int tb_err_set(tb_err *err, const char *file, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err)
-		return -1;
-	va_start(ap, fmt);
-	set(err, TB_ERR_FORMAT, file, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 void tb_err_prefix(tb_err *err, const char *fmt, ...)
 {
 	char head[512], old[sizeof err->msg];

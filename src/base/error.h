@@ -48,13 +48,11 @@ typedef struct tb_err {
 } tb_err;
 
 /* Set code, file and message; always returns -1 so callers can
- * `return tb_err_setc(...)`. */
+ * `return tb_err_setc(...)`.  The code is always given: a bad file is
+ * TB_ERR_FORMAT, a failed read or write TB_ERR_IO, a bad argument
+ * TB_ERR_USAGE (the codes above). */
 int tb_err_setc(tb_err *err, tb_status_code code, const char *file, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* tb_err_setc with TB_ERR_FORMAT, the failure most checks report: the
- * input is not what it claims to be. */
-int tb_err_set(tb_err *err, const char *file, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 /* Prefix the existing message with more context ("in shard X: ..."); the
  * code stays. */

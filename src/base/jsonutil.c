@@ -96,7 +96,7 @@ cJSON *tb_json_parse(const char *text, size_t len, const char *path, const char 
 	cJSON *root;
 
 	if (!tb_utf8_valid((const unsigned char *)text, len)) {
-		tb_err_set(err, path, "%s is not valid UTF-8", what);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "%s is not valid UTF-8", what);
 		return NULL;
 	}
 	/* JSON allows no raw control characters but these; cJSON would skip
@@ -104,7 +104,7 @@ cJSON *tb_json_parse(const char *text, size_t len, const char *path, const char 
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)text[i];
 		if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-			tb_err_set(err, path, c ? "%s contains a control character (byte %zu)" : "%s contains a NUL byte (byte %zu)",
+			tb_err_setc(err, TB_ERR_FORMAT, path, c ? "%s contains a control character (byte %zu)" : "%s contains a NUL byte (byte %zu)",
 				   what, i);
 			return NULL;
 		}
@@ -123,14 +123,14 @@ cJSON *tb_json_parse(const char *text, size_t len, const char *path, const char 
 		const char *at = cJSON_GetErrorPtr();
 		size_t off = at && at >= copy && at <= copy + len ? (size_t)(at - copy) : 0;
 		free(copy);
-		tb_err_set(err, path, "%s is not valid JSON (near byte %zu)", what, off);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "%s is not valid JSON (near byte %zu)", what, off);
 		return NULL;
 	}
 	for (; end && *end; end++) {
 		if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
 			cJSON_Delete(root);
 			free(copy);
-			tb_err_set(err, path, "%s has trailing bytes after the JSON value", what);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "%s has trailing bytes after the JSON value", what);
 			return NULL;
 		}
 	}

@@ -80,7 +80,7 @@ int tb_file_open(const char *path, tb_file **out, tb_err *err)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return tb_err_set(err, path, "not a regular file");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "not a regular file");
 	}
 	if (st.st_size > 0) {
 		map = map_coloured(fd, (size_t)st.st_size);
@@ -198,7 +198,7 @@ int tb_read_stream(FILE *f, size_t max, const char *name, char **out, size_t *le
 		n += k;
 		if (n > max) {
 			free(buf);
-			return tb_err_set(err, name, "larger than %zu bytes", max);
+			return tb_err_setc(err, TB_ERR_FORMAT, name, "larger than %zu bytes", max);
 		}
 		if (n + 1 == cap) {
 			grown = realloc(buf, cap * 2);

@@ -314,7 +314,7 @@ int tb_inspect_heads(const tb_cell_result *c, int n_heads, int64_t head_dim, tb_
 			tb_shape_format(c->ref->ndim, c->ref->shape, shape, sizeof shape);
 		else
 			snprintf(shape, sizeof shape, "?");
-		return tb_err_set(err, NULL, "cell %s: shape %s does not split into %d heads of %lld", name, shape,
+		return tb_err_setc(err, TB_ERR_FORMAT, NULL, "cell %s: shape %s does not split into %d heads of %lld", name, shape,
 				  n_heads, (long long)head_dim);
 	}
 	if (lay == TB_HEADS_SPLIT) {

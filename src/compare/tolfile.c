@@ -44,7 +44,7 @@ static int number_field(const cJSON *e, const char *key, unsigned bit, tol_entry
 	if (!v)
 		return 0;
 	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0))
-		return tb_err_set(err, path, "tolerance entry %zu: \"%s\" must be a non-negative number", i, key);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu: \"%s\" must be a non-negative number", i, key);
 	*out = v->valuedouble;
 	te->set |= bit;
 	return 0;
@@ -58,16 +58,16 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	int rc;
 
 	if (!cJSON_IsObject(e))
-		return tb_err_set(err, path, "tolerance entry %zu is not an object", i);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu is not an object", i);
 	cJSON_ArrayForEach(it, e) {
 		bool ok = false;
 		for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++)
 			ok = !strcmp(it->string, known[k]);
 		if (!ok)
-			return tb_err_set(err, path, "tolerance entry %zu: unknown field \"%s\"", i, it->string);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu: unknown field \"%s\"", i, it->string);
 	}
 	if (!cJSON_IsString(match))
-		return tb_err_set(err, path, "tolerance entry %zu: \"match\" must be a string", i);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu: \"match\" must be a string", i);
 	if (number_field(e, "atol", SET_ATOL, te, &te->tol.atol, path, i, err) < 0 ||
 	    number_field(e, "rtol", SET_RTOL, te, &te->tol.rtol, path, i, err) < 0 ||
 	    number_field(e, "diverge", SET_DIVERGE, te, &te->tol.diverge, path, i, err) < 0 ||
@@ -79,19 +79,19 @@ static int parse_entry(const cJSON *e, tol_entry *te, const char *path, size_t i
 	if (noise) {
 		const cJSON *rel = cJSON_GetObjectItemCaseSensitive(noise, "rel_l2");
 		if (!cJSON_IsObject(noise) || !cJSON_IsNumber(rel) || !(rel->valuedouble >= 0))
-			return tb_err_set(err, path, "tolerance entry %zu: \"noise\" must be an object with a non-negative \"rel_l2\"", i);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu: \"noise\" must be an object with a non-negative \"rel_l2\"", i);
 		te->noise = rel->valuedouble;
 	}
 	mode = cJSON_GetObjectItemCaseSensitive(e, "mode");
 	if (mode) {
 		if (!cJSON_IsString(mode) || (strcmp(mode->valuestring, "rel") && strcmp(mode->valuestring, "abs")))
-			return tb_err_set(err, path, "tolerance entry %zu: \"mode\" must be \"rel\" or \"abs\"", i);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance entry %zu: \"mode\" must be \"rel\" or \"abs\"", i);
 		te->tol.absolute = !strcmp(mode->valuestring, "abs");
 		te->set |= SET_MODE;
 	}
 	rc = tb_pattern_compile(&te->re, match->valuestring, 0, msg, sizeof msg);
 	if (rc < 0)
-		return tb_err_set(err, path,
+		return tb_err_setc(err, TB_ERR_FORMAT, path,
 				  rc == TB_PATTERN_REFUSED ? "tolerance entry %zu: \"match\" %s" : "tolerance entry %zu: \"match\": %s",
 				  i, msg);
 	te->pattern = strdup(match->valuestring);
@@ -115,7 +115,7 @@ int tb_tolfile_load(const char *path, tb_tolfile **out, tb_err *err)
 		return -1;
 	list = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "tolerances");
 	if (!cJSON_IsArray(list)) {
-		tb_err_set(err, path, "tolerance file must be a JSON list of entries (or {\"tolerances\": [...]})");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "tolerance file must be a JSON list of entries (or {\"tolerances\": [...]})");
 		goto out;
 	}
 	if (cJSON_GetArraySize(list) > TOL_MAX_ENTRIES) {

@@ -294,13 +294,13 @@ static int parse_conds(const cJSON *arr, bool weighted, cond **out, size_t *n, c
 			w = cJSON_GetObjectItemCaseSensitive(it, "weight");
 		}
 		if (!cJSON_IsString(text))
-			return tb_err_set(err, path, "rule %zu: %s[%zu] must be a condition string%s", idx, field, k,
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu: %s[%zu] must be a condition string%s", idx, field, k,
 					  weighted ? " or {\"if\": ..., \"weight\": ...}" : "");
 		if (!parse_cond(text->valuestring, &(*out)[k], msg, sizeof msg))
-			return tb_err_set(err, path, "rule %zu: %s[%zu]: %s", idx, field, k, msg);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu: %s[%zu]: %s", idx, field, k, msg);
 		if (w) {
 			if (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 100)
-				return tb_err_set(err, path, "rule %zu: %s[%zu]: \"weight\" must be a number in (0, 100]", idx,
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu: %s[%zu]: \"weight\" must be a number in (0, 100]", idx,
 						  field, k);
 			(*out)[k].weight = w->valuedouble;
 		}
@@ -329,26 +329,26 @@ static int parse_rule(const cJSON *o, rule *r, const char *path, size_t idx, tb_
 	char msg[256];
 
 	if (!cJSON_IsObject(o))
-		return tb_err_set(err, path, "rule %zu is not an object", idx);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu is not an object", idx);
 	cJSON_ArrayForEach(it, o) {
 		bool ok = false;
 		for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++)
 			ok = !strcmp(it->string, known[k]);
 		if (!ok)
-			return tb_err_set(err, path, "rule %zu: unknown field \"%s\"", idx, it->string);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu: unknown field \"%s\"", idx, it->string);
 	}
 	if (!cJSON_IsString(id) || !valid_id(id->valuestring))
-		return tb_err_set(err, path, "rule %zu: \"id\" must be a cause id of lower-case letters, digits and '-'", idx);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu: \"id\" must be a cause id of lower-case letters, digits and '-'", idx);
 	if (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 1)
-		return tb_err_set(err, path, "rule %zu (%s): \"weight\" must be a number in (0, 1]", idx, id->valuestring);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"weight\" must be a number in (0, 1]", idx, id->valuestring);
 	if (!cJSON_IsString(why) || !*why->valuestring || strlen(why->valuestring) > TEXT_MAX)
-		return tb_err_set(err, path, "rule %zu (%s): \"why\" must be a non-empty string", idx, id->valuestring);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"why\" must be a non-empty string", idx, id->valuestring);
 	if (!cJSON_IsString(look) || !*look->valuestring || strlen(look->valuestring) > TEXT_MAX)
-		return tb_err_set(err, path, "rule %zu (%s): \"look_at\" must be a non-empty string", idx, id->valuestring);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"look_at\" must be a non-empty string", idx, id->valuestring);
 	if (!check_template(why->valuestring, msg, sizeof msg))
-		return tb_err_set(err, path, "rule %zu (%s): \"why\": %s", idx, id->valuestring, msg);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"why\": %s", idx, id->valuestring, msg);
 	if (!check_template(look->valuestring, msg, sizeof msg))
-		return tb_err_set(err, path, "rule %zu (%s): \"look_at\": %s", idx, id->valuestring, msg);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"look_at\": %s", idx, id->valuestring, msg);
 	r->id = strdup(id->valuestring);
 	r->why = strdup(why->valuestring);
 	r->look_at = strdup(look->valuestring);
@@ -364,7 +364,7 @@ static int parse_rule(const cJSON *o, rule *r, const char *path, size_t idx, tb_
 			idx, err) < 0)
 		return -1;
 	if (r->n_require == 0)
-		return tb_err_set(err, path, "rule %zu (%s): \"require\" must list at least one condition", idx, r->id);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "rule %zu (%s): \"require\" must list at least one condition", idx, r->id);
 	return 0;
 }
 
@@ -379,7 +379,7 @@ int tb_ruleset_add_text(tb_ruleset *rs, const char *text, size_t len, const char
 		return -1;
 	list = cJSON_GetObjectItemCaseSensitive(root, "rules");
 	if (!cJSON_IsObject(root) || !cJSON_IsArray(list)) {
-		tb_err_set(err, source, "rules file must be an object with a \"rules\" list");
+		tb_err_setc(err, TB_ERR_FORMAT, source, "rules file must be an object with a \"rules\" list");
 		goto out;
 	}
 	cJSON_ArrayForEach(it, list) {

@@ -173,7 +173,7 @@ bool tb_is_lfs_pointer(const tb_file *f)
 
 int tb_lfs_error(const char *path, tb_err *err)
 {
-	return tb_err_set(err, path, "is a Git LFS pointer, not the data (run git lfs pull)");
+	return tb_err_setc(err, TB_ERR_FORMAT, path, "is a Git LFS pointer, not the data (run git lfs pull)");
 }
 
 const tb_file *tb_builder_open(tb_builder *b, const char *path, tb_err *err)

@@ -392,7 +392,7 @@ static int name_error(parse *ps, const record *r, tb_err *err, const char *what)
 {
 	if (ps->c.unended)
 		what = "the file ends inside the values (the dump was cut short)";
-	return tb_err_set(err, ps->c.path, "line %zu: %s in the dump of '%.*s' (line %zu)", ps->c.lineno, what,
+	return tb_err_setc(err, TB_ERR_FORMAT, ps->c.path, "line %zu: %s in the dump of '%.*s' (line %zu)", ps->c.lineno, what,
 			  (int)(r->h.name_len < 256 ? r->h.name_len : 256), r->h.name, r->line);
 }
 
@@ -719,7 +719,7 @@ static int log_line(parse *ps, tb_err *err)
 	if (ps->n_rec && starts_any(ps->c.line, ps->c.le, run_starts, sizeof run_starts / sizeof *run_starts)) {
 		char q[QUOTE_MAX + 4];
 		quote(skip_log_prefix(p, end), end, q, sizeof q);
-		return tb_err_set(err, ps->c.path,
+		return tb_err_setc(err, TB_ERR_FORMAT, ps->c.path,
 				  "line %zu: another run of llama.cpp starts here ('%s') after the tensors of the first "
 				  "(line %zu on): capture one run per file",
 				  ps->c.lineno, q, ps->rec[0].line);
@@ -979,7 +979,7 @@ static int check_capture(const tb_file *f, parse *ps, const tb_ggml_node *nodes,
 	for (size_t i = 0; i < ps->n_rec; i++) {
 		tb_span w = tb_ggml_unknown_weight(&nodes[i]);
 		if (w.n)
-			return tb_err_set(err, f->path,
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path,
 					  "line %zu: '%.*s' %.*s's operand '%.*s' is no weight llama.cpp's GGUF files name "
 					  "(gguf-py's TENSOR_NAMES): the node's cell is unknown",
 					  ps->rec[i].line, (int)(nodes[i].name.n < 64 ? nodes[i].name.n : 64), nodes[i].name.p,
@@ -1013,7 +1013,7 @@ static int check_capture(const tb_file *f, parse *ps, const tb_ggml_node *nodes,
 			snprintf(was, sizeof was, "; the last cell it printed is '%.*s'%s",
 				 (int)(tap->name.n < 64 ? tap->name.n : 64), tap->name.p, tc);
 		}
-		return tb_err_set(err, f->path,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path,
 				  "line %zu: the capture ends after '%.*s'%s, before the logits, with nothing after it%s: "
 				  "the cells after it were never printed (llama.cpp writes its log from a thread of its own "
 				  "and can lose the end when it exits): capture it again",
@@ -1039,7 +1039,7 @@ static int ggml_index(tb_builder *b, const tb_file *f, const char *stem, const c
 									     : log_line(&ps, err);
 	if (rc == 0 && !ps.n_rec) {
 		if (ps.failed_line)
-			rc = tb_err_set(err, f->path, "line %zu: llama.cpp did not run the model, so it printed no tensor: '%s'",
+			rc = tb_err_setc(err, TB_ERR_FORMAT, f->path, "line %zu: llama.cpp did not run the model, so it printed no tensor: '%s'",
 					ps.failed_line, ps.failed);
 		else
 			/* A log or text file with no dump is skipped as any file no reader claims. */

@@ -47,7 +47,7 @@ __attribute__((format(printf, 3, 4))) static int jfail(const jcur *c, tb_err *er
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return tb_err_set(err, c->path, "golden record %d: %s (at byte %llu)", c->record, msg,
+	return tb_err_setc(err, TB_ERR_FORMAT, c->path, "golden record %d: %s (at byte %llu)", c->record, msg,
 			  (unsigned long long)(c->p - c->start));
 }
 
@@ -353,14 +353,14 @@ static int jlazy_load(void *ctx, uint64_t size, unsigned char **data, tb_err *er
 		n = number_len(p, end, false);
 		if (n == 0 || k == j->numel) {
 			free(out);
-			return tb_err_set(err, j->file->path, "golden array changed since it was indexed");
+			return tb_err_setc(err, TB_ERR_FORMAT, j->file->path, "golden array changed since it was indexed");
 		}
 		out[k++] = parse_float(p, n);
 		p += n;
 	}
 	if (k != j->numel) {
 		free(out);
-		return tb_err_set(err, j->file->path, "golden array changed since it was indexed");
+		return tb_err_setc(err, TB_ERR_FORMAT, j->file->path, "golden array changed since it was indexed");
 	}
 	*data = (unsigned char *)out;
 	return 0;
@@ -523,7 +523,7 @@ static int golden_json(tb_builder *b, const tb_file *f, const char *prefix, tb_e
 			if (k == want) {
 				jcur c = {p, f->data, line_end, f->path, k};
 				if (!tb_utf8_valid(p, (size_t)(line_end - p)))
-					return tb_err_set(err, f->path, "golden record %d is not valid UTF-8", k);
+					return tb_err_setc(err, TB_ERR_FORMAT, f->path, "golden record %d is not valid UTF-8", k);
 				if (*c.p == 0x1e) /* RFC 7464 record separator */
 					c.p++;
 				return json_record(b, f, &c, prefix, err);
@@ -533,8 +533,8 @@ static int golden_json(tb_builder *b, const tb_file *f, const char *prefix, tb_e
 		p = nl ? nl + 1 : end;
 	}
 	if (k == 0)
-		return tb_err_set(err, f->path, "golden file holds no records");
-	return tb_err_set(err, f->path, "golden file holds %d record%s; --record %d is out of range", k,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "golden file holds no records");
+	return tb_err_setc(err, TB_ERR_USAGE, f->path, "golden file holds %d record%s; --record %d is out of range", k,
 			  k == 1 ? "" : "s", want);
 }
 
@@ -582,7 +582,7 @@ static tb_pk_value *np_make_dtype(tb_pk *pk, tb_pk_value *args, tb_err *err)
 	np_dtype *d;
 
 	if (!code || code->kind != TB_PK_STR) {
-		tb_err_set(err, tb_pk_path(pk), "pickle: numpy.dtype without a type code");
+		tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy.dtype without a type code");
 		return NULL;
 	}
 	for (size_t i = 0; i < sizeof np_codes / sizeof *np_codes; i++) {
@@ -612,18 +612,18 @@ static int np_set(tb_pk *pk, np_array *a, const tb_pk_value *shape, const tb_pk_
 	uint64_t n = 1, bytes;
 
 	if (!d)
-		return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array without a dtype");
+		return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy array without a dtype");
 	if (data->kind != TB_PK_BYTES)
-		return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array data is a %s (object arrays are refused)",
+		return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy array data is a %s (object arrays are refused)",
 				  tb_pk_kind_name(data->kind));
 	a->ndim = tb_pk_get_dims(pk, shape, "numpy array shape", a->shape, TB_MAX_DIMS, err);
 	if (a->ndim < 0)
 		return -1;
 	for (int i = 0; i < a->ndim; i++)
 		if (__builtin_mul_overflow(n, (uint64_t)a->shape[i], &n))
-			return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array element count overflows");
+			return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy array element count overflows");
 	if (__builtin_mul_overflow(n, (uint64_t)tb_dtype_size(d->dt), &bytes) || bytes != data->u.s.n)
-		return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array holds %zu bytes, its shape and dtype need more or fewer",
+		return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy array holds %zu bytes, its shape and dtype need more or fewer",
 				  data->u.s.n);
 	a->dtype = *d;
 	a->fortran = fortran;
@@ -640,7 +640,7 @@ static tb_pk_value *np_reduce(tb_pk *pk, int id, tb_pk_value *args, tb_err *err)
 	switch (id) {
 	case N_RECONSTRUCT:
 		if (n < 1 || v[0]->kind != TB_PK_GLOBAL || v[0]->u.g.id != N_NDARRAY) {
-			tb_err_set(err, tb_pk_path(pk), "pickle: _reconstruct of something other than numpy.ndarray");
+			tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: _reconstruct of something other than numpy.ndarray");
 			return NULL;
 		}
 		return tb_pk_object(pk, OBJ_ARRAY, sizeof(np_array), err);
@@ -648,7 +648,7 @@ static tb_pk_value *np_reduce(tb_pk *pk, int id, tb_pk_value *args, tb_err *err)
 		return np_make_dtype(pk, args, err);
 	case N_FROMBUFFER:
 		if (n != 4 || !(tb_pk_is_str(v[3], "C") || tb_pk_is_str(v[3], "F"))) {
-			tb_err_set(err, tb_pk_path(pk), "pickle: _frombuffer takes (buffer, dtype, shape, 'C' or 'F')");
+			tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: _frombuffer takes (buffer, dtype, shape, 'C' or 'F')");
 			return NULL;
 		}
 		out = tb_pk_object(pk, OBJ_ARRAY, sizeof(np_array), err);
@@ -656,7 +656,7 @@ static tb_pk_value *np_reduce(tb_pk *pk, int id, tb_pk_value *args, tb_err *err)
 			return NULL;
 		return out;
 	default:
-		tb_err_set(err, tb_pk_path(pk), "pickle: numpy.ndarray cannot be called directly");
+		tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy.ndarray cannot be called directly");
 		return NULL;
 	}
 }
@@ -671,7 +671,7 @@ static int np_build(tb_pk *pk, tb_pk_value *obj, tb_pk_value *state, tb_err *err
 	if (d) {
 		/* (version, byteorder, subarray, names, fields, elsize, alignment, flags[, metadata]) */
 		if (n < 2 || s[1]->kind != TB_PK_STR || s[1]->u.s.n != 1 || !strchr("<>|=", s[1]->u.s.p[0]))
-			return tb_err_set(err, tb_pk_path(pk), "pickle: numpy dtype state is not understood");
+			return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy dtype state is not understood");
 		if (n >= 4 && (s[2]->kind != TB_PK_NONE || s[3]->kind != TB_PK_NONE))
 			return tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk),
 					   "pickle: structured numpy dtypes are not supported");
@@ -683,7 +683,7 @@ static int np_build(tb_pk *pk, tb_pk_value *obj, tb_pk_value *state, tb_err *err
 		if (n == 5)
 			s++, n--;
 		if (n != 4 || s[2]->kind != TB_PK_BOOL)
-			return tb_err_set(err, tb_pk_path(pk), "pickle: numpy array state is not understood");
+			return tb_err_setc(err, TB_ERR_FORMAT, tb_pk_path(pk), "pickle: numpy array state is not understood");
 		return np_set(pk, a, s[0], s[1], s[2]->u.b, s[3], err);
 	}
 	return tb_err_setc(err, TB_ERR_UNSUPPORTED, tb_pk_path(pk), "pickle: BUILD on this object is not supported");
@@ -742,7 +742,7 @@ static const np_array *want_array(const tb_pk_value *v, const char *path, const 
 	const np_array *a = v ? tb_pk_as(v, OBJ_ARRAY) : NULL;
 
 	if (!a || !a->set) {
-		tb_err_set(err, path, "golden pickle: \"%s\" is not a numpy array", what);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "golden pickle: \"%s\" is not a numpy array", what);
 		return NULL;
 	}
 	return a;
@@ -757,7 +757,7 @@ static int np_tokens(tb_builder *b, const tb_file *f, const np_array *a, tb_err 
 	for (int i = 0; i < a->ndim; i++)
 		n *= (uint64_t)a->shape[i];
 	if (tb_dtype_is_float(a->dtype.dt) || a->ndim != 1)
-		return tb_err_set(err, f->path, "golden pickle: \"tokens\" is not a flat integer array");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "golden pickle: \"tokens\" is not a flat integer array");
 	tok = malloc(n ? (size_t)n * sizeof *tok : 1);
 	if (!tok)
 		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");
@@ -816,7 +816,7 @@ static int golden_pickle(tb_builder *b, const tb_file *f, const char *stem, cons
 	}
 	if (root->kind == TB_PK_LIST || root->kind == TB_PK_TUPLE) {
 		if ((size_t)want >= root->u.seq.n) {
-			tb_err_set(err, f->path, "golden file holds %zu record%s; --record %d is out of range", root->u.seq.n,
+			tb_err_setc(err, TB_ERR_USAGE, f->path, "golden file holds %zu record%s; --record %d is out of range", root->u.seq.n,
 				   root->u.seq.n == 1 ? "" : "s", want);
 			goto out;
 		}
@@ -851,7 +851,7 @@ static int golden_pickle(tb_builder *b, const tb_file *f, const char *stem, cons
 		if (!(a = want_array(v, f->path, "layer_hidden_states", err)))
 			goto out;
 		if (a->ndim < 1) {
-			tb_err_set(err, f->path, "golden pickle: \"layer_hidden_states\" is a scalar");
+			tb_err_setc(err, TB_ERR_FORMAT, f->path, "golden pickle: \"layer_hidden_states\" is a scalar");
 			goto out;
 		}
 		for (int64_t i = 0; i < a->shape[0]; i++) {
@@ -875,7 +875,7 @@ static int golden_index(tb_builder *b, const tb_file *f, const char *stem, const
 	if (f->size > 0 && f->data[0] == 0x80)
 		return golden_pickle(b, f, stem, prefix, err);
 	if (f->size == 0)
-		return tb_err_set(err, f->path, "golden file holds no records");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "golden file holds no records");
 	return golden_json(b, f, prefix, err);
 }
 

@@ -105,27 +105,27 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 
 	memset(h, 0, sizeof *h);
 	if (!eat(&c, '{'))
-		return tb_err_set(err, path, "npy header is not a dict");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header is not a dict");
 	for (;;) {
 		if (eat(&c, '}'))
 			break;
 		if (parse_str(&c, key, sizeof key) < 0)
-			return tb_err_set(err, path, "npy header: bad key");
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: bad key");
 		if (!eat(&c, ':'))
-			return tb_err_set(err, path, "npy header: missing ':' after '%s'", key);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: missing ':' after '%s'", key);
 		if (!strcmp(key, "descr")) {
 			if (seen_descr)
-				return tb_err_set(err, path, "npy header: duplicate key 'descr'");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: duplicate key 'descr'");
 			seen_descr = true;
 			skip_ws(&c);
 			if (c.p < c.end && (*c.p == '[' || *c.p == '('))
 				return tb_err_setc(err, TB_ERR_UNSUPPORTED, path,
 						   "structured or subarray dtypes are not supported");
 			if (parse_str(&c, h->descr, sizeof h->descr) < 0)
-				return tb_err_set(err, path, "npy header: 'descr' is not a dtype string");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: 'descr' is not a dtype string");
 		} else if (!strcmp(key, "fortran_order")) {
 			if (seen_fortran)
-				return tb_err_set(err, path, "npy header: duplicate key 'fortran_order'");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: duplicate key 'fortran_order'");
 			seen_fortran = true;
 			skip_ws(&c);
 			if ((size_t)(c.end - c.p) >= 4 && !memcmp(c.p, "True", 4)) {
@@ -134,14 +134,14 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 			} else if ((size_t)(c.end - c.p) >= 5 && !memcmp(c.p, "False", 5)) {
 				c.p += 5;
 			} else {
-				return tb_err_set(err, path, "npy header: 'fortran_order' must be True or False");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: 'fortran_order' must be True or False");
 			}
 		} else if (!strcmp(key, "shape")) {
 			if (seen_shape)
-				return tb_err_set(err, path, "npy header: duplicate key 'shape'");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: duplicate key 'shape'");
 			seen_shape = true;
 			if (!eat(&c, '('))
-				return tb_err_set(err, path, "npy header: 'shape' is not a tuple");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: 'shape' is not a tuple");
 			while (!eat(&c, ')')) {
 				int64_t v;
 				int rc;
@@ -150,32 +150,32 @@ static int parse_header(const char *text, size_t len, npy_header *h, const char 
 							   TB_MAX_DIMS);
 				rc = parse_int(&c, &v);
 				if (rc == -2)
-					return tb_err_set(err, path, "npy header: negative dimension in 'shape'");
+					return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: negative dimension in 'shape'");
 				if (rc == -3)
-					return tb_err_set(err, path, "npy header: dimension too large in 'shape'");
+					return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: dimension too large in 'shape'");
 				if (rc < 0)
-					return tb_err_set(err, path, "npy header: 'shape' must hold integers");
+					return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: 'shape' must hold integers");
 				h->shape[h->ndim++] = v;
 				if (!eat(&c, ',')) {
 					if (!eat(&c, ')'))
-						return tb_err_set(err, path, "npy header: malformed 'shape' tuple");
+						return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: malformed 'shape' tuple");
 					break;
 				}
 			}
 		} else {
-			return tb_err_set(err, path, "npy header: unexpected key '%s'", key);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: unexpected key '%s'", key);
 		}
 		if (!eat(&c, ',')) {
 			if (!eat(&c, '}'))
-				return tb_err_set(err, path, "npy header: expected ',' or '}'");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: expected ',' or '}'");
 			break;
 		}
 	}
 	skip_ws(&c);
 	if (c.p != c.end)
-		return tb_err_set(err, path, "npy header: trailing bytes after the dict");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: trailing bytes after the dict");
 	if (!seen_descr || !seen_fortran || !seen_shape)
-		return tb_err_set(err, path, "npy header: missing key '%s'",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header: missing key '%s'",
 				  !seen_descr ? "descr" : !seen_fortran ? "fortran_order" : "shape");
 	return 0;
 }
@@ -276,17 +276,17 @@ static int manifest_override(const char *path, const char *descr, tb_dtype *dt, 
 
 	if (manifest_dtype(path, &m, &named, bad, sizeof bad) < 0) {
 		if (named && bad[0])
-			return tb_err_set(err, path, "%s names '%s' for it, which is not a dtype", MANIFEST_NAME, bad);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "%s names '%s' for it, which is not a dtype", MANIFEST_NAME, bad);
 		return 0;
 	}
 	if (!named || m == *dt)
 		return 0;
 	if (tb_dtype_size(m) != tb_dtype_size(*dt))
-		return tb_err_set(err, path,
+		return tb_err_setc(err, TB_ERR_FORMAT, path,
 				  "%s names %s (%zu-byte elements) for it, but its npy dtype '%s' has %zu-byte ones",
 				  MANIFEST_NAME, tb_dtype_name(m), tb_dtype_size(m), descr, tb_dtype_size(*dt));
 	if (tb_dtype_is_float(*dt) || *dt == TB_DT_BOOL)
-		return tb_err_set(err, path, "%s names %s for it, but it holds npy dtype '%s', not raw bits",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "%s names %s for it, but it holds npy dtype '%s', not raw bits",
 				  MANIFEST_NAME, tb_dtype_name(m), descr);
 	*dt = m;
 	return 0;
@@ -313,14 +313,14 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 		/* Hand-written files sometimes name the type ('bfloat16'). */
 		if (tb_dtype_parse(descr, dt) == 0)
 			return 0;
-		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "unknown npy dtype '%s'", descr);
 	}
 	if (kind == '?' && p[1])
-		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "unknown npy dtype '%s'", descr);
 	size = kind == '?' ? 1 : strtol(p + 1, &end, 10);
 	/* Dates carry their unit: '<M8[ns]'. */
 	if (kind != '?' && *end && !((kind == 'M' || kind == 'm') && *end == '['))
-		return tb_err_set(err, path, "unknown npy dtype '%s'", descr);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "unknown npy dtype '%s'", descr);
 	*big = order == '>';
 	switch (kind) {
 	case 'f':
@@ -360,17 +360,17 @@ static int descr_dtype(const char *descr, const tb_open_opts *opts, const char *
 			*dt = (tb_dtype)forced;
 		} else if (size > 2 || manifest_dtype(path, dt, &named, bad, sizeof bad) < 0) {
 			if (size == 2)
-				return tb_err_set(err, path,
+				return tb_err_setc(err, TB_ERR_FORMAT, path,
 						  "dtype '%s' is raw 2-byte void (bfloat16 from ml_dtypes?): pass --npy-void2 bf16 or add a dtypes.json manifest",
 						  descr);
 			if (size == 1)
-				return tb_err_set(err, path,
+				return tb_err_setc(err, TB_ERR_FORMAT, path,
 						  "dtype '%s' is raw 1-byte void (float8 from ml_dtypes?): pass --npy-void1 f8_e4m3fn or add a dtypes.json manifest",
 						  descr);
-			return tb_err_set(err, path, "void dtype '%s' is not a tensor type", descr);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "void dtype '%s' is not a tensor type", descr);
 		}
 		if (tb_dtype_size(*dt) != (size_t)size)
-			return tb_err_set(err, path, "dtype %s does not fit void dtype '%s'", tb_dtype_name(*dt), descr);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "dtype %s does not fit void dtype '%s'", tb_dtype_name(*dt), descr);
 		*big = false;
 		return 0;
 	}
@@ -391,15 +391,15 @@ int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const 
 
 	memset(info, 0, sizeof *info);
 	if (size < 6 || memcmp(d, "\x93NUMPY", 6))
-		return tb_err_set(err, path, "not an npy file (bad magic)");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "not an npy file (bad magic)");
 	if (size < 10)
-		return tb_err_set(err, path, "npy file truncated in its preamble");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy file truncated in its preamble");
 	if (d[6] == 1 && d[7] == 0) {
 		hlen = (uint64_t)d[8] | (uint64_t)d[9] << 8;
 		pre = 10;
 	} else if ((d[6] == 2 || d[6] == 3) && d[7] == 0) {
 		if (size < 12)
-			return tb_err_set(err, path, "npy file truncated in its preamble");
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "npy file truncated in its preamble");
 		hlen = (uint64_t)d[8] | (uint64_t)d[9] << 8 | (uint64_t)d[10] << 16 | (uint64_t)d[11] << 24;
 		pre = 12;
 	} else {
@@ -409,11 +409,11 @@ int tb_npy_parse(const unsigned char *d, uint64_t size, const char *path, const 
 		return tb_err_setc(err, TB_ERR_LIMIT, path, "npy header of %llu bytes exceeds the %d-byte cap",
 				   (unsigned long long)hlen, TB_NPY_MAX_HEADER);
 	if (hlen > size - pre)
-		return tb_err_set(err, path, "npy header length %llu runs past the end of the file",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header length %llu runs past the end of the file",
 				  (unsigned long long)hlen);
 	for (uint64_t i = 0; i < hlen; i++)
 		if (d[pre + i] == 0)
-			return tb_err_set(err, path, "npy header contains a NUL byte");
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "npy header contains a NUL byte");
 	if (parse_header((const char *)d + pre, (size_t)hlen, &h, path, err) < 0)
 		return -1;
 	if (descr_dtype(h.descr, opts, path, &info->dtype, &info->big_endian, err) < 0)
@@ -448,7 +448,7 @@ int tb_npy_apply_sized(tb_tensor *t, const tb_npy_info *info, uint64_t size, con
 		return -1;
 	*data_bytes = t->numel * tb_dtype_size(t->dtype);
 	if (*data_bytes > size - info->data_off)
-		return tb_err_set(err, path, "npy data truncated: %llu bytes expected, %llu present",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npy data truncated: %llu bytes expected, %llu present",
 				  (unsigned long long)*data_bytes, (unsigned long long)(size - info->data_off));
 	return 0;
 }

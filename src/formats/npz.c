@@ -55,12 +55,12 @@ static int npz_member(tb_builder *b, const tb_zip *z, const tb_zip_entry *e, con
 		return -1;
 	need = info.data_off + t->numel * tb_dtype_size(t->dtype);
 	if (need > e->usize)
-		return tb_err_set(err, path, "npz member '%s': npy data truncated: %llu bytes expected, %llu present",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npz member '%s': npy data truncated: %llu bytes expected, %llu present",
 				  e->name, (unsigned long long)(need - info.data_off),
 				  (unsigned long long)(e->usize - info.data_off));
 	/* Never inflate what the header does not account for (zip bombs). */
 	if (e->method == TB_ZIP_DEFLATE && need != e->usize)
-		return tb_err_set(err, path, "npz member '%s' declares %llu bytes but its npy header needs %llu",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "npz member '%s' declares %llu bytes but its npy header needs %llu",
 				  e->name, (unsigned long long)e->usize, (unsigned long long)need);
 	blob = tb_builder_blob(b, err);
 	if (!blob || tb_zip_blob(z, e, blob, err) < 0)

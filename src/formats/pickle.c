@@ -856,20 +856,20 @@ int tb_pk_get_int(const tb_pk *pk, const tb_pk_value *v, const char *what, int64
 		*out = v->u.b;
 		return 0;
 	}
-	return tb_err_set(err, pk->path, "pickle: %s is a %s, not an integer", what, tb_pk_kind_name(v->kind));
+	return tb_err_setc(err, TB_ERR_FORMAT, pk->path, "pickle: %s is a %s, not an integer", what, tb_pk_kind_name(v->kind));
 }
 
 int tb_pk_get_dims(const tb_pk *pk, const tb_pk_value *v, const char *what, int64_t *out, int max, tb_err *err)
 {
 	if (v->kind != TB_PK_TUPLE && v->kind != TB_PK_LIST)
-		return tb_err_set(err, pk->path, "pickle: %s is a %s, not a tuple", what, tb_pk_kind_name(v->kind));
+		return tb_err_setc(err, TB_ERR_FORMAT, pk->path, "pickle: %s is a %s, not a tuple", what, tb_pk_kind_name(v->kind));
 	if (v->u.seq.n > (size_t)max)
 		return tb_err_setc(err, TB_ERR_LIMIT, pk->path, "pickle: %s has more than %d entries", what, max);
 	for (size_t i = 0; i < v->u.seq.n; i++) {
 		if (tb_pk_get_int(pk, v->u.seq.v[i], what, &out[i], err) < 0)
 			return -1;
 		if (out[i] < 0)
-			return tb_err_set(err, pk->path, "pickle: %s holds a negative value", what);
+			return tb_err_setc(err, TB_ERR_FORMAT, pk->path, "pickle: %s holds a negative value", what);
 	}
 	return (int)v->u.seq.n;
 }

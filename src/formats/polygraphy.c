@@ -263,11 +263,11 @@ static int output_array(pg_ctx *c, const cJSON *out, const cJSON **nd, tb_err *e
 
 	*nd = NULL;
 	if (!cJSON_IsObject(out))
-		return tb_err_set(err, c->f->path, "output '%s' is not an object", out->string);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "output '%s' is not an object", out->string);
 	if (is_class(out, "LazyArray") || is_class(out, "LazyNumpyArray")) {
 		v = cJSON_GetObjectItemCaseSensitive(out, "values");
 		if (!cJSON_IsObject(v))
-			return tb_err_set(err, c->f->path, "output '%s': its LazyArray has no \"values\" object", out->string);
+			return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "output '%s': its LazyArray has no \"values\" object", out->string);
 	}
 	if (is_class(v, "Tensor")) {
 		tb_builder_note(c->b, "%s: skipped output '%s': a torch tensor (torch.save inside the JSON), which tbisect does not read",
@@ -276,10 +276,10 @@ static int output_array(pg_ctx *c, const cJSON *out, const cJSON **nd, tb_err *e
 	}
 	cls = pg_class(v);
 	if (!cls || strcmp(cls, "ndarray"))
-		return tb_err_set(err, c->f->path, "output '%s' is %s%s%s, not an encoded array", out->string,
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "output '%s' is %s%s%s, not an encoded array", out->string,
 				  cls ? "a '" : "an untagged object", cls ? cls : "", cls ? "'" : "");
 	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(v, "array")))
-		return tb_err_set(err, c->f->path, "output '%s': its ndarray has no \"array\" string", out->string);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "output '%s': its ndarray has no \"array\" string", out->string);
 	*nd = v;
 	return 0;
 }
@@ -307,7 +307,7 @@ static int add_output(pg_ctx *c, const cJSON *out, const char *name, tb_err *err
 	if (rc == -2)
 		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory decoding output '%s'", out->string);
 	if (rc < 0)
-		return tb_err_set(err, path, "output '%s': its array is not valid base64 (%s)", out->string, why);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "output '%s': its array is not valid base64 (%s)", out->string, why);
 	if (tb_npy_parse(npy, len, path, tb_builder_opts(c->b), &info, err) < 0) {
 		free(npy);
 		/* Valid arrays of no tensor type (strings) are not fatal. */
@@ -359,7 +359,7 @@ static int add_outputs(pg_ctx *c, const cJSON *outputs, tb_err *err)
 	for (i = 0, it = outputs->child; it && rc == 0; it = it->next, i++) {
 		const char *s = strip(it->string);
 		if (!*s) {
-			rc = tb_err_set(err, c->f->path, "an output with an empty name");
+			rc = tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "an output with an empty name");
 			break;
 		}
 		/* A module name is a prefix of the output's own (which fits: over-long names keep theirs). */
@@ -384,13 +384,13 @@ static int pick_runner(pg_ctx *c, const cJSON *lst, const char **name, const cJS
 	*name = NULL;
 	*iters = NULL;
 	if (n == 0)
-		return tb_err_set(err, c->f->path, "Polygraphy results hold no runners (\"lst\" is empty)");
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "Polygraphy results hold no runners (\"lst\" is empty)");
 	k = n == 1 ? 0 : side;
 	r = cJSON_GetArrayItem(lst, k);
 	rn = cJSON_GetArrayItem(r, 0);
 	*iters = cJSON_GetArrayItem(r, 1);
 	if (!cJSON_IsArray(r) || cJSON_GetArraySize(r) != 2 || !cJSON_IsString(rn) || !cJSON_IsArray(*iters))
-		return tb_err_set(err, c->f->path, "runner %d of \"lst\" is not a [name, iterations] pair", k);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "runner %d of \"lst\" is not a [name, iterations] pair", k);
 	*name = rn->valuestring;
 	return 0;
 }
@@ -414,29 +414,29 @@ static int pg_index(tb_builder *b, const tb_file *f, const char *stem, const cha
 	lst = cJSON_GetObjectItemCaseSensitive(root, "lst");
 	/* Python's json keeps a repeated key's last value, cJSON its first. */
 	if (cJSON_IsObject(root) && (dup = tb_json_duplicate_key(root))) {
-		tb_err_set(err, f->path, "Polygraphy results repeat the key \"%s\"", dup);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "Polygraphy results repeat the key \"%s\"", dup);
 		goto out;
 	}
 	if (!cJSON_IsArray(lst)) {
-		tb_err_set(err, f->path, "Polygraphy results without a \"lst\" array of runners");
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "Polygraphy results without a \"lst\" array of runners");
 		goto out;
 	}
 	if (pick_runner(&c, lst, &runner, &iters, err) < 0)
 		goto out;
 	n_iters = cJSON_GetArraySize(iters);
 	if (n_iters == 0) {
-		tb_err_set(err, f->path, "runner %s holds no iterations", runner);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "runner %s holds no iterations", runner);
 		goto out;
 	}
 	if (want >= n_iters) {
-		tb_err_set(err, f->path, "runner %s holds %d iteration%s; --record %d is out of range", runner, n_iters,
+		tb_err_setc(err, TB_ERR_USAGE, f->path, "runner %s holds %d iteration%s; --record %d is out of range", runner, n_iters,
 			   n_iters == 1 ? "" : "s", want);
 		goto out;
 	}
 	iter = cJSON_GetArrayItem(iters, want);
 	outputs = cJSON_GetObjectItemCaseSensitive(iter, "outputs");
 	if (!cJSON_IsObject(iter) || !cJSON_IsObject(outputs)) {
-		tb_err_set(err, f->path, "runner %s, iteration %d: no \"outputs\" object", runner, want);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "runner %s, iteration %d: no \"outputs\" object", runner, want);
 		goto out;
 	}
 	tb_builder_note(b, "%s: runner %s, iteration %d of %d", f->path, runner, want, n_iters);

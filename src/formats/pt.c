@@ -180,12 +180,12 @@ static tb_pk_value *pt_persistent_load(tb_pk *pk, tb_pk_value *pid, tb_err *err)
 	int type, idx;
 
 	if (pid->kind != TB_PK_TUPLE || pid->u.seq.n < 5 || !tb_pk_is_str(pid->u.seq.v[0], "storage")) {
-		tb_err_set(err, path, "pickle: persistent id is not a ('storage', type, key, location, numel) tuple");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: persistent id is not a ('storage', type, key, location, numel) tuple");
 		return NULL;
 	}
 	v = pid->u.seq.v;
 	if (v[1]->kind != TB_PK_GLOBAL || v[1]->u.g.id < F_STORAGE || v[1]->u.g.id >= F_STORAGE + (int)N_STORAGE) {
-		tb_err_set(err, path, "pickle: storage type is not a torch storage class");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: storage type is not a torch storage class");
 		return NULL;
 	}
 	type = v[1]->u.g.id - F_STORAGE;
@@ -196,30 +196,30 @@ static tb_pk_value *pt_persistent_load(tb_pk *pk, tb_pk_value *pid, tb_err *err)
 	}
 	if (v[2]->kind != TB_PK_STR || v[2]->u.s.n == 0 || v[2]->u.s.n >= sizeof key ||
 	    memchr(v[2]->u.s.p, '/', v[2]->u.s.n) || memchr(v[2]->u.s.p, 0, v[2]->u.s.n)) {
-		tb_err_set(err, path, "pickle: storage key is not a plain name");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: storage key is not a plain name");
 		return NULL;
 	}
 	memcpy(key, v[2]->u.s.p, v[2]->u.s.n);
 	key[v[2]->u.s.n] = '\0';
 	if (!strcmp(key, ".") || !strcmp(key, "..")) {
-		tb_err_set(err, path, "pickle: storage key is not a plain name");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: storage key is not a plain name");
 		return NULL;
 	}
 	if (tb_pk_get_int(pk, v[4], "storage numel", &numel, err) < 0)
 		return NULL;
 	if (numel < 0 ||
 	    __builtin_mul_overflow((uint64_t)numel, (uint64_t)tb_dtype_size((tb_dtype)storage_types[type].dtype), &bytes)) {
-		tb_err_set(err, path, "storage '%s': numel %lld is out of range", key, (long long)numel);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "storage '%s': numel %lld is out of range", key, (long long)numel);
 		return NULL;
 	}
 	snprintf(rec, sizeof rec, "%sdata/%s", c->prefix, key);
 	e = tb_zip_find(c->z, rec);
 	if (!e) {
-		tb_err_set(err, path, "storage record '%s' is missing", rec);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "storage record '%s' is missing", rec);
 		return NULL;
 	}
 	if (e->usize != bytes) {
-		tb_err_set(err, path, "storage record '%s' holds %llu bytes, the pickle declares %llu (%lld x %s)", rec,
+		tb_err_setc(err, TB_ERR_FORMAT, path, "storage record '%s' holds %llu bytes, the pickle declares %llu (%lld x %s)", rec,
 			   (unsigned long long)e->usize, (unsigned long long)bytes, (long long)numel,
 			   storage_types[type].name);
 		return NULL;
@@ -227,7 +227,7 @@ static tb_pk_value *pt_persistent_load(tb_pk *pk, tb_pk_value *pid, tb_err *err)
 	idx = entry_index(c->z, e);
 	s = c->storage_of[idx];
 	if (s && (s->type != type || s->numel != (uint64_t)numel)) {
-		tb_err_set(err, path, "storage '%s' is declared twice with different types or sizes", key);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "storage '%s' is declared twice with different types or sizes", key);
 		return NULL;
 	}
 	out = tb_pk_object(pk, OBJ_STORAGE, sizeof *s, err);
@@ -261,12 +261,12 @@ static tb_pk_value *rebuild_tensor(tb_pk *pk, int id, tb_pk_value *args, tb_err 
 	int nd, ns;
 
 	if (n < want || n > want + 1) {
-		tb_err_set(err, path, "pickle: tensor rebuild takes %zu or %zu arguments, got %zu", want, want + 1, n);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: tensor rebuild takes %zu or %zu arguments, got %zu", want, want + 1, n);
 		return NULL;
 	}
 	s = tb_pk_as(v[0], OBJ_STORAGE);
 	if (!s) {
-		tb_err_set(err, path, "pickle: tensor rebuild without a storage (got a %s)", tb_pk_kind_name(v[0]->kind));
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: tensor rebuild without a storage (got a %s)", tb_pk_kind_name(v[0]->kind));
 		return NULL;
 	}
 	out = tb_pk_object(pk, OBJ_TENSOR, sizeof *t, err);
@@ -278,7 +278,7 @@ static tb_pk_value *rebuild_tensor(tb_pk *pk, int id, tb_pk_value *args, tb_err 
 	if (id == F_REBUILD_V3) {
 		int d = v[6]->kind == TB_PK_GLOBAL ? v[6]->u.g.id - F_DTYPE : -1;
 		if (d < 0 || d >= (int)N_DTYPE) {
-			tb_err_set(err, path, "pickle: _rebuild_tensor_v3 without a torch dtype");
+			tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: _rebuild_tensor_v3 without a torch dtype");
 			return NULL;
 		}
 		if (torch_dtypes[d].dtype < 0) {
@@ -291,7 +291,7 @@ static tb_pk_value *rebuild_tensor(tb_pk *pk, int id, tb_pk_value *args, tb_err 
 	if (tb_pk_get_int(pk, v[1], "storage offset", &t->offset, err) < 0)
 		return NULL;
 	if (t->offset < 0) {
-		tb_err_set(err, path, "pickle: negative storage offset");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: negative storage offset");
 		return NULL;
 	}
 	nd = tb_pk_get_dims(pk, v[2], "tensor size", t->size, TB_MAX_DIMS, err);
@@ -299,7 +299,7 @@ static tb_pk_value *rebuild_tensor(tb_pk *pk, int id, tb_pk_value *args, tb_err 
 	if (ns < 0)
 		return NULL;
 	if (nd != ns) {
-		tb_err_set(err, path, "pickle: tensor has %d sizes but %d strides", nd, ns);
+		tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: tensor has %d sizes but %d strides", nd, ns);
 		return NULL;
 	}
 	t->ndim = nd;
@@ -319,7 +319,7 @@ static tb_pk_value *pt_reduce(tb_pk *pk, int id, tb_pk_value *args, tb_err *err)
 	case F_PARAMETER:
 	case F_PARAMETER_STATE:
 		if (n < 1 || !tb_pk_as(args->u.seq.v[0], OBJ_TENSOR)) {
-			tb_err_set(err, path, "pickle: _rebuild_parameter without a tensor");
+			tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: _rebuild_parameter without a tensor");
 			return NULL;
 		}
 		return args->u.seq.v[0];
@@ -336,7 +336,7 @@ static tb_pk_value *pt_reduce(tb_pk *pk, int id, tb_pk_value *args, tb_err *err)
 	default:
 		break;
 	}
-	tb_err_set(err, path, "pickle: a torch %s cannot be called here",
+	tb_err_setc(err, TB_ERR_FORMAT, path, "pickle: a torch %s cannot be called here",
 		   id >= F_DTYPE ? "dtype" : id >= F_STORAGE ? "storage class" : "function");
 	return NULL;
 }
@@ -358,7 +358,7 @@ static int add_tensor(pt_ctx *c, const pt_tensor *pt, const char *name, bool big
 	memcpy(t->stride, pt->stride, sizeof pt->stride);
 	t->blob = pt->storage->blob;
 	if (__builtin_mul_overflow((uint64_t)pt->offset, (uint64_t)es, &t->offset))
-		return tb_err_set(err, c->f->path, "tensor '%s': storage offset overflows", name);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->f->path, "tensor '%s': storage offset overflows", name);
 	if (t->numel > PT_MAX_ALIASED && t->numel * es > t->blob->size)
 		return tb_err_setc(err, TB_ERR_LIMIT, c->f->path,
 				   "tensor '%s': a view of %llu elements over a %llu-byte storage is too large", name,
@@ -408,13 +408,13 @@ static int walk_value(walk *w, const tb_pk_value *v, char *name, size_t len, int
 			int rc;
 			if (k->kind == TB_PK_STR) {
 				if (k->u.s.n == 0 || memchr(k->u.s.p, 0, k->u.s.n) || !tb_utf8_valid(k->u.s.p, k->u.s.n))
-					return tb_err_set(err, path, "dict key is empty, holds a NUL or is not UTF-8");
+					return tb_err_setc(err, TB_ERR_FORMAT, path, "dict key is empty, holds a NUL or is not UTF-8");
 				rc = walk_child(w, v->u.seq.v[i + 1], name, len, (const char *)k->u.s.p, k->u.s.n, depth, err);
 			} else if (k->kind == TB_PK_INT) {
 				snprintf(idx, sizeof idx, "%lld", (long long)k->u.i);
 				rc = walk_child(w, v->u.seq.v[i + 1], name, len, idx, strlen(idx), depth, err);
 			} else {
-				return tb_err_set(err, path, "dict key of type %s cannot name a tensor", tb_pk_kind_name(k->kind));
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "dict key of type %s cannot name a tensor", tb_pk_kind_name(k->kind));
 			}
 			if (rc < 0)
 				return -1;
@@ -440,10 +440,10 @@ static int archive_prefix(const tb_zip *z, const char *path, char *prefix, size_
 	const char *slash;
 
 	if (!first)
-		return tb_err_set(err, path, "torch.save archive is empty");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "torch.save archive is empty");
 	slash = strchr(first->name, '/');
 	if (!slash || (size_t)(slash - first->name) + 2 > size)
-		return tb_err_set(err, path, "not a torch.save archive: first member '%s' is not inside a folder",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "not a torch.save archive: first member '%s' is not inside a folder",
 				  first->name);
 	snprintf(prefix, size, "%.*s/", (int)(slash - first->name), first->name);
 	return 0;
@@ -490,7 +490,7 @@ static int read_byteorder(const tb_zip *z, const char *prefix, const char *path,
 		*big = true;
 	else if (!(n == 6 && !memcmp(d, "little", 6))) {
 		free(owned);
-		return tb_err_set(err, path, "byteorder record says neither 'little' nor 'big'");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "byteorder record says neither 'little' nor 'big'");
 	}
 	free(owned);
 	return 0;
@@ -546,7 +546,7 @@ static int index_archive(tb_builder *b, const tb_file *f, const char *stem, cons
 	snprintf(rec, sizeof rec, "%sdata.pkl", aprefix);
 	e = tb_zip_find(z, rec);
 	if (!e) {
-		tb_err_set(err, f->path, "not a torch.save archive: no '%s'", rec);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "not a torch.save archive: no '%s'", rec);
 		goto out;
 	}
 	if (read_byteorder(z, aprefix, f->path, &w.big, err) < 0 ||

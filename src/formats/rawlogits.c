@@ -40,7 +40,7 @@ static int raw_tokens(tb_builder *b, const tb_file *f, tb_err *err)
 	int64_t *ids;
 
 	if (f->size == 0 || f->size % 4)
-		return tb_err_set(err, f->path, "its %llu bytes are not int32 token ids", (unsigned long long)f->size);
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "its %llu bytes are not int32 token ids", (unsigned long long)f->size);
 	ids = malloc(n * sizeof *ids);
 	if (!ids)
 		return tb_err_setc(err, TB_ERR_NOMEM, f->path, "out of memory");

@@ -76,23 +76,23 @@ static int parse_entry(const cJSON *item, st_entry *e, const char *path, tb_err 
 
 	e->name = item->string;
 	if (!cJSON_IsObject(item))
-		return tb_err_set(err, path, "safetensors: entry '%s' is not an object", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: entry '%s' is not an object", e->name);
 	dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
 	shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
 	offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
 	if (!cJSON_IsString(dt))
-		return tb_err_set(err, path, "safetensors: tensor '%s' has no dtype string", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s' has no dtype string", e->name);
 	for (k = 0; k < sizeof st_dtypes / sizeof *st_dtypes; k++)
 		if (!strcmp(st_dtypes[k].name, dt->valuestring))
 			break;
 	if (k == sizeof st_dtypes / sizeof *st_dtypes)
-		return tb_err_set(err, path, "safetensors: tensor '%s' has unknown dtype '%s'", e->name, dt->valuestring);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s' has unknown dtype '%s'", e->name, dt->valuestring);
 	if (st_dtypes[k].dtype < 0)
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "safetensors: tensor '%s': dtype %s is not supported",
 				   e->name, dt->valuestring);
 	e->dtype = (tb_dtype)st_dtypes[k].dtype;
 	if (!cJSON_IsArray(shape))
-		return tb_err_set(err, path, "safetensors: tensor '%s' has no shape array", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s' has no shape array", e->name);
 	e->ndim = 0;
 	cJSON_ArrayForEach(dim, shape) {
 		uint64_t v;
@@ -100,17 +100,17 @@ static int parse_entry(const cJSON *item, st_entry *e, const char *path, tb_err 
 			return tb_err_setc(err, TB_ERR_LIMIT, path, "safetensors: tensor '%s' has more than %d dimensions",
 					   e->name, TB_MAX_DIMS);
 		if (!tb_json_uint(dim, &v))
-			return tb_err_set(err, path, "safetensors: tensor '%s': shape entries must be non-negative integers",
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s': shape entries must be non-negative integers",
 					  e->name);
 		e->shape[e->ndim++] = (int64_t)v;
 	}
 	if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
 	    !tb_json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) ||
 	    !tb_json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
-		return tb_err_set(err, path, "safetensors: tensor '%s': data_offsets must be two non-negative integers",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s': data_offsets must be two non-negative integers",
 				  e->name);
 	if (e->end < e->begin)
-		return tb_err_set(err, path, "safetensors: tensor '%s': data_offsets end before they begin", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: tensor '%s': data_offsets end before they begin", e->name);
 	return 0;
 }
 
@@ -123,10 +123,10 @@ static int check_metadata(const cJSON *meta, const char *path, tb_err *err)
 	if (cJSON_IsNull(meta))
 		return 0;
 	if (!cJSON_IsObject(meta))
-		return tb_err_set(err, path, "safetensors: __metadata__ is not an object");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: __metadata__ is not an object");
 	cJSON_ArrayForEach(it, meta)
 		if (!cJSON_IsString(it))
-			return tb_err_set(err, path, "safetensors: __metadata__ value '%s' is not a string", it->string);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "safetensors: __metadata__ value '%s' is not a string", it->string);
 	return 0;
 }
 
@@ -151,7 +151,7 @@ static int check_integers(const char *text, size_t len, const char *path, tb_err
 			i++;
 		}
 		if (!integer)
-			return tb_err_set(err, path,
+			return tb_err_setc(err, TB_ERR_FORMAT, path,
 					  "safetensors: number %.*s at header byte %zu is not an integer (shapes and data_offsets hold integers)",
 					  (int)(i - start < 32 ? i - start : 32), text + start, start);
 	}
@@ -179,27 +179,27 @@ static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char
 	int rc = -1;
 
 	if (f->size < 8)
-		return tb_err_set(err, f->path, "safetensors: file shorter than its 8-byte header length");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: file shorter than its 8-byte header length");
 	for (int i = 0; i < 8; i++)
 		hlen |= (uint64_t)d[i] << (8 * i);
 	if (hlen > ST_MAX_HEADER)
 		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "safetensors: header length %llu exceeds the 100 MB cap",
 				   (unsigned long long)hlen);
 	if (hlen > f->size - 8)
-		return tb_err_set(err, f->path, "safetensors: header length %llu runs past the end of the file",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: header length %llu runs past the end of the file",
 				  (unsigned long long)hlen);
 	root = tb_json_parse((const char *)d + 8, (size_t)hlen, f->path, "safetensors header", err);
 	if (!root)
 		return -1;
 	if (!cJSON_IsObject(root)) {
-		tb_err_set(err, f->path, "safetensors: header is not a JSON object");
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: header is not a JSON object");
 		goto out;
 	}
 	if (check_integers((const char *)d + 8, (size_t)hlen, f->path, err) < 0)
 		goto out;
 	dup = tb_json_duplicate_key(root);
 	if (dup) {
-		tb_err_set(err, f->path, "safetensors: duplicate tensor name '%s'", dup);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: duplicate tensor name '%s'", dup);
 		goto out;
 	}
 	cap = (size_t)cJSON_GetArraySize(root);
@@ -230,7 +230,7 @@ static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char
 	for (size_t i = 0; i < n; i++) {
 		st_entry *e = &entries[i];
 		if (e->begin != pos) {
-			tb_err_set(err, f->path, "safetensors: tensor '%s' %s (data_offsets begin at %llu, expected %llu)",
+			tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: tensor '%s' %s (data_offsets begin at %llu, expected %llu)",
 				   e->name, e->begin < pos ? "overlaps the previous tensor" : "leaves a gap before it",
 				   (unsigned long long)e->begin, (unsigned long long)pos);
 			goto out;
@@ -238,7 +238,7 @@ static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char
 		pos = e->end;
 	}
 	if (pos != data_size) {
-		tb_err_set(err, f->path, "safetensors: tensors cover %llu data bytes but the file holds %llu",
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: tensors cover %llu data bytes but the file holds %llu",
 			   (unsigned long long)pos, (unsigned long long)data_size);
 		goto out;
 	}
@@ -256,7 +256,7 @@ static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char
 		if (flt && flt->weight_map) {
 			const cJSON *where = cJSON_GetObjectItemCaseSensitive(flt->weight_map, e->name);
 			if (!cJSON_IsString(where)) {
-				tb_err_set(err, f->path, "safetensors: tensor '%s' is not listed in the shard index", e->name);
+				tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: tensor '%s' is not listed in the shard index", e->name);
 				goto out;
 			}
 			if (strcmp(where->valuestring, flt->shard) != 0) {
@@ -272,7 +272,7 @@ static int st_load(tb_builder *b, const tb_file *f, const char *stem, const char
 		if (tb_tensor_set_shape(t, e->ndim, e->shape, f->path, err) < 0)
 			goto out;
 		if (t->numel * tb_dtype_size(t->dtype) != e->end - e->begin) {
-			tb_err_set(err, f->path, "safetensors: tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
+			tb_err_setc(err, TB_ERR_FORMAT, f->path, "safetensors: tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
 				   e->name, (unsigned long long)(e->end - e->begin),
 				   (unsigned long long)(t->numel * tb_dtype_size(t->dtype)));
 			goto out;
@@ -323,21 +323,21 @@ static int st_index_index(tb_builder *b, const tb_file *f, const char *stem, con
 		return -1;
 	map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(map)) {
-		tb_err_set(err, f->path, "shard index has no \"weight_map\" object");
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "shard index has no \"weight_map\" object");
 		goto out;
 	}
 	if (!map->child) {
-		tb_err_set(err, f->path, "shard index has an empty \"weight_map\"");
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "shard index has an empty \"weight_map\"");
 		goto out;
 	}
 	dup = tb_json_duplicate_key(map);
 	if (dup) {
-		tb_err_set(err, f->path, "shard index lists tensor '%s' twice", dup);
+		tb_err_setc(err, TB_ERR_FORMAT, f->path, "shard index lists tensor '%s' twice", dup);
 		goto out;
 	}
 	cJSON_ArrayForEach(it, map) {
 		if (!cJSON_IsString(it) || !plain_file_name(it->valuestring)) {
-			tb_err_set(err, f->path, "shard index: tensor '%s' names a shard that is not a plain file name beside the index",
+			tb_err_setc(err, TB_ERR_FORMAT, f->path, "shard index: tensor '%s' names a shard that is not a plain file name beside the index",
 				   it->string);
 			goto out;
 		}
@@ -372,7 +372,7 @@ static int st_index_index(tb_builder *b, const tb_file *f, const char *stem, con
 		char name[2 * TB_MAX_NAME + 2];
 		snprintf(name, sizeof name, "%s%s", prefix, it->string);
 		if (!tb_builder_has(b, name)) {
-			tb_err_set(err, f->path, "shard index lists tensor '%s' but shard %s does not hold it",
+			tb_err_setc(err, TB_ERR_FORMAT, f->path, "shard index lists tensor '%s' but shard %s does not hold it",
 				   it->string, it->valuestring);
 			goto out;
 		}

@@ -103,29 +103,29 @@ static int sglang_index(tb_builder *b, const tb_file *f, const char *stem, const
 	dot = strrchr(base, '.');
 	len = dot ? (size_t)(dot - base) : strlen(base);
 	if (!field(base, len, "step", step, sizeof step) && !field(base, len, "forward_pass_id", step, sizeof step))
-		return tb_err_set(err, f->path, "an SGLang dump record whose file name has no step= (renamed?)");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose file name has no step= (renamed?)");
 	if (!field(base, len, "rank", rank, sizeof rank) || !field(base, len, "name", rec, sizeof rec))
-		return tb_err_set(err, f->path, "an SGLang dump record whose file name has no rank= or name=");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose file name has no rank= or name=");
 	if (!digits(step) || !digits(rank))
-		return tb_err_set(err, f->path, "an SGLang dump record whose step or rank is not a number");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose step or rank is not a number");
 	nm = strncmp(rec, "non_intrusive__", 15) ? rec : rec + 15;
 	if (!*nm)
-		return tb_err_set(err, f->path, "an SGLang dump record with an empty name");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record with an empty name");
 	if (field(base, len, "occurrence", occ, sizeof occ)) {
 		if (!digits(occ))
-			return tb_err_set(err, f->path, "an SGLang dump record whose occurrence '%s' is not a number", occ);
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose occurrence '%s' is not a number", occ);
 		if (strcmp(occ, "0"))
 			snprintf(call, sizeof call, ".call_%s", occ);
 	}
 	if (field(base, len, "pd_role", role, sizeof role) && strcmp(role, "null") && strcmp(role, "none")) {
 		if (strcmp(role, "prefill") && strcmp(role, "decode"))
-			return tb_err_set(err, f->path, "an SGLang dump record whose pd_role '%s' is neither prefill nor decode",
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose pd_role '%s' is neither prefill nor decode",
 					  role);
 		snprintf(proc, sizeof proc, "pd_%s.", role);
 	}
 	if (field(base, len, "graph_size", size, sizeof size)) {
 		if (!digits(size) || !(graph = atol(size)))
-			return tb_err_set(err, f->path, "an SGLang dump record whose graph_size '%s' is not a positive number",
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "an SGLang dump record whose graph_size '%s' is not a positive number",
 					  size);
 	}
 	if (field(base, len, "layer_id", layer, sizeof layer) && digits(layer) && strncmp(nm, "model.", 6))

@@ -161,7 +161,7 @@ static int vllm_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	type = cJSON_GetObjectItemCaseSensitive(root, "type");
 	if (cJSON_IsString(type) && !strcmp(type->valuestring, "tensor")) {
 		if (!record_present(dir, rec))
-			rc = tb_err_set(err, f->path, "names a tensor, but no %s_DEVICE.pt is beside it", rec);
+			rc = tb_err_setc(err, TB_ERR_FORMAT, f->path, "names a tensor, but no %s_DEVICE.pt is beside it", rec);
 	} else if (cJSON_IsString(type) && (!strcmp(type->valuestring, "tuple") || !strcmp(type->valuestring, "list"))) {
 		items = cJSON_GetObjectItemCaseSensitive(root, "items");
 		if (!cJSON_IsArray(items))
@@ -171,13 +171,13 @@ static int vllm_index(tb_builder *b, const tb_file *f, const char *stem, const c
 			char item[96];
 			snprintf(item, sizeof item, "%s_%d", rec, i++);
 			if (cJSON_IsString(t) && !strcmp(t->valuestring, "tensor") && !record_present(dir, item)) {
-				rc = tb_err_set(err, f->path, "names item %d, a tensor, but no %s_DEVICE.pt is beside it",
+				rc = tb_err_setc(err, TB_ERR_FORMAT, f->path, "names item %d, a tensor, but no %s_DEVICE.pt is beside it",
 						i - 1, item);
 				break;
 			}
 		}
 	} else {
-		rc = tb_err_set(err, f->path, "a vLLM sidecar whose \"type\" is neither tensor nor tuple");
+		rc = tb_err_setc(err, TB_ERR_FORMAT, f->path, "a vLLM sidecar whose \"type\" is neither tensor nor tuple");
 	}
 	cJSON_Delete(root);
 	return rc;
@@ -209,7 +209,7 @@ int tb_sidecar_check_vllm_record(const char *path, tb_err *err)
 		return 0;
 	snprintf(side, sizeof side, "%s/%s.json", dir,
 		 !strncmp(base, "post_fwd_inputs", 15) ? "post_fwd_inputs" : inputs ? "inputs" : "outputs");
-	return tb_err_set(err, path, "a vLLM record without its sidecar %s (a partial copy of the dump?)", side);
+	return tb_err_setc(err, TB_ERR_FORMAT, path, "a vLLM record without its sidecar %s (a partial copy of the dump?)", side);
 }
 
 /* Every "value" string of the model debugger's tree that names a file. */
@@ -218,7 +218,7 @@ static int check_values(const cJSON *node, const char *dir, const char *path, in
 	const cJSON *it;
 
 	if (depth > 256)
-		return tb_err_set(err, path, "the debug tree nests deeper than 256");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "the debug tree nests deeper than 256");
 	cJSON_ArrayForEach(it, node) {
 		if (it->string && !strcmp(it->string, "value") && cJSON_IsString(it) && !strncmp(it->valuestring, "./", 2) &&
 		    strstr(it->valuestring, ".safetensors")) {
@@ -226,12 +226,12 @@ static int check_values(const cJSON *node, const char *dir, const char *path, in
 			const char *name = it->valuestring + 2;
 			size_t nd = strlen(dir), nn = strlen(name);
 			if (strchr(name, '/') || nd + nn + 2 > sizeof file)
-				return tb_err_set(err, path, "names '%s', not a file beside it", it->valuestring);
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "names '%s', not a file beside it", it->valuestring);
 			memcpy(file, dir, nd);
 			file[nd] = '/';
 			memcpy(file + nd + 1, name, nn + 1);
 			if (!exists(file))
-				return tb_err_set(err, path, "names %s, which is missing", it->valuestring);
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "names %s, which is missing", it->valuestring);
 		} else if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && check_values(it, dir, path, depth + 1, err) < 0) {
 			return -1;
 		}

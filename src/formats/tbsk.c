@@ -129,7 +129,7 @@ typedef struct cursor {
 static int take(cursor *c, void *out, size_t n, tb_err *err)
 {
 	if ((size_t)(c->end - c->p) < n)
-		return tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "truncated sketch (%s)", c->what);
 	memcpy(out, c->p, n);
 	c->p += n;
 	return 0;
@@ -142,7 +142,7 @@ static int take(cursor *c, void *out, size_t n, tb_err *err)
 static int skip(cursor *c, size_t n, tb_err *err)
 {
 	if ((size_t)(c->end - c->p) < n)
-		return tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "truncated sketch (%s)", c->what);
 	c->p += n;
 	return 0;
 }
@@ -153,11 +153,11 @@ static const char *take_str(tb_builder *b, cursor *c, size_t len, tb_err *err)
 	const char *s;
 
 	if ((size_t)(c->end - c->p) < len) {
-		tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+		tb_err_setc(err, TB_ERR_FORMAT, c->path, "truncated sketch (%s)", c->what);
 		return NULL;
 	}
 	if (memchr(c->p, 0, len)) {
-		tb_err_set(err, c->path, "a name in the sketch holds a NUL byte (%s)", c->what);
+		tb_err_setc(err, TB_ERR_FORMAT, c->path, "a name in the sketch holds a NUL byte (%s)", c->what);
 		return NULL;
 	}
 	if (!(s = tb_builder_keep(b, (const char *)c->p, len)))
@@ -172,7 +172,7 @@ static void *take_array(tb_builder *b, cursor *c, uint64_t n, size_t size, tb_er
 	void *v;
 
 	if (n > (uint64_t)(c->end - c->p) / size) {
-		tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+		tb_err_setc(err, TB_ERR_FORMAT, c->path, "truncated sketch (%s)", c->what);
 		return NULL;
 	}
 	if (!(v = tb_builder_alloc(b, n ? (size_t)n * size : 1))) {
@@ -213,9 +213,9 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 	    !(dtype_name = take_str(b, c, dtype_len, err)) || TAKE(c, ndim, err) < 0)
 		return -1;
 	if (tb_dtype_parse(dtype_name, &dt) < 0)
-		return tb_err_set(err, c->path, "tensor '%s': unknown dtype '%s' in the sketch", name, dtype_name);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': unknown dtype '%s' in the sketch", name, dtype_name);
 	if (ndim > TB_MAX_DIMS)
-		return tb_err_set(err, c->path, "tensor '%s': %u dimensions in the sketch", name, ndim);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': %u dimensions in the sketch", name, ndim);
 	if (take(c, shape, (size_t)ndim * sizeof *shape, err) < 0)
 		return -1;
 	if (!(s = tb_builder_alloc(b, sizeof *s)))
@@ -233,16 +233,16 @@ static int read_tensor(tb_builder *b, cursor *c, uint64_t seed, tb_err *err)
 	if (tb_tensor_set_shape(t, ndim, shape, c->path, err) < 0)
 		return -1;
 	if (t->numel != s->p.numel)
-		return tb_err_set(err, c->path, "tensor '%s': %llu values for shape of %llu in the sketch", name,
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': %llu values for shape of %llu in the sketch", name,
 				  (unsigned long long)s->p.numel, (unsigned long long)t->numel);
 	if ((bad = bad_params(&s->p)))
-		return tb_err_set(err, c->path, "tensor '%s': the sketch's %s is not one tbisect writes", name, bad);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': the sketch's %s is not one tbisect writes", name, bad);
 	if (s->ranks == 0 || s->rank >= s->ranks)
-		return tb_err_set(err, c->path, "tensor '%s': rank %u of %u in the sketch", name, s->rank, s->ranks);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': rank %u of %u in the sketch", name, s->rank, s->ranks);
 	/* each count at most the values, so that no sum of them wraps */
 	if (s->nan > s->p.numel || s->inf > s->p.numel - s->nan || s->finite > s->p.numel - s->nan - s->inf ||
 	    (s->ranks == 1 && s->nan + s->inf + s->finite != s->p.numel))
-		return tb_err_set(err, c->path, "tensor '%s': its value counts do not add up in the sketch", name);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "tensor '%s': its value counts do not add up in the sketch", name);
 	s->n_blocks = (s->p.numel + TB_SKETCH_BLOCK - 1) / TB_SKETCH_BLOCK;
 	if (!(s->bucket = take_array(b, c, s->p.k, sizeof *s->bucket, err)) ||
 	    !(s->pos_sumsq = take_array(b, c, (uint64_t)s->p.n_pos, sizeof *s->pos_sumsq, err)) ||
@@ -269,12 +269,12 @@ static int read_tree(tb_builder *b, cursor *c, tb_err *err)
 	if (TAKE(c, tie, err) < 0 || TAKE(c, n, err) < 0)
 		return -1;
 	if (!(isnan(tie) || (tie >= -1 && tie <= 1)))
-		return tb_err_set(err, c->path, "the sketch's tie score %g is no correlation", tie);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "the sketch's tie score %g is no correlation", tie);
 	tb_builder_set_tie(b, tie);
 	if (n == 0)
 		return 0;
 	if (n > (uint64_t)(c->end - c->p) / sizeof *tok)
-		return tb_err_set(err, c->path, "truncated sketch (%s)", c->what);
+		return tb_err_setc(err, TB_ERR_FORMAT, c->path, "truncated sketch (%s)", c->what);
 	if (!(tok = malloc((size_t)n * sizeof *tok)))
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	memcpy(tok, c->p, (size_t)n * sizeof *tok);
@@ -292,7 +292,7 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 	(void)stem;
 	(void)prefix;
 	if (f->size < MAGIC_LEN + 4 + 4 + 8 + 8 || memcmp(f->data, MAGIC, MAGIC_LEN))
-		return tb_err_set(err, f->path, "not a tbisect sketch (or truncated)");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "not a tbisect sketch (or truncated)");
 	memcpy(&sum, f->data + f->size - sizeof sum, sizeof sum);
 	c.p += MAGIC_LEN;
 	if (TAKE(&c, version, err) < 0)
@@ -302,7 +302,7 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 				   version, TB_SKETCH_VERSION,
 				   version < TB_SKETCH_VERSION ? "sketch the tree again" : "a newer tbisect wrote it");
 	if (checksum(CHECKSUM_INIT, f->data, (size_t)f->size - sizeof sum) != sum)
-		return tb_err_set(err, f->path, "the sketch is corrupted or truncated (its checksum does not match)");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "the sketch is corrupted or truncated (its checksum does not match)");
 	c.end -= sizeof sum;
 	if (TAKE(&c, n, err) < 0 || TAKE(&c, seed, err) < 0 || read_tree(b, &c, err) < 0)
 		return -1;
@@ -312,7 +312,7 @@ static int tbsk_index(tb_builder *b, const tb_file *f, const char *stem, const c
 		if (read_tensor(b, &c, seed, err) < 0)
 			return -1;
 	if (c.p != c.end)
-		return tb_err_set(err, f->path, "%zu bytes after the sketch's last tensor", (size_t)(c.end - c.p));
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "%zu bytes after the sketch's last tensor", (size_t)(c.end - c.p));
 	return 0;
 }
 

@@ -83,16 +83,16 @@ static int walk_entry(walk *w, const char *dir, const char *rel, const char *nam
 		return tb_err_setc(err, TB_ERR_IO, path, "cannot stat: %s", strerror(errno));
 	if (S_ISLNK(st.st_mode)) {
 		if (!realpath(path, real))
-			return tb_err_set(err, path, "broken symbolic link");
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "broken symbolic link");
 		if (!inside_root(w->root_real, real))
-			return tb_err_set(err, path, "symbolic link leaves the tree (points to %s)", real);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "symbolic link leaves the tree (points to %s)", real);
 		if (stat(path, &st) < 0)
 			return tb_err_setc(err, TB_ERR_IO, path, "cannot stat: %s", strerror(errno));
 	}
 	if (S_ISDIR(st.st_mode)) {
 		for (int i = 0; i <= w->depth; i++)
 			if (w->anc_dev[i] == st.st_dev && w->anc_ino[i] == st.st_ino)
-				return tb_err_set(err, path, "symbolic link loop (directory contains itself)");
+				return tb_err_setc(err, TB_ERR_FORMAT, path, "symbolic link loop (directory contains itself)");
 		if (w->depth >= MAX_DEPTH)
 			return tb_err_setc(err, TB_ERR_LIMIT, path, "directory nesting deeper than %d", MAX_DEPTH);
 		w->depth++;
@@ -380,7 +380,7 @@ static int open_file(tb_builder *b, const char *path, tb_err *err)
 		return tb_err_setc(err, TB_ERR_UNSUPPORTED, path, "%s", model_file(f));
 	fmt = pick_format(f, base);
 	if (!fmt)
-		return tb_err_set(err, path,
+		return tb_err_setc(err, TB_ERR_FORMAT, path,
 				  "not a recognised tensor file (npy, npz, safetensors, torch.save, MaxText golden, Polygraphy JSON, llama.cpp text dump)");
 	derive_names(base, stem, prefix, sizeof stem);
 	return index_with(b, fmt, f, stem, "", err);
@@ -404,10 +404,10 @@ static int no_tensors(const tb_tree *tree, const char *path, tb_err *err)
 	const tb_ptrvec *notes = &tree->priv->notes;
 
 	if (!notes->n)
-		return tb_err_set(err, path, "no tensors found");
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "no tensors found");
 	if (notes->n == 1)
-		return tb_err_set(err, path, "no tensors found; %s", (const char *)notes->v[0]);
-	return tb_err_set(err, path, "no tensors found; %s (and %zu more notes)",
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "no tensors found; %s", (const char *)notes->v[0]);
+	return tb_err_setc(err, TB_ERR_FORMAT, path, "no tensors found; %s (and %zu more notes)",
 			  (const char *)notes->v[0], notes->n - 1);
 }
 
@@ -447,7 +447,7 @@ int tb_tree_open(const char *path, const tb_open_opts *opts, tb_tree **out, tb_e
 	else if (S_ISREG(st.st_mode))
 		rc = open_file(&b, path, err);
 	else
-		rc = tb_err_set(err, path, "not a directory or regular file");
+		rc = tb_err_setc(err, TB_ERR_FORMAT, path, "not a directory or regular file");
 	if (rc == 0 && tree->priv->tensors.n == 0)
 		rc = no_tensors(tree, path, err);
 	if (rc < 0) {

@@ -73,7 +73,7 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 	uint64_t pos, lowest, eocd = UINT64_MAX;
 
 	if (f->size < EOCD_LEN)
-		return tb_err_set(err, f->path, "zip: file too short for an end-of-central-directory record");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: file too short for an end-of-central-directory record");
 	/* The record sits at the very end, followed only by its comment.  Take
 	 * the last signature, as other readers do, and insist that its comment
 	 * ends the file: no second reading of the archive is possible. */
@@ -85,9 +85,9 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 		}
 	}
 	if (eocd == UINT64_MAX)
-		return tb_err_set(err, f->path, "zip: no end-of-central-directory record");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: no end-of-central-directory record");
 	if (eocd + EOCD_LEN + rd16(d + eocd + 20) != f->size)
-		return tb_err_set(err, f->path, "zip: the end-of-central-directory comment does not end the file");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: the end-of-central-directory comment does not end the file");
 	/* 0xFFFF: the value is in the zip64 record. */
 	if ((rd16(d + eocd + 4) != 0 && rd16(d + eocd + 4) != 0xFFFF) ||
 	    (rd16(d + eocd + 6) != 0 && rd16(d + eocd + 6) != 0xFFFF) || rd16(d + eocd + 8) != rd16(d + eocd + 10))
@@ -102,7 +102,7 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 		if (rd32(loc + 4) != 0 || rd32(loc + 16) > 1)
 			return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "zip: multi-disk archives are not supported");
 		if (off > eocd - LOC64_LEN || eocd - LOC64_LEN - off < EOCD64_LEN || rd32(d + off) != SIG_EOCD64)
-			return tb_err_set(err, f->path, "zip: zip64 end-of-central-directory locator points to no record");
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: zip64 end-of-central-directory locator points to no record");
 		if (rd32(d + off + 16) != 0 || rd32(d + off + 20) != 0 || rd64(d + off + 24) != rd64(d + off + 32))
 			return tb_err_setc(err, TB_ERR_UNSUPPORTED, f->path, "zip: multi-disk archives are not supported");
 		end->n_entries = rd64(d + off + 32);
@@ -111,16 +111,16 @@ static int find_end(const tb_file *f, zip_end *end, tb_err *err)
 		end->limit = off;
 	}
 	if (end->cd_off > end->limit || end->cd_size > end->limit - end->cd_off)
-		return tb_err_set(err, f->path, "zip: central directory (%llu bytes at %llu) runs past its end record",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: central directory (%llu bytes at %llu) runs past its end record",
 				  (unsigned long long)end->cd_size, (unsigned long long)end->cd_off);
 	/* Readers that allow prepended data locate the directory from the end
 	 * record instead; both must agree. */
 	if (end->cd_off + end->cd_size != end->limit)
-		return tb_err_set(err, f->path, "zip: central directory does not end where its end record starts");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: central directory does not end where its end record starts");
 	if (end->n_entries > TB_ZIP_MAX_ENTRIES)
 		return tb_err_setc(err, TB_ERR_LIMIT, f->path, "zip: more than %d members", TB_ZIP_MAX_ENTRIES);
 	if (end->n_entries > end->cd_size / CENTRAL_LEN)
-		return tb_err_set(err, f->path, "zip: %llu members cannot fit a %llu-byte central directory",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: %llu members cannot fit a %llu-byte central directory",
 				  (unsigned long long)end->n_entries, (unsigned long long)end->cd_size);
 	return 0;
 }
@@ -192,7 +192,7 @@ static int parse_central(const tb_file *f, const unsigned char *c, uint64_t avai
 	bool found;
 
 	if (avail < CENTRAL_LEN || rd32(c) != SIG_CENTRAL)
-		return tb_err_set(err, f->path, "zip: central directory entry is damaged");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: central directory entry is damaged");
 	flags = rd16(c + 8);
 	method = rd16(c + 10);
 	e->crc = rd32(c + 16);
@@ -203,11 +203,11 @@ static int parse_central(const tb_file *f, const unsigned char *c, uint64_t avai
 	clen = rd16(c + 32);
 	*lho = rd32(c + 42);
 	if ((uint64_t)nlen + xlen + clen > avail - CENTRAL_LEN)
-		return tb_err_set(err, f->path, "zip: central directory entry runs past the directory");
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: central directory entry runs past the directory");
 	*taken = CENTRAL_LEN + (uint64_t)nlen + xlen + clen;
 	why = bad_name(c + CENTRAL_LEN, nlen);
 	if (why)
-		return tb_err_set(err, f->path, "zip: member name '%.*s' %s", nlen > 200 ? 200 : (int)nlen,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member name '%.*s' %s", nlen > 200 ? 200 : (int)nlen,
 				  (const char *)c + CENTRAL_LEN, why);
 	e->name = malloc((size_t)nlen + 1);
 	if (!e->name)
@@ -216,13 +216,13 @@ static int parse_central(const tb_file *f, const unsigned char *c, uint64_t avai
 	e->name[nlen] = '\0';
 	e->is_dir = e->name[nlen - 1] == '/';
 	if (flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENC))
-		return tb_err_set(err, f->path, "zip: member '%s' is encrypted", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' is encrypted", e->name);
 	if (method != TB_ZIP_STORED && method != TB_ZIP_DEFLATE)
-		return tb_err_set(err, f->path, "zip: member '%s' uses compression method %u (only stored and deflate are supported)",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' uses compression method %u (only stored and deflate are supported)",
 				  e->name, method);
 	e->method = method;
 	if (rd16(c + 34) != 0 && rd16(c + 34) != 0xFFFF)
-		return tb_err_set(err, f->path, "zip: member '%s' is on another disk", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' is on another disk", e->name);
 	if (e->usize == 0xFFFFFFFFu)
 		want[n_want++] = &e->usize;
 	if (e->csize == 0xFFFFFFFFu)
@@ -231,7 +231,7 @@ static int parse_central(const tb_file *f, const unsigned char *c, uint64_t avai
 		want[n_want++] = lho;
 	if (n_want) {
 		if (zip64_fields(c + CENTRAL_LEN + nlen, xlen, want, n_want, &found) < 0 || !found)
-			return tb_err_set(err, f->path, "zip: member '%s' has a missing or short zip64 extra field", e->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' has a missing or short zip64 extra field", e->name);
 	}
 	return 0;
 }
@@ -245,28 +245,28 @@ static int check_local(const tb_file *f, tb_zip_entry *e, uint64_t lho, uint64_t
 	size_t n = strlen(e->name);
 
 	if (lho > cd_off || cd_off - lho < LOCAL_LEN)
-		return tb_err_set(err, f->path, "zip: member '%s': local header offset %llu is outside the archive",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header offset %llu is outside the archive",
 				  e->name, (unsigned long long)lho);
 	l = f->data + lho;
 	if (rd32(l) != SIG_LOCAL)
-		return tb_err_set(err, f->path, "zip: member '%s': no local header at offset %llu", e->name,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': no local header at offset %llu", e->name,
 				  (unsigned long long)lho);
 	flags = rd16(l + 6);
 	nlen = rd16(l + 26);
 	xlen = rd16(l + 28);
 	if ((uint64_t)nlen + xlen > cd_off - lho - LOCAL_LEN)
-		return tb_err_set(err, f->path, "zip: member '%s': local header runs into the central directory", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header runs into the central directory", e->name);
 	if (nlen != n || memcmp(l + LOCAL_LEN, e->name, n) != 0)
-		return tb_err_set(err, f->path, "zip: member '%s': local header names '%.*s'", e->name,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header names '%.*s'", e->name,
 				  nlen > 200 ? 200 : (int)nlen, (const char *)l + LOCAL_LEN);
 	if (rd16(l + 8) != e->method)
-		return tb_err_set(err, f->path, "zip: member '%s': local header and central directory disagree on the method",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header and central directory disagree on the method",
 				  e->name);
 	if (flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENC))
-		return tb_err_set(err, f->path, "zip: member '%s' is encrypted", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' is encrypted", e->name);
 	e->data_off = lho + LOCAL_LEN + nlen + xlen;
 	if (e->csize > cd_off - e->data_off)
-		return tb_err_set(err, f->path, "zip: member '%s': %llu bytes of data run past the archive", e->name,
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': %llu bytes of data run past the archive", e->name,
 				  (unsigned long long)e->csize);
 	/* Sizes in the local header (when present) must agree: two readers of
 	 * one archive must never see two different members. */
@@ -277,18 +277,18 @@ static int check_local(const tb_file *f, tb_zip_entry *e, uint64_t lho, uint64_t
 			uint64_t *want[2] = {&lu, &lc};
 			bool found;
 			if (zip64_fields(l + LOCAL_LEN + nlen, xlen, want, 2, &found) < 0 || !found)
-				return tb_err_set(err, f->path, "zip: member '%s': local header has a missing or short zip64 extra field",
+				return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header has a missing or short zip64 extra field",
 						  e->name);
 		}
 		if (lc != e->csize || lu != e->usize)
-			return tb_err_set(err, f->path, "zip: member '%s': local header and central directory disagree on its size",
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s': local header and central directory disagree on its size",
 					  e->name);
 	}
 	if (e->method == TB_ZIP_STORED && e->csize != e->usize)
-		return tb_err_set(err, f->path, "zip: stored member '%s' has different compressed and uncompressed sizes",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: stored member '%s' has different compressed and uncompressed sizes",
 				  e->name);
 	if (e->method == TB_ZIP_DEFLATE && e->usize / DEFLATE_MAX_RATIO > e->csize)
-		return tb_err_set(err, f->path, "zip: member '%s' declares %llu bytes, more than deflate can make of %llu",
+		return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: member '%s' declares %llu bytes, more than deflate can make of %llu",
 				  e->name, (unsigned long long)e->usize, (unsigned long long)e->csize);
 	return 0;
 }
@@ -321,11 +321,11 @@ static int check_names_and_spans(tb_zip *z, span *spans, tb_err *err)
 	qsort(z->by_name, z->n, sizeof *z->by_name, cmp_by_name);
 	for (size_t i = 1; i < z->n; i++)
 		if (!strcmp(z->by_name[i - 1]->name, z->by_name[i]->name))
-			return tb_err_set(err, f->path, "zip: duplicate member '%s'", z->by_name[i]->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: duplicate member '%s'", z->by_name[i]->name);
 	qsort(spans, z->n, sizeof *spans, cmp_span);
 	for (size_t i = 1; i < z->n; i++)
 		if (spans[i].start < spans[i - 1].end)
-			return tb_err_set(err, f->path, "zip: members '%s' and '%s' overlap",
+			return tb_err_setc(err, TB_ERR_FORMAT, f->path, "zip: members '%s' and '%s' overlap",
 					  z->entries[spans[i - 1].idx].name, z->entries[spans[i].idx].name);
 	for (size_t i = 0; i < z->n; i++) {
 		const tb_zip_entry *e = &z->entries[i];
@@ -499,7 +499,7 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 	int zrc = Z_OK;
 
 	if (zs_init(&z, in, csize) != Z_OK)
-		return tb_err_set(err, path, "zip: member '%s': cannot start inflating", name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "zip: member '%s': cannot start inflating", name);
 	while (out_done < want) {
 		uint64_t room = want - out_done, cap = out ? ZCHUNK : sizeof scratch;
 		unsigned char *dst = out ? out + out_done : scratch;
@@ -510,16 +510,16 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 			break;
 		if (zrc == Z_BUF_ERROR && zs_dry(&z)) {
 			inflateEnd(&z.s);
-			return tb_err_set(err, path, ends_early, name);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, ends_early, name);
 		}
 		if (zrc != Z_OK && zrc != Z_BUF_ERROR) {
 			inflateEnd(&z.s);
-			return tb_err_set(err, path, corrupt, name);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, corrupt, name);
 		}
 	}
 	if (out_done < want) {
 		inflateEnd(&z.s);
-		return tb_err_set(err, path, "zip: member '%s' inflates to %llu bytes, fewer than the %llu declared", name,
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "zip: member '%s' inflates to %llu bytes, fewer than the %llu declared", name,
 				  (unsigned long long)out_done, (unsigned long long)want);
 	}
 	/* Full: in a whole read the stream must end here, not produce more. */
@@ -527,17 +527,17 @@ static int inflate_member(const char *path, const char *name, const unsigned cha
 		zrc = zs_step(&z, &spare, 1, &made);
 		if (made) {
 			inflateEnd(&z.s);
-			return tb_err_set(err, path, "zip: member '%s' inflates to more than its declared %llu bytes", name,
+			return tb_err_setc(err, TB_ERR_FORMAT, path, "zip: member '%s' inflates to more than its declared %llu bytes", name,
 					  (unsigned long long)want);
 		}
 		if (zrc != Z_OK && zrc != Z_STREAM_END) {
 			inflateEnd(&z.s);
-			return tb_err_set(err, path, zrc == Z_BUF_ERROR ? ends_early : corrupt, name);
+			return tb_err_setc(err, TB_ERR_FORMAT, path, zrc == Z_BUF_ERROR ? ends_early : corrupt, name);
 		}
 	}
 	inflateEnd(&z.s);
 	if (whole && (uint32_t)c != crc)
-		return tb_err_set(err, path, "zip: member '%s' fails its CRC check", name);
+		return tb_err_setc(err, TB_ERR_FORMAT, path, "zip: member '%s' fails its CRC check", name);
 	return 0;
 }
 
@@ -727,7 +727,7 @@ static int check_stored(const tb_zip *z, const tb_zip_entry *e, tb_err *err)
 	for (uint64_t off = 0; off < e->usize; off += ZCHUNK)
 		c = crc32(c, p + off, e->usize - off > ZCHUNK ? ZCHUNK : (uInt)(e->usize - off));
 	if ((uint32_t)c != e->crc)
-		return tb_err_set(err, z->file->path, "zip: member '%s' fails its CRC check", e->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, z->file->path, "zip: member '%s' fails its CRC check", e->name);
 	return 0;
 }
 

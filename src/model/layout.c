@@ -233,13 +233,13 @@ int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err)
 
 	memset(out, 0, sizeof *out);
 	if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof out->tap)
-		return tb_err_set(err, NULL, "--shard '%s': expected TAP=SPEC (attn.o=partial, mlp.act='s h[tp]')", arg);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "--shard '%s': expected TAP=SPEC (attn.o=partial, mlp.act='s h[tp]')", arg);
 	memcpy(out->tap, arg, (size_t)(eq - arg));
 	if (!tb_tap_valid(out->tap))
-		return tb_err_set(err, NULL, "--shard '%s': unknown tap '%s'", arg, out->tap);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "--shard '%s': unknown tap '%s'", arg, out->tap);
 	spec = eq + 1;
 	if (strlen(spec) >= sizeof out->spec)
-		return tb_err_set(err, NULL, "--shard '%s': spec too long", arg);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "--shard '%s': spec too long", arg);
 	strcpy(out->spec, spec);
 	if (!strcmp(spec, "partial")) {
 		out->kind = TB_SHARD_PARTIAL;
@@ -250,9 +250,9 @@ int tb_shard_parse(const char *arg, tb_shard_rule *out, tb_err *err)
 		return 0;
 	}
 	if (parse_dims(spec, &out->kind, &out->axis, &out->ndim, &why) < 0)
-		return tb_err_set(err, NULL, "--shard '%s': %s", arg, why);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "--shard '%s': %s", arg, why);
 	if (out->axis < 0)
-		return tb_err_set(err, NULL, "--shard '%s': no dim is marked [tp] (or say partial / replicated)", arg);
+		return tb_err_setc(err, TB_ERR_USAGE, NULL, "--shard '%s': no dim is marked [tp] (or say partial / replicated)", arg);
 	return 0;
 }
 
@@ -365,7 +365,7 @@ static join_kind join_of(const tb_layout_opts *o, const tb_cell *c, const tb_ten
 		if (r->ndim != t->ndim) {
 			char shape[128];
 			tb_shape_format(t->ndim, t->shape, shape, sizeof shape);
-			tb_err_set(err, t->path, "--shard %s='%s' names %d dims, but '%s' has shape %s", r->tap, r->spec,
+			tb_err_setc(err, TB_ERR_FORMAT, t->path, "--shard %s='%s' names %d dims, but '%s' has shape %s", r->tap, r->spec,
 				   r->ndim, t->name, shape);
 			return -1;
 		}
@@ -378,7 +378,7 @@ static join_kind join_of(const tb_layout_opts *o, const tb_cell *c, const tb_ten
 		const char *why;
 		*spec = t->dims;
 		if (parse_dims(t->dims, &kind, axis, &ndim, &why) < 0 || ndim != t->ndim) {
-			tb_err_set(err, t->path, "'%s': the dump's dims '%s' %s", t->name, t->dims,
+			tb_err_setc(err, TB_ERR_FORMAT, t->path, "'%s': the dump's dims '%s' %s", t->name, t->dims,
 				   ndim != t->ndim ? "do not name one dim per axis" : why);
 			return -1;
 		}
@@ -438,7 +438,7 @@ static int split_fused(const tb_layout_opts *o, const tb_tensor *t, const char *
 
 	if (!qkv) {
 		if (width % 2)
-			return tb_err_set(err, t->path, "'%s': a gate_up shard of odd width %lld", t->name, (long long)width);
+			return tb_err_setc(err, TB_ERR_FORMAT, t->path, "'%s': a gate_up shard of odd width %lld", t->name, (long long)width);
 		w[0] = w[1] = width / 2;
 		return 0;
 	}
@@ -460,7 +460,7 @@ static int split_fused(const tb_layout_opts *o, const tb_tensor *t, const char *
 		w[1] = w[2] = (width - core) / 2;
 		return 0;
 	}
-	return tb_err_set(err, t->path,
+	return tb_err_setc(err, TB_ERR_USAGE, t->path,
 			  "'%s': joining the shards of a fused qkv projection needs --heads and --kv-heads (or the attention output dumped beside it)",
 			  base);
 }
@@ -487,7 +487,7 @@ static int join_fused(lay *L, entry *g, int n, tb_tensor **out, tb_err *err)
 	char tag[32], name[NAME_ROOM];
 
 	if (n > 64)
-		return tb_err_set(err, g->t->path, "'%s': more than 64 ranks", g->base);
+		return tb_err_setc(err, TB_ERR_LIMIT, g->t->path, "'%s': more than 64 ranks", g->base);
 	for (int k = 0; k < np; k++) {
 		tb_tap_part_tag(ids[k], tag, sizeof tag);
 		for (int r = 0; r < n; r++) {
@@ -584,7 +584,7 @@ static int own_rank(lay *L, tb_err *err)
 {
 	for (size_t i = 0; i < L->n; i++) {
 		if (L->e[i].rank >= 0 && L->e[i].rank != L->o->rank)
-			return tb_err_set(err, L->e[i].t->path, "'%s' is rank %d's, in a tree given as rank %d's alone (--rank)",
+			return tb_err_setc(err, TB_ERR_USAGE, L->e[i].t->path, "'%s' is rank %d's, in a tree given as rank %d's alone (--rank)",
 					  L->e[i].base, L->e[i].rank, L->o->rank);
 		L->e[i].rank = -1;
 	}
@@ -612,7 +612,7 @@ static int join_all_ranks(lay *L, tb_err *err)
 		entry *g = &L->e[i];
 		int n = (int)(j - i);
 		if (g[0].rank < 0 && n > 1)
-			return tb_err_set(err, g[1].t->path, "'%s' is dumped both with and without a rank tag", g->base);
+			return tb_err_setc(err, TB_ERR_FORMAT, g[1].t->path, "'%s' is dumped both with and without a rank tag", g->base);
 		if (g[0].rank >= 0) {
 			/* a degree is known only from the ranks present: one short
 			 * of them reads alike whether a file is lost or the dump
@@ -621,7 +621,7 @@ static int join_all_ranks(lay *L, tb_err *err)
 			while (r < n && g[r].rank == r)
 				r++;
 			if (r < degree)
-				return tb_err_set(err, g[r < n ? r : 0].t->path,
+				return tb_err_setc(err, TB_ERR_FORMAT, g[r < n ? r : 0].t->path,
 						  "'%s': rank %d is missing (the tree has ranks 0..%d), or the tree mixes tensor-parallel degrees",
 						  g->base, r, degree - 1);
 			tb_tensor *joined;
@@ -675,7 +675,7 @@ static int check_steps(lay *L, step_set *s, tb_err *err)
 	for (int k = s->first; k <= s->last; k++) {
 		if (!seen[k - s->first]) {
 			free(seen);
-			return tb_err_set(err, L->tree->path, "step %d is missing: the dump has steps %d..%d with a gap", k,
+			return tb_err_setc(err, TB_ERR_FORMAT, L->tree->path, "step %d is missing: the dump has steps %d..%d with a gap", k,
 					  s->first, s->last);
 		}
 		s->count++;
@@ -838,7 +838,7 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 			lo->step = L->o->step >= 0 ? L->o->step : s.first;
 			if (lo->step < s.first || lo->step > s.last) {
 				free(out);
-				return tb_err_set(err, L->tree->path, "no step %d: the dump has steps %d..%d", lo->step, s.first,
+				return tb_err_setc(err, TB_ERR_FORMAT, L->tree->path, "no step %d: the dump has steps %d..%d", lo->step, s.first,
 						  s.last);
 			}
 		}
@@ -868,7 +868,7 @@ static int resolve_steps(lay *L, tb_tensor ***list, size_t *n_list, tb_err *err)
 			}
 			if (axis < 0) {
 				free(out);
-				return tb_err_set(err, g->t->path, "'%s' has no positions axis to stitch its steps on", g->base);
+				return tb_err_setc(err, TB_ERR_FORMAT, g->t->path, "'%s' has no positions axis to stitch its steps on", g->base);
 			}
 			for (int k = 0; k < count; k++)
 				parts[k] = L->e[i + (size_t)k].t;

@@ -897,7 +897,7 @@ static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 		return -1;
 	rules = cJSON_GetObjectItemCaseSensitive(root, "rules");
 	if (!cJSON_IsObject(root) || !cJSON_IsArray(rules)) {
-		tb_err_set(err, path, "map file must be an object with a \"rules\" array");
+		tb_err_setc(err, TB_ERR_FORMAT, path, "map file must be an object with a \"rules\" array");
 		goto out;
 	}
 	if (cJSON_GetArraySize(rules) > MAP_MAX_RULES) {
@@ -917,16 +917,16 @@ static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 		char msg[256];
 
 		if (!cJSON_IsObject(r)) {
-			tb_err_set(err, path, "map rule %zu is not an object", i);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu is not an object", i);
 			goto out;
 		}
 		if (!cJSON_IsString(match)) {
-			tb_err_set(err, path, "map rule %zu: \"match\" must be a string", i);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu: \"match\" must be a string", i);
 			goto out;
 		}
 		int pc = tb_pattern_compile(&mr->re, match->valuestring, 0, msg, sizeof msg);
 		if (pc < 0) {
-			tb_err_set(err, path, pc == TB_PATTERN_REFUSED ? "map rule %zu: \"match\" %s" : "map rule %zu: \"match\": %s",
+			tb_err_setc(err, TB_ERR_FORMAT, path, pc == TB_PATTERN_REFUSED ? "map rule %zu: \"match\" %s" : "map rule %zu: \"match\": %s",
 				   i, msg);
 			goto out;
 		}
@@ -943,21 +943,21 @@ static int load_map(tb_namer *namer, cJSON *root, const char *path, tb_err *err)
 		}
 		mr->tap = template_string(tap, false);
 		if (!mr->tap) {
-			tb_err_set(err, path, "map rule %zu: \"tap\" must be a string", i - 1);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu: \"tap\" must be a string", i - 1);
 			goto out;
 		}
 		if (!strchr(mr->tap, '\\') && !tb_tap_valid(mr->tap)) {
-			tb_err_set(err, path, "map rule %zu: \"tap\": '%s' is not a canonical tap", i - 1, mr->tap);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu: \"tap\": '%s' is not a canonical tap", i - 1, mr->tap);
 			goto out;
 		}
 		if (layer && !cJSON_IsNull(layer)) {
 			mr->layer = template_string(layer, true);
 			if (!mr->layer) {
-				tb_err_set(err, path, "map rule %zu: \"layer\" must be a string, a layer number or null", i - 1);
+				tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu: \"layer\" must be a string, a layer number or null", i - 1);
 				goto out;
 			}
 		} else if (!strchr(mr->tap, '\\') && !tb_tap_is_model_level(mr->tap)) {
-			tb_err_set(err, path, "map rule %zu: tap '%s' needs a \"layer\"", i - 1, mr->tap);
+			tb_err_setc(err, TB_ERR_FORMAT, path, "map rule %zu: tap '%s' needs a \"layer\"", i - 1, mr->tap);
 			goto out;
 		}
 	}
@@ -999,7 +999,7 @@ int tb_namer_new(const char *map_path, tb_namer **out, tb_err *err)
 int tb_namer_new_text(const char *name, const char *text, size_t len, tb_namer **out, tb_err *err)
 {
 	if (len > MAP_MAX_BYTES)
-		return tb_err_set(err, name, "map file larger than %d bytes", MAP_MAX_BYTES);
+		return tb_err_setc(err, TB_ERR_FORMAT, name, "map file larger than %d bytes", MAP_MAX_BYTES);
 	return namer_open(name, text, len, out, err);
 }
 

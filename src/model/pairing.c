@@ -117,9 +117,9 @@ static int ambiguous(const tb_namer *namer, const tb_tree *tree, const mapped *a
 
 	tb_cell_name(&a->cell, cell, sizeof cell);
 	if (a->user_rule == b->user_rule)
-		return tb_err_set(err, tb_namer_path(namer), "map rule %d maps both %s and %s of %s to %s", a->user_rule,
+		return tb_err_setc(err, TB_ERR_FORMAT, tb_namer_path(namer), "map rule %d maps both %s and %s of %s to %s", a->user_rule,
 				  a->t->name, b->t->name, tree->path, cell);
-	return tb_err_set(err, tb_namer_path(namer), "map rules %d and %d both claim %s (%s and %s of %s)",
+	return tb_err_setc(err, TB_ERR_FORMAT, tb_namer_path(namer), "map rules %d and %d both claim %s (%s and %s of %s)",
 			  a->user_rule < b->user_rule ? a->user_rule : b->user_rule,
 			  a->user_rule < b->user_rule ? b->user_rule : a->user_rule, cell, a->t->name, b->t->name,
 			  tree->path);

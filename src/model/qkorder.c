@@ -158,7 +158,7 @@ int tb_qkorder_view(tb_tensor *g, const tb_tensor *o, bool undo, tb_tensor **out
 
 	*out = NULL;
 	if (!make_map(g, o, g->gguf_qk_head_dim, true, &m))
-		return tb_err_set(err, g->path, "'%s' cannot be read in the order of '%s'", g->name, o->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, g->path, "'%s' cannot be read in the order of '%s'", g->name, o->name);
 	m.undo = undo;
 	return view(g, o, &m, out, err);
 }

@@ -35,7 +35,7 @@ static int check_positions(const tb_session *s, tb_err *err)
 		if (r[nr - 2] == c[nc - 2])
 			return 0;
 		const tb_tree *st = stitched[1] ? s->cand : s->ref;
-		return tb_err_set(err, st->path,
+		return tb_err_setc(err, TB_ERR_FORMAT, st->path,
 				  "its steps %d..%d stitch to %lld positions at '%s', but the %s has %lld: a step missing, repeated or out of order",
 				  st->layout.first_step, st->layout.first_step + st->layout.n_steps - 1,
 				  (long long)(stitched[1] ? c[nc - 2] : r[nr - 2]), stitched[1] ? p->cand->name : p->ref->name,

@@ -68,7 +68,7 @@ char *tb_calibrate_json(const tb_result *res, const char *ref, const char *ref2,
 	}
 	if (!used) {
 		cJSON_Delete(root);
-		tb_err_set(err, ref2, "no cell compared with %s: nothing to calibrate from", ref);
+		tb_err_setc(err, TB_ERR_FORMAT, ref2, "no cell compared with %s: nothing to calibrate from", ref);
 		return NULL;
 	}
 	text = cJSON_Print(root);

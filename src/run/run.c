@@ -95,7 +95,7 @@ static bool no_tower(const tb_tree *tree, const char *tower, tb_err *err)
 {
 	if (tb_tree_holds_tower(tree, tower))
 		return false;
-	tb_err_set(err, tree->path, "no tensor of a %s tower (--tower %s): its paths start with none of the "
+	tb_err_setc(err, TB_ERR_NO_TENSOR, tree->path, "no tensor of a %s tower (--tower %s): its paths start with none of the "
 		   "tower prefixes tbisect-dumps(5) lists", tower, tower);
 	return true;
 }
@@ -147,10 +147,10 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		/* No map helps: the tree itself has nothing to compare.  The
 		 * layout's notes, which say why, come last. */
 		if (t->n_notes > 1)
-			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out; %s "
+			tb_err_setc(err, TB_ERR_FORMAT, t->path, "no tensor left to compare once its ranks and steps were laid out; %s "
 				   "(and %zu more notes)", t->notes[t->n_notes - 1], t->n_notes - 1);
 		else
-			tb_err_set(err, t->path, "no tensor left to compare once its ranks and steps were laid out%s%s",
+			tb_err_setc(err, TB_ERR_FORMAT, t->path, "no tensor left to compare once its ranks and steps were laid out%s%s",
 				   t->n_notes ? "; " : "", t->n_notes ? t->notes[0] : "");
 		tb_run_done(r);
 		return -1;
@@ -164,11 +164,11 @@ int tb_run_open(tb_run *r, const tb_run_config *cfg, tb_err *err)
 		bool empty = tb_coverage_empty(&r->coverage);
 		tb_coverage_text(&r->coverage, cov, sizeof cov);
 		if (map_would_help(r))
-			tb_err_set(err, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one)%s",
+			tb_err_setc(err, TB_ERR_FORMAT, NULL, "%s vs %s: %s; pass --map FILE (tbisect suggest-map %s %s writes one)%s",
 				   o->ref_path, o->cand_path, cov, o->ref_path, o->cand_path,
 				   o->allow_partial ? ": --allow-partial gives no verdict over nothing" : " or --allow-partial");
 		else
-			tb_err_set(err, NULL,
+			tb_err_setc(err, TB_ERR_FORMAT, NULL,
 				   "%s vs %s: %s; suggest-map finds no rule that would pair more (dumps of the same model?)%s",
 				   o->ref_path, o->cand_path, cov,
 				   empty ? "" : "; --allow-partial compares what paired");
@@ -223,7 +223,7 @@ int tb_run_finish(tb_run *r, tb_err *err)
 	tb_job *job = r->job;
 
 	if (!job)
-		return r->res ? 0 : tb_err_set(err, NULL, "no comparison was started");
+		return r->res ? 0 : tb_err_setc(err, TB_ERR_FORMAT, NULL, "no comparison was started");
 	r->job = NULL;
 	if (tb_job_finish(job, &r->res, err) < 0)
 		return -1;

@@ -630,7 +630,7 @@ int tb_suggest_map(const tb_session *s, tb_suggestion *out, tb_err *err)
 	}
 	if ((out->unpaired[0] || out->unpaired[1]) && !in_common(s, out)) {
 		tb_suggestion_done(out);
-		return tb_err_set(err, NULL,
+		return tb_err_setc(err, TB_ERR_FORMAT, NULL,
 				  "%s and %s have nothing in common: no cell would hold a tensor of both, by name, by shape or by the trees' own structure",
 				  s->ref_path, s->cand_path);
 	}
@@ -687,7 +687,7 @@ char *tb_suggestion_merged(const tb_suggestion *sg, const char *map_path, const 
 		rules = cJSON_AddArrayToObject(root, "rules");
 	if (!cJSON_IsArray(rules)) {
 		cJSON_Delete(root);
-		tb_err_set(err, map_path, "map file must be an object with a \"rules\" array");
+		tb_err_setc(err, TB_ERR_FORMAT, map_path, "map file must be an object with a \"rules\" array");
 		return NULL;
 	}
 	add_rules(rules, sg);

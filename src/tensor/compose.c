@@ -45,7 +45,7 @@ static int finish(tb_tensor *t, tb_tensor **out, tb_err *err)
 
 	for (int d = t->ndim - 1; d >= 0; d--) {
 		if (__builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel)) {
-			tb_err_set(err, t->path, "tensor '%s': element count overflows", t->name);
+			tb_err_setc(err, TB_ERR_FORMAT, t->path, "tensor '%s': element count overflows", t->name);
 			tb_compose_free(t);
 			return -1;
 		}
@@ -63,11 +63,11 @@ static int check_parts(tb_tensor *const *parts, int n, int skip, const char *nam
 	char a[128], b[128];
 
 	if (n < 1)
-		return tb_err_set(err, NULL, "tensor '%s': nothing to assemble", name);
+		return tb_err_setc(err, TB_ERR_FORMAT, NULL, "tensor '%s': nothing to assemble", name);
 	for (int k = 1; k < n; k++) {
 		const tb_tensor *x = parts[0], *y = parts[k];
 		if (x->dtype != y->dtype)
-			return tb_err_set(err, y->path, "tensor '%s': its parts mix %s and %s", name,
+			return tb_err_setc(err, TB_ERR_FORMAT, y->path, "tensor '%s': its parts mix %s and %s", name,
 					  tb_dtype_name(x->dtype), tb_dtype_name(y->dtype));
 		bool same = x->ndim == y->ndim;
 		for (int d = 0; same && d < x->ndim; d++)
@@ -76,9 +76,9 @@ static int check_parts(tb_tensor *const *parts, int n, int skip, const char *nam
 			tb_shape_format(x->ndim, x->shape, a, sizeof a);
 			tb_shape_format(y->ndim, y->shape, b, sizeof b);
 			if (skip >= 0)
-				return tb_err_set(err, y->path, "tensor '%s': parts of shape %s and %s do not join on axis %d",
+				return tb_err_setc(err, TB_ERR_FORMAT, y->path, "tensor '%s': parts of shape %s and %s do not join on axis %d",
 						  name, a, b, skip);
-			return tb_err_set(err, y->path, "tensor '%s': parts of shape %s and %s do not add up", name, a,
+			return tb_err_setc(err, TB_ERR_FORMAT, y->path, "tensor '%s': parts of shape %s and %s do not add up", name, a,
 					  b);
 		}
 	}
@@ -91,7 +91,7 @@ int tb_compose_concat(tb_tensor *const *parts, int n, int axis, const char *name
 
 	*out = NULL;
 	if (n >= 1 && (axis < 0 || axis >= parts[0]->ndim))
-		return tb_err_set(err, parts[0]->path, "tensor '%s': no axis %d to join on (rank %d)", name, axis,
+		return tb_err_setc(err, TB_ERR_FORMAT, parts[0]->path, "tensor '%s': no axis %d to join on (rank %d)", name, axis,
 				  parts[0]->ndim);
 	if (check_parts(parts, n, axis, name, err) < 0)
 		return -1;
@@ -130,7 +130,7 @@ int tb_compose_columns(tb_tensor *src, int64_t start, int64_t width, const char 
 
 	*out = NULL;
 	if (src->ndim < 1 || start < 0 || width <= 0 || start + width > src->shape[last])
-		return tb_err_set(err, src->path, "tensor '%s': no columns %lld..%lld", src->name, (long long)start,
+		return tb_err_setc(err, TB_ERR_FORMAT, src->path, "tensor '%s': no columns %lld..%lld", src->name, (long long)start,
 				  (long long)(start + width));
 	t = composite(&src, 1, TB_PARTS_COLUMNS, name, err);
 	if (!t)
@@ -161,7 +161,7 @@ int tb_compose_partial(tb_tensor *t, const uint64_t *order, const uint64_t *inde
 
 	*out = NULL;
 	if (ndim < 1 || ndim > TB_MAX_DIMS || n > (SIZE_MAX - sizeof *hp) / sizeof *index)
-		return tb_err_set(err, t->path, "tensor '%s': a partial of %d dims and %llu values", t->name, ndim,
+		return tb_err_setc(err, TB_ERR_FORMAT, t->path, "tensor '%s': a partial of %d dims and %llu values", t->name, ndim,
 				  (unsigned long long)n);
 	hp = malloc(sizeof *hp + (n ? n : 1) * sizeof *index);
 	if (!hp)
@@ -190,13 +190,13 @@ int tb_compose_gather_as(tb_tensor *src, const uint64_t *index, int ndim, const 
 
 	*out = NULL;
 	if (ndim < 1 || ndim > TB_MAX_DIMS)
-		return tb_err_set(err, src->path, "tensor '%s': a gather of %d dims", src->name, ndim);
+		return tb_err_setc(err, TB_ERR_FORMAT, src->path, "tensor '%s': a gather of %d dims", src->name, ndim);
 	for (int d = 0; d < ndim; d++)
 		if (shape[d] < 0 || __builtin_mul_overflow(n, (uint64_t)shape[d], &n))
-			return tb_err_set(err, src->path, "tensor '%s': a gather's element count overflows", src->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, src->path, "tensor '%s': a gather's element count overflows", src->name);
 	for (uint64_t i = 0; i < n; i++)
 		if (index[i] >= src->numel)
-			return tb_err_set(err, src->path, "tensor '%s': no element %llu (it has %llu)", src->name,
+			return tb_err_setc(err, TB_ERR_FORMAT, src->path, "tensor '%s': no element %llu (it has %llu)", src->name,
 					  (unsigned long long)index[i], (unsigned long long)src->numel);
 	if (n > SIZE_MAX / sizeof *index)
 		return tb_err_setc(err, TB_ERR_NOMEM, src->path, "out of memory");

@@ -58,7 +58,7 @@ static int blob_acquire(tb_blob *b, bool whole, tb_err *err)
 	if (b->file && b->refs == 0) {
 		b->data = tb_file_view(b->file, b->offset, b->size);
 		if (!b->data)
-			rc = tb_err_set(err, b->file->path, "data range leaves the file");
+			rc = tb_err_setc(err, TB_ERR_FORMAT, b->file->path, "data range leaves the file");
 	} else if (b->ops) {
 		if (b->refs == 0 && b->ops->open)
 			rc = b->ops->open(b->ctx, err);
@@ -118,20 +118,20 @@ int tb_tensor_set_shape(tb_tensor *t, int ndim, const int64_t *shape, const char
 				   ndim, TB_MAX_DIMS);
 	for (int i = 0; i < ndim; i++) {
 		if (shape[i] < 0)
-			return tb_err_set(err, file, "tensor '%s': negative dimension %lld", t->name,
+			return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': negative dimension %lld", t->name,
 					  (long long)shape[i]);
 		if (__builtin_mul_overflow(n, (uint64_t)shape[i], &n))
-			return tb_err_set(err, file, "tensor '%s': element count overflows", t->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': element count overflows", t->name);
 	}
 	if (__builtin_mul_overflow(n, (uint64_t)tb_dtype_size(t->dtype), &bytes) || bytes > INT64_MAX)
-		return tb_err_set(err, file, "tensor '%s': byte size overflows", t->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': byte size overflows", t->name);
 	/* With a zero dimension the element count cannot overflow, but the
 	 * strides of the other dimensions still can. */
 	int64_t s = 1, stride[TB_MAX_DIMS];
 	for (int i = ndim - 1; i >= 0; i--) {
 		stride[i] = s;
 		if (__builtin_mul_overflow(s, shape[i] ? shape[i] : 1, &s))
-			return tb_err_set(err, file, "tensor '%s': its strides overflow", t->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': its strides overflow", t->name);
 	}
 	t->ndim = ndim;
 	t->numel = n;
@@ -151,25 +151,25 @@ int tb_tensor_check_bounds(tb_tensor *t, const char *file, tb_err *err)
 	t->contiguous = true;
 	for (int i = t->ndim - 1; i >= 0; i--) {
 		if (t->stride[i] < 0)
-			return tb_err_set(err, file, "tensor '%s': negative stride", t->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': negative stride", t->name);
 		if (t->shape[i] > 1 && t->stride[i] != expect)
 			t->contiguous = false;
 		expect *= t->shape[i] ? t->shape[i] : 1;
 	}
 	if (!t->blob)
-		return tb_err_set(err, file, "tensor '%s': no data", t->name);
+		return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': no data", t->name);
 	if (t->numel == 0)
 		return t->offset <= t->blob->size ? 0
-						  : tb_err_set(err, file, "tensor '%s': data offset leaves the file", t->name);
+						  : tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': data offset leaves the file", t->name);
 	for (int i = 0; i < t->ndim; i++) {
 		uint64_t step;
 		if (__builtin_mul_overflow((uint64_t)(t->shape[i] - 1), (uint64_t)t->stride[i], &step) ||
 		    __builtin_add_overflow(last, step, &last))
-			return tb_err_set(err, file, "tensor '%s': view extent overflows", t->name);
+			return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': view extent overflows", t->name);
 	}
 	if (__builtin_mul_overflow(last + 1, es, &end) || __builtin_add_overflow(end, t->offset, &end) ||
 	    end > t->blob->size)
-		return tb_err_set(err, file, "tensor '%s': data extends past its storage (%llu bytes needed, %llu present)",
+		return tb_err_setc(err, TB_ERR_FORMAT, file, "tensor '%s': data extends past its storage (%llu bytes needed, %llu present)",
 				  t->name, (unsigned long long)end, (unsigned long long)t->blob->size);
 	return 0;
 }

@@ -47,10 +47,10 @@ int tb_view_index0(const tb_tensor *t, int64_t i, const char *suffix, tb_tensor 
 
 	*out = NULL;
 	if (t->parts)
-		return tb_err_set(err, t->path, "tensor '%s': a tensor assembled from shards or steps cannot be cut by layer",
+		return tb_err_setc(err, TB_ERR_FORMAT, t->path, "tensor '%s': a tensor assembled from shards or steps cannot be cut by layer",
 				  t->name);
 	if (t->ndim < 2 || i < 0 || i >= t->shape[0])
-		return tb_err_set(err, t->path, "tensor '%s': no index %lld on its first axis", t->name, (long long)i);
+		return tb_err_setc(err, TB_ERR_FORMAT, t->path, "tensor '%s': no index %lld on its first axis", t->name, (long long)i);
 	v = entry(t, suffix, err);
 	if (!v)
 		return -1;
@@ -74,7 +74,7 @@ int tb_view_columns(const tb_tensor *t, int64_t start, int64_t width, const char
 		return tb_compose_columns((tb_tensor *)t, start, width, name, out, err);
 	}
 	if (t->ndim < 1 || start < 0 || width <= 0 || start + width > t->shape[last])
-		return tb_err_set(err, t->path, "tensor '%s': no columns %lld..%lld", t->name, (long long)start,
+		return tb_err_setc(err, TB_ERR_FORMAT, t->path, "tensor '%s': no columns %lld..%lld", t->name, (long long)start,
 				  (long long)(start + width));
 	v = entry(t, suffix, err);
 	if (!v)

@@ -534,14 +534,14 @@ cJSON *mcp_answer_cells(mcp_pair *p, const char *status, const char *match, cons
 		for (int s = 0; s < TB_ST_COUNT; s++)
 			known |= !strcmp(status, tb_status_name((tb_status)s));
 		if (!known) {
-			tb_err_set(err, NULL, "status '%s' is none of match, close, diverged, missing, bad", status);
+			tb_err_setc(err, TB_ERR_FORMAT, NULL, "status '%s' is none of match, close, diverged, missing, bad", status);
 			return NULL;
 		}
 	}
 	if (cursor) {
 		start = strtol(cursor, &end, 10);
 		if (end == cursor || *end || start < 0 || (size_t)start > res->n_cells) {
-			tb_err_set(err, NULL, "cursor '%s' is not one this server gave for pair %s", cursor, mcp_pair_id(p));
+			tb_err_setc(err, TB_ERR_FORMAT, NULL, "cursor '%s' is not one this server gave for pair %s", cursor, mcp_pair_id(p));
 			return NULL;
 		}
 	}

@@ -133,7 +133,7 @@ static int compare(mcp_pair *p, mcp_call *call, tb_err *err)
 		uint64_t bytes, bytes_total;
 		tb_job_progress(fresh.job, &done, &total, &bytes, &bytes_total);
 		if (call->poll && !call->poll(call, done, total, "comparing the trees")) {
-			tb_err_set(err, NULL, "cancelled by the client while comparing %s and %s", p->ref, p->cand);
+			tb_err_setc(err, TB_ERR_FORMAT, NULL, "cancelled by the client while comparing %s and %s", p->ref, p->cand);
 			goto fail;
 		}
 	}
@@ -190,7 +190,7 @@ mcp_pair *mcp_pair_open(const mcp_pair_spec *spec, mcp_call *call, tb_err *err)
 			return refresh(pairs[i], call, err) < 0 ? NULL : pairs[i];
 	/* Standard input carries the protocol: a map or tolerance file cannot come from it. */
 	if ((spec->map && !strcmp(spec->map, "-")) || (spec->tol_file && !strcmp(spec->tol_file, "-"))) {
-		tb_err_set(err, NULL, "a map or tolerance file must be a file here: standard input carries the protocol");
+		tb_err_setc(err, TB_ERR_FORMAT, NULL, "a map or tolerance file must be a file here: standard input carries the protocol");
 		return NULL;
 	}
 	p = calloc(1, sizeof *p);
@@ -241,7 +241,7 @@ mcp_pair *mcp_pair_get(const char *id, mcp_call *call, tb_err *err)
 	for (size_t i = 0; i < n_pairs; i++)
 		if (!strcmp(pairs[i]->id, id))
 			return refresh(pairs[i], call, err) < 0 ? NULL : pairs[i];
-	tb_err_set(err, NULL, "no pair '%s' is open (open_pair gives the id)", id);
+	tb_err_setc(err, TB_ERR_FORMAT, NULL, "no pair '%s' is open (open_pair gives the id)", id);
 	return NULL;
 }
 

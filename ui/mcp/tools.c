@@ -28,7 +28,7 @@ typedef struct args {
 static void bad_arg(args *a, const char *key, const char *want)
 {
 	if (!a->bad)
-		tb_err_set(a->err, NULL, "argument '%s' must be %s", key, want);
+		tb_err_setc(a->err, TB_ERR_FORMAT, NULL, "argument '%s' must be %s", key, want);
 	a->bad = true;
 }
 
@@ -89,7 +89,7 @@ static long arg_cell(args *a, mcp_pair *p, bool required)
 	i = mcp_pair_cell(p, name);
 	if (i < 0) {
 		const cJSON *rep = mcp_pair_report(p);
-		tb_err_set(a->err, NULL, "no cell '%s' in pair %s (%s vs %s); the cells tool lists them", name,
+		tb_err_setc(a->err, TB_ERR_FORMAT, NULL, "no cell '%s' in pair %s (%s vs %s); the cells tool lists them", name,
 			   mcp_pair_id(p), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "ref")),
 			   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "cand")));
 		a->bad = true;
