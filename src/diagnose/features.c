@@ -24,6 +24,10 @@ const tb_feature_info tb_feature_table[TB_F_COUNT] = {
  * may carry is the error of the cell's inputs, a precision floor). */
 #define WINDOW_JUMP 10.0
 #define WINDOW_EXACT 1e-4
+/* The length-free features (early_cos, early_log_norm_ratio, early_pos1_share)
+ * read positions 1 to EARLY_POS - 1: a causal attention computes the same
+ * there whatever the length, and most prompts have them. */
+#define EARLY_POS 16
 
 int tb_feature_lookup(const char *name)
 {
@@ -265,6 +269,36 @@ static double early_ratio(const double *e, int64_t S)
 	return med > 0 ? early / med : NAN;
 }
 
+/* The mean of a per-position measure over positions 1 to n - 1: under a
+ * causal mask they see the same keys at any length, where the whole
+ * tensor's cosine and norm ratio drift as positions are added (an error
+ * that grows with position weighs more). */
+static double early_mean(const tb_metrics *m, const double *x, int64_t n)
+{
+	double sum = 0;
+	int64_t k = 0;
+
+	for (int64_t p = 1; p < n; p++) {
+		if (!seen_at(m->pos_rel_l2, p) || !isfinite(x[p]))
+			continue;
+		sum += x[p];
+		k++;
+	}
+	return k ? sum / (double)k : NAN;
+}
+
+/* e[1] over the largest of e[1..n-1]: pos1_share without the later
+ * positions, whose largest error only grows as more are added. */
+static double early_pos1_share(const double *e, int64_t n)
+{
+	double mx = 0;
+
+	for (int64_t p = 1; p < n; p++)
+		if (seen_at(e, p))
+			mx = isfinite(e[p]) ? fmax(mx, e[p]) : INFINITY;
+	return n > 1 && mx > 0 && isfinite(mx) ? e[1] / mx : NAN;
+}
+
 static void position_profile(const tb_cell_result *t, double input_rel, double *v)
 {
 	const tb_metrics *m = &t->m;
@@ -303,6 +337,9 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	v[TB_F_POS_GROWTH] = log_slope(m->pos_rel_l2, 1, S);
 	v[TB_F_EARLY_RATIO] = early_ratio(m->pos_rel_l2, S);
 	v[TB_F_EARLY_GROWTH] = log_slope(m->pos_rel_l2, 1, S < 9 ? S : 9);
+	v[TB_F_EARLY_COS] = early_mean(m, m->pos_cos, S < EARLY_POS ? S : EARLY_POS);
+	v[TB_F_EARLY_LOG_NORM_RATIO] = fabs(log(early_mean(m, m->pos_norm_ratio, S < EARLY_POS ? S : EARLY_POS)));
+	v[TB_F_EARLY_POS1_SHARE] = early_pos1_share(m->pos_rel_l2, S < EARLY_POS ? S : EARLY_POS);
 	if (ratios > 0) {
 		double mean = rs / (double)ratios;
 		v[TB_F_SCALE_MEAN] = mean;

@@ -101,6 +101,9 @@
 	X(EARLY_SMALL, "early_small", "bool", "error at position 1 is under a tenth of the largest")          \
 	X(EARLY_GROWTH, "early_growth", "slope", "slope of log rel_l2 against log position over positions 1 to 8 (RoPE-base errors grow about linearly)") \
 	X(EARLY_RATIO, "early_ratio", "ratio", "largest rel_l2 over positions 1-4 over the median after position 0 (small: error builds up with position)") \
+	X(EARLY_COS, "early_cos", "cosine", "mean per-position cosine over positions 1 to 15 (a causal attention computes the same there at any length)") \
+	X(EARLY_LOG_NORM_RATIO, "early_log_norm_ratio", "ratio", "|log| of the mean per-position norm ratio over positions 1 to 15") \
+	X(EARLY_POS1_SHARE, "early_pos1_share", "ratio", "rel_l2 at position 1 over the largest of positions 1 to 15") \
 	X(HEADS, "heads", "count", "heads the target's last axis was split into (0: unknown); attention sub-taps only (o_proj mixes the heads of the attention output)")               \
 	X(HEAD_OK_FRAC, "head_ok_frac", "fraction", "heads of the target within --diverge")                  \
 	X(HEAD_PERM, "head_perm", "count", "candidate heads that match a different reference head (cosine > 0.98)") \

@@ -80,7 +80,11 @@ rotate-half-sign|--seed 4 --seq 24|rotate-half-sign|3
 partial-rope|--seed 6 --seq 48|partial-rope|3
 attention-layout|--seed 3 --seq 32|attention-layout|1
 attention-layout|--seq 128|attention-layout|1
+attention-layout|--seed 4 --seq 512|attention-layout|1
 qk-norm|--seed 6 --seq 48|qk-norm|1
+qk-norm|--seq 512|qk-norm|1
+qk-norm|--seed 7 --seq 512|qk-norm|1
+qk-norm|--seed 2 --seq 512 --format safetensors --dtype bf16|qk-norm|1
 mlp-gating|--sub|mlp-gating|1
 mlp-bias|--sub|mlp-bias|1
 weight-mapping|--sub|weight-mapping|1

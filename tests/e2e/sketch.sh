@@ -106,17 +106,17 @@ done
 "$TBISECT" sketch "$T/rref" -o "$T/rref.tbsk" 2>/dev/null || bail_out "sketch failed"
 expect_exit 1 "bf16 rope-style at q_rope, the reference a sketch" "$TBISECT" check --json --no-history "$T/rref.tbsk" "$T/rcand"
 json_is "bf16 rope-style: named from the sketch" causes.0.id rope-style
-# A rule whose condition the sketch's cosine straddles says so: the
-# estimate (0.941) passes qk-norm's "cosine >= 0.94", its span (0.72 to
-# 0.95) holds rope-style's side as well, which the values (0.902) take.
+# The attention rules read the per-position cosines of positions 1-15
+# (early_cos: 0.73 from the sketch, 0.83 from the values), not the whole
+# tensor's, whose estimate (0.941) once passed qk-norm's "cosine >= 0.94"
+# and ranked qk-norm first: the RoPE faults rank first either way.
 "$MKDEMO" --bug rotate-half-sign "$T/rh-ref" "$T/rh-cand" >/dev/null || bail_out "mkdemo rotate-half-sign failed"
 "$TBISECT" sketch "$T/rh-ref" -o "$T/rh-ref.tbsk" 2>/dev/null || bail_out "sketch failed"
 expect_exit 1 "rotate-half-sign, the reference a sketch" "$TBISECT" check --json --no-history "$T/rh-ref.tbsk" "$T/rh-cand"
-json_is "rotate-half-sign: qk-norm at the estimate" causes.0.id qk-norm
+json_is "rotate-half-sign: rope-style at the estimate" causes.0.id rope-style
 rs_ids=
 for i in 0 1 2 3 4; do rs_ids="$rs_ids $(json_get causes.$i.id)"; done
-check_that "rope-style and rotate-half-sign are among the causes ($rs_ids)" sh -c 'case "$1" in *rope-style*rotate-half-sign*|*rotate-half-sign*rope-style*) exit 0 ;; esac; exit 1' - "$rs_ids"
-check_that "qk-norm's why says the estimates cannot settle it" sh -c 'case "$1" in *"a sketch'"'"'s estimates cannot settle it: cosine 0.7"*" to 0.95"*) exit 0 ;; esac; exit 1' - "$(json_get causes.0.why)"
+check_that "rotate-half-sign among the causes, qk-norm not ($rs_ids)" sh -c 'case "$1" in *qk-norm*) exit 1 ;; *rotate-half-sign*) exit 0 ;; esac; exit 1' - "$rs_ids"
 expect_exit 1 "rotate-half-sign, both trees" "$TBISECT" check --json --no-history "$T/rh-ref" "$T/rh-cand"
 json_is "rotate-half-sign: rope-style from the values" causes.0.id rope-style
 check_that "... with nothing left open" sh -c '! grep -q "cannot settle" "$1"' - "$TAP_OUT"
