@@ -404,8 +404,8 @@ static void head_features(const tb_cell_result *t, const tb_heads *hs, double *v
 	if (hs->layout == TB_HEADS_SPLIT)
 		inner *= (uint64_t)sq[tb_tensor_squeezed(t->ref, sq) - 2];
 	K = (int64_t)(numel / (uint64_t)heads);
-	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
-	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	r = tb_tensor_load_f32(t->ref, &err);
+	c = r ? tb_tensor_load_f32(t->cand, &err) : NULL;
 	A = malloc((size_t)(heads * K) * sizeof *A);
 	B = malloc((size_t)(heads * K) * sizeof *B);
 	G = malloc((size_t)heads * heads * sizeof *G);
@@ -500,8 +500,8 @@ static void partial_embed_shift(const tb_cell_result *t, double *v)
 
 	if (wt->partial || !whole_rows(pt, &Sp, &H) || !whole_rows(wt, &Sw, &Hw) || H != Hw || pt->numel != pa->n)
 		return;
-	pv = tb_tensor_load_f32((tb_tensor *)pt, &err);
-	w = pv ? tb_tensor_load_f32((tb_tensor *)wt, &err) : NULL;
+	pv = tb_tensor_load_f32(pt, &err);
+	w = pv ? tb_tensor_load_f32(wt, &err) : NULL;
 	for (uint64_t i = 0; w && i < pa->n;) {
 		int64_t p = (int64_t)(pa->index[i] / (uint64_t)H);
 		uint64_t end = i;
@@ -555,8 +555,8 @@ static void length_embed_shift(const tb_cell_result *t, double *v)
 	if (t->ref->partial || t->cand->partial || !whole_rows(t->ref, &Sr, &Hr) || !whole_rows(t->cand, &Sc, &Hc) ||
 	    Hr != Hc || (Sr - Sc != 1 && Sc - Sr != 1))
 		return;
-	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
-	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	r = tb_tensor_load_f32(t->ref, &err);
+	c = r ? tb_tensor_load_f32(t->cand, &err) : NULL;
 	if (!c)
 		goto out;
 	H = Hr;
@@ -604,8 +604,8 @@ static void embed_shift(const tb_cell_result *t, double *v)
 	}
 	if (!rows_of(t, &S, &H))
 		return;
-	r = tb_tensor_load_f32((tb_tensor *)t->ref, &err);
-	c = r ? tb_tensor_load_f32((tb_tensor *)t->cand, &err) : NULL;
+	r = tb_tensor_load_f32(t->ref, &err);
+	c = r ? tb_tensor_load_f32(t->cand, &err) : NULL;
 	G = malloc((size_t)(S * S) * sizeof *G);
 	if (!r || !c || !G)
 		goto out;
@@ -681,16 +681,16 @@ static void partial_bias_fraction(const tb_cell_result *t, const tb_partial *pa,
 	double total = 0, explained = 0;
 	tb_err err;
 
-	if (H <= 0 || !r || !sum || !cnt || tb_tensor_acquire((tb_tensor *)t->ref, &err) < 0)
+	if (H <= 0 || !r || !sum || !cnt || tb_tensor_acquire(t->ref, &err) < 0)
 		goto out;
-	if (tb_tensor_acquire((tb_tensor *)t->cand, &err) < 0) {
-		tb_tensor_release((tb_tensor *)t->ref);
+	if (tb_tensor_acquire(t->cand, &err) < 0) {
+		tb_tensor_release(t->ref);
 		goto out;
 	}
 	tb_tensor_read_f32(t->ref, 0, n, r);
 	tb_tensor_read_f32(t->cand, 0, n, r + n);
-	tb_tensor_release((tb_tensor *)t->ref);
-	tb_tensor_release((tb_tensor *)t->cand);
+	tb_tensor_release(t->ref);
+	tb_tensor_release(t->cand);
 	for (uint64_t i = 0; i < n; i++) {
 		double d = (double)r[n + i] - r[i];
 		uint64_t h = pa->index[i] % (uint64_t)H;
@@ -729,7 +729,7 @@ static void bias_fraction(const tb_cell_result *t, double *v)
 	if (!rows_of(t, &S, &H))
 		return;
 	bc = (bias_ctx){calloc((size_t)H, sizeof *bc.sum), 0, H};
-	if (bc.sum && tb_tensor_pair_blocks((tb_tensor *)t->ref, (tb_tensor *)t->cand, 0, bias_block, &bc, &err) == 0) {
+	if (bc.sum && tb_tensor_pair_blocks(t->ref, t->cand, 0, bias_block, &bc, &err) == 0) {
 		double rows = (double)(t->ref->numel / (uint64_t)H);
 		for (int64_t h = 0; h < H; h++)
 			explained += bc.sum[h] * bc.sum[h] / rows;
@@ -740,7 +740,7 @@ static void bias_fraction(const tb_cell_result *t, double *v)
 
 /* The S x S logits of the prompt's own tokens, l[p][q] = logits[p][tok[q]]
  * (malloc'd): the logits are read element by element, never whole. */
-static float *gather_logits(tb_tensor *lg, int64_t S, int64_t V, const int64_t *tok, tb_err *err)
+static float *gather_logits(const tb_tensor *lg, int64_t S, int64_t V, const int64_t *tok, tb_err *err)
 {
 	float *l = malloc((size_t)(S * S) * sizeof *l);
 
@@ -755,7 +755,7 @@ static float *gather_logits(tb_tensor *lg, int64_t S, int64_t V, const int64_t *
 	return l;
 }
 
-double tb_features_tie(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok)
+double tb_features_tie(const tb_tensor *fn, const tb_tensor *emb, const tb_tensor *lg, const int64_t *tok, size_t n_tok)
 {
 	float *x = NULL, *e = NULL, *l = NULL, *P = NULL;
 	int64_t S, H, V, shx[TB_MAX_DIMS], shl[TB_MAX_DIMS];
@@ -819,9 +819,9 @@ static void tie_features(const tb_diag_input *in, double *v)
 		return;
 	/* a sketch measured its own tree's on the values */
 	v[TB_F_TIE_REF] = fn->ref->sketch ? in->session->ref->tie
-					  : tb_features_tie((tb_tensor *)fn->ref, (tb_tensor *)em->ref, (tb_tensor *)lg->ref, tok, n);
+					  : tb_features_tie(fn->ref, em->ref, lg->ref, tok, n);
 	v[TB_F_TIE_CAND] = fn->cand->sketch ? in->session->cand->tie
-					    : tb_features_tie((tb_tensor *)fn->cand, (tb_tensor *)em->cand, (tb_tensor *)lg->cand,
+					    : tb_features_tie(fn->cand, em->cand, lg->cand,
 							      tok, n);
 	free(tok);
 }
@@ -848,18 +848,18 @@ static void softcap_features(const tb_diag_input *in, const tb_cell_result *t, d
 	step = S > SOFTCAP_ROWS ? (uint64_t)S / SOFTCAP_ROWS : 1;
 	r = malloc((size_t)(SOFTCAP_ROWS + 1) * (size_t)V * sizeof *r);
 	c = malloc((size_t)(SOFTCAP_ROWS + 1) * (size_t)V * sizeof *c);
-	if (!r || !c || tb_tensor_acquire((tb_tensor *)t->ref, &err) < 0)
+	if (!r || !c || tb_tensor_acquire(t->ref, &err) < 0)
 		goto out;
-	if (tb_tensor_acquire((tb_tensor *)t->cand, &err) < 0) {
-		tb_tensor_release((tb_tensor *)t->ref);
+	if (tb_tensor_acquire(t->cand, &err) < 0) {
+		tb_tensor_release(t->ref);
 		goto out;
 	}
 	for (uint64_t p = 0; p < (uint64_t)S && n < (size_t)SOFTCAP_ROWS * (size_t)V; p += step, n += (size_t)V) {
-		tb_tensor_read_f32((tb_tensor *)t->ref, p * (uint64_t)V, (uint64_t)V, r + n);
-		tb_tensor_read_f32((tb_tensor *)t->cand, p * (uint64_t)V, (uint64_t)V, c + n);
+		tb_tensor_read_f32(t->ref, p * (uint64_t)V, (uint64_t)V, r + n);
+		tb_tensor_read_f32(t->cand, p * (uint64_t)V, (uint64_t)V, c + n);
 	}
-	tb_tensor_release((tb_tensor *)t->ref);
-	tb_tensor_release((tb_tensor *)t->cand);
+	tb_tensor_release(t->ref);
+	tb_tensor_release(t->cand);
 	for (size_t i = 0; i < n; i++)
 		if (!isfinite(r[i]) || !isfinite(c[i]))
 			goto out;
@@ -940,7 +940,7 @@ static void rope_features(const tb_result *r, const tb_cell_result *t, int head_
 		return; /* attn.q before RoPE */
 	if (tb_cell_partial(t) || t->m.estimated || !compared(a) || tb_cell_partial(a) || !rows_of(a, &S, &H))
 		return;
-	if (tb_rope_diff_of((tb_tensor *)t->ref, (tb_tensor *)t->cand, S, head_dim, &d) < 0)
+	if (tb_rope_diff_of(t->ref, t->cand, S, head_dim, &d) < 0)
 		return;
 	v[TB_F_ROPE_PAIRS_KEPT] = d.kept;
 	v[TB_F_ROPE_QK_SCALE] = d.scale;
@@ -948,7 +948,7 @@ static void rope_features(const tb_result *r, const tb_cell_result *t, int head_
 	v[TB_F_ROPE_FAST_TURN] = d.fast_turn;
 	pre = tb_result_cell(r, t->cell.layer, before);
 	if (roped && pre && pre->ref && !tb_cell_partial(pre) && !pre->m.estimated) {
-		v[TB_F_ROPE_REF_FACTOR] = tb_rope_gain((tb_tensor *)pre->ref, (tb_tensor *)t->ref);
+		v[TB_F_ROPE_REF_FACTOR] = tb_rope_gain(pre->ref, t->ref);
 		v[TB_F_ROPE_REF_FACTOR_OFF] = fabs(log(v[TB_F_ROPE_REF_FACTOR]));
 	}
 }

@@ -181,6 +181,6 @@ void tb_features_span(const tb_diag_input *in, long target, const double *vals, 
  * prompt's tokens tok (tied embeddings)?  The Pearson correlation over the
  * S x S block of the prompt's own tokens (tie_ref, tie_cand), or NaN when
  * the shapes or the ids do not allow it. */
-double tb_features_tie(tb_tensor *fn, tb_tensor *emb, tb_tensor *lg, const int64_t *tok, size_t n_tok);
+double tb_features_tie(const tb_tensor *fn, const tb_tensor *emb, const tb_tensor *lg, const int64_t *tok, size_t n_tok);
 
 #endif

@@ -72,7 +72,7 @@ static double fast_turn(const view *v)
 	return cabs(z) > 0 ? fabs(carg(z)) : NAN;
 }
 
-int tb_rope_diff_of(tb_tensor *ref, tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out)
+int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out)
 {
 	int64_t d[TB_MAX_DIMS];
 	int n = tb_tensor_squeezed(ref, d), k = 0, tries[sizeof head_dims / sizeof *head_dims];
@@ -131,7 +131,7 @@ int tb_rope_diff_of(tb_tensor *ref, tb_tensor *cand, int64_t S, int head_dim, tb
 	return out->head_dim ? 0 : -1;
 }
 
-double tb_rope_gain(tb_tensor *before, tb_tensor *after)
+double tb_rope_gain(const tb_tensor *before, const tb_tensor *after)
 {
 	float *b, *a;
 	double bb = 0, aa = 0, gain;

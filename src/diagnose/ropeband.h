@@ -26,10 +26,10 @@ typedef struct tb_rope_diff {
 /* The difference of a q or k tap after RoPE holding S positions, or -1
  * when its shape holds no heads of S positions or it cannot be read.
  * head_dim > 0: the known head dim, else the usual ones are tried. */
-int tb_rope_diff_of(tb_tensor *ref, tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out);
+int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out);
 
 /* |q_rope| / |q| of one side (the attention factor its RoPE applies), or
  * NaN when the two do not hold the same number of values. */
-double tb_rope_gain(tb_tensor *before, tb_tensor *after);
+double tb_rope_gain(const tb_tensor *before, const tb_tensor *after);
 
 #endif
