@@ -12,6 +12,7 @@
 #   - no module of src/ or ui/ reaches itself through includes (a module
 #     is a .c and its .h: an edge from X.c to Y.h makes X depend on Y);
 #   - a header has its .c, but for a few listed interfaces;
+#   - doc/architecture.md names every module;
 #   - no module's code calls into a module that calls it, nor a folder's
 #     into a folder that calls it (the objects' symbols, read with nm).
 # Files are found with find, and every list is checked to be non-empty,
@@ -153,6 +154,12 @@ printf '%s\n' "$interfaces" | while read -r h _; do
 	[ -z "$h" ] || [ -f "$top/$h" ] || echo "$h"
 done >"$T/gone"
 if [ ! -s "$T/gone" ]; then ok "every listed interface exists"; else not_ok "listed interfaces that are gone: $(cat "$T/gone")"; fi
+
+# doc/architecture.md maps every module: each .c's name is in it.
+sed 's|.*/||; s|\.c$||' "$T/c" | sort -u | while read -r m; do
+	grep -qw -- "$m" "$top/doc/architecture.md" || echo "$m"
+done >"$T/unmapped"
+if [ ! -s "$T/unmapped" ]; then ok "doc/architecture.md names every module"; else not_ok "modules doc/architecture.md does not name: $(tr '\n' ' ' <"$T/unmapped")"; fi
 
 # The link graph, read from the built objects (nm): which folder's code
 # calls which.  A cycle between folders is a layer calling up.
