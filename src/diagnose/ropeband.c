@@ -72,14 +72,34 @@ static double fast_turn(const view *v)
 	return cabs(z) > 0 ? fabs(carg(z)) : NAN;
 }
 
+/* The first `rows` positions of t, every head, as view v lays them out
+ * with v->S = rows (malloc'd; NULL when t cannot be read): the pairs are
+ * read over those rows only, so a long prompt is not loaded whole. */
+static float *first_rows(const tb_tensor *t, const view *v, int64_t S, int64_t rows)
+{
+	uint64_t per = (uint64_t)rows * (uint64_t)(v->hsd ? v->hd : v->W), heads = v->hsd ? (uint64_t)v->nh : 1;
+	float *x = malloc(per * heads * sizeof *x);
+	tb_err err;
+
+	if (!x || tb_tensor_acquire(t, &err) < 0) {
+		free(x);
+		return NULL;
+	}
+	/* [S, W]: one run; [nh, S, hd]: a run per head */
+	for (uint64_t h = 0; h < heads; h++)
+		tb_tensor_read_f32(t, h * (uint64_t)S * (uint64_t)v->hd, per, x + h * per);
+	tb_tensor_release(t);
+	return x;
+}
+
 int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out)
 {
 	int64_t d[TB_MAX_DIMS];
 	int n = tb_tensor_squeezed(ref, d), k = 0, tries[sizeof head_dims / sizeof *head_dims];
 	double tol = KEPT_DEV + tb_dtype_rounding(ref->dtype) + tb_dtype_rounding(cand->dtype), best = INFINITY;
-	view v = {.S = S};
+	int64_t rows = S < MAX_ROWS ? S : MAX_ROWS;
+	view v = {.S = rows};
 	float *r = NULL, *c = NULL;
-	tb_err err;
 
 	*out = (tb_rope_diff){0, false, NAN, NAN};
 	if (S < 2 || ref->numel != cand->numel)
@@ -87,6 +107,7 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 	if (n == 3 && d[1] == S && d[0] != S) {
 		v.hsd = true;
 		v.nh = d[0];
+		v.hd = d[2];
 		tries[k++] = (int)d[2];
 	} else if (n == 3 && d[0] == S) {
 		tries[k++] = (int)d[2];
@@ -97,8 +118,8 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 			tries[k++] = head_dims[i];
 	}
 	v.W = (int64_t)(ref->numel / (uint64_t)S);
-	r = k ? tb_tensor_load_f32(ref, &err) : NULL;
-	c = r ? tb_tensor_load_f32(cand, &err) : NULL;
+	r = k ? first_rows(ref, &v, S, rows) : NULL;
+	c = r ? first_rows(cand, &v, S, rows) : NULL;
 	if (!c) {
 		free(r);
 		return -1;
@@ -112,7 +133,7 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 		v.hd = tries[i];
 		if (!v.hsd)
 			v.nh = v.W / v.hd;
-		dev = pair_dev(&v, S < MAX_ROWS ? S : MAX_ROWS, &scale);
+		dev = pair_dev(&v, rows, &scale);
 		if (dev < best) {
 			best = dev;
 			out->head_dim = tries[i];
