@@ -329,6 +329,8 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 		}
 	}
 	v[TB_F_POS_MAX_REL] = mx;
+	if (mx > 0)
+		v[TB_F_POS0_SHARE] = v[TB_F_POS0_REL] / mx;
 	if (S > 1 && mx > 0 && isfinite(mx))
 		v[TB_F_POS1_SHARE] = m->pos_rel_l2[1] / mx;
 	v[TB_F_BAD_POS_FRAC] = (double)bad / (double)m->pos_seen;
@@ -990,8 +992,6 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 	}
 	scale_and_direction(prof, v);
 	position_profile(prof, in->origin ? in->origin->input_rel_l2[prof - r->cells] : 0, v);
-	if (v[TB_F_POS_MAX_REL] > 0)
-		v[TB_F_POS0_SHARE] = v[TB_F_POS0_REL] / v[TB_F_POS_MAX_REL];
 	if (in->session)
 		decode_steps(in->session, prof, v);
 	v[TB_F_ALIAS_HERE] = tb_sanity_aliased(r, target) >= 0;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "diagnose/heads.h"
-#include "diagnose/origin.h"
 
 /* The sequence of a layer, read off its attention output [.., S, hidden]. */
 typedef struct seq_info {

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diagnose/origin.h"
 #include "diagnose/replay_ops.h"
 #include "diagnose/softcap.h"
 

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "model/naming.h"
-#include "diagnose/origin.h"
 #include "compare/estimate.h"
 #include "compare/pairstat.h"
 #include "diagnose/sanity.h"

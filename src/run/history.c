@@ -15,7 +15,6 @@
 #include "run/history.h"
 #include "tensor/digest.h"
 #include "base/jsonutil.h"
-#include "diagnose/origin.h"
 
 #define HISTORY_MAX_BYTES (16u * 1024 * 1024)
 #define FNV_OFFSET 1469598103934665603ull
