@@ -9,7 +9,15 @@
  *
  *   tbbench-gen [--preset small|medium|large] [--size MB] [--layers L]
  *               [--seq S] [--hidden H] [--vocab V] [--dtype f32|bf16]
- *               [--format npy|safetensors] [--ranks N] [--seed N] OUT_DIR
+ *               [--format npy|safetensors] [--ranks N] [--moe E:K] [--seed N] OUT_DIR
+ *
+ * --moe E:K (npy) makes every MLP a mixture of E experts with K active: the
+ * router's logits [1, S, E] (mlp.gate), the chosen experts [1, S, K] (int64,
+ * mlp.selected_experts), their renormalised softmax weights
+ * (mlp.routing_weights) and the experts' sum (mlp.experts, the MLP's output
+ * as a layer without a shared expert has it).  Every 64th position's K-th
+ * and K+1-th scores tie to 1e-6 and the candidate swaps them: near-tie
+ * flips, which tbisect leaves out of every later cell.
  *
  * Writes OUT_DIR/ref and OUT_DIR/cand.  --ranks N (npy) writes the candidate
  * as N tensor-parallel ranks, OUT_DIR/cand/rank_K/, each holding its share
@@ -19,6 +27,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +62,7 @@ typedef struct gen {
 	tb_dtype dtype;
 	const char *format;
 	long ranks;
+	long experts, active; /* --moe E:K; 0: a dense MLP */
 	uint64_t seed;
 	const char *out;
 } gen;
@@ -157,6 +168,107 @@ static int write_npy_ranks(const gen *g, const spec *sp, const float *x)
 	return rc;
 }
 
+/* The K largest of row's E scores, largest first. */
+static void top_k(const float *row, long e, long k, int64_t *ids)
+{
+	for (long j = 0; j < k; j++) {
+		long best = -1;
+		for (long x = 0; x < e; x++) {
+			bool taken = false;
+			for (long i = 0; i < j && !taken; i++)
+				taken = ids[i] == x;
+			if (!taken && (best < 0 || row[x] > row[best]))
+				best = x;
+		}
+		ids[j] = best;
+	}
+}
+
+/* Softmax over the row, renormalised over the chosen experts. */
+static void weigh(const float *row, long e, const int64_t *ids, long k, float *w)
+{
+	double top = -INFINITY, sum = 0;
+
+	for (long x = 0; x < e; x++)
+		top = row[x] > top ? row[x] : top;
+	for (long j = 0; j < k; j++)
+		sum += exp(row[ids[j]] - top);
+	for (long j = 0; j < k; j++)
+		w[j] = (float)(exp(row[ids[j]] - top) / sum);
+}
+
+static int write_ids(const gen *g, const char *side, const char *name, const int64_t *ids)
+{
+	char path[4096];
+	int64_t shape[3] = {1, g->seq, g->active};
+
+	snprintf(path, sizeof path, "%s/%s/%s.npy", g->out, side, name);
+	if (dw_write_npy(path, 1, "<i8", false, 3, shape, ids, (size_t)(g->seq * g->active) * sizeof *ids) < 0)
+		return die("cannot write", path);
+	return 0;
+}
+
+/* Layer l's MoE taps (--moe) beside its MLP output mlp (the experts' sum,
+ * there being no shared expert).  noise as the layer's other taps. */
+static int write_moe(const gen *g, const spec *mlp, const float *mlp_ref, const float *mlp_cand, int layer)
+{
+	size_t se = (size_t)(g->seq * g->experts), sk = (size_t)(g->seq * g->active);
+	float *lr = malloc(se * sizeof *lr), *lc = malloc(se * sizeof *lc);
+	float *wr = malloc(sk * sizeof *wr), *wc = malloc(sk * sizeof *wc);
+	int64_t *ir = malloc(sk * sizeof *ir), *ic = malloc(sk * sizeof *ic);
+	spec sp = *mlp;
+	int rc = 0;
+
+	if (!lr || !lc || !wr || !wc || !ir || !ic) {
+		rc = die("out of memory", g->out);
+		goto out;
+	}
+	sp.shape[2] = g->experts;
+	sp.numel = se;
+	sp.seed = mlp->seed * 31u + 7;
+	fill(&sp, lr, lc);
+	for (long p = 0; p < g->seq; p++) {
+		float *r = lr + (size_t)p * (size_t)g->experts, *c = lc + (size_t)p * (size_t)g->experts;
+		int64_t *idr = ir + (size_t)p * (size_t)g->active, *idc = ic + (size_t)p * (size_t)g->active;
+		if (p % 64 == 0) {
+			/* A near tie the candidate breaks the other way. */
+			int64_t order[1025];
+			top_k(r, g->experts, g->active + 1, order);
+			r[order[g->active]] = r[order[g->active - 1]] - 1e-6f;
+			memcpy(c, r, (size_t)g->experts * sizeof *c);
+			c[order[g->active - 1]] = r[order[g->active]] - 1e-6f;
+		}
+		top_k(r, g->experts, g->active, idr);
+		top_k(c, g->experts, g->active, idc);
+		weigh(r, g->experts, idr, g->active, wr + (size_t)p * (size_t)g->active);
+		weigh(c, g->experts, idc, g->active, wc + (size_t)p * (size_t)g->active);
+	}
+	const char *sides[2] = {"ref", "cand"};
+	for (int s = 0; s < 2 && rc == 0; s++) {
+		spec t = *mlp;
+		snprintf(t.name, sizeof t.name, "model.layers.%d.mlp.experts", layer);
+		rc = write_npy_side(g, sides[s], &t, s ? mlp_cand : mlp_ref);
+		snprintf(t.name, sizeof t.name, "model.layers.%d.mlp.gate", layer);
+		t.shape[2] = g->experts;
+		t.numel = se;
+		rc = rc ? rc : write_npy_side(g, sides[s], &t, s ? lc : lr);
+		snprintf(t.name, sizeof t.name, "model.layers.%d.mlp.routing_weights", layer);
+		t.shape[2] = g->active;
+		t.numel = sk;
+		rc = rc ? rc : write_npy_side(g, sides[s], &t, s ? wc : wr);
+		snprintf(t.name, sizeof t.name, "model.layers.%d.mlp.selected_experts", layer);
+		rc = rc ? rc : write_ids(g, sides[s], t.name, s ? ic : ir);
+	}
+out:
+	free(lr);
+	free(lc);
+	free(wr);
+	free(wc);
+	free(ir);
+	free(ic);
+	return rc;
+}
+
 /* Safetensors: the header is known up front, so each tensor is appended as
  * it is generated. */
 static FILE *st_open(const gen *g, const char *side, const spec *specs, size_t n)
@@ -232,7 +344,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: tbbench-gen [--preset small|medium|large] [--size MB] [--layers L] [--seq S]\n"
 			"                   [--hidden H] [--vocab V] [--dtype f32|bf16] [--format npy|safetensors]\n"
-			"                   [--ranks N] [--seed N] OUT_DIR\n");
+			"                   [--ranks N] [--moe E:K] [--seed N] OUT_DIR\n");
 	exit(2);
 }
 
@@ -274,6 +386,12 @@ static void parse_args(gen *g, int argc, char **argv)
 			vocab = parse_long(v, a);
 		} else if (!strcmp(a, "--ranks")) {
 			g->ranks = parse_long(v, a);
+		} else if (!strcmp(a, "--moe")) {
+			char *end;
+			g->experts = strtol(v, &end, 10);
+			g->active = *end == ':' ? strtol(end + 1, &end, 10) : 0;
+			if (*end || g->active <= 0 || g->active >= g->experts || g->experts > 1024)
+				usage();
 		} else if (!strcmp(a, "--seed")) {
 			g->seed = (uint64_t)parse_long(v, a);
 		} else if (!strcmp(a, "--dtype")) {
@@ -291,7 +409,7 @@ static void parse_args(gen *g, int argc, char **argv)
 			usage();
 		}
 	}
-	if (!g->out || (g->ranks > 1 && strcmp(g->format, "npy")))
+	if (!g->out || ((g->ranks > 1 || g->experts) && strcmp(g->format, "npy")) || (g->ranks > 1 && g->experts))
 		usage();
 	g->seq = seq ? seq : p->seq;
 	g->hidden = hidden ? hidden : p->hidden;
@@ -368,13 +486,16 @@ int main(int argc, char **argv)
 			rc = st[s]		 ? st_append(st[s], &g, &specs[i], s ? cand : ref)
 			     : s && g.ranks > 1 ? write_npy_ranks(&g, &specs[i], cand)
 						 : write_npy_side(&g, sides[s], &specs[i], s ? cand : ref);
+		if (rc == 0 && g.experts && i + 1 < n && i % N_TAPS == 3)
+			rc = write_moe(&g, &specs[i], ref, cand, (int)(i / N_TAPS));
 	}
 	for (int s = 0; s < 2; s++)
 		if (st[s] && fclose(st[s]) != 0 && rc == 0)
 			rc = die("cannot write", g.out);
 	if (rc == 0)
-		printf("tbbench-gen: %s: %ld layers x %d taps x [1, %ld, %ld] + logits [1, %ld, %ld], %s, %s\n", g.out,
-		       g.layers, N_TAPS, g.seq, g.hidden, g.seq, g.vocab, tb_dtype_name(g.dtype), g.format);
+		printf("tbbench-gen: %s: %ld layers x %d taps x [1, %ld, %ld] + logits [1, %ld, %ld], %s, %s%s\n", g.out,
+		       g.layers, N_TAPS, g.seq, g.hidden, g.seq, g.vocab, tb_dtype_name(g.dtype), g.format,
+		       g.experts ? ", MoE taps" : "");
 	free(ref);
 	free(cand);
 	free(specs);

@@ -39,21 +39,24 @@ echo "bench: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) c
     "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo); preset $preset, median of $reps"
 printf '%-17s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n' case GB tbisect numpy numpy32 probe1 probe \
     numpy/tb np32/tb tb/pr1 tb/probe "RSS MB" "open ms"
-# gen DATA DTYPE FORMAT [--ranks N]: the pair in DATA, generated once.
+# gen DATA DTYPE FORMAT [OPTION...]: the pair in DATA, generated once.
 gen() {
     if [ ! -f "$1/.stamp" ]; then
-        rm -rf "$1"
-        "$bin/bench/tbbench-gen" --preset "$preset" --dtype "$2" --format "$3" ${4:+"$4" "$5"} "$1" >&2
-        touch "$1/.stamp"
+        d=$1 t=$2 f=$3
+        shift 3
+        rm -rf "$d"
+        "$bin/bench/tbbench-gen" --preset "$preset" --dtype "$t" --format "$f" "$@" "$d" >&2
+        touch "$d/.stamp"
     fi
 }
-tp_cases= replay_cases= sketch_cases=
+tp_cases= replay_cases= sketch_cases= moe_cases=
 for case in "$@"; do
     dtype=${case%%:*} format=${case#*:}
     data=$dir/$preset-$dtype-$format
     # tensor-parallel and replay cases are timed against tbisect itself, below
     case $format in
     npy-tp*) tp_cases="$tp_cases $case"; continue ;;
+    npy-moe) moe_cases="$moe_cases $case"; continue ;;
     replay) replay_cases="$replay_cases $case"; continue ;;
     sketch) sketch_cases="$sketch_cases $case"; continue ;;
     esac
@@ -174,6 +177,47 @@ PY
     awk -v c="$case" -v gb="$gb" -v tp="$t_tp" -v one="$t_one" -v r="$rss_tp" -v r1="$rss_one" -v n="$ranks" 'BEGIN {
         printf "%-17s %5.2f %7.3fs joined from %s ranks; %7.3fs unsharded: %.2fx the time; RSS %.0f MB vs %.0f MB\n",
             c, gb, tp, n, one, tp / one, r / 1024, r1 / 1024 }'
+done
+# DTYPE:npy-moe: a mixture of 64 experts, 8 active, at 2048 positions (the
+# router, the chosen experts, their weights and the experts' sum beside each
+# MLP; near-tie flips every 64 positions) against the same pair without the
+# MoE taps: the routing and the flipped positions left out of every later
+# cell must cost no more than their share of the bytes.
+for case in $moe_cases; do
+    dtype=${case%%:*}
+    data=$dir/$preset-$dtype-npy-moe dense=$dir/$preset-$dtype-npy-dense2k
+    gen "$data" "$dtype" npy --seq 2048 --moe 64:8
+    gen "$dense" "$dtype" npy --seq 2048
+    tbm() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json --no-history "$data/ref" "$data/cand"; }
+    tbd() { "$bin/bench/tbbench-time" "$tmp/$1" "$bin/tbisect" check --json --no-history "$dense/ref" "$dense/cand"; }
+    tbm warm >"$tmp/moe.json" || [ $? -eq 1 ]
+    tbd warm >/dev/null || [ $? -eq 1 ]
+    "$py" - "$tmp/moe.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rt = r.get("routing") or []
+if not rt or [p for p, _ in rt[0]["flipped"]][:3] != [0, 64, 128]:
+    sys.exit("bench: the MoE pair's routing is not the generated one: %s" % (rt[:1],))
+PY
+    rm -f "$tmp/m" "$tmp/d"
+    i=0
+    while [ $i -lt "$reps" ]; do
+        if [ $((i % 2)) -eq 0 ]; then
+            tbm m >/dev/null || true
+            tbd d >/dev/null || true
+        else
+            tbd d >/dev/null || true
+            tbm m >/dev/null || true
+        fi
+        i=$((i + 1))
+    done
+    gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
+    gbd=$(du -sb "$dense/ref" "$dense/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
+    awk -v c="$case" -v gb="$gb" -v gbd="$gbd" -v m="$(cut -d' ' -f1 "$tmp/m" | median)" \
+        -v d="$(cut -d' ' -f1 "$tmp/d" | median)" -v rm="$(cut -d' ' -f2 "$tmp/m" | sort -n | tail -1)" \
+        -v rd="$(cut -d' ' -f2 "$tmp/d" | sort -n | tail -1)" 'BEGIN {
+        printf "%-17s %5.2f %7.3fs with 64-expert MoE taps; %7.3fs without (%.2f GB): %.2fx the time for %.2fx the bytes; RSS %.0f MB vs %.0f MB\n",
+            c, gb, m, d, gbd, m / d, gb / gbd, rm / 1024, rd / 1024 }'
 done
 # f32:replay: the replay of the first divergence's op (tbbench-replay, best of
 # BENCH_REPS) on one attention layer: 2048 positions of 32 heads of 128

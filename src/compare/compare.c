@@ -58,6 +58,7 @@ typedef struct pair_work {
 	int acquire_rc;
 	bool sketched;     /* either side is a sketch: estimated in one unit (sketch_pair) */
 	bool digest[2];    /* add up each side's values digest as its rows are read */
+	bool keep_positions; /* hand the per-position sums to the cell (tb_compare_opts.keep_positions) */
 	const unsigned char *dsrc[2]; /* what it is of: the bytes in place, or NULL for the decoded values */
 	size_t dsize[2];   /* bytes of an element of it */
 	atomic_uint_fast64_t dsum[2];
@@ -247,6 +248,9 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 			sums.srr += part.srr;
 			sums.scc += part.scc;
 			sums.src += part.src;
+			sums.sad += part.sad;
+			sums.mx = fmax(sums.mx, part.mx);
+			sums.close += part.close;
 			sums.mismatch += part.mismatch;
 		}
 	}
@@ -315,7 +319,8 @@ static void pair_finish(tb_job *job, pair_work *pw)
 	for (size_t i = 0; i < pw->n_units; i++)
 		tb_acc_merge(&total, &pw->unit_acc[i]);
 	if (tb_metrics_finish(&c->m, &total, pw->rows, pw->n_rows, pw->n_pos, c->tol.diverge) < 0 ||
-	    (pw->acquired && pw->acquire_rc == 0 && partial_positions(pw) < 0)) {
+	    (pw->acquired && pw->acquire_rc == 0 && partial_positions(pw) < 0) ||
+	    (pw->keep_positions && pw->rows && !(c->pos_sums = tb_run_sums_by_position(pw->rows, pw->n_rows, pw->n_pos)))) {
 		tb_err e;
 		tb_err_setc(&e, TB_ERR_NOMEM, NULL, "out of memory computing metrics");
 		fail(job, &e);
@@ -583,6 +588,7 @@ static int plan(tb_job *job, const tb_pairing *p, const tb_compare_opts *o)
 		}
 		pw->digest[0] = o->digest[0];
 		pw->digest[1] = o->digest[1];
+		pw->keep_positions = o->keep_positions;
 		uint64_t rows_per_unit = unit_elems / pw->row_len ? unit_elems / pw->row_len : 1;
 		/* A streamed side (a deflated member) inflates front to back:
 		 * two threads on its units would each move its one stream to
@@ -848,6 +854,7 @@ void tb_result_free(tb_result *r)
 	for (size_t i = 0; r->cells && i < r->n_cells; i++) {
 		tb_metrics_done(&r->cells[i].m);
 		tb_logits_free(r->cells[i].logits);
+		free(r->cells[i].pos_sums);
 	}
 	free(r->cells);
 	free(r);

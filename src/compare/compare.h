@@ -50,6 +50,8 @@ typedef struct tb_cell_result {
 	tb_logit_metrics *logits;    /* the logits cell only */
 	uint64_t digest[2];          /* ref's and cand's values digests (tb_tensor_digest's), where digested */
 	bool digested[2];            /* added up as the rows were read (tb_compare_opts.digest) */
+	tb_run_sums *pos_sums;       /* each position's sums (m.n_pos), owned; kept when tb_compare_opts.keep_positions
+				      * asked, so routing.h can leave positions out without reading the tensors again */
 	int64_t excluded_positions;  /* positions left out of the metrics: an MoE flip upstream (routing.h) */
 	bool by_sets;                /* mlp.topk_ids judged by its expert sets (routing.h): rel_l2 is the share of
 				      * positions whose sets differ beyond a flip, allclose_frac the share that agree */
@@ -79,6 +81,7 @@ typedef struct tb_compare_opts {
 	void *tol_ud;
 	bool digest[2];   /* add up the ref's (cand's) tensors' values digests as their rows are read,
 			   * where their rows start at whole pairs of words (tensor/digest.h) */
+	bool keep_positions; /* keep each cell's per-position sums (tb_cell_result.pos_sums) */
 } tb_compare_opts;
 
 void tb_compare_opts_init(tb_compare_opts *o);

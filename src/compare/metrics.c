@@ -150,11 +150,15 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		}
 		double d = cv - rv;
 		double ad = abs_diff((float)rv, (float)cv);
+		bool ok = close_f(ad, (float)rv, (float)atol, (float)rtol);
 		a->finite++;
 		s.sdd += d * d;
 		s.srr += rv * rv;
 		s.scc += cv * cv;
 		s.src += rv * cv;
+		s.sad += ad;
+		s.close += ok;
+		s.mx = fmax(s.mx, fabs(d));
 		a->sad += ad;
 		a->sr += rv;
 		a->sc += cv;
@@ -162,7 +166,7 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		a->rmax = fmax(a->rmax, rv);
 		a->cmin = fmin(a->cmin, cv);
 		a->cmax = fmax(a->cmax, cv);
-		a->close += close_f(ad, (float)rv, (float)atol, (float)rtol);
+		a->close += ok;
 		if (fabs(d) > a->max_abs) {
 			a->max_abs = fabs(d);
 			a->worst = base + i;
@@ -256,6 +260,9 @@ void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dt
 		run->srr = o.srr;
 		run->scc = o.scc;
 		run->src = o.src;
+		run->sad = o.sad;
+		run->mx = n ? o.mx : 0;
+		run->close = o.close;
 		run->mismatch = 0;
 	}
 }
@@ -287,6 +294,26 @@ double tb_norm_ratio(double scc, double srr)
 	if (srr == 0)
 		return scc == 0 ? 1 : INFINITY;
 	return sqrt(scc) / sqrt(srr);
+}
+
+tb_run_sums *tb_run_sums_by_position(const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos)
+{
+	tb_run_sums *pos = calloc((size_t)n_pos, sizeof *pos);
+
+	if (!pos)
+		return NULL;
+	for (uint64_t i = 0; i < n_rows; i++) {
+		tb_run_sums *p = &pos[i % (uint64_t)n_pos];
+		p->sdd += rows[i].sdd;
+		p->srr += rows[i].srr;
+		p->scc += rows[i].scc;
+		p->src += rows[i].src;
+		p->sad += rows[i].sad;
+		p->mx = fmax(p->mx, rows[i].mx);
+		p->close += rows[i].close;
+		p->mismatch += rows[i].mismatch;
+	}
+	return pos;
 }
 
 int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos,
@@ -324,17 +351,9 @@ int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, u
 	m->first_bad_position = -1;
 	if (n_pos <= 0 || !rows)
 		return 0;
-	tb_run_sums *pos = calloc((size_t)n_pos, sizeof *pos);
+	tb_run_sums *pos = tb_run_sums_by_position(rows, n_rows, n_pos);
 	if (!pos)
 		return -1;
-	for (uint64_t i = 0; i < n_rows; i++) {
-		tb_run_sums *p = &pos[i % (uint64_t)n_pos];
-		p->sdd += rows[i].sdd;
-		p->srr += rows[i].srr;
-		p->scc += rows[i].scc;
-		p->src += rows[i].src;
-		p->mismatch += rows[i].mismatch;
-	}
 	int rc = tb_metrics_positions(m, pos, NULL, n_pos, diverge);
 	free(pos);
 	return rc;

@@ -60,9 +60,12 @@ typedef struct tb_acc {
 	double lone_s[2], lone_ss[2], lone_min[2], lone_max[2];
 } tb_acc;
 
-/* Sums of one run, for the per-position profile. */
+/* Sums of one run, for the per-position profile, and what a position's
+ * metrics need when others are left out (compare/routing.h). */
 typedef struct tb_run_sums {
 	double sdd, srr, scc, src;
+	double sad, mx;    /* sum and largest of |c - r| over finite pairs */
+	uint64_t close;    /* pairs passing allclose */
 	uint64_t mismatch; /* pairs non-finite on one side, or differently */
 } tb_run_sums;
 
@@ -113,6 +116,9 @@ double tb_rel_l2(double sdd, double srr);
 double tb_cosine(double src, double srr, double scc);
 double tb_norm_ratio(double scc, double srr);
 
+/* The sums of each position from per-row sums (row i is position i %
+ * n_pos): n_pos entries, owned by the caller, or NULL when out of memory. */
+tb_run_sums *tb_run_sums_by_position(const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos);
 /* Fill m from a merged accumulator and per-row sums (rows may be NULL when
  * n_pos is 0; row i is position i % n_pos).  diverge sets first_bad_position. */
 int tb_metrics_finish(tb_metrics *m, const tb_acc *a, const tb_run_sums *rows, uint64_t n_rows, int64_t n_pos,

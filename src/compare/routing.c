@@ -117,76 +117,48 @@ static int fresh_positions(tb_metrics *m, int64_t n)
 	return 0;
 }
 
-/* Sums of a cell measured again over some of its positions: per position
- * (d.d, r.r, c.c, r.c) and over the whole. */
-typedef struct resums {
-	double *pos; /* 4 per position, owned */
-	double sabs, worst;
-	uint64_t n, ok;
-} resums;
-
-static int resums_init(resums *s, int64_t positions)
-{
-	memset(s, 0, sizeof *s);
-	s->worst = -1;
-	s->pos = calloc((size_t)positions * 4, sizeof *s->pos);
-	return s->pos ? 0 : -1;
-}
-
-/* One pair of values r, x of position p, at element index. */
-static void resums_add(resums *s, tb_cell_result *c, int64_t p, double r, double x, uint64_t index)
-{
-	double d = x - r;
-
-	s->pos[4 * p] += d * d;
-	s->pos[4 * p + 1] += r * r;
-	s->pos[4 * p + 2] += x * x;
-	s->pos[4 * p + 3] += r * x;
-	s->sabs += fabs(d);
-	s->ok += fabs(d) <= c->tol.atol + c->tol.rtol * fabs(r);
-	if (fabs(d) > s->worst) {
-		s->worst = fabs(d);
-		c->m.worst_index = index;
-		c->m.worst_ref = (float)r;
-		c->m.worst_cand = (float)x;
-	}
-	s->n++;
-}
-
-/* The cell's metrics from the sums of the positions kept[] (its per-position
- * arrays fresh), then its status; the sums are freed. */
-static void resums_finish(resums *s, tb_cell_result *c, const bool *kept)
+/* A cell's metrics again from the sums of the positions kept[] (pos[p]
+ * over per_pos element pairs each; its per-position arrays fresh).  The
+ * worst element and the status are the caller's: the position whose
+ * largest difference is the largest kept one is returned (-1 when none is
+ * kept). */
+static int64_t finish_kept(tb_cell_result *c, const tb_run_sums *pos, const bool *kept, uint64_t per_pos)
 {
 	tb_metrics *m = &c->m;
-	double sdd = 0, srr = 0, scc = 0, src = 0;
+	double sdd = 0, srr = 0, scc = 0, src = 0, sad = 0;
+	uint64_t close = 0, n = 0;
+	int64_t worst = -1;
 
 	m->first_bad_position = -1;
 	m->pos_seen = 0;
 	for (int64_t p = 0; p < m->n_pos; p++) {
-		const double *q = s->pos + 4 * p;
+		const tb_run_sums *q = &pos[p];
 		if (!kept[p])
 			continue;
-		sdd += q[0];
-		srr += q[1];
-		scc += q[2];
-		src += q[3];
-		m->pos_rel_l2[p] = tb_rel_l2(q[0], q[1]);
-		m->pos_cos[p] = tb_cosine(q[3], q[1], q[2]);
-		m->pos_norm_ratio[p] = tb_norm_ratio(q[2], q[1]);
+		sdd += q->sdd;
+		srr += q->srr;
+		scc += q->scc;
+		src += q->src;
+		sad += q->sad;
+		close += q->close;
+		n += per_pos;
+		if (worst < 0 || q->mx > pos[worst].mx)
+			worst = p;
+		m->pos_rel_l2[p] = tb_rel_l2(q->sdd, q->srr);
+		m->pos_cos[p] = tb_cosine(q->src, q->srr, q->scc);
+		m->pos_norm_ratio[p] = tb_norm_ratio(q->scc, q->srr);
 		m->pos_seen++;
 		if (m->first_bad_position < 0 && !(m->pos_rel_l2[p] <= c->tol.diverge))
 			m->first_bad_position = p;
 	}
-	m->n = s->n;
+	m->n = n;
 	m->rel_l2 = tb_rel_l2(sdd, srr);
 	m->cosine = tb_cosine(src, srr, scc);
 	m->norm_ratio = tb_norm_ratio(scc, srr);
-	m->max_abs = s->worst > 0 ? s->worst : 0;
-	m->mean_abs = s->n ? s->sabs / (double)s->n : 0;
-	m->allclose_frac = s->n ? (double)s->ok / (double)s->n : 1;
-	free(s->pos);
-	s->pos = NULL;
-	tb_cell_judge(c);
+	m->max_abs = worst >= 0 ? pos[worst].mx : 0;
+	m->mean_abs = n ? sad / (double)n : 0;
+	m->allclose_frac = n ? (double)close / (double)n : 1;
+	return worst;
 }
 
 /* mlp.topk_ids judged by its sets: rel_l2 is the share of positions whose
@@ -230,12 +202,17 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 {
 	int64_t k = l->k;
 	bool *kept = calloc((size_t)l->positions, sizeof *kept);
-	resums s;
+	tb_run_sums *pos = calloc((size_t)l->positions, sizeof *pos);
+	float *b = malloc((size_t)k * sizeof *b);
+	tb_acc all;
 
-	if (!kept || fresh_positions(&c->m, l->positions) < 0 || resums_init(&s, l->positions) < 0) {
+	if (!kept || !pos || !b || fresh_positions(&c->m, l->positions) < 0) {
 		free(kept);
+		free(pos);
+		free(b);
 		return -1;
 	}
+	tb_acc_init(&all);
 	for (int64_t p = 0; p < l->positions; p++) {
 		if (!(kept[p] = same_set(ir + p * k, ic + p * k, k)))
 			continue;
@@ -243,11 +220,18 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 			int64_t j = 0;
 			while (j < k && ic[p * k + j] != ir[p * k + i])
 				j++;
-			resums_add(&s, c, p, wr[p * k + i], wc[p * k + j], (uint64_t)(p * k + i));
+			b[i] = wc[p * k + j];
 		}
+		tb_acc_run(&all, wr + p * k, b, (size_t)k, (uint64_t)(p * k), c->tol.atol, c->tol.rtol, &pos[p]);
 	}
-	resums_finish(&s, c, kept);
+	c->m.worst_index = all.worst;
+	c->m.worst_ref = all.worst_r;
+	c->m.worst_cand = all.worst_c;
+	finish_kept(c, pos, kept, (uint64_t)k);
+	tb_cell_judge(c);
 	free(kept);
+	free(pos);
+	free(b);
 	return 0;
 }
 
@@ -305,17 +289,58 @@ static void exclude_logits(tb_cell_result *c, const bool *out)
 	lm->top5_overlap = overlap / (double)kept;
 }
 
+/* The largest difference of position p's rows (row % np == p): the cell's
+ * worst element once the positions that held it are left out. */
+static int locate_worst(const tb_pair *pr, tb_cell_result *c, int64_t p, int64_t rows, int64_t cols, tb_err *err)
+{
+	int64_t np = c->m.n_pos;
+	float *a = malloc((size_t)cols * sizeof *a), *b = malloc((size_t)cols * sizeof *b);
+	double worst = -1;
+	int rc = -1;
+
+	if (!a || !b) {
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+		goto out;
+	}
+	if (tb_tensor_acquire(pr->ref, err) < 0)
+		goto out;
+	if (tb_tensor_acquire(pr->cand, err) < 0) {
+		tb_tensor_release(pr->ref);
+		goto out;
+	}
+	for (int64_t row = p; row < rows; row += np) {
+		tb_tensor_read_f32(pr->ref, (uint64_t)(row * cols), (uint64_t)cols, a);
+		tb_tensor_read_f32(pr->cand, (uint64_t)(row * cols), (uint64_t)cols, b);
+		for (int64_t i = 0; i < cols; i++) {
+			double d = fabs((double)b[i] - a[i]);
+			if (d > worst) {
+				worst = d;
+				c->m.worst_index = (uint64_t)(row * cols + i);
+				c->m.worst_ref = a[i];
+				c->m.worst_cand = b[i];
+			}
+		}
+	}
+	tb_tensor_release(pr->ref);
+	tb_tensor_release(pr->cand);
+	rc = 0;
+out:
+	free(a);
+	free(b);
+	return rc;
+}
+
 /* A cell's metrics again without the positions in out[] (a flip upstream
  * sent them down other experts: their error is the flip's, not this
- * cell's).  Rows of cols values, position row % n_pos.  Cells with NaN or
- * Inf, or read from a partial dump or a sketch, keep theirs. */
+ * cell's), from its per-position sums: only the position that now holds
+ * the worst element is read again.  Rows of cols values, position
+ * row % n_pos.  Cells with NaN or Inf, or read from a partial dump or a
+ * sketch, keep theirs (they have no per-position sums either). */
 static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *out, tb_err *err)
 {
 	int64_t np = c->m.n_pos, cols, rows, dropped = 0;
 	const tb_metrics *m = &c->m;
 	bool *kept;
-	float *a, *b;
-	resums s;
 
 	if (np <= 0 || !pr || !pr->ref || !pr->cand || pr->ref->partial || pr->cand->partial || pr->ref->sketch ||
 	    pr->cand->sketch || m->nan[0] || m->nan[1] || m->inf[0] || m->inf[1] || c->shape_mismatch ||
@@ -323,52 +348,28 @@ static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *o
 		return 0;
 	cols = pr->ref->shape[pr->ref->ndim - 1];
 	rows = cols > 0 ? (int64_t)(pr->ref->numel / (uint64_t)cols) : 0;
-	if (!rows || rows % np || (uint64_t)(rows * cols) != pr->ref->numel)
+	if (!rows || rows % np || (uint64_t)(rows * cols) != pr->ref->numel || !c->pos_sums)
 		return 0;
 	for (int64_t p = 0; p < np; p++)
 		dropped += out[p];
 	if (!dropped)
 		return 0;
-	kept = malloc((size_t)np * sizeof *kept);
-	a = malloc((size_t)cols * sizeof *a);
-	b = malloc((size_t)cols * sizeof *b);
-	if (!kept || !a || !b || resums_init(&s, np) < 0) {
-		free(kept);
-		free(a);
-		free(b);
+	if (!(kept = malloc((size_t)np * sizeof *kept)))
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	}
 	for (int64_t p = 0; p < np; p++)
 		kept[p] = !out[p];
-	int got = tb_tensor_acquire(pr->ref, err) == 0 ? 1 + (tb_tensor_acquire(pr->cand, err) == 0) : 0;
-	if (got < 2) {
-		if (got)
-			tb_tensor_release(pr->ref);
-		free(s.pos);
+	int64_t was = (int64_t)(c->m.worst_index / (uint64_t)cols % (uint64_t)np);
+	if (fresh_positions(&c->m, np) < 0) {
 		free(kept);
-		free(a);
-		free(b);
-		return -1;
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
-	for (int64_t row = 0; row < rows; row++) {
-		if (out[row % np])
-			continue;
-		tb_tensor_read_f32(pr->ref, (uint64_t)(row * cols), (uint64_t)cols, a);
-		tb_tensor_read_f32(pr->cand, (uint64_t)(row * cols), (uint64_t)cols, b);
-		for (int64_t i = 0; i < cols; i++)
-			resums_add(&s, c, row % np, a[i], b[i], (uint64_t)(row * cols + i));
-	}
-	tb_tensor_release(pr->ref);
-	tb_tensor_release(pr->cand);
-	for (int64_t p = 0; p < np; p++)
-		if (out[p])
-			c->m.pos_rel_l2[p] = c->m.pos_cos[p] = c->m.pos_norm_ratio[p] = NAN;
+	int64_t worst = finish_kept(c, c->pos_sums, kept, (uint64_t)(rows / np * cols));
+	free(kept);
 	c->excluded_positions = dropped;
 	exclude_logits(c, out);
-	resums_finish(&s, c, kept);
-	free(kept);
-	free(a);
-	free(b);
+	if (worst >= 0 && out[was] && locate_worst(pr, c, worst, rows, cols, err) < 0)
+		return -1;
+	tb_cell_judge(c);
 	return 0;
 }
 

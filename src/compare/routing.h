@@ -50,8 +50,10 @@ typedef struct tb_routing {
 
 /* Compare the routing of every layer whose mlp.topk_ids both sides dumped
  * whole, and judge its mlp.topk_ids and mlp.topk_weights cells of r again
- * (flip_margin <= 0: TB_FLIP_MARGIN).  0, or -1 and err (a tensor that
- * cannot be read, out of memory). */
+ * (flip_margin <= 0: TB_FLIP_MARGIN).  r must come from a comparison that
+ * kept its per-position sums (tb_compare_opts.keep_positions): later cells
+ * are measured again from them, without reading their tensors.  0, or -1
+ * and err (a tensor that cannot be read, out of memory). */
 int tb_routing_compute(const tb_pairing *p, tb_result *r, double flip_margin, tb_routing *out, tb_err *err);
 void tb_routing_done(tb_routing *rt);
 

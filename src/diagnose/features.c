@@ -79,10 +79,15 @@ static void moe_where(const tb_result *r, int layer, double *v)
 }
 
 /* The first position flipped at a near tie in an MoE layer upstream of the
- * target, and whether the target goes bad only after it. */
+ * target, and whether the target goes bad only after it.  A flip reaches
+ * other positions only through attention, so the error must be born in an
+ * attention cell or a block (where attention is not dumped); one born in a
+ * norm or an MLP is that op's own. */
 static void flips_before(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
+	tb_tap_id tap = t->cell.id;
+	bool mixes = tap == TB_TAP_ATTN || tb_cell_parent(&t->cell) == TB_TAP_ATTN || tap == TB_TAP_BLOCK;
 	int64_t first = -1;
 
 	for (long i = 0; i < target; i++) {
@@ -91,7 +96,7 @@ static void flips_before(const tb_result *r, long target, double *v)
 			first = c->first_flip;
 	}
 	v[TB_F_FLIP_POS] = first >= 0 ? (double)first : NAN;
-	v[TB_F_FLIP_LEAK] = first >= 0 && t->m.first_bad_position > first;
+	v[TB_F_FLIP_LEAK] = mixes && first >= 0 && t->m.first_bad_position > first;
 }
 
 static void where(const tb_result *r, long target, double *v)

@@ -189,6 +189,17 @@ static void drop_result(tb_run *r)
 	r->have_diag = false;
 }
 
+/* Does any layer dump the experts it chose?  Then a flip may leave
+ * positions out of later cells (compare/routing.h), which their kept
+ * per-position sums make cheap. */
+static bool routed(const tb_pairing *p)
+{
+	for (size_t i = 0; i < p->n_pairs; i++)
+		if (p->pairs[i].cell.id == TB_TAP_MLP_TOPK_IDS && p->pairs[i].ref && p->pairs[i].cand)
+			return true;
+	return false;
+}
+
 int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
 {
 	tb_compare_opts co;
@@ -199,6 +210,7 @@ int tb_run_start(tb_run *r, const tb_tolerance *tol, tb_err *err)
 	tb_compare_opts_init(&co);
 	co.tol = *tol;
 	co.threads = r->cfg->opts.threads;
+	co.keep_positions = routed(r->sess.pairing);
 	if (r->cfg->tolfile) {
 		co.tol_for = tb_tolfile_for_cell;
 		co.tol_ud = r->cfg->tolfile;

@@ -64,12 +64,14 @@ for layer in range(L):
     save("ref-shared", n + "mlp.shared_experts", shared)
     save("ref-shared", n + "mlp", y + shared)
     # llama.cpp names; ids in ascending order, not by weight
-    for case in ("same", "flip", "weights", "choice", "experts"):
+    for case in ("same", "flip", "flipnoise", "flipnorm", "weights", "choice", "experts"):
         cids, cw, cy = ids.copy(), w.copy(), y
-        if case == "flip" and layer == 0:
+        if case in ("flip", "flipnoise", "flipnorm") and layer == 0:
             cids[0, TIE, 1] = j
             cw[0, TIE] = norm(probs[0, TIE][cids[0, TIE]][None])[0]
             cy = out(cids, cw)
+        if case == "flipnoise":  # and rounding-sized noise everywhere, from a generator of its own
+            cy = cy + (np.random.default_rng(9 + layer).standard_normal(cy.shape) * 1e-4).astype(np.float32)
         if case == "weights":  # the top-k weights not renormalised: the ids the same
             cw = np.take_along_axis(probs, ids, -1)
             cy = out(cids, cw)
@@ -84,7 +86,9 @@ for layer in range(L):
         order = np.argsort(cids, -1)
         cids, cw = np.take_along_axis(cids, order, -1), np.take_along_axis(cw, order, -1)
         d = "cand-" + case
-        save(d, "ffn_norm-%d" % layer, x)
+        # a norm that goes wrong after the flipped position, by itself
+        save(d, "ffn_norm-%d" % layer, x * np.where(np.arange(S) > TIE, 1.5, 1)[None, :, None].astype(np.float32)
+             if case == "flipnorm" and layer == 1 else x)
         save(d, "ffn_moe_logits-%d" % layer, logits)
         save(d, "ffn_moe_topk-%d" % layer, cids.astype(np.int32))
         save(d, "ffn_moe_weights-%d" % layer, np.take_along_axis(probs, cids, -1).astype(np.float32))
@@ -191,6 +195,35 @@ json_is "flip: the experts' sum leaves position 5 out" cells.4.excluded_position
 json_is "flip: and matches without it" cells.4.status match
 json_is "flip: layer 1's routing leaves it out too" routing.1.excluded 1
 json_is "flip: the verdict is close" verdict close
+# the cells after a flip are measured again from their per-position sums:
+# every metric as numpy computes it over the positions kept, the worst
+# element found again outside the flipped position that held it
+expect_exit 0 "a near-tie flip and noise" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-flipnoise"
+check_that "flip and noise: the experts' sum measured over the other positions" "$PY" - "$TAP_OUT" "$T" <<'PY'
+import json, sys
+import numpy as np
+r, t = json.load(open(sys.argv[1])), sys.argv[2]
+c = r["cells"][4]
+a = np.load(t + "/ref/model.layers.0.mlp.experts.npy")[0].astype(np.float64)
+b = np.load(t + "/cand-flipnoise/ffn_moe_out-0.npy")[0].astype(np.float64)
+assert np.abs(b - a)[5].max() > np.abs(b - a)[np.arange(12) != 5].max(), "the flip must hold the worst element"
+a, b = np.delete(a, 5, 0), np.delete(b, 5, 0)
+d = b - a
+want = {"rel_l2": np.linalg.norm(d) / np.linalg.norm(a), "max_abs": np.abs(d).max(), "mean_abs": np.abs(d).mean(),
+        "cosine": (a * b).sum() / np.linalg.norm(a) / np.linalg.norm(b),
+        "allclose_frac": np.mean(np.abs(d) <= 1e-4 + 1e-4 * np.abs(a))}
+bad = [f"{k}: {c[k]} vs {v}" for k, v in want.items() if abs(c[k] - v) > 1e-6 * abs(v) + 1e-12]
+i = np.unravel_index(np.abs(d).argmax(), d.shape)
+worst = [0, int(i[0]) + (i[0] >= 5), int(i[1])]
+bad += [] if c["worst"]["index"] == worst else [f"worst {c['worst']['index']} vs {worst}"]
+bad += [] if c["excluded_positions"] == 1 and c["elements"] == 11 * 16 else [f"{c['excluded_positions']} {c['elements']}"]
+assert not bad, bad
+PY
+# a flip reaches other positions only through attention: a norm that goes
+# bad after it is the norm's own fault, not the flip's
+expect_exit 1 "a flip, then a norm wrong after it" "$TBISECT" check --json --no-history "$T/ref" "$T/cand-flipnorm"
+json_is "flip then norm: the norm diverges" first_divergence.cell L1.mlp_norm
+check_that "flip then norm: not blamed on the flip" sh -c '! grep -q "\"dtype-precision\"" "$1"' x "$TAP_OUT"
 expect_exit 0 "a near-tie flip: text" "$TBISECT" check --no-history "$T/ref" "$T/cand-flip"
 check_that "flip: the text names the flipped position and its gap" \
 	grep -q '^  L0: 11 of 12 positions agree (top-2); flipped at 5 (gap ' "$TAP_OUT"
