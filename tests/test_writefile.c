@@ -73,6 +73,12 @@ static void test_whole_or_nothing(void **state)
 	assert_string_equal(buf, "one\n");
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0644);
+	/* any umask: the kernel applies it, as to any new file */
+	umask(027);
+	assert_int_equal(tb_write_file(path, "the map", 0, fill_text, "one\n", &err), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	assert_int_equal(umask(022), 027);
 
 	/* another writer's temporary under the plain name does not collide */
 	snprintf(other, sizeof other, "%s.tmp", path);

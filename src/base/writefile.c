@@ -1,33 +1,52 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/writefile.h"
 
+/* A name beside path no other writer uses: the process, a count of this
+ * process's writes and the clock, so that the file can be created with
+ * O_EXCL and its mode (mode & ~umask) given by the kernel, as any new
+ * file's.  (mkstemp would make it private, and asking the umask means
+ * setting it, under other threads' feet.) */
+static void temp_name(char *tmp, size_t size, const char *path)
+{
+	static _Atomic unsigned long count;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(tmp, size, "%s.tmp.%ld.%lu.%lx", path, (long)getpid(), count++, (unsigned long)ts.tv_nsec);
+}
+
 int tb_atomic_open(tb_atomic *a, const char *path, const char *what, unsigned flags, tb_err *err)
 {
-	int fd, e;
+	size_t size = strlen(path) + 80;
+	int fd = -1, e;
 
 	memset(a, 0, sizeof *a);
 	a->what = what;
 	a->flags = flags;
 	a->path = strdup(path);
-	a->tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
+	a->tmp = malloc(size);
 	if (!a->path || !a->tmp) {
 		tb_atomic_abort(a);
 		return tb_err_setc(err, TB_ERR_NOMEM, path, "out of memory writing %s", what);
 	}
-	sprintf(a->tmp, "%s.tmp.XXXXXX", path);
-	/* mkstemp makes the file private; the others are as any new file */
-	mode_t mask = umask(0);
-	umask(mask);
-	fd = mkstemp(a->tmp);
-	if (fd >= 0 && (fchmod(fd, flags & TB_WRITE_PRIVATE ? 0600 : 0666 & ~mask) < 0 || !(a->f = fdopen(fd, "w")))) {
+	for (int tries = 0; fd < 0 && tries < 100; tries++) {
+		temp_name(a->tmp, size, path);
+		fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, flags & TB_WRITE_PRIVATE ? 0600 : 0666);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd >= 0 && !(a->f = fdopen(fd, "w"))) {
 		e = errno;
 		close(fd);
 		unlink(a->tmp);
