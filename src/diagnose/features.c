@@ -352,14 +352,19 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 		v[TB_F_SCALE_MEAN] = mean;
 		v[TB_F_SCALE_SPREAD] = mean > 0 ? sqrt(fmax(0, rss / (double)ratios - mean * mean)) / mean : NAN;
 	}
-	/* non-causal attention: the last position sees everything either way */
+	/* non-causal attention: the last position sees everything either way,
+	 * so it is computed alike, to the dtypes' rounding (a dropped sink
+	 * also fades along the positions but still weighs on the last) */
 	if (S >= 3) {
 		int64_t before_bad = 0, before = 0;
+		double exact = fmax(WINDOW_EXACT, fmax(2 * input_rel, (tb_dtype_rounding(t->ref->dtype) +
+									 tb_dtype_rounding(t->cand->dtype)) / sqrt(3)));
 		for (int64_t p = 0; p < S - 1; p++) {
 			before += seen_at(m->pos_rel_l2, p);
 			before_bad += seen_at(m->pos_rel_l2, p) && !(m->pos_rel_l2[p] <= d);
 		}
-		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && before >= 2 && before_bad >= before * 8 / 10;
+		v[TB_F_MASK_PATTERN] = v[TB_F_LAST_POS_OK] == 1 && m->pos_rel_l2[S - 1] <= exact && before >= 2 &&
+				       before_bad >= before * 8 / 10;
 	}
 	/* A window: exact (or nearly) below W, a jump at W, off after it.  A
 	 * smooth rise (RoPE base) crosses --diverge somewhere too, but
@@ -381,11 +386,16 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 }
 
 /* Where the decode steps start (the first step's length, when every step
- * was stitched) and whether the target goes bad exactly there. */
+ * was stitched) and whether the target goes bad exactly there; or which
+ * decode step is compared alone. */
 static void decode_steps(const tb_session *s, const tb_cell_result *t, double *v)
 {
 	const tb_metrics *m = &t->m;
 	long start = s->cand->layout.first_len ? s->cand->layout.first_len : s->ref->layout.first_len;
+	const tb_tree_layout *l = &s->cand->layout;
+
+	if (l->n_steps > 1 && l->step > l->first_step)
+		v[TB_F_DECODE_STEP] = l->step;
 
 	if (start > 0 && (s->cand->layout.n_steps > 1 || s->ref->layout.n_steps > 1)) {
 		v[TB_F_DECODE_START] = (double)start;
@@ -953,6 +963,8 @@ static void rope_features(const tb_result *r, const tb_cell_result *t, int head_
 	v[TB_F_ROPE_QK_SCALE] = d.scale;
 	v[TB_F_ROPE_SCALE_OFF] = fabs(log(d.scale));
 	v[TB_F_ROPE_FAST_TURN] = d.fast_turn;
+	v[TB_F_ROPE_HEADS_KEPT] = d.heads_kept;
+	v[TB_F_ROPE_PARTIAL] = d.partial;
 	pre = tb_result_cell(r, t->cell.layer, before);
 	if (roped && pre && pre->ref && !tb_cell_partial(pre) && !pre->m.estimated) {
 		v[TB_F_ROPE_REF_FACTOR] = tb_rope_gain(pre->ref, t->ref);

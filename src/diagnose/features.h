@@ -94,7 +94,7 @@
 	X(FIRST_BAD_POS, "first_bad_pos", "position", "first position above --diverge, -1 if none")           \
 	X(BAD_POS_FRAC, "bad_pos_frac", "fraction", "positions above --diverge")                              \
 	X(LAST_POS_OK, "last_pos_ok", "bool", "the last position is within --diverge")                        \
-	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches (non-causal attention)") \
+	X(MASK_PATTERN, "mask_pattern", "bool", "every position but the last is off while the last matches to the dtypes' rounding (non-causal attention)") \
 	X(WINDOW, "window", "position", "W when positions < W are exact (rel_l2 at most 1e-4, or twice the inputs' error), the error jumps tenfold at W and nearly all later positions are off (W >= 2), else -1") \
 	X(LATE_ONLY, "late_only", "bool", "the first bad position is 100 or later")                           \
 	X(POS_GROWTH, "pos_growth", "slope", "slope of log rel_l2 against log position (1: error proportional to position)") \
@@ -132,6 +132,7 @@
 	X(LOGIT_MAX_CAND, "logit_max_cand", "value", "the same for the candidate") \
 	X(POS0_SHARE, "pos0_share", "ratio", "rel_l2 at position 0 over the largest (1: position 0 is hit hardest, as when an attention sink drains the most mass where there is one key)") \
 	X(DECODE_START, "decode_start", "position", "the first decode position: the first step's length (the prefill's) when every step was stitched (--steps all), NaN without steps") \
+	X(DECODE_STEP, "decode_step", "index", "the step compared when it is a later step than a stepped dump's first (--step K past the prefill), NaN otherwise") \
 	X(FROM_DECODE, "from_decode", "bool", "every step was stitched, every position of the first step (the prefill) is within --diverge and the target goes bad at the first decode position") \
 	X(ALIAS_HERE, "alias_here", "bool", "the target diverges by rel_l2 above 0.1 while the residual sum it feeds (for an attention or MLP output or its sub-tap its layer's block, for a block the next layer's, for the embedding layer 0's) matches or is close, at every position by under a hundredth of the target's rel_l2: the dumped tensor changed after capture") \
 	X(DUMP_ALIASING, "dump_aliasing", "count", "diverged cells anywhere whose residual sum matches so (alias_here)") \
@@ -139,6 +140,8 @@
 	X(ROPE_QK_SCALE, "rope_qk_scale", "ratio", "that common factor, |cand| / |ref| of the query or key after RoPE") \
 	X(ROPE_SCALE_OFF, "rope_scale_off", "nats", "|ln(rope_qk_scale)|: 0 when the attention factors agree") \
 	X(ROPE_FAST_TURN, "rope_fast_turn", "radians", "|angle| between the sides' fastest channel pair at position 1 (0: the pair turns alike; a theta change leaves it alone, scaling slows it, 1: one side does not rotate)") \
+	X(ROPE_HEADS_KEPT, "rope_heads_kept", "bool", "each head of the query or key after RoPE keeps its norm at each position up to rope_qk_scale: the sides differ by turns of channels within heads") \
+	X(ROPE_PARTIAL, "rope_partial", "fraction", "the share of each head's channels the candidate rotates (rotate-half within them) while the others pass through unrotated, when the reference's pair norms predict the candidate's so (0: no share of 1/2 or 1/4 does)") \
 	X(ROPE_REF_FACTOR, "rope_ref_factor", "ratio", "|attn.q_rope| / |attn.q| of the reference: the attention factor its own RoPE applies (1: none; YaRN's 0.1 ln(factor) + 1)") \
 	X(ROPE_REF_FACTOR_OFF, "rope_ref_factor_off", "nats", "|ln(rope_ref_factor)|")
 

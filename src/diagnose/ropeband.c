@@ -58,6 +58,59 @@ static double pair_dev(const view *v, int64_t rows, double *scale)
 	return sqrt(dev / (*scale * *scale * rr));
 }
 
+/* The relative spread of each head's norm at each position around scale. */
+static double head_dev(const view *v, int64_t rows, double scale)
+{
+	double rr = 0, dev = 0;
+
+	for (int64_t p = 0; p < rows; p++)
+		for (int64_t h = 0; h < v->nh; h++) {
+			double nr = 0, nc = 0;
+			for (int64_t i = 0; i < v->hd; i++) {
+				size_t a = at(v, p, h, i);
+				nr += (double)v->r[a] * v->r[a];
+				nc += (double)v->c[a] * v->c[a];
+			}
+			if (!isfinite(nr) || !isfinite(nc))
+				continue;
+			rr += nr;
+			dev += (sqrt(nc) - scale * sqrt(nr)) * (sqrt(nc) - scale * sqrt(nr));
+		}
+	return rr > 0 ? sqrt(dev / (scale * scale * rr)) : INFINITY;
+}
+
+/* How far the candidate is from rotating the first r channels of each
+ * head (pairs (i, i + r/2)) and passing the others through (r <= hd/2):
+ * the squared norms that identity predicts against the candidate's,
+ * relative to their size. */
+static double partial_dev(const view *v, int64_t rows, int64_t r)
+{
+	int64_t half = v->hd / 2;
+	double dd = 0, nn = 0;
+
+	for (int64_t p = 0; p < rows; p++)
+		for (int64_t h = 0; h < v->nh; h++)
+			for (int64_t i = 0; i < half; i++) {
+				/* x_i^2 from the reference's pair and the pass-through partner */
+				size_t a = at(v, p, h, i), b = at(v, p, h, i + half);
+				double xi = (double)v->r[a] * v->r[a] + (double)v->r[b] * v->r[b] - (double)v->c[b] * v->c[b];
+				double got = (double)v->c[a] * v->c[a], want = xi;
+				if (i < r / 2) { /* a rotated pair (i, i + r/2): its sum is kept */
+					size_t a2 = at(v, p, h, i + r / 2), b2 = at(v, p, h, i + r / 2 + half);
+					got += (double)v->c[a2] * v->c[a2];
+					want += (double)v->r[a2] * v->r[a2] + (double)v->r[b2] * v->r[b2] -
+						(double)v->c[b2] * v->c[b2];
+				} else if (i < r) {
+					continue; /* the second of a rotated pair: counted with its first */
+				}
+				if (!isfinite(got) || !isfinite(want))
+					continue;
+				dd += (got - want) * (got - want);
+				nn += want * want + got * got;
+			}
+	return nn > 0 ? sqrt(dd / nn) : INFINITY;
+}
+
 /* |angle| between the sides' fastest pairs at position 1, summed over the heads. */
 static double fast_turn(const view *v)
 {
@@ -101,7 +154,7 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 	view v = {.S = rows};
 	float *r = NULL, *c = NULL;
 
-	*out = (tb_rope_diff){0, false, NAN, NAN};
+	*out = (tb_rope_diff){0, false, NAN, NAN, false, NAN};
 	if (S < 2 || ref->numel != cand->numel)
 		return -1;
 	if (n == 3 && d[1] == S && d[0] != S) {
@@ -146,6 +199,12 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 		if (!v.hsd)
 			v.nh = v.W / v.hd;
 		out->fast_turn = fast_turn(&v);
+		out->heads_kept = head_dev(&v, rows, out->scale) < tol;
+		/* the shares models rotate (partial_rotary_factor 0.5, 0.25), when the pairs did not keep theirs */
+		out->partial = 0;
+		for (int64_t rd = v.hd / 2; !out->kept && rd >= 2 && rd >= v.hd / 4 && !out->partial; rd /= 2)
+			if (rd % 2 == 0 && partial_dev(&v, rows, rd) < tol)
+				out->partial = (double)rd / (double)v.hd;
 	}
 	free(r);
 	free(c);

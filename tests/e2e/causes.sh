@@ -85,6 +85,12 @@ qk-norm|--seed 6 --seq 48|qk-norm|1
 qk-norm|--seq 512|qk-norm|1
 qk-norm|--seed 7 --seq 512|qk-norm|1
 qk-norm|--seed 2 --seq 512 --format safetensors --dtype bf16|qk-norm|1
+rotate-half-sign|--sub|rotate-half-sign|1
+rotate-half-sign|--sub --seed 3 --seq 64 --dtype bf16|rotate-half-sign|1
+partial-rope|--sub|partial-rope|1
+partial-rope|--sub --seed 2 --seq 256 --dtype bf16|partial-rope|1
+rope-style|--sub --seed 4 --seq 512|rope-style|1
+sinks-dropped|--sub --seed 3 --seq 64 --dtype bf16|attention-sink|1
 mlp-gating|--sub|mlp-gating|1
 mlp-bias|--sub|mlp-bias|1
 weight-mapping|--sub|weight-mapping|1

@@ -3,8 +3,8 @@
 # without sub-taps, at several lengths: the first divergence where the
 # generator says, the right cause first, nothing confirmed by replay.  The
 # kv-cache pair also as steps (a prefill, then one step per position):
-# stitched, the rule sees where the decode starts; a clean pair of steps
-# matches.
+# stitched, the rule sees where the decode starts; one decode step alone
+# is named too; a clean pair of steps matches.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -49,6 +49,9 @@ diagnosed "steps stitched" "$T/steps" L0.attn.o kv-cache --steps all
 check_that "steps stitched: the why names the first decode position" \
 	grep -q 'goes bad at the first decode position (8)' "$TAP_OUT"
 expect_exit 0 "the prefill step alone matches" "$TBISECT" check --no-history "$T/steps/ref" "$T/steps/cand"
+diagnosed "one decode step alone" "$T/steps" L0.attn.o kv-cache --step 3
+check_that "one decode step alone: the why names the step" grep -q 'of decode step 3, compared alone' "$TAP_OUT"
+expect_exit 0 "a clean decode step alone matches" "$TBISECT" check --json --no-history --step 3 "$T/steps/ref" "$T/steps/ok"
 expect_exit 0 "a clean pair of steps, stitched, matches" \
 	"$TBISECT" check --json --no-history --steps all "$T/steps/ref" "$T/steps/ok"
 json_is "a clean pair of steps: no cause" 'causes.#' 0
