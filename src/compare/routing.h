@@ -35,9 +35,11 @@ typedef struct tb_routed_pos {
 typedef struct tb_routing_layer {
 	int layer;
 	int64_t positions, k;
+	int64_t first;                 /* the position its first one is (positions are numbered as the
+					* model's: llama.cpp's last layer computes the last one only) */
 	int64_t agree;                 /* positions whose expert sets agree */
 	int64_t excluded;              /* positions flipped in an earlier layer, not compared here */
-	tb_routed_pos *flipped;        /* near ties, in position order */
+	tb_routed_pos *flipped;        /* near ties, in position order (from first on) */
 	size_t n_flipped;
 	tb_routed_pos *disagree;       /* the other differing positions */
 	size_t n_disagree;
