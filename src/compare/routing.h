@@ -6,8 +6,12 @@
  * (k+1)-th router score there: a near tie is a flip (rounding decided it),
  * a larger gap a divergence of mlp.topk_ids.  The combine weights
  * (mlp.topk_weights) are compared aligned by expert id at the positions
- * whose sets agree.  Both cells of a compared result are judged again from
- * that; a flipped position is left out of every later cell (and later
+ * whose sets agree, and so are the tensors llama.cpp holds one row of per
+ * selected expert (mlp.gate, .up, .act, .down, .weighted), row by row.
+ * Ids that are no expert of the side's router fail the run naming the
+ * file; weights or rows that are not one per selected expert are not
+ * compared, the cell saying why.  The cells of a compared result are
+ * judged again from that; a flipped position is left out of every later cell (and later
  * layers' routing), whose metrics are measured again without it; and the
  * result is summarised again.
  *
