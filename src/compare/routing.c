@@ -47,20 +47,28 @@ static int64_t side_dim(const tb_tensor *t, int i)
 	return nd > i ? sh[nd - 1 - i] : 0;
 }
 
-/* Does t hold every value of its tensor: not a sketch, and not a partial
- * dump but of all of them (llama.cpp's last layer prints its one position
- * whole)? */
+/* Does t hold every value of its tensor, or of its last position: not a
+ * sketch, and not a partial dump but of all of them (llama.cpp's last
+ * layer prints its one position whole) or of its last row whole (a
+ * routing trace's last layer)? */
 static bool whole_side(const tb_tensor *t)
 {
-	uint64_t n = 1;
+	const tb_partial *pa = t ? t->partial : NULL;
+	uint64_t n = 1, row;
 
 	if (!t || t->sketch)
 		return false;
-	if (!t->partial)
+	if (!pa)
 		return true;
-	for (int i = 0; i < t->partial->ndim; i++)
-		n *= (uint64_t)t->partial->shape[i];
-	return t->partial->n == n && t->numel == n;
+	for (int i = 0; i < pa->ndim; i++)
+		n *= (uint64_t)pa->shape[i];
+	row = pa->ndim ? (uint64_t)pa->shape[pa->ndim - 1] : 1;
+	if (t->numel != pa->n || !(pa->n == n || (pa->n == row && pa->index[0] == n - row)))
+		return false;
+	for (uint64_t i = 1; i < pa->n; i++)
+		if (pa->index[i] != pa->index[0] + i)
+			return false;
+	return true;
 }
 
 /* The pair of cell c when the result has it, or NULL. */
