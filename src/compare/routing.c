@@ -255,11 +255,13 @@ static void resums_finish(resums *s, tb_cell_result *c, const bool *kept)
 	tb_cell_judge(c);
 }
 
-/* mlp.topk_ids judged by its sets: rel_l2 is the share of positions whose
- * sets differ beyond a near tie, allclose the share that agree. */
+/* mlp.topk_ids judged by its sets: rel_l2 is the share of the positions
+ * compared (not flipped upstream) whose sets differ beyond a near tie,
+ * allclose the share that agree. */
 static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 {
 	tb_metrics *m = &c->m;
+	int64_t compared = l->positions - l->excluded;
 
 	if (fresh_positions(m, l->positions) < 0)
 		return -1;
@@ -269,8 +271,8 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 		m->pos_rel_l2[l->disagree[i].pos - l->first] = 1;
 	c->by_sets = true;
 	c->first_flip = l->n_flipped ? l->flipped[0].pos : -1;
-	m->rel_l2 = (double)l->n_disagree / (double)l->positions;
-	m->allclose_frac = (double)l->agree / (double)l->positions;
+	m->rel_l2 = compared ? (double)l->n_disagree / (double)compared : 0;
+	m->allclose_frac = compared ? (double)l->agree / (double)compared : 1;
 	m->cosine = m->norm_ratio = m->max_abs = m->mean_abs = NAN;
 	m->first_bad_position = l->n_disagree ? l->disagree[0].pos - l->first : -1;
 	if (l->n_disagree) {
@@ -281,6 +283,9 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 		c->status = TB_ST_CLOSE;
 		snprintf(c->reason, sizeof c->reason, "expert sets differ at %zu of %lld positions, each a near tie",
 			 l->n_flipped, (long long)l->positions);
+	} else if (!compared) {
+		c->status = TB_ST_MATCH;
+		snprintf(c->reason, sizeof c->reason, "no position compared: each flipped upstream");
 	} else {
 		c->status = TB_ST_MATCH;
 		snprintf(c->reason, sizeof c->reason, "the expert sets agree at every position%s",
@@ -290,9 +295,10 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 }
 
 /* mlp.topk_weights compared aligned by expert id at the positions whose
- * sets agree (ids and weights in the order each side chose them). */
+ * sets agree and that no flip upstream sent elsewhere (gone[]); ids and
+ * weights in the order each side chose them. */
 static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const float *ir, const float *ic,
-			 const float *wr, const float *wc)
+			 const float *wr, const float *wc, const bool *gone)
 {
 	int64_t k = l->k;
 	bool *kept = calloc((size_t)l->positions, sizeof *kept);
@@ -303,7 +309,7 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 		return -1;
 	}
 	for (int64_t p = 0; p < l->positions; p++) {
-		if (!(kept[p] = same_set(ir + p * k, ic + p * k, k)))
+		if (!(kept[p] = !gone[p] && same_set(ir + p * k, ic + p * k, k)))
 			continue;
 		for (int64_t i = 0; i < k; i++) {
 			int64_t j = 0;
@@ -694,7 +700,7 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 	} else if (w && wcell) {
 		if (!(wr = load(w->ref, err)) || !(wc = load(w->cand, err)))
 			goto out;
-		if (judge_weights(wcell, l, ir, ic, wr, wc) < 0)
+		if (judge_weights(wcell, l, ir, ic, wr, wc, here) < 0)
 			goto oom;
 	}
 	if (judge_layer_slots(p, r, l, ir, ic, here, err) < 0)
@@ -724,6 +730,39 @@ static bool by_slots(const tb_pairing *p, const tb_routing *rt, const tb_cell_re
 	return false;
 }
 
+/* A later cell whose sides are a partial dump of one position, the last
+ * (llama.cpp's last layer): not compared when that position flipped in an
+ * earlier layer. */
+static void last_only(const tb_pairing *p, const tb_routing *rt, tb_cell_result *c, int64_t last)
+{
+	const tb_pair *pr = cell_pair(p, &c->cell);
+
+	int64_t sh[2][TB_MAX_DIMS];
+	int nd[2];
+
+	if (!pr || !pr->ref || !pr->cand || !(pr->ref->partial || pr->cand->partial))
+		return;
+	nd[0] = side_shape(pr->ref, sh[0]);
+	nd[1] = side_shape(pr->cand, sh[1]);
+	for (int i = 0; i < 2; i++)
+		if (nd[i] >= 2 && sh[i][nd[i] - 2] != 1)
+			return;
+	for (size_t l = 0; l < rt->n; l++) {
+		tb_cell ids;
+		tb_cell_make_id(&ids, rt->v[l].layer, TB_TAP_MLP_TOPK_IDS);
+		if (tb_cell_cmp(&c->cell, &ids) <= 0 || c->cell.id == TB_TAP_MLP_TOPK_WEIGHTS ||
+		    c->cell.id == TB_TAP_MLP_TOPK_IDS)
+			continue;
+		for (size_t f = 0; f < rt->v[l].n_flipped; f++)
+			if (rt->v[l].flipped[f].pos == last) {
+				c->status = TB_ST_MATCH;
+				c->excluded_positions = 1;
+				say(c, "not compared: its one position, the last, flipped at layer %d", rt->v[l].layer);
+				return;
+			}
+	}
+}
+
 /* Leave each layer's flipped positions out of every later cell: the error
  * a flip sends down the residual stream is rounding's, not the port's.  A
  * cell of one position after layers of several holds the last (llama.cpp's
@@ -738,6 +777,8 @@ static int exclude_flips(const tb_pairing *p, tb_result *r, const tb_routing *rt
 	for (size_t i = 0; i < r->n_cells; i++) {
 		tb_cell_result *c = &r->cells[i];
 		bool *out, any = false;
+		if (c->m.n_pos <= 1 && c->status != TB_ST_MISSING && total > 1)
+			last_only(p, rt, c, total - 1);
 		if (c->m.n_pos <= 0 || c->status == TB_ST_MISSING || by_slots(p, rt, c))
 			continue;
 		out = calloc((size_t)c->m.n_pos, sizeof *out);

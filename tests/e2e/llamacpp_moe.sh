@@ -94,6 +94,30 @@ expect_exit 0 "last layer, slots in the other order: exit 0" "$TBISECT" check --
 cell_is "swapped: the last layer's sets agree" L1.mlp.topk_ids status match
 json_is "swapped: its one position agrees" routing.1.agree 1
 
+# the reference's layer 0 at the last position near a tie (its 3rd logit
+# raised to 1e-5 above its 2nd, so its router diverges there) choosing the
+# 3rd: a flip there, which the last layer's cells, of that one position,
+# leave out
+"$PY" - "$REF" "$T/ref-flip.npz" <<'PY'
+import sys
+import numpy as np
+z = dict(np.load(sys.argv[1]))
+n = "model.layers.0.block_sparse_moe."
+g, ids = z[n + "gate"][0, 5], z[n + "selected_experts"][0, 5]
+third = [e for e in np.argsort(-g) if e not in ids][0]
+g[third] = g[ids[1]] + np.float32(1e-5)
+ids[1] = third
+np.savez(sys.argv[2], **z)
+PY
+expect_exit 1 "a flip at the last position: exit 1 (the edited router)" "$TBISECT" check --json --no-history "$T/ref-flip.npz" "$T/2026-moe.log"
+json_is "flip: layer 0 flipped at position 5" routing.0.flipped.0.0 5
+json_is "flip: layer 1's one position is left out" routing.1.excluded 1
+json_is "flip: so none of it agrees or differs" routing.1.agree 0
+cell_is "flip: the last layer's ids say none was compared" L1.mlp.topk_ids reason \
+	"no position compared: each flipped upstream"
+cell_is "flip: the last layer's experts' sum leaves its one position out" L1.mlp.experts excluded_positions 1
+cell_is "flip: and says so" L1.mlp.experts reason "not compared: its one position, the last, flipped at layer 0"
+
 # the capture with the slots of positions 1, 3, 4 of layer 0 and of layer
 # 1's one position in the other order: ids, weights and per-slot rows
 "$PY" - "$T/2026-moe.log" "$T/2026-moe-order.log" <<'PY'
