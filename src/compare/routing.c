@@ -603,6 +603,7 @@ static int judge_slots(tb_cell_result *c, const tb_pair *pr, const tb_routing_la
 	tb_tensor_release(sd[0].t);
 	tb_tensor_release(sd[1].t);
 	resums_finish(&s, c, kept);
+	c->by_slots = true;
 	char judged[sizeof c->reason];
 	memcpy(judged, c->reason, sizeof judged);
 	say(c, "%s; rows matched by expert id", judged);
@@ -718,18 +719,6 @@ out:
 	return rc_;
 }
 
-/* Was c compared slot by expert id (judge_slots), its flips left out there? */
-static bool by_slots(const tb_pairing *p, const tb_routing *rt, const tb_cell_result *c)
-{
-	const tb_routing_layer *l = tb_routing_layer_of(rt, c->cell.layer);
-	const tb_pair *pr = l ? cell_pair(p, &c->cell) : NULL;
-
-	for (size_t i = 0; pr && pr->ref && pr->cand && i < sizeof slot_taps / sizeof *slot_taps; i++)
-		if (!strcmp(c->cell.tap, slot_taps[i]))
-			return slot_width(pr->ref, l) && slot_width(pr->cand, l);
-	return false;
-}
-
 /* A later cell whose sides are a partial dump of one position, the last
  * (llama.cpp's last layer): not compared when that position flipped in an
  * earlier layer. */
@@ -779,7 +768,7 @@ static int exclude_flips(const tb_pairing *p, tb_result *r, const tb_routing *rt
 		bool *out, any = false;
 		if (c->m.n_pos <= 1 && c->status != TB_ST_MISSING && total > 1)
 			last_only(p, rt, c, total - 1);
-		if (c->m.n_pos <= 0 || c->status == TB_ST_MISSING || by_slots(p, rt, c))
+		if (c->m.n_pos <= 0 || c->status == TB_ST_MISSING || c->by_slots)
 			continue;
 		out = calloc((size_t)c->m.n_pos, sizeof *out);
 		if (!out)

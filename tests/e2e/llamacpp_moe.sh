@@ -167,6 +167,7 @@ cell_is "order: so does the last layer's one position" L1.mlp.down reason \
 expect_exit 1 "experts stacked out of order, against the clean capture: exit 1" "$TBISECT" check --json --no-history \
 	"$T/2026-moe.log" "$T/2026-moe-experts.log"
 json_is "experts: first divergence at the selected experts' gate" first_divergence.cell L0.mlp.gate
+json_is "experts: diagnosed at their sum, expert-mapping first" causes.0.id expert-mapping
 
 # --- conversion bugs: the first divergence and the cause are the bug's ---
 expect_exit 1 "experts stacked out of order: exit 1" "$TBISECT" check --json --no-history "$REF" "$T/2026-moe-experts.log"
