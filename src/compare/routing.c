@@ -120,7 +120,6 @@ static tb_cell_result *result_cell(tb_result *r, int layer, tb_tap_id id)
 	return NULL;
 }
 
-
 static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -253,6 +252,8 @@ static void resums_finish(resums *s, tb_cell_result *c, const bool *kept)
 	free(s->pos);
 	s->pos = NULL;
 	tb_cell_judge(c);
+	if (!s->n && c->status == TB_ST_MATCH)
+		say(c, "no position compared: each left out (its experts differ, or flipped upstream)");
 }
 
 /* mlp.topk_ids judged by its sets: rel_l2 is the share of the positions

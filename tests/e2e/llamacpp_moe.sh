@@ -115,6 +115,8 @@ json_is "flip: layer 1's one position is left out" routing.1.excluded 1
 json_is "flip: so none of it agrees or differs" routing.1.agree 0
 cell_is "flip: the last layer's ids say none was compared" L1.mlp.topk_ids reason \
 	"no position compared: each flipped upstream"
+cell_is "flip: nor its weights" L1.mlp.topk_weights reason \
+	"no position compared: each left out (its experts differ, or flipped upstream)"
 cell_is "flip: the last layer's experts' sum leaves its one position out" L1.mlp.experts excluded_positions 1
 cell_is "flip: and says so" L1.mlp.experts reason "not compared: its one position, the last, flipped at layer 0"
 
