@@ -467,9 +467,8 @@ static int check_ids(const tb_pairing *p, const tb_routing_layer *l, const tb_te
 	int64_t e = rt ? side_dim(rt, 0) : pr ? side_dim(pr, 0) : 0, n = l->positions * l->k;
 
 	if (rt && pr && side_dim(pr, 0) != e)
-		return tb_err_setc(err, TB_ERR_FORMAT, t->path,
-				   "layer %d: its router scores %lld experts, its router probabilities %lld", l->layer,
-				   (long long)e, (long long)side_dim(pr, 0));
+		return tb_err_setc(err, TB_ERR_FORMAT, pr->path, "%s gives %lld experts probabilities, but %s scores %lld",
+				   pr->name, (long long)side_dim(pr, 0), rt->name, (long long)e);
 	if (e > 0 && l->k > e)
 		return tb_err_setc(err, TB_ERR_FORMAT, t->path, "%s selects %lld experts per position of the %lld its router scores",
 				   t->name, (long long)l->k, (long long)e);

@@ -2,8 +2,10 @@
 # Mixture-of-experts dumps that cannot be compared as routing
 # (tbisect-dumps(5), Mixture of experts): selected expert ids that are no
 # expert's number, or name an expert the side's own router does not score,
-# stop the run with one line naming the file (exit 2); two sides selecting
-# a different number of experts diverge at the ids with both files named;
+# stop the run with one line naming the file (exit 2), as do router
+# probabilities of another number of experts than the router; two sides
+# selecting a different number of experts diverge at the ids with both
+# files named;
 # combine weights whose rows are not one per selected expert are not
 # compared, the cell saying which file.  Per-slot tensors (llama.cpp's
 # ffn_moe_gate/up/down: one row per selected expert) are compared slot by
@@ -59,6 +61,8 @@ side("width", ids=bad)                         # expert 5 of a router of 4
 ids3 = np.argsort(-p, -1, kind="stable")[:, :3]
 side("k3", ids=ids3, w=np.take_along_axis(p, ids3, -1).astype(np.float32), slots=None)
 side("wdense", w=p.astype(np.float32))         # the weights of every expert
+side("probs5")                                 # probabilities of 5 experts beside a router of 4
+save("probs5", "router_probs", np.full((S, 5), 0.2, np.float32))
 PY
 
 # cell_is DESC CELL KEY WANT: in the JSON report in $TAP_OUT, the cell
@@ -98,6 +102,10 @@ expect_error_msg 2 negative/layers.0.mlp.topk_ids.npy "holds -1 at position 2: n
 	"an expert id of -1: exit 2, one line naming the file" "$TBISECT" check --no-history "$T/ref" "$T/negative"
 expect_error_msg 2 width/layers.0.mlp.topk_ids.npy "names expert 5 at position 3, but its router scores 4 experts" \
 	"expert 5 of a router of 4: exit 2, one line naming the file" "$TBISECT" check --no-history "$T/ref" "$T/width"
+
+expect_error_msg 2 probs5/layers.0.mlp.router_probs.npy "gives 5 experts probabilities, but layers.0.mlp.router scores 4" \
+	"a router of 4 experts, probabilities of 5: exit 2, one line naming the file" "$TBISECT" check --no-history "$T/ref" \
+	"$T/probs5"
 
 check k3
 json_is "3 experts against 2: exit 1" verdict diverged
