@@ -1,7 +1,8 @@
 /*
  * moetrace: llama.cpp's MoE routing trace, the CSV llama-moe-trace writes
- * (examples/moe-trace, ggml-org/llama.cpp pull request 28544, in the
- * layout its forks settled on; tbisect-dumps(5) FORMATS): the header line
+ * (examples/moe-trace, ggml-org/llama.cpp pull request 28544, open, in the
+ * layout of the fork that adds each row's token and rank; tbisect-dumps(5)
+ * FORMATS): the header line
  * "phase,token,layer,rank,expert", then one row per routed expert: phase
  * "prefill" or "decode", token the zero-based position in the one
  * sequence, layer the MoE layer, rank the expert's place in that token's
