@@ -250,6 +250,7 @@ static int run_row(pair_work *pw, tb_acc *acc, uint64_t row, scratch *s, uint64_
 			sums.src += part.src;
 			sums.sad += part.sad;
 			sums.mx = fmax(sums.mx, part.mx);
+			sums.n += part.n;
 			sums.close += part.close;
 			sums.mismatch += part.mismatch;
 		}

@@ -56,6 +56,8 @@ typedef struct tb_cell_result {
 	bool by_sets;                /* mlp.topk_ids judged by its expert sets (routing.h): rel_l2 is the share of
 				      * positions whose sets differ beyond a flip, allclose_frac the share that agree */
 	int64_t first_flip;          /* ... and its first flipped position, -1 when none */
+	bool by_slots;               /* one row per selected expert on both sides, compared matched by expert id
+				      * (routing.h); its flips left out there */
 	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */
 } tb_cell_result;
 

@@ -175,6 +175,7 @@ static void run_nonfinite(tb_acc *a, tb_src rk, const void *r, tb_src ck, const 
 		}
 	}
 	a->n += n;
+	s.n = n;
 	a->sdd += s.sdd;
 	a->srr += s.srr;
 	a->scc += s.scc;
@@ -262,6 +263,7 @@ void tb_acc_run_raw(tb_acc *a, const void *r, tb_dtype rdt, const void *c, tb_dt
 		run->src = o.src;
 		run->sad = o.sad;
 		run->mx = n ? o.mx : 0;
+		run->n = n;
 		run->close = o.close;
 		run->mismatch = 0;
 	}
@@ -310,6 +312,7 @@ tb_run_sums *tb_run_sums_by_position(const tb_run_sums *rows, uint64_t n_rows, i
 		p->src += rows[i].src;
 		p->sad += rows[i].sad;
 		p->mx = fmax(p->mx, rows[i].mx);
+		p->n += rows[i].n;
 		p->close += rows[i].close;
 		p->mismatch += rows[i].mismatch;
 	}

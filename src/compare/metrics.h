@@ -65,6 +65,7 @@ typedef struct tb_acc {
 typedef struct tb_run_sums {
 	double sdd, srr, scc, src;
 	double sad, mx;    /* sum and largest of |c - r| over finite pairs */
+	uint64_t n;        /* pairs */
 	uint64_t close;    /* pairs passing allclose */
 	uint64_t mismatch; /* pairs non-finite on one side, or differently */
 } tb_run_sums;

@@ -6,8 +6,12 @@
  * (k+1)-th router score there: a near tie is a flip (rounding decided it),
  * a larger gap a divergence of mlp.topk_ids.  The combine weights
  * (mlp.topk_weights) are compared aligned by expert id at the positions
- * whose sets agree.  Both cells of a compared result are judged again from
- * that; a flipped position is left out of every later cell (and later
+ * whose sets agree, and so are the tensors llama.cpp holds one row of per
+ * selected expert (mlp.gate, .up, .act, .down, .weighted), row by row.
+ * Ids that are no expert of the side's router fail the run naming the
+ * file; weights or rows that are not one per selected expert are not
+ * compared, the cell saying why.  The cells of a compared result are
+ * judged again from that; a flipped position is left out of every later cell (and later
  * layers' routing), whose metrics are measured again without it; and the
  * result is summarised again.
  *
@@ -35,9 +39,11 @@ typedef struct tb_routed_pos {
 typedef struct tb_routing_layer {
 	int layer;
 	int64_t positions, k;
+	int64_t first;                 /* the position its first one is (positions are numbered as the
+					* model's: llama.cpp's last layer computes the last one only) */
 	int64_t agree;                 /* positions whose expert sets agree */
 	int64_t excluded;              /* positions flipped in an earlier layer, not compared here */
-	tb_routed_pos *flipped;        /* near ties, in position order */
+	tb_routed_pos *flipped;        /* near ties, in position order (from first on) */
 	size_t n_flipped;
 	tb_routed_pos *disagree;       /* the other differing positions */
 	size_t n_disagree;

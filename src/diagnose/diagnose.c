@@ -9,7 +9,8 @@
 
 /* An output projection (attn.o, mlp.down) holds its group's output, and a
  * Hugging Face hook dump lists it before the group: diagnose the group's
- * cell, whose patterns the rules describe. */
+ * cell, whose patterns the rules describe.  An MoE layer's per-slot rows
+ * are its routed experts': diagnosed at their sum. */
 static long group_cell(const tb_result *r, long target)
 {
 	const tb_cell_result *t, *g;
@@ -18,6 +19,8 @@ static long group_cell(const tb_result *r, long target)
 	if (target < 0 || (size_t)target >= r->n_cells)
 		return target;
 	t = &r->cells[target];
+	if (t->by_slots && (g = tb_result_cell(r, t->cell.layer, TB_TAP_MLP_EXPERTS)) && g->status == TB_ST_DIVERGED)
+		return g - r->cells;
 	ti = tb_tap_info_of(t->cell.id);
 	if (!ti || !ti->group_output)
 		return target;

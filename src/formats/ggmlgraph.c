@@ -29,6 +29,11 @@ static const struct op_tap {
 	{"MUL_MAT", "ffn_up.weight", true, "mlp.up", NULL},
 	{"MUL_MAT", "ffn_down.weight", true, "mlp", "mlp.act"},
 	{"MUL_MAT", "ffn_gate_inp.weight", true, "mlp.router", NULL},
+	/* an experts block's projections: one row per selected expert (slot),
+	 * [.., n_used, T], the activation between them down's input */
+	{"MUL_MAT_ID", "ffn_gate_exps.weight", true, "mlp.gate", NULL},
+	{"MUL_MAT_ID", "ffn_up_exps.weight", true, "mlp.up", NULL},
+	{"MUL_MAT_ID", "ffn_down_exps.weight", true, "mlp.down", "mlp.act"},
 	{"MUL", "output_norm.weight", false, "final_norm", NULL},
 	{"MUL_MAT", "output.weight", false, "logits", NULL},
 	/* tied embeddings: the logits from the embedding matrix */
@@ -273,20 +278,10 @@ static void residual(tb_ggml_node *n, const tb_ggml_node *a, const tb_ggml_node 
 		set_tap(n, "block", experts->layer, false);
 }
 
-/* Is s layer N's weight w ("blk.N." + w)?  *layer: N. */
-static bool layer_weight(tb_span s, const char *w, int *layer)
-{
-	const struct op_tap t = {NULL, w, true, NULL, NULL};
-
-	return weight_is(s, &t, layer);
-}
-
 /* A node of an experts block's routing or of the sum of its experts'
  * outputs; false when it is none. */
 static bool moe_node(tb_ggml_node *n, const tb_ggml_node *a, const tb_ggml_node *b)
 {
-	int layer;
-
 	for (size_t k = 0; k < sizeof moe_steps / sizeof *moe_steps; k++) {
 		const struct moe_step *m = &moe_steps[k];
 		bool inner = !strncmp(m->from, "moe.", 4);
@@ -303,21 +298,17 @@ static bool moe_node(tb_ggml_node *n, const tb_ggml_node *a, const tb_ggml_node 
 		set_tap(n, "mlp.moe_w", a->layer, false);
 		return true;
 	}
-	if (span_is(n->op, "MUL_MAT_ID") && layer_weight(n->src[0], "ffn_down_exps.weight", &layer)) {
-		set_inner(n, "moe.down", layer);
-		return true;
-	}
-	/* each expert's output times its weight */
-	if (span_is(n->op, "MUL") && (inner_is(a, "moe.down") || inner_is(b, "moe.down"))) {
-		const tb_ggml_node *w = inner_is(a, "moe.down") ? b : a;
+	/* each selected expert's output times its weight, per slot */
+	if (span_is(n->op, "MUL") && (tap_is(a, "mlp.down") || tap_is(b, "mlp.down"))) {
+		const tb_ggml_node *w = tap_is(a, "mlp.down") ? b : a;
 		if (w && w->tap && !strncmp(w->tap, "mlp.moe_w", 9)) {
-			set_inner(n, "moe.weighted", w->layer);
+			set_tap(n, "mlp.weighted", w->layer, false);
 			return true;
 		}
 	}
-	/* the sum of the weighted experts' views */
-	if (span_is(n->op, "ADD") && a && b && (inner_is(a, "moe.weighted") || tap_is(a, "mlp.experts")) &&
-	    inner_is(b, "moe.weighted")) {
+	/* the sum of the weighted experts' views (carried: each a slot's) */
+	if (span_is(n->op, "ADD") && a && b && (tap_is(a, "mlp.weighted") || tap_is(a, "mlp.experts")) &&
+	    tap_is(b, "mlp.weighted")) {
 		set_tap(n, "mlp.experts", b->layer, false);
 		return true;
 	}

@@ -14,9 +14,10 @@
  * (llm_graph_context::build_moe_ffn): the score function of the router's
  * logits, the top-k of those probabilities (TOP_K, or a view of their
  * ARGSORT), the rows of the probabilities the top-k selects (GET_ROWS),
- * their renormalisation (DIV) and scaling (SCALE), and the sum (ADD) of
- * the views of the experts' outputs (MUL_MAT_ID by ffn_down_exps) times
- * those weights.  Each GET_ROWS from token_embd.weight starts a
+ * their renormalisation (DIV) and scaling (SCALE), the selected experts'
+ * projections (MUL_MAT_ID by ffn_gate_exps, ffn_up_exps, ffn_down_exps:
+ * one row per selected expert), down's outputs times those weights (MUL,
+ * mlp.weighted) and the sum (ADD) of that product's views.  Each GET_ROWS from token_embd.weight starts a
  * forward pass.  Pure functions over borrowed strings; ggmltext.c calls it.
  */
 #ifndef TB_GGMLGRAPH_H
@@ -42,7 +43,7 @@ typedef struct tb_ggml_node {
 	bool carried;      /* tap carried from a source (a reshape, a row selection), not computed
 			    * here: it holds the tap's values, but another node is the tap */
 	const char *inner; /* a graph internal of an experts block that later nodes are told by
-			    * (static): "moe.argsort", "moe.down", "moe.weighted"; NULL otherwise.
+			    * (static): "moe.argsort"; NULL otherwise.
 			    * Carried along reshapes and views, with its layer in layer */
 } tb_ggml_node;
 

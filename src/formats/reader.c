@@ -20,6 +20,7 @@ const tb_format *const tb_formats[] = {
 	&tb_fmt_golden,
 	&tb_fmt_vllm_sidecar,
 	&tb_fmt_hfdebug_tree,
+	&tb_fmt_moetrace,
 	&tb_fmt_ggmltext,
 	&tb_fmt_rawlogits,
 	NULL,

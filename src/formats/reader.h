@@ -57,6 +57,7 @@ extern const tb_format tb_fmt_polygraphy;
 extern const tb_format tb_fmt_sglang;
 extern const tb_format tb_fmt_vllm_sidecar;
 extern const tb_format tb_fmt_hfdebug_tree;
+extern const tb_format tb_fmt_moetrace;
 extern const tb_format tb_fmt_ggmltext;
 extern const tb_format tb_fmt_rawlogits;
 extern const tb_format tb_fmt_tbsk;

@@ -645,6 +645,42 @@ static bool flax_key(char *buf)
 	return true;
 }
 
+/* MaxText's DeepSeek decoder calls its layers dense_layers_K (the first
+ * first_num_dense_layers) and moe_layers_K, K from 0 again (layers/
+ * decoders.py: name=f"{layer_prefix}_{index}"): the path component at p,
+ * when it is one of them, 1 for dense and 2 for MoE layers, *k its number
+ * and *len the length of the word before it. */
+static int deepseek_scope(const char *p, long *k, size_t *len)
+{
+	static const char *const words[] = {"dense_layers_", "moe_layers_"};
+
+	for (int i = 0; i < 2; i++) {
+		size_t n = strlen(words[i]);
+		char *end;
+		if (strncmp(p, words[i], n) || p[n] < '0' || p[n] > '9')
+			continue;
+		*k = strtol(p + n, &end, 10);
+		*len = n - strlen("layers_");
+		if (*end == '.' || *end == '/' || *end == '\0')
+			return i + 1;
+	}
+	return 0;
+}
+
+/* Their paths read as layers_K's, the conventions' (pairing numbers the
+ * MoE layers on after the dense ones: tb_name_deepseek_layer). */
+static void deepseek_layers(char *buf)
+{
+	for (char *p = buf; *p; p++) {
+		long k;
+		size_t len;
+		if ((p == buf || p[-1] == '.') && deepseek_scope(p, &k, &len)) {
+			memmove(p, p + len, strlen(p + len) + 1);
+			return;
+		}
+	}
+}
+
 static void normalise(const char *raw, char *buf, size_t size)
 {
 	static const char *const tails[] = {".output", ".out", ":0", ".outputs", "_outputs"};
@@ -655,6 +691,7 @@ static void normalise(const char *raw, char *buf, size_t size)
 	for (char *s = buf; *s; s++)
 		if (*s == '/')
 			*s = '.';
+	deepseek_layers(buf);
 	/* Flax names a module's output by its call: "out" there is the
 	 * attention's output projection, no output marker */
 	if (flax_key(buf))
@@ -1115,6 +1152,17 @@ bool tb_name_is_last_block(const char *raw)
 			return true;
 	}
 	return false;
+}
+
+int tb_name_deepseek_layer(const char *raw, long *k)
+{
+	for (const char *p = raw; *p; p++) {
+		size_t len;
+		int kind = p == raw || p[-1] == '.' || p[-1] == '/' ? deepseek_scope(p, k, &len) : 0;
+		if (kind)
+			return kind;
+	}
+	return 0;
 }
 
 int tb_name_layer_axis(const char *raw)

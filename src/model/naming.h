@@ -93,6 +93,12 @@ size_t tb_tower_names(const char **names, size_t max);
  * another tower or of the text decoder. */
 bool tb_namer_map_tower(const tb_namer *namer, const char *raw, const char *tower, tb_cell *cell, int *user_rule);
 
+/* MaxText's DeepSeek decoder layers: 1 when raw is under dense_layers_K,
+ * 2 under moe_layers_K (numbered from 0 again after the dense ones), 0
+ * otherwise; *k: K.  The conventions read both as layers_K; pairing adds
+ * the number of dense layers to an MoE layer's. */
+int tb_name_deepseek_layer(const char *raw, long *k);
+
 /* The axis of a scan-stacked name ({S}) that holds its layers: 0 (MaxText's
  * scanned layers), or 1 for a router replay's [tokens, layers, k]. */
 int tb_name_layer_axis(const char *raw);

@@ -398,8 +398,12 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 {
 	tb_tree_names tn;
 	tb_tensor *last_block = NULL;
+	long dense = 0, k; /* MaxText DeepSeek's dense layers, which its MoE layers' numbers follow */
 
 	tb_tree_names_init(&tn, tree);
+	for (size_t i = 0; i < tree->n_tensors; i++)
+		if (tb_name_deepseek_layer(tree->tensors[i]->name, &k) == 1 && k >= dense)
+			dense = k + 1;
 	for (size_t i = 0; i < tree->n_tensors; i++) {
 		tb_tensor *t = tree->tensors[i];
 		mapped m = {.t = t};
@@ -439,6 +443,8 @@ static int map_side(tb_pairing *p, int si, const tb_tree *tree, const tb_namer *
 		}
 		if (m.user_rule >= 0)
 			hits[m.user_rule]++;
+		if (m.user_rule < 0 && m.cell.layer >= 0 && tb_name_deepseek_layer(t->name, &k) == 2)
+			m.cell.layer += (int)dense;
 		if (m.user_rule < 0 && tb_name_is_last_position(t->name) && last_position(p, &m, err) < 0)
 			return -1;
 		if (m.cell.layer == TB_LAYER_STACKED) {

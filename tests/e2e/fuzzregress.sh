@@ -48,6 +48,7 @@ for f in "$R"/golden/*; do [ -f "$f" ] && replay "$f" x.jsonl && n=$((n + 1)); d
 for f in "$R"/polygraphy/*; do [ -f "$f" ] && replay "$f" x.json && n=$((n + 1)); done
 for f in "$R"/ggmltext/*; do [ -f "$f" ] && replay "$f" x.log && n=$((n + 1)); done
 for f in "$R"/tbsk/*; do [ -f "$f" ] && replay "$f" x.tbsk && n=$((n + 1)); done
+for f in "$R"/moetrace/*; do [ -f "$f" ] && replay "$f" x.csv && n=$((n + 1)); done
 for f in "$R"/zip/*; do
 	[ -f "$f" ] || continue
 	replay "$f" x.npz
