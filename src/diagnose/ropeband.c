@@ -10,6 +10,8 @@
 
 /* Rows looked at: a RoPE angle difference shows from position 1 on. */
 #define MAX_ROWS 256
+/* Values an attention factor is measured on (tb_rope_gain). */
+#define GAIN_VALUES (1u << 18)
 /* Pair norms may move by this much (relative) for the rotation to count as kept, beyond the dtypes' rounding. */
 #define KEPT_DEV 1e-2
 
@@ -213,21 +215,34 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 
 double tb_rope_gain(const tb_tensor *before, const tb_tensor *after)
 {
+	/* an attention factor scales every value alike: the first GAIN_VALUES tell it */
+	uint64_t n = before->numel < GAIN_VALUES ? before->numel : GAIN_VALUES;
 	float *b, *a;
-	double bb = 0, aa = 0, gain;
+	double bb = 0, aa = 0, gain = NAN;
 	tb_err err;
 
-	if (before->numel != after->numel || !before->numel)
+	if (before->numel != after->numel || !n)
 		return NAN;
-	b = tb_tensor_load_f32(before, &err);
-	a = b ? tb_tensor_load_f32(after, &err) : NULL;
-	for (uint64_t i = 0; a && i < before->numel; i++) {
+	b = malloc(n * sizeof *b);
+	a = malloc(n * sizeof *a);
+	if (!a || !b || tb_tensor_acquire(before, &err) < 0)
+		goto out;
+	if (tb_tensor_acquire(after, &err) < 0) {
+		tb_tensor_release(before);
+		goto out;
+	}
+	tb_tensor_read_f32(before, 0, n, b);
+	tb_tensor_read_f32(after, 0, n, a);
+	tb_tensor_release(before);
+	tb_tensor_release(after);
+	for (uint64_t i = 0; i < n; i++) {
 		if (!isfinite(b[i]) || !isfinite(a[i]))
 			continue;
 		bb += (double)b[i] * b[i];
 		aa += (double)a[i] * a[i];
 	}
-	gain = a && bb > 0 ? sqrt(aa / bb) : NAN;
+	gain = bb > 0 ? sqrt(aa / bb) : NAN;
+out:
 	free(b);
 	free(a);
 	return gain;

@@ -37,8 +37,9 @@ typedef struct tb_rope_diff {
  * head_dim > 0: the known head dim, else the usual ones are tried. */
 int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out);
 
-/* |q_rope| / |q| of one side (the attention factor its RoPE applies), or
- * NaN when the two do not hold the same number of values. */
+/* |q_rope| / |q| of one side (the attention factor its RoPE applies, read
+ * on the first 2^18 values), or NaN when the two do not hold the same
+ * number of values. */
 double tb_rope_gain(const tb_tensor *before, const tb_tensor *after);
 
 #endif
