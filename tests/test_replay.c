@@ -41,7 +41,9 @@ typedef enum how {
 	SIGMOID_NORENORM_25,
 	SIGMOID_RENORM_625,  /* the scaling factor applied twice */
 	CAPPED_10,           /* logits = 10 tanh(z / 10) */
+	CAPPED_25,
 	UNCAPPED,
+	SCALED_12,           /* logits = 1.2 z: no cap explains it */
 } how;
 
 typedef void (*writer)(const char *dir, how h);
@@ -142,7 +144,7 @@ static void write_logits(const char *dir, how h)
 		norm[i] = noise(i + 555);
 	for (int i = 0; i < S * V; i++) {
 		double z = 14 * noise(i + 999);
-		logits[i] = (float)(h == CAPPED_10 ? 10 * tanh(z / 10) : z);
+		logits[i] = (float)(h == CAPPED_10 ? 10 * tanh(z / 10) : h == CAPPED_25 ? 25 * tanh(z / 25) : h == SCALED_12 ? 1.2 * z : z);
 	}
 	tu_put(dir, "final_norm", TB_DT_F32, 2, sh, norm);
 	tu_put(dir, "logits", TB_DT_F32, 2, sv, logits);
@@ -175,6 +177,9 @@ static const replay_case cases[] = {
 	{"logits: soft-cap dropped", write_logits, CAPPED_10, UNCAPPED, "logits", "final-softcap", "dropped"},
 	{"logits: soft-cap added", write_logits, UNCAPPED, CAPPED_10, "logits", "final-softcap", "added"},
 	{"logits: the same head", write_logits, CAPPED_10, CAPPED_10, "logits", NULL, NULL},
+	{"logits: another cap", write_logits, CAPPED_10, CAPPED_25, "logits", "final-softcap", "25 instead of 10"},
+	{"logits: scaled, not capped", write_logits, UNCAPPED, SCALED_12, "logits", NULL, NULL},
+	{"logits: capped, then scaled", write_logits, CAPPED_10, SCALED_12, "logits", NULL, NULL},
 };
 
 static bool is_cause_id(const char *id)

@@ -20,6 +20,8 @@
  * at every position can be hundreds of megabytes, and a C is pinned down by
  * a few rows. */
 #define ROWS 64
+/* A one-sided fit this close explains the pair: no two-cap fit is tried. */
+#define CAP_EXACT 1e-5
 
 /* The sampled rows of one side, one after another, into a malloc'd copy. */
 static float *gather(const tb_replay_rowset *r, uint64_t n, uint64_t cols)
@@ -79,12 +81,22 @@ int tb_replay_logits(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		rr += (double)r[i] * r[i];
 	}
 	tb_softcap_fit(r, c, n * cols, &sc);
+	snprintf(name, sizeof name, "final soft-cap %.3g %s", sc.cap, sc.capped_side ? "added" : "dropped");
+	snprintf(ref_name, sizeof ref_name, sc.capped_side ? "no final soft-cap" : "final soft-cap %.3g", sc.cap);
+	/* both capped, at other caps: the one-sided fit leaves a residual */
+	if (!(sc.rel_l2 <= CAP_EXACT)) {
+		tb_softcap_pair pc;
+		tb_softcap_fit_pair(r, c, n * cols, &pc);
+		if (pc.rel_l2 < sc.rel_l2 || isnan(sc.rel_l2)) {
+			sc.rel_l2 = pc.rel_l2;
+			snprintf(name, sizeof name, "final soft-cap %.3g instead of %.3g", pc.cand_cap, pc.ref_cap);
+			snprintf(ref_name, sizeof ref_name, "final soft-cap %.3g", pc.ref_cap);
+		}
+	}
 	free(r);
 	free(c);
-	snprintf(name, sizeof name, "final soft-cap %.3g %s", sc.cap, sc.capped_side ? "added" : "dropped");
-	snprintf(ref_name, sizeof ref_name, "final soft-cap %.3g", sc.cap);
 	tb_replay_decide(in, out, tb_replay_floor(lg->ref, lg->cand, 0x1p-20, 1),
-			 &(tb_replay_fit){sc.capped_side ? "no final soft-cap" : ref_name, 0, tb_rel_l2(dd, rr), isnan(sc.rel_l2) ? NULL : name,
+			 &(tb_replay_fit){ref_name, 0, tb_rel_l2(dd, rr), isnan(sc.rel_l2) ? NULL : name,
 					  TB_CAUSE_FINAL_SOFTCAP, sc.rel_l2});
 	return 0;
 }
