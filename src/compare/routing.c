@@ -756,6 +756,18 @@ out:
 	return rc_;
 }
 
+/* Does a flip in layer's routing reach cell c?  Every cell after the
+ * layer's expert ids does, but the routing cells, judged by their sets,
+ * which leave flipped positions out already. */
+static bool flip_reaches(const tb_cell_result *c, int layer)
+{
+	tb_cell ids;
+
+	tb_cell_make_id(&ids, layer, TB_TAP_MLP_TOPK_IDS);
+	return tb_cell_cmp(&c->cell, &ids) > 0 && c->cell.id != TB_TAP_MLP_TOPK_WEIGHTS &&
+	       c->cell.id != TB_TAP_MLP_TOPK_IDS;
+}
+
 /* A later cell whose sides are a partial dump of one position, the last
  * (llama.cpp's last layer): not compared when that position flipped in an
  * earlier layer. */
@@ -774,10 +786,7 @@ static void last_only(const tb_pairing *p, const tb_routing *rt, tb_cell_result 
 		if (nd[i] >= 2 && sh[i][nd[i] - 2] != 1)
 			return;
 	for (size_t l = 0; l < rt->n; l++) {
-		tb_cell ids;
-		tb_cell_make_id(&ids, rt->v[l].layer, TB_TAP_MLP_TOPK_IDS);
-		if (tb_cell_cmp(&c->cell, &ids) <= 0 || c->cell.id == TB_TAP_MLP_TOPK_WEIGHTS ||
-		    c->cell.id == TB_TAP_MLP_TOPK_IDS)
+		if (!flip_reaches(c, rt->v[l].layer))
 			continue;
 		for (size_t f = 0; f < rt->v[l].n_flipped; f++)
 			if (rt->v[l].flipped[f].pos == last) {
@@ -812,11 +821,7 @@ static int exclude_flips(const tb_pairing *p, tb_result *r, const tb_routing *rt
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		int64_t first = c->m.n_pos == 1 ? total - 1 : 0;
 		for (size_t l = 0; l < rt->n; l++) {
-			tb_cell ids;
-			tb_cell_make_id(&ids, rt->v[l].layer, TB_TAP_MLP_TOPK_IDS);
-			/* the routing cells are judged by their sets, which leave them out already */
-			if (tb_cell_cmp(&c->cell, &ids) <= 0 || c->cell.id == TB_TAP_MLP_TOPK_WEIGHTS ||
-			    c->cell.id == TB_TAP_MLP_TOPK_IDS)
+			if (!flip_reaches(c, rt->v[l].layer))
 				continue;
 			for (size_t f = 0; f < rt->v[l].n_flipped; f++) {
 				int64_t at = rt->v[l].flipped[f].pos - first;
