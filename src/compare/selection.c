@@ -15,6 +15,7 @@ const char *const tb_score_fn_names[TB_N_SCORE_FNS] = {"the scores as dumped", "
 #define MAX_EPOCHS 200
 #define MAX_WORK 4e8
 #define N_SHAPES 48
+#define SETTLE 20
 
 /* c[e]: the row's selection scores under s. */
 static void selection_scores(const tb_select *s, const float *row, double *c)
@@ -81,13 +82,15 @@ void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *g
 			ids[j] = last;
 	}
 	int64_t next = take_top(c, s->e, ok, taken);
+	if (ids)
+		ids[s->k] = next;
 	if (last >= 0 && next >= 0)
 		*gap = fmin(*gap, c[last] - c[next]);
 }
 
 bool tb_select_agrees(const tb_select *s, const float *row, const float *ids)
 {
-	int64_t got[64];
+	int64_t got[65];
 	double gap, scale;
 
 	tb_select_row(s, row, got, &gap, &scale);
@@ -110,53 +113,84 @@ static int64_t count_misses(const tb_select *s, const float *scores, const float
 	return m;
 }
 
-/* Fit s->bias so that s chooses ids (a perceptron: where a position's set
- * differs, the experts it missed move up and those it took wrongly down);
- * the fewest misses reached. */
-static int64_t fit_bias(tb_select *s, const float *scores, const float *ids, int64_t positions, double *best)
+static int64_t set_misses(const tb_select_set *sets, int n)
 {
-	double c[MAX_E], spread = 0, lr;
-	int64_t got[64], best_m = count_misses(s, scores, ids, positions), stale = 0;
-	int epochs = (int)fmin(MAX_EPOCHS, fmax(3, MAX_WORK / N_SHAPES / ((double)positions * (double)s->e)));
+	int64_t m = 0;
 
-	memcpy(best, s->bias, (size_t)s->e * sizeof *best);
-	for (int64_t p = 0; p < positions; p++) {
-		double lo = INFINITY, hi = -INFINITY;
-		selection_scores(s, scores + p * s->e, c);
-		for (int64_t i = 0; i < s->e; i++) {
-			lo = fmin(lo, c[i]);
-			hi = fmax(hi, c[i]);
+	for (int i = 0; i < n; i++)
+		m += count_misses(sets[i].sel, sets[i].scores, sets[i].ids, sets[i].positions);
+	return m;
+}
+
+/* One pass of the perceptron over one set: where a position's set differs,
+ * the experts it missed move up and those it took wrongly down; once
+ * every set is reproduced (settle), the chosen k-th and the next move
+ * apart where they are nearer than the step: a bias in the middle of those
+ * that fit, not at an edge. */
+static void perceptron_pass(const tb_select_set *set, double lr, bool settle)
+{
+	const tb_select *s = set->sel;
+	int64_t got[65];
+
+	for (int64_t p = 0; p < set->positions; p++) {
+		const float *want = set->ids + p * s->k, *row = set->scores + p * s->e;
+		double gap, scale;
+		tb_select_row(s, row, got, &gap, &scale);
+		if (settle && gap < lr && got[s->k] >= 0 && tb_select_agrees(s, row, want)) {
+			s->bias[got[s->k - 1]] += lr / 2;
+			s->bias[got[s->k]] -= lr / 2;
+			continue;
 		}
-		spread += (hi - lo) / (double)positions;
-	}
-	lr = spread / 50;
-	for (int ep = 0; ep < epochs && best_m > 0 && lr > 0; ep++) {
-		for (int64_t p = 0; p < positions; p++) {
-			const float *want = ids + p * s->k;
-			double gap, scale;
-			tb_select_row(s, scores + p * s->e, got, &gap, &scale);
-			for (int64_t j = 0; j < s->k; j++) {
-				bool in = false, chosen = false;
-				for (int64_t i = 0; i < s->k; i++) {
-					in |= (double)got[j] == want[i];
-					chosen |= (double)got[i] == want[j];
-				}
-				if (!in)
-					s->bias[got[j]] -= lr;
-				if (!chosen && want[j] >= 0 && want[j] < (double)s->e)
-					s->bias[(int64_t)want[j]] += lr;
+		for (int64_t j = 0; j < s->k; j++) {
+			bool in = false, chosen = false;
+			for (int64_t i = 0; i < s->k; i++) {
+				in |= (double)got[j] == want[i];
+				chosen |= (double)got[i] == want[j];
 			}
+			if (!in && got[j] >= 0)
+				s->bias[got[j]] -= lr;
+			if (!chosen && want[j] >= 0 && want[j] < (double)s->e)
+				s->bias[(int64_t)want[j]] += lr;
 		}
-		int64_t m = count_misses(s, scores, ids, positions);
-		if (m < best_m) {
+	}
+}
+
+int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare)
+{
+	double c[MAX_E], spread = 0, lr, *bias = sets[0].sel->bias;
+	int64_t e = sets[0].sel->e, best_m = set_misses(sets, n), stale = 0, all = 0;
+	int settle = 0;
+
+	for (int i = 0; i < n; i++)
+		all += sets[i].positions;
+	int epochs = (int)fmin(MAX_EPOCHS, fmax(3, MAX_WORK / N_SHAPES / ((double)all * (double)e)));
+	memcpy(spare, bias, (size_t)e * sizeof *spare);
+	for (int i = 0; i < n; i++)
+		for (int64_t p = 0; p < sets[i].positions; p++) {
+			double lo = INFINITY, hi = -INFINITY;
+			selection_scores(sets[i].sel, sets[i].scores + p * e, c);
+			for (int64_t x = 0; x < e; x++) {
+				lo = fmin(lo, c[x]);
+				hi = fmax(hi, c[x]);
+			}
+			spread += (hi - lo) / (double)all;
+		}
+	lr = spread / 50;
+	for (int ep = 0; ep < epochs && lr > 0 && (best_m > 0 || settle++ < SETTLE); ep++) {
+		for (int i = 0; i < n; i++)
+			perceptron_pass(&sets[i], lr, best_m == 0);
+		int64_t m = set_misses(sets, n);
+		if (m == 0 && best_m == 0) {
+			memcpy(spare, bias, (size_t)e * sizeof *spare);
+		} else if (m < best_m) {
 			best_m = m;
 			stale = 0;
-			memcpy(best, s->bias, (size_t)s->e * sizeof *best);
+			memcpy(spare, bias, (size_t)e * sizeof *spare);
 		} else if (++stale % 10 == 0) {
 			lr /= 2;
 		}
 	}
-	memcpy(s->bias, best, (size_t)s->e * sizeof *best);
+	memcpy(bias, spare, (size_t)e * sizeof *bias);
 	return best_m;
 }
 
@@ -172,13 +206,17 @@ int tb_select_fit(const float *scores, const float *ids, int64_t positions, int6
 		return 0;
 	if (!(spare = malloc((size_t)e * sizeof *spare)))
 		return -1;
-	for (int fn = TB_SCORE_RAW; fn < TB_N_SCORE_FNS && *misses; fn++)
+	/* the ids alone rarely tell score functions apart once a bias is fitted:
+	 * the routers that choose with a bias score by sigmoid (DeepSeek-V3,
+	 * GLM-4.5) more often than by softmax */
+	static const tb_score_fn order[] = {TB_SCORE_SIGMOID, TB_SCORE_SOFTMAX, TB_SCORE_RAW};
+	for (size_t f = 0; f < sizeof order / sizeof *order && *misses; f++)
 		for (int g = 1; g <= 16 && *misses; g++) {
 			/* g 1: no groups; else g groups of at least two, the best tg of them */
 			if (g > 1 && (e % g || e / g < 2))
 				continue;
 			for (int tg = g > 1; tg <= g / 2 && *misses; tg++) {
-				s = (tb_select){e, k, (tb_score_fn)fn, g > 1 ? g : 0, g > 1 ? tg : 0, calloc((size_t)e, sizeof(double))};
+				s = (tb_select){e, k, order[f], g > 1 ? g : 0, g > 1 ? tg : 0, calloc((size_t)e, sizeof(double))};
 				if (!s.bias) {
 					free(spare);
 					tb_select_free(out);
@@ -188,7 +226,7 @@ int tb_select_fit(const float *scores, const float *ids, int64_t positions, int6
 					free(s.bias);
 					continue;
 				}
-				int64_t m = fit_bias(&s, scores, ids, positions, spare);
+				int64_t m = tb_select_fit_bias(&(tb_select_set){&s, scores, ids, positions}, 1, spare);
 				if (m < *misses) {
 					tb_select_free(out);
 					*out = s;

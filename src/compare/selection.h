@@ -34,10 +34,23 @@ int tb_select_fit(const float *scores, const float *ids, int64_t positions, int6
 		  int64_t *misses);
 void tb_select_free(tb_select *s);
 
-/* The k ids s chooses from one row of e scores, and its gap there: how much
- * one selection score (or one group's) would have to move to change the
- * choice; *scale the largest selection score's magnitude.  ids may be
- * NULL. */
+/* One router's choices under one selection, for tb_select_fit_bias. */
+typedef struct tb_select_set {
+	tb_select *sel;
+	const float *scores, *ids; /* [positions, e], [positions, sel->k] */
+	int64_t positions;
+} tb_select_set;
+
+/* Fit one bias that every set's selection shares (their bias pointers are
+ * the same e values, fitted in place from their start) so that each set
+ * chooses its ids; the positions missed, all sets together.  spare: e
+ * values of scratch. */
+int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare);
+
+/* The k ids s chooses from one row of e scores, then the next best
+ * (ids[k], -1: none), and its gap there: how much one selection score (or
+ * one group's) would have to move to change the choice; *scale the largest
+ * selection score's magnitude.  ids (k + 1 of them) may be NULL. */
 void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *gap, double *scale);
 
 /* Does s choose the same set as ids[k] from row? */

@@ -19,6 +19,7 @@ static const struct {
 	{TB_TAP_ATTN_O, tb_replay_bias},
 	{TB_TAP_ATTN, tb_replay_multiplier},
 	{TB_TAP_MLP_NORM, tb_replay_norm},
+	{TB_TAP_MLP_TOPK_IDS, tb_replay_topk_ids},
 	{TB_TAP_MLP_TOPK_WEIGHTS, tb_replay_router},
 	{TB_TAP_MLP_ACT, tb_replay_mlp_act},
 	{TB_TAP_MLP_DOWN, tb_replay_bias},
