@@ -47,6 +47,14 @@ typedef enum how {
 	SELECT_SOFTMAX,      /* ... softmax scores before the top-k */
 	SELECT_K3,           /* ... the top 3 */
 	SELECT_ONE_WRONG,    /* ... one position's second expert replaced by its weakest: no variant */
+	SHARED_GATED,        /* mlp.shared: the shared expert times its sigmoid gate, one per position */
+	SHARED_UNGATED,
+	SHARED_TWICE,
+	SHARED_NONE,
+	SHARED_JITTER,       /* each value off by up to 5%: no variant of the combine */
+	EXPERTS,             /* mlp.experts with the top-k weights that agree */
+	EXPERTS_SCALED,      /* ... times 2.5 at the combine */
+	EXPERTS_ROLLED,      /* ... channels rolled by one: no variant of the combine */
 	CAPPED_10,           /* logits = 10 tanh(z / 10) */
 	UNCAPPED,
 } how;
@@ -194,6 +202,46 @@ static void write_select(const char *dir, how h)
 	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
 }
 
+/* mlp.shared [S, H] of layer 0 as h says. */
+static void write_shared(const char *dir, how h)
+{
+	static float out[S * H];
+	const int64_t sh[2] = {S, H};
+
+	for (int p = 0; p < S; p++) {
+		double g = 1 / (1 + exp(-2 * noise(p + 808)));
+		for (int c = 0; c < H; c++) {
+			double x = noise(p * H + c + 909);
+			out[p * H + c] = (float)(h == SHARED_UNGATED ? x
+						 : h == SHARED_TWICE ? x * g * g
+						 : h == SHARED_NONE ? 0
+						 : x * g * (h == SHARED_JITTER ? 1 + 0.05 * noise(p * H + c) : 1));
+		}
+	}
+	tu_put(dir, "layers.0.mlp.shared", TB_DT_F32, 2, sh, out);
+}
+
+/* mlp.topk_ids and mlp.topk_weights (the same on both sides) and
+ * mlp.experts [S, H] of layer 0 as h says. */
+static void write_experts(const char *dir, how h)
+{
+	static float ids[S * K], w[S * K], out[S * H];
+	const int64_t sk[2] = {S, K}, sh[2] = {S, H};
+
+	for (int p = 0; p < S; p++) {
+		ids[p * K] = (float)(p % E);
+		ids[p * K + 1] = (float)((p + 3) % E);
+		w[p * K] = (float)(1 + noise(p + 1212) / 2);
+		w[p * K + 1] = 2.5f - w[p * K];
+		for (int c = 0; c < H; c++)
+			out[p * H + c] = (float)((h == EXPERTS_SCALED ? 2.5 : 1) *
+						 noise(p * H + (h == EXPERTS_ROLLED ? (c + 1) % H : c) + 1313));
+	}
+	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
+	tu_put(dir, "layers.0.mlp.topk_weights", TB_DT_F32, 2, sk, w);
+	tu_put(dir, "layers.0.mlp.experts", TB_DT_F32, 2, sh, out);
+}
+
 /* final_norm [S, H] (equal on both sides) and logits [S, V]. */
 static void write_logits(const char *dir, how h)
 {
@@ -245,6 +293,16 @@ static const replay_case cases[] = {
 	{"ids: the top 3 for the top 2", write_select, SELECT_DS, SELECT_K3, "L0.mlp.topk_ids", "moe-routing", "top-3"},
 	{"ids: one wrong expert, no variant", write_select, SELECT_DS, SELECT_ONE_WRONG, "L0.mlp.topk_ids", NULL, NULL},
 	{"ids: the same selection", write_select, SELECT_DS, SELECT_DS, "L0.mlp.topk_ids", NULL, NULL},
+	{"shared: left out", write_shared, SHARED_GATED, SHARED_NONE, "L0.mlp.shared", "shared-expert", "left out"},
+	{"shared: gate not applied", write_shared, SHARED_GATED, SHARED_UNGATED, "L0.mlp.shared", "shared-expert",
+	 "gate not applied"},
+	{"shared: gate applied twice", write_shared, SHARED_GATED, SHARED_TWICE, "L0.mlp.shared", "shared-expert",
+	 "applied twice"},
+	{"shared: jittered, no variant", write_shared, SHARED_GATED, SHARED_JITTER, "L0.mlp.shared", NULL, NULL},
+	{"shared: the same", write_shared, SHARED_GATED, SHARED_GATED, "L0.mlp.shared", NULL, NULL},
+	{"experts: scaled at the combine", write_experts, EXPERTS, EXPERTS_SCALED, "L0.mlp.experts", "moe-routing",
+	 "scaled by 2.5 at the combine"},
+	{"experts: channels rolled, no variant", write_experts, EXPERTS, EXPERTS_ROLLED, "L0.mlp.experts", NULL, NULL},
 	{"logits: soft-cap dropped", write_logits, CAPPED_10, UNCAPPED, "logits", "final-softcap", "dropped"},
 	{"logits: soft-cap added", write_logits, UNCAPPED, CAPPED_10, "logits", "final-softcap", "added"},
 	{"logits: the same head", write_logits, CAPPED_10, CAPPED_10, "logits", NULL, NULL},

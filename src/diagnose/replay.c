@@ -22,6 +22,8 @@ static const struct {
 	{TB_TAP_MLP_TOPK_IDS, tb_replay_topk_ids},
 	{TB_TAP_MLP_TOPK_WEIGHTS, tb_replay_router},
 	{TB_TAP_MLP_ACT, tb_replay_mlp_act},
+	{TB_TAP_MLP_EXPERTS, tb_replay_combine},
+	{TB_TAP_MLP_SHARED, tb_replay_combine},
 	{TB_TAP_MLP_DOWN, tb_replay_bias},
 	{TB_TAP_MLP, tb_replay_multiplier},
 	{TB_TAP_BLOCK, tb_replay_wiring},
