@@ -155,27 +155,15 @@ static void perceptron_pass(const tb_select_set *set, double lr, bool settle)
 	}
 }
 
-int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare)
+/* The perceptron from the bias as it is with step lr, halved when it
+ * stalls: the fewest misses reached, that bias left in bias. */
+static int64_t descend(const tb_select_set *sets, int n, double lr, int epochs, double *spare)
 {
-	double c[MAX_E], spread = 0, lr, *bias = sets[0].sel->bias;
-	int64_t e = sets[0].sel->e, best_m = set_misses(sets, n), stale = 0, all = 0;
+	double *bias = sets[0].sel->bias;
+	int64_t e = sets[0].sel->e, best_m = set_misses(sets, n), stale = 0;
 	int settle = 0;
 
-	for (int i = 0; i < n; i++)
-		all += sets[i].positions;
-	int epochs = (int)fmin(MAX_EPOCHS, fmax(3, MAX_WORK / N_SHAPES / ((double)all * (double)e)));
 	memcpy(spare, bias, (size_t)e * sizeof *spare);
-	for (int i = 0; i < n; i++)
-		for (int64_t p = 0; p < sets[i].positions; p++) {
-			double lo = INFINITY, hi = -INFINITY;
-			selection_scores(sets[i].sel, sets[i].scores + p * e, c);
-			for (int64_t x = 0; x < e; x++) {
-				lo = fmin(lo, c[x]);
-				hi = fmax(hi, c[x]);
-			}
-			spread += (hi - lo) / (double)all;
-		}
-	lr = spread / 50;
 	for (int ep = 0; ep < epochs && lr > 0 && (best_m > 0 || settle++ < SETTLE); ep++) {
 		for (int i = 0; i < n; i++)
 			perceptron_pass(&sets[i], lr, best_m == 0);
@@ -191,6 +179,40 @@ int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare)
 		}
 	}
 	memcpy(bias, spare, (size_t)e * sizeof *bias);
+	return best_m;
+}
+
+int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare)
+{
+	/* a coarse step finds the bias fast where the sets leave it room, a
+	 * fine one where they pin it to narrow gaps: both, from the same start */
+	static const double steps[] = {50, 500};
+	double c[MAX_E], start[MAX_E], keep[MAX_E], spread = 0, *bias = sets[0].sel->bias;
+	int64_t e = sets[0].sel->e, all = 0, best_m = -1;
+
+	for (int i = 0; i < n; i++)
+		all += sets[i].positions;
+	int epochs = (int)fmin(MAX_EPOCHS, fmax(3, MAX_WORK / N_SHAPES / ((double)all * (double)e)));
+	for (int i = 0; i < n; i++)
+		for (int64_t p = 0; p < sets[i].positions; p++) {
+			double lo = INFINITY, hi = -INFINITY;
+			selection_scores(sets[i].sel, sets[i].scores + p * e, c);
+			for (int64_t x = 0; x < e; x++) {
+				lo = fmin(lo, c[x]);
+				hi = fmax(hi, c[x]);
+			}
+			spread += (hi - lo) / (double)all;
+		}
+	memcpy(start, bias, (size_t)e * sizeof *start);
+	for (size_t j = 0; j < sizeof steps / sizeof *steps && best_m != 0; j++) {
+		memcpy(bias, start, (size_t)e * sizeof *bias);
+		int64_t m = descend(sets, n, spread / steps[j], epochs, spare);
+		if (best_m < 0 || m < best_m) {
+			best_m = m;
+			memcpy(keep, bias, (size_t)e * sizeof *keep);
+		}
+	}
+	memcpy(bias, keep, (size_t)e * sizeof *bias);
 	return best_m;
 }
 
