@@ -8,14 +8,14 @@
 
 const char *const tb_score_fn_names[TB_N_SCORE_FNS] = {"the scores as dumped", "sigmoid", "softmax"};
 
-/* Rows wider than this are not fitted (the largest routers have 256). */
-#define MAX_E 1024
+#define MAX_E TB_SELECT_MAX_E
 /* The bias fit: passes over the positions at most, and the work all the
  * fits of one router may take (score functions times group shapes). */
 #define MAX_EPOCHS 200
 #define MAX_WORK 4e8
 #define N_SHAPES 48
 #define SETTLE 20
+#define STALL 30
 
 /* c[e]: the row's selection scores under s. */
 static void selection_scores(const tb_select *s, const float *row, double *c)
@@ -49,9 +49,11 @@ static int64_t take_top(const double *v, int64_t n, const bool *ok, bool *taken)
 void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *gap, double *scale)
 {
 	double c[MAX_E], gs[MAX_E];
-	bool ok[MAX_E], taken[MAX_E] = {false}, gtaken[MAX_E] = {false};
+	bool ok[MAX_E], taken[MAX_E], gtaken[MAX_E];
 	int64_t per = s->groups ? s->e / s->groups : s->e;
 
+	memset(taken, 0, (size_t)s->e);
+	memset(gtaken, 0, (size_t)s->groups);
 	selection_scores(s, row, c);
 	*gap = INFINITY;
 	*scale = 0;
@@ -61,7 +63,8 @@ void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *g
 	}
 	if (s->groups) {
 		for (int g = 0; g < s->groups; g++) {
-			bool t[MAX_E] = {false};
+			bool t[MAX_E];
+			memset(t, 0, (size_t)per);
 			int64_t a = take_top(c + g * per, per, NULL, t), b = per > 1 ? take_top(c + g * per, per, NULL, t) : -1;
 			gs[g] = c[g * per + a] + (b >= 0 ? c[g * per + b] : 0);
 		}
@@ -88,20 +91,26 @@ void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *g
 		*gap = fmin(*gap, c[last] - c[next]);
 }
 
+/* Are the k ids got the set ids? */
+static bool same_set(const int64_t *got, const float *ids, int64_t k)
+{
+	for (int64_t j = 0; j < k; j++) {
+		bool found = false;
+		for (int64_t i = 0; i < k && !found; i++)
+			found = (double)got[i] == ids[j];
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 bool tb_select_agrees(const tb_select *s, const float *row, const float *ids)
 {
 	int64_t got[65];
 	double gap, scale;
 
 	tb_select_row(s, row, got, &gap, &scale);
-	for (int64_t j = 0; j < s->k; j++) {
-		bool found = false;
-		for (int64_t i = 0; i < s->k && !found; i++)
-			found = (double)got[i] == ids[j];
-		if (!found)
-			return false;
-	}
-	return true;
+	return same_set(got, ids, s->k);
 }
 
 static int64_t count_misses(const tb_select *s, const float *scores, const float *ids, int64_t positions)
@@ -136,7 +145,7 @@ static void perceptron_pass(const tb_select_set *set, double lr, bool settle)
 		const float *want = set->ids + p * s->k, *row = set->scores + p * s->e;
 		double gap, scale;
 		tb_select_row(s, row, got, &gap, &scale);
-		if (settle && gap < lr && got[s->k] >= 0 && tb_select_agrees(s, row, want)) {
+		if (settle && gap < lr && got[s->k] >= 0 && same_set(got, want, s->k)) {
 			s->bias[got[s->k - 1]] += lr / 2;
 			s->bias[got[s->k]] -= lr / 2;
 			continue;
@@ -174,7 +183,9 @@ static int64_t descend(const tb_select_set *sets, int n, double lr, int epochs, 
 			best_m = m;
 			stale = 0;
 			memcpy(spare, bias, (size_t)e * sizeof *spare);
-		} else if (++stale % 10 == 0) {
+		} else if (++stale >= STALL) {
+			break; /* three halvings without a position gained: this selection does not fit */
+		} else if (stale % 10 == 0) {
 			lr /= 2;
 		}
 	}

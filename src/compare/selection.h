@@ -15,6 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Routers of more experts than this are not fitted (the largest have 256). */
+#define TB_SELECT_MAX_E 1024
+
 typedef enum tb_score_fn { TB_SCORE_RAW, TB_SCORE_SIGMOID, TB_SCORE_SOFTMAX, TB_N_SCORE_FNS } tb_score_fn;
 
 extern const char *const tb_score_fn_names[TB_N_SCORE_FNS];

@@ -146,6 +146,11 @@ int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	int64_t e = scores->ref->ndim ? scores->ref->shape[scores->ref->ndim - 1] : 0;
 	int64_t kr = ids->ref->ndim ? ids->ref->shape[ids->ref->ndim - 1] : 0;
 	int64_t kc = ids->cand->ndim ? ids->cand->shape[ids->cand->ndim - 1] : 0;
+	if (e > TB_SELECT_MAX_E) {
+		snprintf(out->note, sizeof out->note, "no replay of a router of %lld experts (at most %d)", (long long)e,
+			 TB_SELECT_MAX_E);
+		return 0;
+	}
 	if (e <= 0 || kr <= 0 || kc <= 0 || kr > 64 || kc > 64 || kr >= e || kc >= e || ids->ref->numel % (uint64_t)kr ||
 	    scores->ref->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)e || scores->cand->numel != scores->ref->numel ||
 	    ids->cand->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)kc) {
