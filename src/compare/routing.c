@@ -225,9 +225,11 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 }
 
 /* mlp.topk_weights compared aligned by expert id at the positions whose
- * sets agree (ids and weights in the order each side chose them). */
+ * sets agree and that no earlier flip sent elsewhere (gone: their router
+ * saw another hidden state, so their weights differ though their sets may
+ * not) (ids and weights in the order each side chose them). */
 static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const float *ir, const float *ic,
-			 const float *wr, const float *wc)
+			 const float *wr, const float *wc, const bool *gone)
 {
 	int64_t k = l->k;
 	bool *kept = calloc((size_t)l->positions, sizeof *kept);
@@ -238,7 +240,7 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 		return -1;
 	}
 	for (int64_t p = 0; p < l->positions; p++) {
-		if (!(kept[p] = same_set(ir + p * k, ic + p * k, k)))
+		if (!(kept[p] = !gone[p] && same_set(ir + p * k, ic + p * k, k)))
 			continue;
 		for (int64_t i = 0; i < k; i++) {
 			int64_t j = 0;
@@ -437,7 +439,7 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 		tb_cell_result *wcell = result_cell(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
 		if (!(wr = load(w->ref, err)) || !(wc = load(w->cand, err)))
 			goto out;
-		if (wcell && judge_weights(wcell, l, ir, ic, wr, wc) < 0)
+		if (wcell && judge_weights(wcell, l, ir, ic, wr, wc, *gone) < 0)
 			goto oom;
 	}
 	rc_ = 0;

@@ -85,8 +85,9 @@ expect_exit 2 "a bug of a part the family lacks: refused" "$MKDEMO" --moe-router
 check_that "refused in one line naming the families that have it" grep -qx \
 	"mkdemo: --bug: moe-shared: the mixtral router has nothing it changes (use --moe-router deepseek or qwen2)" "$TAP_ERR"
 # a bf16 hidden state flips experts at near ties, and only there: close;
-# DeepSeek's ties are of the biased scores within the chosen groups
-for fam in deepseek:8 mixtral:2 qwen2:3; do
+# DeepSeek's ties are of the biased scores within the chosen groups; a
+# position flipped upstream leaves the weights of later layers too
+for fam in deepseek:8 mixtral:1 qwen2:1; do
 	demo "moe-flips-$fam" --moe-router "${fam%:*}" --sub --seq 256 --seed "${fam#*:}" --bug dtype-precision
 	judge "MoE near-tie flips ($fam)" close "$T/moe-flips-$fam/ref" "$T/moe-flips-$fam/cand"
 	flips=0
