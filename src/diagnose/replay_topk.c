@@ -12,6 +12,8 @@
  * side's own scores exceeds this many of their roundings (times the
  * largest selection score): nearer, the side's own arithmetic chose. */
 #define TIE_ROUNDINGS 8
+/* The share of positions a fitted selection may miss on the reference. */
+#define IDS_FLOOR 0.01
 
 typedef struct side {
 	const float *scores, *ids;
@@ -179,8 +181,10 @@ int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	double ref_rel = misses(&sel, &r), cand_at_ref = on_candidate(&sel, &r, sel, &c);
 	tb_select_free(&sel);
 	tb_replay_unload(v, 2);
-	/* a set is right or wrong: the floor is half a position's share */
-	tb_replay_decide(in, out, 0.5 / (double)positions,
+	/* a set is right or wrong: the floor is half a position's share, or one
+	 * in a hundred where the reference's narrowest gaps ask more of the
+	 * fitted bias than its fit reaches */
+	tb_replay_decide(in, out, fmax(0.5 / (double)positions, IDS_FLOOR),
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.name[0] ? best.name : NULL, best.cause,
 					  best.rel_l2});
 	if (out->cause && exact > 1) {
