@@ -716,8 +716,10 @@ static void moe(fwd *f, int l, scratch *s)
 	bool ds = fam == DEMO_MOE_DEEPSEEK, softmax = ds == DEMO_HAS(f->bugs, MOE_SOFTMAX);
 	bool renorm = fam != DEMO_MOE_QWEN2 && !DEMO_HAS(f->bugs, MOE_RENORM);
 	int k = DEMO_HAS(f->bugs, MOE_TOPK_K) ? DEMO_TOPK_BUG : DEMO_TOPK;
-	float scale = !ds ? 1 : DEMO_HAS(f->bugs, MOE_SCALING) ? DEMO_ROUTED_SCALE * DEMO_ROUTED_SCALE : DEMO_ROUTED_SCALE;
+	float scale = ds ? DEMO_ROUTED_SCALE : 1;
 
+	if (ds && DEMO_HAS(f->bugs, MOE_SCALING))
+		scale *= DEMO_ROUTED_SCALE;
 	linear(s->mn, f->S, H, L->router, E, s->rl, false);
 	memset(s->ex, 0, (size_t)f->S * H * sizeof *s->ex);
 	memset(s->sh, 0, (size_t)f->S * H * sizeof *s->sh);

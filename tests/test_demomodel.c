@@ -216,7 +216,8 @@ static void test_moe_family_options(void **state)
 	cfg.moe = true;
 	cfg.moe_family = DEMO_MOE_MIXTRAL;
 	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_SHARED), msg, sizeof msg), -1);
-	assert_string_equal(msg, "moe-shared: the mixtral router has nothing it changes (use --moe-router deepseek or qwen2)");
+	assert_string_equal(msg,
+			    "moe-shared: the mixtral router has nothing it changes (use --moe-router deepseek or qwen2)");
 	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_TOPK_K), msg, sizeof msg), 0);
 	demo_config_init(&cfg);
 	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_GROUP), msg, sizeof msg), 0);

@@ -28,8 +28,11 @@ static void selection_scores(const tb_select *s, const float *row, double *c)
 		sum += exp(row[i] - top);
 	for (int64_t i = 0; i < s->e; i++) {
 		double x = row[i];
-		c[i] = s->fn == TB_SCORE_SIGMOID ? 1 / (1 + exp(-x)) : s->fn == TB_SCORE_SOFTMAX ? exp(x - top) / sum : x;
-		c[i] += s->bias ? s->bias[i] : 0;
+		if (s->fn == TB_SCORE_SIGMOID)
+			x = 1 / (1 + exp(-x));
+		else if (s->fn == TB_SCORE_SOFTMAX)
+			x = exp(x - top) / sum;
+		c[i] = x + (s->bias ? s->bias[i] : 0);
 	}
 }
 
@@ -65,7 +68,8 @@ void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *g
 		for (int g = 0; g < s->groups; g++) {
 			bool t[MAX_E];
 			memset(t, 0, (size_t)per);
-			int64_t a = take_top(c + g * per, per, NULL, t), b = per > 1 ? take_top(c + g * per, per, NULL, t) : -1;
+			int64_t a = take_top(c + g * per, per, NULL, t);
+			int64_t b = per > 1 ? take_top(c + g * per, per, NULL, t) : -1;
 			gs[g] = c[g * per + a] + (b >= 0 ? c[g * per + b] : 0);
 		}
 		int64_t last = -1;
@@ -249,7 +253,8 @@ int tb_select_fit(const float *scores, const float *ids, int64_t positions, int6
 			if (g > 1 && (e % g || e / g < 2))
 				continue;
 			for (int tg = g > 1; tg <= g / 2 && *misses; tg++) {
-				s = (tb_select){e, k, order[f], g > 1 ? g : 0, g > 1 ? tg : 0, calloc((size_t)e, sizeof(double))};
+				s = (tb_select){e, k, order[f], g > 1 ? g : 0, g > 1 ? tg : 0,
+						calloc((size_t)e, sizeof(double))};
 				if (!s.bias) {
 					free(spare);
 					tb_select_free(out);

@@ -78,7 +78,8 @@ static void shared_variants(const rows *d, tb_replay_best *best)
 	else if (lo > 0 && hi < 1) /* cand = ref g */
 		tb_replay_consider(best, rel, TB_CAUSE_SHARED_EXPERT, "shared expert's gate applied twice");
 	else
-		tb_replay_consider(best, rel, TB_CAUSE_SHARED_EXPERT, "shared expert's gate differs (a factor per position)");
+		tb_replay_consider(best, rel, TB_CAUSE_SHARED_EXPERT,
+				   "shared expert's gate differs (a factor per position)");
 }
 
 /* The routed sum's variant: one factor more at the combine. */
@@ -109,7 +110,8 @@ int tb_replay_combine(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	/* a routed sum off by one factor is the combine's only while the weights it applies agree */
 	if (id == TB_TAP_MLP_EXPERTS && (!w || (w->status != TB_ST_MATCH && w->status != TB_ST_CLOSE))) {
 		snprintf(out->note, sizeof out->note,
-			 "replay of mlp.experts: the combine is told apart only where mlp.topk_weights is dumped and agrees");
+			 "replay of mlp.experts: the combine is told apart only where mlp.topk_weights is dumped and "
+			 "agrees");
 		return 0;
 	}
 	if (!tb_replay_rows(out, p, 1, 2, &n, &cols))

@@ -47,8 +47,8 @@ static void describe(const tb_select *s, char *buf, size_t size)
 	bool biased = false;
 	for (int64_t i = 0; s->bias && i < s->e; i++)
 		biased |= s->bias[i] != 0;
-	snprintf(buf, size, "top-%lld of %s%s%s", (long long)s->k, tb_score_fn_names[s->fn], biased ? " plus a fitted bias" : "",
-		 groups);
+	snprintf(buf, size, "top-%lld of %s%s%s", (long long)s->k, tb_score_fn_names[s->fn],
+		 biased ? " plus a fitted bias" : "", groups);
 }
 
 /* The residual of selection v on the candidate.  The reference's bias is
@@ -98,8 +98,8 @@ static void try_variants(const tb_select *ref, const side *r, const side *cand, 
 
 	if (cand->k != ref->k) {
 		v.k = cand->k;
-		CONSIDER(on_candidate(ref, r, v, cand), "top-%lld experts (the reference: top-%lld)", (long long)cand->k,
-			 (long long)ref->k);
+		CONSIDER(on_candidate(ref, r, v, cand), "top-%lld experts (the reference: top-%lld)",
+			 (long long)cand->k, (long long)ref->k);
 		return;
 	}
 	if (ref->groups) {
@@ -149,14 +149,15 @@ int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	int64_t kr = ids->ref->ndim ? ids->ref->shape[ids->ref->ndim - 1] : 0;
 	int64_t kc = ids->cand->ndim ? ids->cand->shape[ids->cand->ndim - 1] : 0;
 	if (e > TB_SELECT_MAX_E) {
-		snprintf(out->note, sizeof out->note, "no replay of a router of %lld experts (at most %d)", (long long)e,
-			 TB_SELECT_MAX_E);
+		snprintf(out->note, sizeof out->note, "no replay of a router of %lld experts (at most %d)",
+			 (long long)e, TB_SELECT_MAX_E);
 		return 0;
 	}
-	if (e <= 0 || kr <= 0 || kc <= 0 || kr > 64 || kc > 64 || kr >= e || kc >= e || ids->ref->numel % (uint64_t)kr ||
-	    scores->ref->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)e || scores->cand->numel != scores->ref->numel ||
-	    ids->cand->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)kc) {
-		snprintf(out->note, sizeof out->note, "mlp.router and mlp.topk_ids differ in size: not one router's output");
+	if (e <= 0 || kr <= 0 || kc <= 0 || kr > 64 || kc > 64 || kr >= e || kc >= e ||
+	    ids->ref->numel % (uint64_t)kr || scores->ref->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)e ||
+	    scores->cand->numel != scores->ref->numel || ids->cand->numel != ids->ref->numel / (uint64_t)kr * (uint64_t)kc) {
+		snprintf(out->note, sizeof out->note,
+			 "mlp.router and mlp.topk_ids differ in size: not one router's output");
 		return 0;
 	}
 	out->tried = true;
@@ -192,8 +193,8 @@ int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		out->cause = NULL;
 		out->variant[0] = 0;
 		snprintf(out->note, sizeof out->note,
-			 "replay of L%d.mlp.topk_ids: %d changes to the reference's selection (%s) reproduce the candidate, "
-			 "%s among them: its %lld positions do not tell them apart",
+			 "replay of L%d.mlp.topk_ids: %d changes to the reference's selection (%s) reproduce the "
+			 "candidate, %s among them: its %lld positions do not tell them apart",
 			 layer, exact, ref_name, best.name, (long long)positions);
 	}
 	return 0;
