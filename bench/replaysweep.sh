@@ -9,7 +9,8 @@
 # mkdemo's families only (--moe, BUG@FAMILY: --moe-router FAMILY).  Controls are bugs
 # whose first divergence lands on a replayed op that no variant models, and
 # ports with no bug.  A line per case goes to WORK_DIR/cases.tsv; the summary
-# to standard output.  About three minutes on two cores.
+# to standard output.  About three minutes on two cores, and five more for
+# the MoE rows.
 set -eu
 build=$(cd "${1:?usage: replaysweep.sh BUILD_DIR [WORK_DIR]}" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
