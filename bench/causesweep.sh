@@ -34,7 +34,9 @@ cause = {"tokenizer-bos": "tokenizer", "moe-softmax": "moe-routing", "moe-renorm
          "sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "oai-plus-one": "mlp-activation",
          "oai-clamp": "mlp-activation", "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling",
          "rope-llama3": "rope-scaling", "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling",
-         "yarn-ramp": "yarn-scaling", "nope-inverted": "nope-layers"}.get(bug, bug)
+         "yarn-ramp": "yarn-scaling", "nope-inverted": "nope-layers",
+         "moe-bias-weights": "moe-routing", "moe-group": "moe-routing", "moe-topk-k": "moe-routing",
+         "moe-shared-gate": "shared-expert"}.get(bug, bug)
 try:
     rep = json.load(open(path))
 except ValueError:

@@ -5,10 +5,12 @@
 # Every bug a replay can prove, on two implementations of the model:
 # mkdemo (f32, bf16, f16, an f32 reference against a bf16 candidate and the
 # reverse, and against a candidate of bf16 values in float32 files; seeds 1-3; 16, 64 and 256 positions) and tests/pymodel/model.py
-# (f32 and bf16 dumps, seeds 0-1, 32 and 160 positions).  Controls are bugs
+# (f32 and bf16 dumps, seeds 0-1, 32 and 160 positions); the MoE bugs on
+# mkdemo's families only (--moe, BUG@FAMILY: --moe-router FAMILY).  Controls are bugs
 # whose first divergence lands on a replayed op that no variant models, and
 # ports with no bug.  A line per case goes to WORK_DIR/cases.tsv; the summary
-# to standard output.  About three minutes on two cores.
+# to standard output.  About three minutes on two cores, and five more for
+# the MoE rows.
 set -eu
 build=$(cd "${1:?usage: replaysweep.sh BUILD_DIR [WORK_DIR]}" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,13 +21,18 @@ replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta 
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
 residual-wiring final-norm decode-position
 sinks-dropped softcap-missing oai-plus-one oai-clamp
-rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted"
+rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted
+moe-softmax moe-renorm moe-scaling moe-shared moe-bias-weights moe-group moe-shared-gate moe-topk-k moe-renorm@mixtral
+moe-topk-k@mixtral moe-shared@qwen2"
 # the bugs whose cause id is not their name
 causes="sinks-dropped=attention-sink softcap-missing=final-softcap oai-plus-one=mlp-activation oai-clamp=mlp-activation
 rope-scaling-missing=rope-scaling rope-scaling-all=rope-scaling rope-llama3=rope-scaling yarn-mscale=yarn-scaling
-yarn-mscale-twice=yarn-scaling yarn-ramp=yarn-scaling nope-inverted=nope-layers"
+yarn-mscale-twice=yarn-scaling yarn-ramp=yarn-scaling nope-inverted=nope-layers moe-softmax=moe-routing
+moe-renorm=moe-routing moe-scaling=moe-routing moe-shared=shared-expert moe-bias-weights=moe-routing
+moe-group=moe-routing moe-shared-gate=shared-expert moe-topk-k=moe-routing"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow
-kv-cache dump-aliasing"
+kv-cache dump-aliasing moe-expert-order none@deepseek dtype-precision@deepseek none@mixtral dtype-precision@qwen2"
+# BUG@FAMILY: the bug on that MoE family (mkdemo --moe-router); a moe-* bug alone: --moe
 
 # bf16v: a candidate computed in bf16 and cast to float32 before it was dumped
 round_bf16='
@@ -54,18 +61,24 @@ for bug in $replayable $controls; do
 				d=$work/mkdemo/$bug-$(echo "$dt" | tr / -)-$seed-$seq
 				mkdir -p "$d"
 				set -- --replay --seed "$seed" --seq "$seq"
+				case $bug in
+				*@*) set -- "$@" --moe-router "${bug#*@}" ;;
+				moe-*) set -- "$@" --moe ;;
+				esac
+				b=${bug%@*}
 				# --bug: the model options a bug implies (sinks, a soft-cap, SwiGLU-OAI, RoPE scaling, NoPE) are the reference's too
-				"$mk" "$@" --dtype "${dt%/*}" --bug "$bug" --ref-only "$d/ref" >/dev/null
+				"$mk" "$@" --dtype "${dt%/*}" --bug "$b" --ref-only "$d/ref" >/dev/null
 				if [ "$dt" = f32/bf16v ]; then
-					"$mk" "$@" --dtype f32 --bug "$bug" --cand-only "$d/cand" >/dev/null
+					"$mk" "$@" --dtype f32 --bug "$b" --cand-only "$d/cand" >/dev/null
 					"$py" -c "$round_bf16" "$d/cand"
 				else
-					"$mk" "$@" --dtype "${dt#*/}" --bug "$bug" --cand-only "$d/cand" >/dev/null
+					"$mk" "$@" --dtype "${dt#*/}" --bug "$b" --cand-only "$d/cand" >/dev/null
 				fi
 				one mkdemo "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
 			done
 		done
 	done
+	case $bug in *@* | moe-*) continue ;; esac # the MoE families are mkdemo's
 	for fmt in npy bf16; do
 		for seed in 0 1; do
 			for seq in 32 160; do
@@ -88,7 +101,8 @@ BEGIN {
 }
 {
 	k = $1 " " $2
-	want = $5 in C ? C[$5] : $5
+	b = $5; sub(/@.*/, "", b)
+	want = b in C ? C[b] : b
 	if ($5 in R && !($5 == "decode-position" && $4 < 100)) { tot[k]++; if ($6 == want) ok[k]++ }
 	else ctl[k]++
 	if ($6 != "-" && $6 != want) wrong[k]++

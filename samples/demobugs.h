@@ -58,7 +58,7 @@ typedef enum demo_shows {
 	X(TIED_EMBEDDINGS,  "tied-embeddings",  -1, "logits",     NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "lm_head tied to embed_tokens though the model has its own lm_head weight") \
 	X(DUMP_OFFSET,      "dump-offset",      0, "block",       NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "block taps written off by one (hidden_states[i] as layer i: block N holds block N-1)") \
 	X(DUMP_DUPLICATE,   "dump-duplicate",   1, "mlp",         NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "every layer's mlp tap holds layer 0's (the hook registered on layers[0].mlp)") \
-	X(MOE_SOFTMAX,      "moe-softmax",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE router scores by softmax instead of sigmoid (DeepSeek-V3 scores by sigmoid)") \
+	X(MOE_SOFTMAX,      "moe-softmax",      0, "mlp",         "mlp.topk_ids", NULL,      DEMO_SHOWS_MOE,         "MoE router scores by softmax instead of sigmoid (DeepSeek-V3 scores by sigmoid; with its bias they choose other experts)") \
 	X(MOE_RENORM,       "moe-renorm",       0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE top-k weights not renormalised (norm_topk_prob ignored)") \
 	X(MOE_SCALING,      "moe-scaling",      0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE routed scaling factor 2.5 applied twice") \
 	X(MOE_EXPERT_ORDER, "moe-expert-order", 0, "mlp",         "mlp.experts", NULL,       DEMO_SHOWS_MOE,         "MoE experts converted in reverse order (expert e loads expert E-1-e)") \
@@ -75,7 +75,11 @@ typedef enum demo_shows {
 	X(YARN_MSCALE,      "yarn-mscale",      0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor (0.1 ln(factor) + 1) dropped (implies --rope-scaling yarn:4)") \
 	X(YARN_MSCALE_TWICE, "yarn-mscale-twice", 0, "attn",      "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor applied twice (implies --rope-scaling yarn:4)") \
 	X(YARN_RAMP,        "yarn-ramp",        0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN without its ramp: every frequency divided by the factor (implies --rope-scaling yarn:4)") \
-	X(NOPE_INVERTED,    "nope-inverted",    0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "no_rope_layers read the wrong way round: RoPE on the NoPE layers only (implies --nope 4)")
+	X(NOPE_INVERTED,    "nope-inverted",    0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "no_rope_layers read the wrong way round: RoPE on the NoPE layers only (implies --nope 4)") \
+	X(MOE_BIAS_WEIGHTS, "moe-bias-weights", 0, "mlp",         "mlp.topk_weights", NULL,  DEMO_SHOWS_MOE,         "MoE selection bias (e_score_correction_bias) added into the weights too, not only to choose (DeepSeek)") \
+	X(MOE_GROUP,        "moe-group",        0, "mlp",         "mlp.topk_ids", NULL,      DEMO_SHOWS_MOE,         "MoE group-limited top-k ignored: the top 2 of all 8 experts, not of the best 2 of 4 groups (DeepSeek)") \
+	X(MOE_SHARED_GATE,  "moe-shared-gate",  0, "mlp",         "mlp.shared", NULL,        DEMO_SHOWS_MOE,         "MoE shared expert's sigmoid gate not applied (Qwen2-MoE; implies --moe-router qwen2)") \
+	X(MOE_TOPK_K,       "moe-topk-k",       0, "mlp",         "mlp.topk_ids", NULL,      DEMO_SHOWS_MOE,         "MoE top-3 experts chosen instead of top-2")
 
 typedef enum demo_bug {
 #define DEMO_BUG_ENUM(id, name, layer, tap, sub, replay, shows, what) DEMO_BUG_##id,

@@ -43,6 +43,8 @@ struct demo_layer {
 	float *router;          /* MoE: [DEMO_EXPERTS, H] */
 	float *eg, *eu, *ed;    /* MoE: the experts' gate, up [E, EF, H] and down [E, H, EF] */
 	float *sg, *su, *sd;    /* MoE: the shared expert's */
+	float *bias;            /* MoE, DeepSeek: [E] e_score_correction_bias, added to the scores to choose */
+	float *sgate;           /* MoE, Qwen2: [H] shared_expert_gate, the shared expert times sigmoid(x . sgate) */
 };
 
 struct demo_model {
@@ -61,6 +63,7 @@ void demo_config_init(demo_config *cfg)
 	cfg->seed = 1;
 	cfg->prefill = 0;
 	cfg->moe = false;
+	cfg->moe_family = DEMO_MOE_AUTO;
 	cfg->sinks = false;
 	cfg->softcap = 0;
 	cfg->act = DEMO_ACT_SILU;
@@ -69,6 +72,45 @@ void demo_config_init(demo_config *cfg)
 	cfg->layer_types = false;
 	cfg->nope = 0;
 }
+
+/* The MoE families each MoE bug applies to (bit 1 << demo_moe_family). */
+#define FAM(f) (1u << DEMO_MOE_##f)
+static const struct {
+	demo_bug bug;
+	unsigned families;
+} moe_bugs[] = {
+	{DEMO_BUG_MOE_SOFTMAX, FAM(DEEPSEEK)},
+	{DEMO_BUG_MOE_RENORM, FAM(DEEPSEEK) | FAM(MIXTRAL)},
+	{DEMO_BUG_MOE_SCALING, FAM(DEEPSEEK)},
+	{DEMO_BUG_MOE_SHARED, FAM(DEEPSEEK) | FAM(QWEN2)},
+	{DEMO_BUG_MOE_BIAS_WEIGHTS, FAM(DEEPSEEK)},
+	{DEMO_BUG_MOE_GROUP, FAM(DEEPSEEK)},
+	{DEMO_BUG_MOE_SHARED_GATE, FAM(QWEN2)},
+};
+
+static const char *const family_names[] = {"", "deepseek", "mixtral", "qwen2"};
+
+/* Settle cfg's MoE family (moe-shared-gate implies qwen2, else deepseek)
+ * and refuse a bug its router does not have. */
+static int moe_family(demo_config *cfg, demo_bugset bugs, char *msg, size_t size)
+{
+	if (cfg->moe_family == DEMO_MOE_AUTO)
+		cfg->moe_family = DEMO_HAS(bugs, MOE_SHARED_GATE) ? DEMO_MOE_QWEN2 : DEMO_MOE_DEEPSEEK;
+	for (size_t i = 0; i < sizeof moe_bugs / sizeof *moe_bugs; i++) {
+		char fams[32] = "";
+		if (!((bugs >> moe_bugs[i].bug) & 1u) || moe_bugs[i].families & (1u << cfg->moe_family))
+			continue;
+		for (int f = DEMO_MOE_DEEPSEEK; f <= DEMO_MOE_QWEN2; f++)
+			if (moe_bugs[i].families & (1u << f))
+				snprintf(fams + strlen(fams), sizeof fams - strlen(fams), "%s%s", fams[0] ? " or " : "",
+					 family_names[f]);
+		snprintf(msg, size, "%s: the %s router has nothing it changes (use --moe-router %s)",
+			 demo_bugs[moe_bugs[i].bug].name, family_names[cfg->moe_family], fams);
+		return -1;
+	}
+	return 0;
+}
+#undef FAM
 
 int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size)
 {
@@ -86,6 +128,8 @@ int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size
 		snprintf(msg, size, "nan-overflow: SwiGLU-OAI's clamps keep its MLP within float16's range (use --mlp-act silu)");
 		return -1;
 	}
+	if (cfg->moe && moe_family(cfg, bugs, msg, size) < 0)
+		return -1;
 	if (DEMO_HAS(bugs, ROPE_SCALING_MISSING) || DEMO_HAS(bugs, ROPE_SCALING_ALL))
 		cfg->layer_types = true;
 	if (DEMO_HAS(bugs, NOPE_INVERTED) && !cfg->nope)
@@ -165,7 +209,10 @@ enum { ST_EMBED = 1, ST_FINAL_NORM, ST_LM_HEAD, ST_MLP_BIAS, ST_TOKENS, ST_LAYER
 #define ST_MOE0 ((uint64_t)1 << 20)
 #define E DEMO_EXPERTS
 #define EF DEMO_EXPERT_FF
-#define MOE_PER_LAYER ((size_t)E * H + (size_t)(E + 1) * 3 * H * EF)
+#define MOE_PER_LAYER ((size_t)E * H + (size_t)(E + 1) * 3 * H * EF + E + H)
+/* The selection bias: as large as the sigmoid scores' spread between
+ * neighbouring experts, so that it changes some choices. */
+#define BIAS_STD 0.05
 
 demo_model *demo_model_new(const demo_config *cfg)
 {
@@ -177,6 +224,8 @@ demo_model *demo_model_new(const demo_config *cfg)
 	if (!m)
 		return NULL;
 	m->cfg = *cfg;
+	if (m->cfg.moe_family == DEMO_MOE_AUTO)
+		m->cfg.moe_family = DEMO_MOE_DEEPSEEK;
 	m->blob = malloc(total * sizeof *m->blob);
 	m->layer = calloc((size_t)cfg->layers, sizeof *m->layer);
 	m->tokens = malloc((size_t)cfg->seq * sizeof *m->tokens);
@@ -228,6 +277,8 @@ demo_model *demo_model_new(const demo_config *cfg)
 		L->sg = TAKE((size_t)EF * H);
 		L->su = TAKE((size_t)EF * H);
 		L->sd = TAKE((size_t)H * EF);
+		L->bias = TAKE(E);
+		L->sgate = TAKE(H);
 		fill(L->router, (size_t)E * H, 0, 1 / sqrt(H), cfg->seed, st + 0);
 		fill(L->eg, (size_t)E * EF * H, 0, 1 / sqrt(H), cfg->seed, st + 1);
 		fill(L->eu, (size_t)E * EF * H, 0, 1 / sqrt(H), cfg->seed, st + 2);
@@ -235,6 +286,8 @@ demo_model *demo_model_new(const demo_config *cfg)
 		fill(L->sg, (size_t)EF * H, 0, 1 / sqrt(H), cfg->seed, st + 4);
 		fill(L->su, (size_t)EF * H, 0, 1 / sqrt(H), cfg->seed, st + 5);
 		fill(L->sd, (size_t)H * EF, 0, 1 / sqrt(EF), cfg->seed, st + 6);
+		fill(L->bias, E, 0, BIAS_STD, cfg->seed, st + 7);
+		fill(L->sgate, H, 0, 1 / sqrt(H), cfg->seed, st + 8);
 	}
 #undef TAKE
 	{
@@ -612,61 +665,113 @@ static void expert(const float *x, const float *g, const float *u, const float *
 	}
 }
 
-/* The MoE MLP (demo_config.moe): sigmoid scores (softmax with the
- * moe-softmax bug), the top DEMO_TOPK, renormalised (not with moe-renorm),
- * times DEMO_ROUTED_SCALE (twice with moe-scaling); the chosen experts
- * (read in reverse order with moe-expert-order) and the shared expert (left
- * out with moe-shared). */
+/* The index of the largest of v[0..n) not yet taken, marked taken. */
+static int take_top(const float *v, int n, bool *taken)
+{
+	int best = -1;
+
+	for (int e = 0; e < n; e++)
+		if (!taken[e] && (best < 0 || v[e] > v[best]))
+			best = e;
+	taken[best] = true;
+	return best;
+}
+
+/* DeepSeek-V3's group-limited choice: experts in DEMO_GROUPS groups, a
+ * group scored by the sum of its top two choice scores; the experts outside
+ * the best DEMO_TOPK_GROUP groups cannot be chosen. */
+static void limit_groups(float *choice)
+{
+	enum { PER = E / DEMO_GROUPS };
+	float gs[DEMO_GROUPS];
+	bool taken[DEMO_GROUPS] = {false};
+
+	for (int g = 0; g < DEMO_GROUPS; g++) {
+		bool t[PER] = {false};
+		const float *c = choice + g * PER;
+		gs[g] = c[take_top(c, PER, t)];
+		gs[g] += c[take_top(c, PER, t)];
+	}
+	for (int j = 0; j < DEMO_TOPK_GROUP; j++)
+		take_top(gs, DEMO_GROUPS, taken);
+	for (int e = 0; e < E; e++)
+		if (!taken[e / PER])
+			choice[e] = -INFINITY;
+}
+
+/* The MoE MLP (demo_config.moe) of each family (demo_moe_family): the
+ * router's scores (sigmoid for DeepSeek, softmax else; the other with
+ * moe-softmax), the top k (3 with moe-topk-k) of the scores plus DeepSeek's
+ * selection bias within its best groups (plain top-k with moe-group); the
+ * weights are the chosen scores (plus the bias with moe-bias-weights),
+ * renormalised unless Qwen2 or moe-renorm, times DEMO_ROUTED_SCALE for
+ * DeepSeek (twice with moe-scaling); the chosen experts (read in reverse
+ * order with moe-expert-order) and the shared expert of DeepSeek and Qwen2
+ * (left out with moe-shared), Qwen2's times its sigmoid gate (not with
+ * moe-shared-gate). */
 static void moe(fwd *f, int l, scratch *s)
 {
 	const struct demo_layer *L = &f->m->layer[l];
-	float scale = DEMO_HAS(f->bugs, MOE_SCALING) ? DEMO_ROUTED_SCALE * DEMO_ROUTED_SCALE : DEMO_ROUTED_SCALE;
+	demo_moe_family fam = f->m->cfg.moe_family;
+	bool ds = fam == DEMO_MOE_DEEPSEEK, softmax = ds == DEMO_HAS(f->bugs, MOE_SOFTMAX);
+	bool renorm = fam != DEMO_MOE_QWEN2 && !DEMO_HAS(f->bugs, MOE_RENORM);
+	int k = DEMO_HAS(f->bugs, MOE_TOPK_K) ? DEMO_TOPK_BUG : DEMO_TOPK;
+	float scale = ds ? DEMO_ROUTED_SCALE : 1;
 
+	if (ds && DEMO_HAS(f->bugs, MOE_SCALING))
+		scale *= DEMO_ROUTED_SCALE;
 	linear(s->mn, f->S, H, L->router, E, s->rl, false);
 	memset(s->ex, 0, (size_t)f->S * H * sizeof *s->ex);
 	memset(s->sh, 0, (size_t)f->S * H * sizeof *s->sh);
 	for (int i = 0; i < f->S; i++) {
 		const float *r = s->rl + (size_t)i * E, *x = s->mn + (size_t)i * H;
-		float sc[E], top = -INFINITY, sum = 0, chosen = 0;
+		float sc[E], choice[E], top = -INFINITY, sum = 0, chosen = 0;
 		bool taken[E] = {false};
 		for (int e = 0; e < E; e++)
 			top = fmaxf(top, r[e]);
 		for (int e = 0; e < E; e++) {
-			sc[e] = DEMO_HAS(f->bugs, MOE_SOFTMAX) ? expf(r[e] - top) : 1.0f / (1.0f + expf(-r[e]));
+			sc[e] = softmax ? expf(r[e] - top) : 1.0f / (1.0f + expf(-r[e]));
 			sum += sc[e];
 		}
-		for (int e = 0; e < E && DEMO_HAS(f->bugs, MOE_SOFTMAX); e++)
-			sc[e] /= sum;
-		for (int j = 0; j < DEMO_TOPK; j++) {
-			int best = -1;
-			for (int e = 0; e < E; e++)
-				if (!taken[e] && (best < 0 || sc[e] > sc[best]))
-					best = e;
-			taken[best] = true;
-			s->ids[(size_t)i * DEMO_TOPK + j] = (float)best;
-			s->w[(size_t)i * DEMO_TOPK + j] = sc[best];
-			chosen += sc[best];
+		for (int e = 0; e < E; e++) {
+			sc[e] /= softmax ? sum : 1;
+			choice[e] = sc[e] + (ds ? L->bias[e] : 0);
 		}
-		for (int j = 0; j < DEMO_TOPK; j++) {
-			float *w = &s->w[(size_t)i * DEMO_TOPK + j];
-			int e = (int)s->ids[(size_t)i * DEMO_TOPK + j];
+		if (ds && !DEMO_HAS(f->bugs, MOE_GROUP))
+			limit_groups(choice);
+		for (int j = 0; j < k; j++) {
+			int best = take_top(choice, E, taken);
+			s->ids[(size_t)i * k + j] = (float)best;
+			s->w[(size_t)i * k + j] = sc[best] + (DEMO_HAS(f->bugs, MOE_BIAS_WEIGHTS) ? L->bias[best] : 0);
+			chosen += s->w[(size_t)i * k + j];
+		}
+		for (int j = 0; j < k; j++) {
+			float *w = &s->w[(size_t)i * k + j];
+			int e = (int)s->ids[(size_t)i * k + j];
 			if (DEMO_HAS(f->bugs, MOE_EXPERT_ORDER))
 				e = E - 1 - e;
-			*w = (DEMO_HAS(f->bugs, MOE_RENORM) ? *w : *w / chosen) * scale;
+			*w = (renorm ? *w / chosen : *w) * scale;
 			expert(x, L->eg + (size_t)e * EF * H, L->eu + (size_t)e * EF * H, L->ed + (size_t)e * H * EF, *w,
 			       s->ex + (size_t)i * H);
 		}
-		if (!DEMO_HAS(f->bugs, MOE_SHARED))
-			expert(x, L->sg, L->su, L->sd, 1.0f, s->sh + (size_t)i * H);
+		if (fam != DEMO_MOE_MIXTRAL && !DEMO_HAS(f->bugs, MOE_SHARED)) {
+			float gate = 1, z = 0;
+			for (int c = 0; c < H && fam == DEMO_MOE_QWEN2 && !DEMO_HAS(f->bugs, MOE_SHARED_GATE); c++)
+				z += L->sgate[c] * x[c];
+			if (fam == DEMO_MOE_QWEN2 && !DEMO_HAS(f->bugs, MOE_SHARED_GATE))
+				gate = 1.0f / (1.0f + expf(-z));
+			expert(x, L->sg, L->su, L->sd, gate, s->sh + (size_t)i * H);
+		}
 	}
 	for (size_t i = 0; i < (size_t)f->S * H; i++)
 		s->mlp[i] = s->ex[i] + s->sh[i];
 	if (f->taps != DEMO_TAPS_MAIN) {
 		emit(f, l, "mlp.router", s->rl, E);
-		emit(f, l, "mlp.topk_ids", s->ids, DEMO_TOPK);
-		emit(f, l, "mlp.topk_weights", s->w, DEMO_TOPK);
+		emit(f, l, "mlp.topk_ids", s->ids, k);
+		emit(f, l, "mlp.topk_weights", s->w, k);
 		emit(f, l, "mlp.experts", s->ex, H);
-		emit(f, l, "mlp.shared", s->sh, H);
+		if (fam != DEMO_MOE_MIXTRAL)
+			emit(f, l, "mlp.shared", s->sh, H);
 	}
 }
 
@@ -818,7 +923,7 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 	scratch s;
 	float *blob;
 	size_t need = nx * 11 + (size_t)S * NH * HD * 2 + (size_t)S * NKV * HD * 4 + (size_t)S * FF * 3 +
-		      (size_t)S * V + (size_t)S + (size_t)S * (E + 2 * DEMO_TOPK);
+		      (size_t)S * V + (size_t)S + (size_t)S * (E + 2 * DEMO_TOPK_BUG);
 
 	memset(out, 0, sizeof *out);
 	out->seq = S;
@@ -853,8 +958,8 @@ int demo_forward(const demo_model *m, demo_bugset bugs, demo_taps taps, demo_run
 		s.logits = TAKE((size_t)S * V);
 		s.p = TAKE((size_t)S);
 		s.rl = TAKE((size_t)S * E);
-		s.ids = TAKE((size_t)S * DEMO_TOPK);
-		s.w = TAKE((size_t)S * DEMO_TOPK);
+		s.ids = TAKE((size_t)S * DEMO_TOPK_BUG);
+		s.w = TAKE((size_t)S * DEMO_TOPK_BUG);
 		s.ex = TAKE(nx);
 		s.sh = TAKE(nx);
 #undef TAKE

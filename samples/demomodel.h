@@ -42,6 +42,15 @@ typedef enum demo_rope_scaling {
 	DEMO_ROPE_YARN,   /* beta_fast 32, beta_slow 1, attention factor 0.1 ln(factor) + 1 */
 } demo_rope_scaling;
 
+/* The MoE router and combine of a model family (demo_config.moe_family).
+ * DeepSeek-V3: sigmoid scores, a selection bias (e_score_correction_bias)
+ * added to them to choose, never to weigh, group-limited top-k
+ * (DEMO_GROUPS groups, the best DEMO_TOPK_GROUP), the chosen scores
+ * renormalised and times DEMO_ROUTED_SCALE, one shared expert.  Mixtral:
+ * softmax scores, top-k renormalised, no shared expert.  Qwen2-MoE: softmax,
+ * top-k not renormalised, a shared expert times sigmoid(x . w_gate). */
+typedef enum demo_moe_family { DEMO_MOE_AUTO, DEMO_MOE_DEEPSEEK, DEMO_MOE_MIXTRAL, DEMO_MOE_QWEN2 } demo_moe_family;
+
 typedef struct demo_config {
 	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
@@ -49,9 +58,9 @@ typedef struct demo_config {
 	uint64_t seed; /* weights and tokens */
 	int prefill;   /* the kv-cache bug's prefill: positions before it attend to fresh K and V, later ones (the
 			* decode steps) to the cache's; 0: demo_prefill's default */
-	bool moe;      /* a DeepSeek-V3-like mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of
-			* DEMO_EXPERT_FF, sigmoid scores, the top DEMO_TOPK renormalised and scaled by
-			* DEMO_ROUTED_SCALE, one shared expert */
+	bool moe;      /* a mixture-of-experts MLP in every layer: DEMO_EXPERTS experts of DEMO_EXPERT_FF, the top
+			* DEMO_TOPK, of the family moe_family */
+	demo_moe_family moe_family; /* DEMO_MOE_AUTO: DeepSeek, or what a bug implies (demo_config_imply) */
 	bool sinks;    /* gpt-oss-like learned sink logits per head: one more column in each softmax, dropped after it */
 	float softcap; /* Gemma-2-like final logit soft-capping, logits = C tanh(z / C); 0: none */
 	demo_act act;  /* the dense MLP's activation */
@@ -82,6 +91,9 @@ typedef struct demo_config {
 
 #define DEMO_EXPERTS 8
 #define DEMO_TOPK 2
+#define DEMO_TOPK_BUG 3 /* the moe-topk-k bug's k */
+#define DEMO_GROUPS 4
+#define DEMO_TOPK_GROUP 2
 #define DEMO_EXPERT_FF 32
 #define DEMO_ROUTED_SCALE 2.5f
 

@@ -178,9 +178,14 @@ static void usage(FILE *out)
 	      "                 reading K and V from an fp8 e4m3 cache (default half of --seq)\n"
 	      "  --seed N       seed of the weights and tokens (default 1)\n"
 	      "  --moe          a DeepSeek-V3-like mixture-of-experts MLP in every layer: 8\n"
-	      "                 experts, sigmoid scores, the top 2 renormalised and scaled by\n"
-	      "                 2.5, one shared expert; --sub writes mlp.router, mlp.topk_ids,\n"
+	      "                 experts, sigmoid scores, a selection bias added to them to\n"
+	      "                 choose (not to weigh) the top 2 within the best 2 of 4 groups,\n"
+	      "                 the chosen scores renormalised and scaled by 2.5, one shared\n"
+	      "                 expert; --sub writes mlp.router, mlp.topk_ids,\n"
 	      "                 mlp.topk_weights, mlp.experts and mlp.shared (the ids as floats)\n"
+	      "  --moe-router F the MoE of a family: deepseek (--moe), mixtral (softmax, top 2\n"
+	      "                 renormalised, no shared expert) or qwen2 (softmax, top 2 not\n"
+	      "                 renormalised, a shared expert times sigmoid(x . w_gate))\n"
 	      "  --sinks        gpt-oss-like learned sink logits, one per head and layer: one\n"
 	      "                 more column in each attention softmax, dropped after it\n"
 	      "  --softcap C    Gemma-2-like final logit soft-capping: logits = C tanh(z / C)\n"
@@ -200,9 +205,12 @@ static void usage(FILE *out)
 	      "\n"
 	      "sinks-dropped implies --sinks, softcap-missing --softcap 10, oai-* --mlp-act\n"
 	      "oai, rope-scaling-missing and rope-scaling-all --layer-types, rope-llama3\n"
-	      "--rope-scaling llama3:8, the yarn bugs yarn:4, nope-inverted --nope 4;\n"
-	      "an option contradicting them is refused, and nan-overflow with --mlp-act\n"
-	      "oai (its clamps keep float16 finite).  The implied options are the\n"
+	      "--rope-scaling llama3:8, the yarn bugs yarn:4, nope-inverted --nope 4,\n"
+	      "moe-shared-gate --moe-router qwen2 (with --moe);\n"
+	      "an option contradicting them is refused, nan-overflow with --mlp-act\n"
+	      "oai (its clamps keep float16 finite), and a moe-* bug of a part the\n"
+	      "family lacks (moe-softmax, moe-scaling, moe-bias-weights and moe-group\n"
+	      "are DeepSeek's, moe-renorm not Qwen2's, moe-shared not Mixtral's).  The implied options are the\n"
 	      "reference's too: give --ref-only the candidate's --bug (the reference\n"
 	      "stays without it).\n"
 	      "\n"
@@ -236,7 +244,7 @@ static int int_opt(const char *name, const char *s, long lo, long hi, long *out)
 
 enum { OPT_BUG = 256, OPT_FORMAT, OPT_NAMING, OPT_DTYPE, OPT_SUB, OPT_REPLAY, OPT_SEQ, OPT_LAYERS, OPT_WINDOW, OPT_SEED,
        OPT_REF_ONLY, OPT_CAND_ONLY, OPT_LIST, OPT_EXPECT, OPT_HELP, OPT_MOE, OPT_SINKS, OPT_SOFTCAP, OPT_MLP_ACT,
-       OPT_PREFILL, OPT_ROPE_SCALING, OPT_LAYER_TYPES, OPT_NOPE };
+       OPT_PREFILL, OPT_ROPE_SCALING, OPT_LAYER_TYPES, OPT_NOPE, OPT_MOE_ROUTER };
 
 /* --rope-scaling T:F.  0, or -1 after a message. */
 static int rope_scaling_opt(const char *s, demo_config *cfg)
@@ -281,6 +289,7 @@ int main(int argc, char **argv)
 		{"rope-scaling", required_argument, NULL, OPT_ROPE_SCALING},
 		{"layer-types", no_argument, NULL, OPT_LAYER_TYPES},
 		{"nope", required_argument, NULL, OPT_NOPE},
+		{"moe-router", required_argument, NULL, OPT_MOE_ROUTER},
 		{NULL, 0, NULL, 0},
 	};
 	output o = {"npy", NULL, TB_DT_F32, false};
@@ -349,6 +358,17 @@ int main(int argc, char **argv)
 			cfg.prefill = (int)v;
 			break;
 		case OPT_MOE: cfg.moe = true; break;
+		case OPT_MOE_ROUTER:
+			if (!strcmp(optarg, "deepseek"))
+				cfg.moe_family = DEMO_MOE_DEEPSEEK;
+			else if (!strcmp(optarg, "mixtral"))
+				cfg.moe_family = DEMO_MOE_MIXTRAL;
+			else if (!strcmp(optarg, "qwen2"))
+				cfg.moe_family = DEMO_MOE_QWEN2;
+			else
+				return die("--moe-router", "expected deepseek, mixtral or qwen2");
+			cfg.moe = true;
+			break;
 		case OPT_SINKS: cfg.sinks = true; break;
 		case OPT_SOFTCAP: {
 			char *end;

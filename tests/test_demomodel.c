@@ -197,6 +197,100 @@ static void test_rope_options(void **state)
 	assert_string_equal(msg, "rope-llama3 and the yarn bugs scale every layer: not with --layer-types");
 }
 
+/* Which family a bug implies, which it is refused on. */
+static void test_moe_family_options(void **state)
+{
+	demo_config cfg;
+	char msg[128];
+
+	(void)state;
+	demo_config_init(&cfg);
+	cfg.moe = true;
+	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_GROUP), msg, sizeof msg), 0);
+	assert_int_equal(cfg.moe_family, DEMO_MOE_DEEPSEEK);
+	demo_config_init(&cfg);
+	cfg.moe = true;
+	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_SHARED_GATE), msg, sizeof msg), 0);
+	assert_int_equal(cfg.moe_family, DEMO_MOE_QWEN2);
+	demo_config_init(&cfg);
+	cfg.moe = true;
+	cfg.moe_family = DEMO_MOE_MIXTRAL;
+	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_SHARED), msg, sizeof msg), -1);
+	assert_string_equal(msg,
+			    "moe-shared: the mixtral router has nothing it changes (use --moe-router deepseek or qwen2)");
+	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_TOPK_K), msg, sizeof msg), 0);
+	demo_config_init(&cfg);
+	assert_int_equal(demo_config_imply(&cfg, BUG(MOE_GROUP), msg, sizeof msg), 0);
+	assert_false(cfg.moe);
+}
+
+/* Layer 0's top-k weights of a run, summed per position, and the number
+ * of expert groups its choices span at most. */
+static void routed(const demo_run *r, int k, double *wsum_lo, double *wsum_hi, int *groups)
+{
+	const demo_tap *ids = tap(r, 0, "mlp.topk_ids"), *w = tap(r, 0, "mlp.topk_weights");
+
+	assert_int_equal(ids->cols, k);
+	*wsum_lo = INFINITY;
+	*wsum_hi = -INFINITY;
+	*groups = 0;
+	for (int64_t i = 0; i < ids->rows; i++) {
+		double sum = 0;
+		unsigned seen = 0;
+		int n = 0;
+		for (int j = 0; j < k; j++) {
+			sum += w->data[i * k + j];
+			seen |= 1u << ((int)ids->data[i * k + j] / (DEMO_EXPERTS / DEMO_GROUPS));
+		}
+		for (; seen; seen &= seen - 1)
+			n++;
+		*wsum_lo = fmin(*wsum_lo, sum);
+		*wsum_hi = fmax(*wsum_hi, sum);
+		*groups = n > *groups ? n : *groups;
+	}
+}
+
+/* Each MoE family routes as its model does, and its bugs change what they must. */
+static void test_moe_families(void **state)
+{
+	demo_config cfg;
+	pair p;
+	double lo, hi;
+	int groups;
+
+	(void)state;
+	demo_config_init(&cfg);
+	cfg.moe = true;
+	cfg.moe_family = DEMO_MOE_DEEPSEEK;
+	pair_run(&p, &cfg, BUG(MOE_GROUP), DEMO_TAPS_SUB);
+	routed(&p.ref, DEMO_TOPK, &lo, &hi, &groups);
+	assert_true(fabs(lo - DEMO_ROUTED_SCALE) < 1e-5 && fabs(hi - DEMO_ROUTED_SCALE) < 1e-5);
+	assert_true(groups <= DEMO_TOPK_GROUP);
+	routed(&p.cand, DEMO_TOPK, &lo, &hi, &groups);
+	assert_true(groups > DEMO_TOPK_GROUP || !rows_equal(&p, tap(&p.ref, 0, "mlp.topk_ids"), 0, cfg.seq));
+	pair_free(&p);
+	pair_run(&p, &cfg, BUG(MOE_BIAS_WEIGHTS), DEMO_TAPS_SUB);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "mlp.topk_ids"), 0, cfg.seq));
+	assert_false(rows_equal(&p, tap(&p.ref, 0, "mlp.topk_weights"), 0, cfg.seq));
+	pair_free(&p);
+
+	cfg.moe_family = DEMO_MOE_MIXTRAL;
+	pair_run(&p, &cfg, BUG(MOE_TOPK_K), DEMO_TAPS_SUB);
+	routed(&p.ref, DEMO_TOPK, &lo, &hi, &groups);
+	assert_true(fabs(lo - 1) < 1e-5 && fabs(hi - 1) < 1e-5);
+	assert_null(demo_run_find(&p.ref, 0, "mlp.shared"));
+	routed(&p.cand, DEMO_TOPK_BUG, &lo, &hi, &groups);
+	pair_free(&p);
+
+	cfg.moe_family = DEMO_MOE_QWEN2;
+	pair_run(&p, &cfg, BUG(MOE_SHARED_GATE), DEMO_TAPS_SUB);
+	routed(&p.ref, DEMO_TOPK, &lo, &hi, &groups);
+	assert_true(hi < 1);
+	assert_true(rows_equal(&p, tap(&p.ref, 0, "mlp.experts"), 0, cfg.seq));
+	assert_false(rows_equal(&p, tap(&p.ref, 0, "mlp.shared"), 0, cfg.seq));
+	pair_free(&p);
+}
+
 /* Rows before the bug's first position are exact at every tap. */
 static void check_from_position(const demo_config *cfg, demo_bugset bug, int from)
 {
@@ -412,6 +506,14 @@ static void test_expect(void **state)
 	expect_is("moe-scaling", moe_sub, "L0.mlp.topk_weights");
 	expect_is("moe-expert-order", moe_sub, "L0.mlp.experts");
 	expect_is("moe-shared,moe-expert-order", moe_sub, "L0.mlp.experts");
+	expect_is("moe-softmax", moe_sub, "L0.mlp.topk_ids");
+	expect_is("moe-bias-weights", moe, "L0.mlp");
+	expect_is("moe-bias-weights", moe_sub, "L0.mlp.topk_weights");
+	expect_is("moe-group", moe_sub, "L0.mlp.topk_ids");
+	expect_is("moe-topk-k", moe_sub, "L0.mlp.topk_ids");
+	expect_is("moe-shared-gate", moe_sub, "L0.mlp.shared");
+	expect_is("moe-shared-gate,moe-topk-k", moe_sub, "L0.mlp.topk_ids");
+	expect_is("moe-group", def, "match");
 	expect_is("mlp-gating", replay, "L0.mlp.act");
 	expect_is("mlp-bias", replay, "L0.mlp.down");
 	expect_is("weight-mapping", replay, "L2.attn.o");
@@ -458,6 +560,8 @@ int main(void)
 		cmocka_unit_test(test_rope_bugs_spare_position_0),
 		cmocka_unit_test(test_rope_scaling_bugs),
 		cmocka_unit_test(test_rope_options),
+		cmocka_unit_test(test_moe_family_options),
+		cmocka_unit_test(test_moe_families),
 		cmocka_unit_test(test_window_and_decode_position),
 		cmocka_unit_test(test_gqa_leaves_projections),
 		cmocka_unit_test(test_scales),

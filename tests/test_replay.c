@@ -40,6 +40,21 @@ typedef enum how {
 	SOFTMAX_RENORM_25,
 	SIGMOID_NORENORM_25,
 	SIGMOID_RENORM_625,  /* the scaling factor applied twice */
+	SIGMOID_RENORM_BIASW, /* a selection bias added into the scores before they are renormalised */
+	SIGMOID_RENORM_JITTER, /* each weight off by up to 5%: no variant of the router */
+	SELECT_DS,           /* ids: DeepSeek-V3's selection: sigmoid plus a bias, the best 2 of 4 groups */
+	SELECT_NO_GROUPS,    /* ... group-limited top-k ignored */
+	SELECT_SOFTMAX,      /* ... softmax scores before the top-k */
+	SELECT_K3,           /* ... the top 3 */
+	SELECT_ONE_WRONG,    /* ... one position's second expert replaced by its weakest: no variant */
+	SHARED_GATED,        /* mlp.shared: the shared expert times its sigmoid gate, one per position */
+	SHARED_UNGATED,
+	SHARED_TWICE,
+	SHARED_NONE,
+	SHARED_JITTER,       /* each value off by up to 5%: no variant of the combine */
+	EXPERTS,             /* mlp.experts with the top-k weights that agree */
+	EXPERTS_SCALED,      /* ... times 2.5 at the combine */
+	EXPERTS_ROLLED,      /* ... channels rolled by one: no variant of the combine */
 	CAPPED_10,           /* logits = 10 tanh(z / 10) */
 	CAPPED_25,
 	UNCAPPED,
@@ -124,14 +139,109 @@ static void write_router(const char *dir, how h)
 			w[j] = h == SOFTMAX_RENORM_25 ? exp(row[best] - top) / sum : 1 / (1 + exp(-row[best]));
 			chosen += w[j];
 		}
+		if (h == SIGMOID_RENORM_BIASW)
+			for (int j = 0; j < K; j++) {
+				w[j] += 0.05 * noise((uint32_t)ids[p * K + j] + 333);
+				chosen += 0.05 * noise((uint32_t)ids[p * K + j] + 333);
+			}
 		for (int j = 0; j < K; j++) {
 			double x = h == SIGMOID_NORENORM_25 ? w[j] : w[j] / chosen;
+			x *= h == SIGMOID_RENORM_JITTER ? 1 + 0.05 * noise(p * K + j + 4444) : 1;
 			weights[p * K + j] = (float)(x * (h == SIGMOID_RENORM_625 ? 6.25 : 2.5));
 		}
 	}
 	tu_put(dir, "layers.0.mlp.router", TB_DT_F32, 2, se, scores);
 	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
 	tu_put(dir, "layers.0.mlp.topk_weights", TB_DT_F32, 2, sk, weights);
+}
+
+/* mlp.router [S, E] and mlp.topk_ids [S, k] of layer 0, chosen as h says
+ * (the bias and the groups as DeepSeek-V3 has them: 4 groups of 2, each
+ * scored by its two biased scores' sum, the best 2 kept). */
+static void write_select(const char *dir, how h)
+{
+	enum { GROUPS = 4, PER = E / GROUPS };
+	static float scores[S * E], ids[S * 3];
+	int k = h == SELECT_K3 ? 3 : K;
+	const int64_t se[2] = {S, E}, sk[2] = {S, k};
+
+	for (int p = 0; p < S; p++) {
+		float *row = scores + p * E;
+		double c[E], gs[GROUPS], sum = 0;
+		bool taken[E] = {false}, kept[GROUPS] = {false};
+		for (int e = 0; e < E; e++) {
+			row[e] = 2 * noise(p * E + e + 31);
+			sum += exp(row[e]);
+		}
+		for (int e = 0; e < E; e++)
+			c[e] = (h == SELECT_SOFTMAX ? exp(row[e]) / sum : 1 / (1 + exp(-row[e]))) + 0.08 * noise(e + 77);
+		for (int g = 0; g < GROUPS; g++)
+			gs[g] = c[g * PER] + c[g * PER + 1];
+		for (int j = 0; j < 2; j++) {
+			int best = -1;
+			for (int g = 0; g < GROUPS; g++)
+				if (!kept[g] && (best < 0 || gs[g] > gs[best]))
+					best = g;
+			kept[best] = true;
+		}
+		for (int j = 0; j < k; j++) {
+			int best = -1;
+			for (int e = 0; e < E; e++)
+				if (!taken[e] && (h == SELECT_NO_GROUPS || kept[e / PER]) && (best < 0 || c[e] > c[best]))
+					best = e;
+			taken[best] = true;
+			ids[p * k + j] = (float)best;
+		}
+		if (h == SELECT_ONE_WRONG && p == 5) {
+			int low = -1;
+			for (int e = 0; e < E; e++)
+				if (!taken[e] && (low < 0 || c[e] < c[low]))
+					low = e;
+			ids[p * k + 1] = (float)low;
+		}
+	}
+	tu_put(dir, "layers.0.mlp.router", TB_DT_F32, 2, se, scores);
+	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
+}
+
+/* mlp.shared [S, H] of layer 0 as h says. */
+static void write_shared(const char *dir, how h)
+{
+	static float out[S * H];
+	const int64_t sh[2] = {S, H};
+
+	for (int p = 0; p < S; p++) {
+		double g = 1 / (1 + exp(-2 * noise(p + 808)));
+		for (int c = 0; c < H; c++) {
+			double x = noise(p * H + c + 909);
+			out[p * H + c] = (float)(h == SHARED_UNGATED ? x
+						 : h == SHARED_TWICE ? x * g * g
+						 : h == SHARED_NONE ? 0
+						 : x * g * (h == SHARED_JITTER ? 1 + 0.05 * noise(p * H + c) : 1));
+		}
+	}
+	tu_put(dir, "layers.0.mlp.shared", TB_DT_F32, 2, sh, out);
+}
+
+/* mlp.topk_ids and mlp.topk_weights (the same on both sides) and
+ * mlp.experts [S, H] of layer 0 as h says. */
+static void write_experts(const char *dir, how h)
+{
+	static float ids[S * K], w[S * K], out[S * H];
+	const int64_t sk[2] = {S, K}, sh[2] = {S, H};
+
+	for (int p = 0; p < S; p++) {
+		ids[p * K] = (float)(p % E);
+		ids[p * K + 1] = (float)((p + 3) % E);
+		w[p * K] = (float)(1 + noise(p + 1212) / 2);
+		w[p * K + 1] = 2.5f - w[p * K];
+		for (int c = 0; c < H; c++)
+			out[p * H + c] = (float)((h == EXPERTS_SCALED ? 2.5 : 1) *
+						 noise(p * H + (h == EXPERTS_ROLLED ? (c + 1) % H : c) + 1313));
+	}
+	tu_put(dir, "layers.0.mlp.topk_ids", TB_DT_F32, 2, sk, ids);
+	tu_put(dir, "layers.0.mlp.topk_weights", TB_DT_F32, 2, sk, w);
+	tu_put(dir, "layers.0.mlp.experts", TB_DT_F32, 2, sh, out);
 }
 
 /* final_norm [S, H] (equal on both sides) and logits [S, V]. */
@@ -174,6 +284,27 @@ static const replay_case cases[] = {
 	 "moe-routing", "twice"},
 	{"router: the same router", write_router, SIGMOID_RENORM_25, SIGMOID_RENORM_25, "L0.mlp.topk_weights", NULL,
 	 NULL},
+	{"router: the selection bias in the weights", write_router, SIGMOID_RENORM_25, SIGMOID_RENORM_BIASW,
+	 "L0.mlp.topk_weights", "moe-routing", "selection bias added into the weights"},
+	{"router: weights jittered, no variant", write_router, SIGMOID_RENORM_25, SIGMOID_RENORM_JITTER,
+	 "L0.mlp.topk_weights", NULL, NULL},
+	{"ids: group-limited top-k ignored", write_select, SELECT_DS, SELECT_NO_GROUPS, "L0.mlp.topk_ids", "moe-routing",
+	 "group-limited top-k ignored"},
+	{"ids: softmax before the top-k", write_select, SELECT_DS, SELECT_SOFTMAX, "L0.mlp.topk_ids", "moe-routing",
+	 "softmax scores before the top-k"},
+	{"ids: the top 3 for the top 2", write_select, SELECT_DS, SELECT_K3, "L0.mlp.topk_ids", "moe-routing", "top-3"},
+	{"ids: one wrong expert, no variant", write_select, SELECT_DS, SELECT_ONE_WRONG, "L0.mlp.topk_ids", NULL, NULL},
+	{"ids: the same selection", write_select, SELECT_DS, SELECT_DS, "L0.mlp.topk_ids", NULL, NULL},
+	{"shared: left out", write_shared, SHARED_GATED, SHARED_NONE, "L0.mlp.shared", "shared-expert", "left out"},
+	{"shared: gate not applied", write_shared, SHARED_GATED, SHARED_UNGATED, "L0.mlp.shared", "shared-expert",
+	 "gate not applied"},
+	{"shared: gate applied twice", write_shared, SHARED_GATED, SHARED_TWICE, "L0.mlp.shared", "shared-expert",
+	 "applied twice"},
+	{"shared: jittered, no variant", write_shared, SHARED_GATED, SHARED_JITTER, "L0.mlp.shared", NULL, NULL},
+	{"shared: the same", write_shared, SHARED_GATED, SHARED_GATED, "L0.mlp.shared", NULL, NULL},
+	{"experts: scaled at the combine", write_experts, EXPERTS, EXPERTS_SCALED, "L0.mlp.experts", "moe-routing",
+	 "scaled by 2.5 at the combine"},
+	{"experts: channels rolled, no variant", write_experts, EXPERTS, EXPERTS_ROLLED, "L0.mlp.experts", NULL, NULL},
 	{"logits: soft-cap dropped", write_logits, CAPPED_10, UNCAPPED, "logits", "final-softcap", "dropped"},
 	{"logits: soft-cap added", write_logits, UNCAPPED, CAPPED_10, "logits", "final-softcap", "added"},
 	{"logits: the same head", write_logits, CAPPED_10, CAPPED_10, "logits", NULL, NULL},

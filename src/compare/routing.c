@@ -8,6 +8,7 @@
 
 #include "compare/logits.h"
 #include "compare/routing.h"
+#include "compare/selection.h"
 
 /* A router tensor near a tie still tells its sides apart by this many
  * times its own largest difference (the router cell's max_abs). */
@@ -291,8 +292,9 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 }
 
 /* mlp.topk_weights compared aligned by expert id at the positions whose
- * sets agree and that no flip upstream sent elsewhere (gone[]); ids and
- * weights in the order each side chose them. */
+ * sets agree and that no earlier flip sent elsewhere (gone[]: their router
+ * saw another hidden state, so their weights differ though their sets may
+ * not); ids and weights in the order each side chose them. */
 static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const float *ir, const float *ic,
 			 const float *wr, const float *wc, const bool *gone)
 {
@@ -335,6 +337,10 @@ out:
 static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, float *router, int64_t e,
 		       double router_err, double margin, const bool *gone)
 {
+	tb_select sel = {0};
+	int64_t misses = 0;
+	bool fitted = false;
+
 	for (int64_t p = 0; p < l->positions; p++) {
 		double gap = NAN, scale = 0;
 		if (gone[p]) {
@@ -345,13 +351,25 @@ static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, fl
 			l->agree++;
 			continue;
 		}
-		if (router)
+		/* a router that chose by more than its scores' order (a selection bias, groups):
+		 * the ties are those of the selection that gives the reference's ids */
+		if (router && !fitted) {
+			fitted = true;
+			if (tb_select_fit(router, ir, l->positions, e, l->k, &sel, &misses) < 0)
+				return -1;
+		}
+		if (router && (sel.bias || sel.groups))
+			tb_select_row(&sel, router + p * e, NULL, &gap, &scale);
+		else if (router)
 			gap = kth_gap(router + p * e, e, l->k, &scale);
 		bool tie = gap <= margin * scale || gap <= ROUTER_ERROR_TIES * router_err;
 		if (tie ? add_pos(&l->flipped, &l->n_flipped, l->first + p, gap) < 0
-			: add_pos(&l->disagree, &l->n_disagree, l->first + p, gap) < 0)
+			: add_pos(&l->disagree, &l->n_disagree, l->first + p, gap) < 0) {
+			tb_select_free(&sel);
 			return -1;
+		}
 	}
+	tb_select_free(&sel);
 	return 0;
 }
 

@@ -272,6 +272,9 @@ static void replay_noise(const tb_replay_in *in, const tb_replay_fit *fit, doubl
 
 	if (!(agree < t->tol.diverge))
 		agree = 0;
+	/* expert ids are integers, stored exactly: their few mantissa bits are not a rounding */
+	if (t->cell.id == TB_TAP_MLP_TOPK_IDS)
+		store = 0;
 	*noise = fmax(fmax(fit->ref_rel_l2, store), fmax(agree, floor / 4));
 	*within = fmax(fmax(floor / 4, 4 * fit->ref_rel_l2), fmax(3 * store, 2 * agree));
 }

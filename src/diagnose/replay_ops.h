@@ -14,6 +14,14 @@ int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_router.c: an MoE layer's mlp.topk_weights from its router scores
  * and chosen experts: score function, top-k renormalisation, scaling. */
 int tb_replay_router(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_topk.c: an MoE layer's mlp.topk_ids from its router scores: the
+ * reference's selection (compare/selection.h) and its variants: groups,
+ * bias, score function, k. */
+int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_combine.c: mlp.shared and mlp.experts against the reference's
+ * own: the shared expert or its gate lost or doubled, the routed sum
+ * scaled at the combine. */
+int tb_replay_combine(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.q_rope / attn.k_rope from attn.q and attn.k: the RoPE family. */
 int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.core from attn.q_rope, attn.k_rope and attn.v: scale, mask,

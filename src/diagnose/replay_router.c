@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diagnose/replay_ops.h"
@@ -17,6 +18,7 @@ typedef struct router_cfg {
 	score_fn score;
 	bool renorm;
 	double scale;
+	const double *bias; /* [e] added to the chosen scores before they are renormalised; NULL: none */
 } router_cfg;
 
 /* Scaling factors closer to each other than this are the same one. */
@@ -29,10 +31,12 @@ typedef struct side {
 } side;
 
 /* The weights cfg predicts for position p, before its scale. */
-static bool predict(const side *s, int64_t p, score_fn fn, bool renorm, double *out)
+static bool predict(const side *s, int64_t p, const router_cfg *cfg, double *out)
 {
 	const float *row = s->scores + p * s->e;
 	double top = -INFINITY, sum = 0, chosen = 0;
+
+	score_fn fn = cfg->score;
 
 	if (fn == SOFTMAX) {
 		for (int64_t i = 0; i < s->e; i++)
@@ -46,9 +50,10 @@ static bool predict(const side *s, int64_t p, score_fn fn, bool renorm, double *
 			return false;
 		double x = row[(int64_t)id];
 		out[j] = fn == SOFTMAX ? exp(x - top) / sum : fn == SIGMOID ? 1 / (1 + exp(-x)) : x;
+		out[j] += cfg->bias ? cfg->bias[(int64_t)id] : 0;
 		chosen += out[j];
 	}
-	if (renorm && chosen > 0)
+	if (cfg->renorm && chosen > 0)
 		for (int64_t j = 0; j < s->k; j++)
 			out[j] /= chosen;
 	return true;
@@ -62,7 +67,7 @@ static double residual(const side *s, router_cfg *cfg, bool fit)
 
 	for (int pass = fit ? 0 : 1; pass < 2; pass++) {
 		for (int64_t p = 0; p < s->positions; p++) {
-			if (!predict(s, p, cfg->score, cfg->renorm, pred))
+			if (!predict(s, p, cfg, pred))
 				return INFINITY;
 			for (int64_t j = 0; j < s->k; j++) {
 				double w = s->weights[p * s->k + j];
@@ -86,12 +91,12 @@ static double residual(const side *s, router_cfg *cfg, bool fit)
  * that reproduce its weights best, with the scale fitted. */
 static router_cfg reference(const side *s, bool given, double *rel)
 {
-	router_cfg best = {GIVEN, false, 1}, c;
+	router_cfg best = {GIVEN, false, 1, NULL}, c;
 
 	*rel = INFINITY;
 	for (int fn = given ? GIVEN : SOFTMAX; fn <= (given ? GIVEN : SIGMOID); fn++)
 		for (int renorm = 0; renorm < 2; renorm++) {
-			c = (router_cfg){(score_fn)fn, renorm, 1};
+			c = (router_cfg){(score_fn)fn, renorm, 1, NULL};
 			double r = residual(s, &c, true);
 			if (r < *rel) {
 				*rel = r;
@@ -99,6 +104,90 @@ static router_cfg reference(const side *s, bool given, double *rel)
 			}
 		}
 	return best;
+}
+
+/* Solve a[n][n] x = y in place (Gaussian elimination, partial pivoting);
+ * false when singular. */
+static bool solve(double *a, double *y, int64_t n)
+{
+	for (int64_t c = 0; c < n; c++) {
+		int64_t piv = c;
+		for (int64_t r = c + 1; r < n; r++)
+			if (fabs(a[r * n + c]) > fabs(a[piv * n + c]))
+				piv = r;
+		if (!(fabs(a[piv * n + c]) > 1e-300))
+			return false;
+		for (int64_t j = 0; j < n; j++) {
+			double t = a[c * n + j];
+			a[c * n + j] = a[piv * n + j];
+			a[piv * n + j] = t;
+		}
+		double t = y[c];
+		y[c] = y[piv];
+		y[piv] = t;
+		for (int64_t r = c + 1; r < n; r++) {
+			double f = a[r * n + c] / a[c * n + c];
+			for (int64_t j = c; j < n; j++)
+				a[r * n + j] -= f * a[c * n + j];
+			y[r] -= f * y[c];
+		}
+	}
+	for (int64_t c = n - 1; c >= 0; c--) {
+		for (int64_t j = c + 1; j < n; j++)
+			y[c] -= a[c * n + j] * y[j];
+		y[c] /= a[c * n + c];
+	}
+	return true;
+}
+
+/* The per-expert offset b that, added to the chosen scores before the
+ * reference's renormalisation and scale, reproduces the candidate's
+ * weights best (least squares: renormalised, w_j (s_i + b_i) = w_i (s_j +
+ * b_j) for the chosen i, j of a position; else w_i / scale - s_i), into
+ * b[e].  A selection bias is not dumped: this is how a port that adds it
+ * into the weights shows.  False when the positions do not pin it down. */
+static bool fit_bias(const side *s, const router_cfg *ref, double *b)
+{
+	int64_t e = s->e;
+	double *a = calloc((size_t)(e * e), sizeof *a), score[64];
+	router_cfg plain = *ref;
+	bool ok = a != NULL;
+
+	plain.renorm = false;
+	plain.bias = NULL;
+	memset(b, 0, (size_t)e * sizeof *b);
+	for (int64_t p = 0; ok && p < s->positions; p++) {
+		const float *w = s->weights + p * s->k, *id = s->ids + p * s->k;
+		if (!predict(s, p, &plain, score)) {
+			ok = false;
+			break;
+		}
+		for (int64_t j = 0; j < s->k; j++) {
+			int64_t x = (int64_t)id[j];
+			if (!ref->renorm) { /* one equation per weight: b_x = w / scale - s_x */
+				a[x * e + x] += 1;
+				b[x] += w[j] / ref->scale - score[j];
+				continue;
+			}
+			for (int64_t i = 0; i < j; i++) { /* w_j b_y - w_i b_x = w_i s_x - w_j s_y, y = id[i] */
+				int64_t y = (int64_t)id[i];
+				double cy = w[j], cx = -w[i], rhs = w[i] * score[j] - w[j] * score[i];
+				a[y * e + y] += cy * cy;
+				a[x * e + x] += cx * cx;
+				a[y * e + x] += cy * cx;
+				a[x * e + y] += cy * cx;
+				b[y] += cy * rhs;
+				b[x] += cx * rhs;
+			}
+		}
+	}
+	/* experts never chosen: no offset */
+	for (int64_t i = 0; ok && i < e; i++)
+		if (a[i * e + i] == 0)
+			a[i * e + i] = 1;
+	ok = ok && solve(a, b, e);
+	free(a);
+	return ok;
 }
 
 static const char *scale_text(double s, char *buf, size_t size)
@@ -123,6 +212,17 @@ static void try_variants(const side *cand, const router_cfg *ref, bool given, tb
 	v.renorm = !ref->renorm;
 	tb_replay_consider(best, residual(cand, &v, false), TB_CAUSE_MOE_ROUTING, "top-k weights %s",
 			   v.renorm ? "renormalised (the reference: not)" : "not renormalised (the reference: renormalised)");
+	double *bias = calloc((size_t)cand->e, sizeof *bias);
+	if (bias && fit_bias(cand, ref, bias)) {
+		double big = 0;
+		for (int64_t i = 0; i < cand->e; i++)
+			big = fmax(big, fabs(bias[i]));
+		v = *ref;
+		v.bias = bias;
+		tb_replay_consider(best, residual(cand, &v, false), TB_CAUSE_MOE_ROUTING,
+				   "selection bias added into the weights (fitted, largest %.3g)", big);
+	}
+	free(bias);
 	v = *ref;
 	double rel = residual(cand, &v, true);
 	if (fabs(v.scale / ref->scale - 1) <= SAME_SCALE)

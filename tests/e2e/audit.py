@@ -136,6 +136,11 @@ def audit_cells(path, rep):
             if st != "diverged":
                 fail(path, "%s: NaN/Inf mismatch, status %s" % (name, st))
             continue
+        if re.fullmatch(r"(\d+) experts selected per position by .+, (\d+) by .+", why):
+            k = re.fullmatch(r"(\d+) experts selected per position by .+, (\d+) by .+", why).groups()
+            if st != "diverged" or k[0] == k[1] or c["rel_l2"] is not None:
+                fail(path, "%s: %r, status %s, rel_l2 %r" % (name, why, st, c["rel_l2"]))
+            continue
         if c["tap"] == "mlp.topk_ids" and rep.get("routing"):
             audit_routing(path, c, name, [l for l in rep["routing"] if l["layer"] == c["layer"]])
             continue

@@ -13,14 +13,14 @@ COLUMNS=100
 export LINES COLUMNS
 MKDEMO=$(cd "$(dirname "$MKDEMO")" && pwd)/$(basename "$MKDEMO")
 cd "$TAP_TMP" || bail_out "cd failed"
-"$MKDEMO" --moe --sub --seq 256 --seed 3 --bug dtype-precision ref cand >/dev/null || bail_out "mkdemo failed"
-printf ':goto L1.mlp.topk_ids\n:save-display heatmap.txt\nEnter\n:save-display detail.txt\nq\nq\n' >script
+"$MKDEMO" --moe --sub --seq 256 --seed 8 --bug dtype-precision ref cand >/dev/null || bail_out "mkdemo failed"
+printf ':goto L2.mlp.topk_ids\n:save-display heatmap.txt\nEnter\n:save-display detail.txt\nq\nq\n' >script
 expect_exit 0 "the script runs (exit 0: close)" env TBISECT_SCRIPT=script "$TBISECT" --no-history ref cand
 check_that "heatmap: the expert sets' status line is its layer's routing" \
-	grep -q '^L1: 255 of 256 positions agree (top-2); flipped at 163 (gap ' heatmap.txt
+	grep -q '^L2: 254 of 256 positions agree (top-2); flipped at 159 (gap ' heatmap.txt
 check_that "detail: a routing section" grep -q '^routing  (the experts each position chose' detail.txt
-check_that "detail: this layer marked" grep -q '^> L1: 255 of 256 positions agree' detail.txt
+check_that "detail: this layer marked" grep -q '^> L2: 254 of 256 positions agree' detail.txt
 check_that "detail: the others listed" grep -q '^  L0: 256 of 256 positions agree (top-2)$' detail.txt
 check_that "detail: the flipped position and the experts each side chose" \
-	grep -Eq '^  pos 163 +flipped ref \[[0-9]+ [0-9]+\]  cand \[[0-9]+ [0-9]+\]$' detail.txt
+	grep -Eq '^  pos 159 +flipped ref \[[0-9]+ [0-9]+\]  cand \[[0-9]+ [0-9]+\]$' detail.txt
 tap_done
