@@ -856,6 +856,7 @@ void tb_result_free(tb_result *r)
 		tb_metrics_done(&r->cells[i].m);
 		tb_logits_free(r->cells[i].logits);
 		free(r->cells[i].pos_sums);
+		free(r->cells[i].flips);
 	}
 	free(r->cells);
 	free(r);

@@ -55,7 +55,8 @@ typedef struct tb_cell_result {
 	int64_t excluded_positions;  /* positions left out of the metrics: an MoE flip upstream (routing.h) */
 	bool by_sets;                /* mlp.topk_ids judged by its expert sets (routing.h): rel_l2 is the share of
 				      * positions whose sets differ beyond a flip, allclose_frac the share that agree */
-	int64_t first_flip;          /* ... and its first flipped position, -1 when none */
+	int64_t *flips;              /* ... and its flipped positions, in order (owned; NULL when none) */
+	size_t n_flips;
 	bool by_slots;               /* one row per selected expert on both sides, compared matched by expert id
 				      * (routing.h); its flips left out there */
 	char reason[2 * TB_REASON_SHAPE_MAX + 32]; /* why the status, in words; the longest quotes two shapes */

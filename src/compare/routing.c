@@ -267,7 +267,13 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 	for (size_t i = 0; i < l->n_disagree; i++)
 		m->pos_rel_l2[l->disagree[i].pos - l->first] = 1;
 	c->by_sets = true;
-	c->first_flip = l->n_flipped ? l->flipped[0].pos : -1;
+	free(c->flips);
+	c->flips = l->n_flipped ? malloc(l->n_flipped * sizeof *c->flips) : NULL;
+	c->n_flips = c->flips ? l->n_flipped : 0;
+	if (l->n_flipped && !c->flips)
+		return -1;
+	for (size_t i = 0; i < c->n_flips; i++)
+		c->flips[i] = l->flipped[i].pos;
 	m->rel_l2 = compared ? (double)l->n_disagree / (double)compared : 0;
 	m->allclose_frac = compared ? (double)l->agree / (double)compared : 1;
 	m->cosine = m->norm_ratio = m->max_abs = m->mean_abs = NAN;

@@ -24,6 +24,8 @@ const tb_feature_info tb_feature_table[TB_F_COUNT] = {
  * may carry is the error of the cell's inputs, a precision floor). */
 #define WINDOW_JUMP 10.0
 #define WINDOW_EXACT 1e-4
+/* Positions after a flipped one in which a leak through attention first shows (flips_before). */
+#define LEAK_SPAN 8
 /* The length-free features (early_cos, early_log_norm_ratio, early_pos1_share)
  * read positions 1 to EARLY_POS - 1: a causal attention computes the same
  * there whatever the length, and most prompts have them. */
@@ -79,24 +81,28 @@ static void moe_where(const tb_result *r, int layer, double *v)
 }
 
 /* The first position flipped at a near tie in an MoE layer upstream of the
- * target, and whether the target goes bad only after it.  A flip reaches
- * other positions only through attention, so the error must be born in an
- * attention cell or a block (where attention is not dumped); one born in a
- * norm or an MLP is that op's own. */
+ * target, and whether the target goes bad just after a flipped position.
+ * A flip reaches other positions only through attention, so the error must
+ * be born in an attention cell or a block (where attention is not dumped);
+ * one born in a norm or an MLP is that op's own.  Through attention the
+ * positions right after a flipped one see it most: the first bad position
+ * comes within LEAK_SPAN after one. */
 static void flips_before(const tb_result *r, long target, double *v)
 {
 	const tb_cell_result *t = &r->cells[target];
 	tb_tap_id tap = t->cell.id;
-	bool mixes = tap == TB_TAP_ATTN || tb_cell_parent(&t->cell) == TB_TAP_ATTN || tap == TB_TAP_BLOCK;
-	int64_t first = -1;
+	bool mixes = tap == TB_TAP_ATTN || tb_cell_parent(&t->cell) == TB_TAP_ATTN || tap == TB_TAP_BLOCK, leak = false;
+	int64_t first = -1, bad = t->m.first_bad_position;
 
 	for (long i = 0; i < target; i++) {
 		const tb_cell_result *c = &r->cells[i];
-		if (c->by_sets && c->first_flip >= 0 && (first < 0 || c->first_flip < first))
-			first = c->first_flip;
+		for (size_t f = 0; c->by_sets && f < c->n_flips; f++) {
+			first = first < 0 || c->flips[f] < first ? c->flips[f] : first;
+			leak |= c->flips[f] < bad && bad <= c->flips[f] + LEAK_SPAN;
+		}
 	}
 	v[TB_F_FLIP_POS] = first >= 0 ? (double)first : NAN;
-	v[TB_F_FLIP_LEAK] = mixes && first >= 0 && t->m.first_bad_position > first;
+	v[TB_F_FLIP_LEAK] = mixes && leak;
 }
 
 static void where(const tb_result *r, long target, double *v)

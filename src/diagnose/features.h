@@ -72,7 +72,7 @@
 	X(MOE_EXPERTS_OK, "moe_experts_ok", "bool", "the target layer's routed experts' sum matches or is close")     \
 	X(MOE_AGREE, "moe_agree", "fraction", "positions of the target layer whose expert sets agree (of those compared)") \
 	X(FLIP_POS, "flip_pos", "index", "the first position whose experts flipped at a near tie in an MoE layer before the target") \
-	X(FLIP_LEAK, "flip_leak", "bool", "the target, an attention cell or a block, first goes bad after flip_pos: a later position attending to the flipped one") \
+	X(FLIP_LEAK, "flip_leak", "bool", "the target, an attention cell or a block, first goes bad within 8 positions after a flipped one: a later position attending to the flipped one") \
 	X(REL_L2, "rel_l2", "ratio", "|c-r|/|r| of the target")                                               \
 	X(COSINE, "cosine", "cosine", "cosine similarity of the target")                                      \
 	X(NORM_RATIO, "norm_ratio", "ratio", "|c|/|r| of the target")                                         \

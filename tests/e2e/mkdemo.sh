@@ -101,6 +101,12 @@ done
 demo moe-leak --moe --sub --seed 3 --bug dtype-precision
 expect_exit 1 "MoE flip leaking through attention" "$TBISECT" check --json "$T/moe-leak/ref" "$T/moe-leak/cand"
 json_is "MoE flip leak: dtype-precision first" causes.0.id dtype-precision
+# at seed 1 the first bad position, 151, comes right after the flip at 150:
+# a leak, not a position table of 100 entries
+demo moe-leak-late --moe --sub --seq 256 --seed 1 --bug dtype-precision
+expect_exit 1 "MoE flip leaking late" "$TBISECT" check --json "$T/moe-leak-late/ref" "$T/moe-leak-late/cand"
+json_is "MoE flip leaking late: dtype-precision first" causes.0.id dtype-precision
+check_that "MoE flip leaking late: not a position table" sh -c '! grep -q "\"decode-position\"" "$1"' x "$TAP_OUT"
 
 # --- expectations that do not depend on the table's own logic ---
 expect_exit 0 "--expect prints" "$MKDEMO" --expect rope-style
