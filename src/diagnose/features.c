@@ -955,6 +955,69 @@ static void rope_features(const tb_result *r, const tb_cell_result *t, int head_
 	}
 }
 
+/* Reads cell c's two sides, [n] floats each, into r and c: false when
+ * they cannot be read. */
+static bool read_pair(const tb_cell_result *c, uint64_t n, float *r, float *cd)
+{
+	tb_err err;
+
+	if (c->ref->numel != n || c->cand->numel != n || tb_tensor_acquire(c->ref, &err) < 0)
+		return false;
+	if (tb_tensor_acquire(c->cand, &err) < 0) {
+		tb_tensor_release(c->ref);
+		return false;
+	}
+	tb_tensor_read_f32(c->ref, 0, n, r);
+	tb_tensor_read_f32(c->cand, 0, n, cd);
+	tb_tensor_release(c->ref);
+	tb_tensor_release(c->cand);
+	return true;
+}
+
+/* row_scale_share: how much of an MoE layer's routed output error one
+ * factor per position explains.  Top-k renormalisation toggled, a routed
+ * scaling factor skipped or doubled scale each position's weighted sum
+ * as a whole; experts permuted or chosen otherwise give other rows.  At
+ * the MLP output a matching shared experts' output is taken off first:
+ * the sum of the two is no scaled copy of the other side's. */
+static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
+{
+	const tb_cell_result *sh = tb_result_cell(res, t->cell.layer, TB_TAP_MLP_SHARED);
+	int64_t S, H;
+	double err = 0, left = 0;
+
+	if (t->cell.id == TB_TAP_MLP && sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER) != 1 &&
+	    sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER_PROBS) != 1)
+		return; /* no router matched: no MoE layer known */
+	if (tb_cell_partial(t) || t->m.estimated || !rows_of(t, &S, &H))
+		return;
+	uint64_t n = t->ref->numel;
+	float *r = malloc(4 * n * sizeof *r), *c = r ? r + n : NULL, *sr = r ? r + 2 * n : NULL, *sc = sr ? sr + n : NULL;
+	if (!r || !read_pair(t, n, r, c))
+		goto out;
+	if (t->cell.id == TB_TAP_MLP && sh && compared(sh) && ok_status(sh) && read_pair(sh, n, sr, sc)) {
+		for (uint64_t i = 0; i < n; i++) {
+			r[i] -= sr[i];
+			c[i] -= sc[i];
+		}
+	}
+	for (uint64_t row = 0; row < n / (uint64_t)H; row++) {
+		const float *a = r + row * (uint64_t)H, *b = c + row * (uint64_t)H;
+		double aa = 0, ab = 0, bb = 0, dd = 0;
+		for (int64_t h = 0; h < H; h++) {
+			aa += (double)a[h] * a[h];
+			ab += (double)a[h] * b[h];
+			bb += (double)b[h] * b[h];
+			dd += ((double)b[h] - a[h]) * ((double)b[h] - a[h]);
+		}
+		err += dd;
+		left += aa > 0 ? fmax(bb - ab * ab / aa, 0) : bb;
+	}
+	v[TB_F_ROW_SCALE_SHARE] = err > 0 && isfinite(err) && isfinite(left) ? 1 - fmin(left / err, 1) : NAN;
+out:
+	free(r);
+}
+
 void tb_features_compute(const tb_diag_input *in, long target, double *v)
 {
 	const tb_result *r = in->result;
@@ -1016,6 +1079,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		tie_features(in, v);
 	if (v[TB_F_AT_LOGITS] == 1 && !tb_cell_partial(t) && !t->ref->sketch && !t->cand->sketch)
 		softcap_features(in, t, v);
+	if ((t->cell.id == TB_TAP_MLP || t->cell.id == TB_TAP_MLP_EXPERTS) && !t->ref->sketch && !t->cand->sketch)
+		row_scale(r, t, v);
 }
 
 /* Feature i's span: [a, b], widened to hold its estimate v[i]. */
