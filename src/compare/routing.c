@@ -224,9 +224,11 @@ static int judge_ids(tb_cell_result *c, const tb_routing_layer *l)
 }
 
 /* mlp.topk_weights compared aligned by expert id at the positions whose
- * sets agree (ids and weights in the order each side chose them). */
-static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const float *ir, const float *ic,
-			 const float *wr, const float *wc)
+ * sets agree and that no earlier layer flipped (gone[]: the flip's error
+ * reaches this router's scores too), ids and weights in the order each
+ * side chose them. */
+static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const bool *gone, const float *ir,
+			 const float *ic, const float *wr, const float *wc)
 {
 	int64_t k = l->k;
 	bool *kept = calloc((size_t)l->positions, sizeof *kept);
@@ -237,7 +239,7 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 		return -1;
 	}
 	for (int64_t p = 0; p < l->positions; p++) {
-		if (!(kept[p] = same_set(ir + p * k, ic + p * k, k)))
+		if (!(kept[p] = !gone[p] && same_set(ir + p * k, ic + p * k, k)))
 			continue;
 		for (int64_t i = 0; i < k; i++) {
 			int64_t j = 0;
@@ -414,15 +416,15 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 			*gone) < 0 ||
 	    judge_ids(c, l) < 0)
 		goto oom;
-	for (size_t f = 0; f < l->n_flipped; f++)
-		(*gone)[l->flipped[f].pos] = true;
 	if (w && w->ref->numel == ids->ref->numel && w->cand->numel == ids->ref->numel) {
 		tb_cell_result *wcell = result_cell(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
 		if (!(wr = load(w->ref, err)) || !(wc = load(w->cand, err)))
 			goto out;
-		if (wcell && judge_weights(wcell, l, ir, ic, wr, wc) < 0)
+		if (wcell && judge_weights(wcell, l, *gone, ir, ic, wr, wc) < 0)
 			goto oom;
 	}
+	for (size_t f = 0; f < l->n_flipped; f++)
+		(*gone)[l->flipped[f].pos] = true;
 	rc_ = 0;
 	goto out;
 oom_or_other:

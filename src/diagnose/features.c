@@ -74,6 +74,8 @@ static void moe_where(const tb_result *r, int layer, double *v)
 	v[TB_F_MOE_IDS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_IDS);
 	v[TB_F_MOE_WEIGHTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
 	v[TB_F_MOE_EXPERTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_EXPERTS);
+	const tb_cell_result *sh = tb_result_cell(r, layer, TB_TAP_MLP_SHARED);
+	v[TB_F_MOE_SHARED_ONE_SIDE] = sh && !sh->ref != !sh->cand;
 	/* judged by its sets (compare/routing.h): the share of compared positions that agree */
 	v[TB_F_MOE_AGREE] = compared(ids) ? ids->m.allclose_frac : NAN;
 }
@@ -984,7 +986,7 @@ static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
 {
 	const tb_cell_result *sh = tb_result_cell(res, t->cell.layer, TB_TAP_MLP_SHARED);
 	int64_t S, H;
-	double err = 0, left = 0;
+	double err = 0, left = 0, *rel = NULL;
 
 	if (t->cell.id == TB_TAP_MLP && sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER) != 1 &&
 	    sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER_PROBS) != 1)
@@ -1001,7 +1003,10 @@ static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
 			c[i] -= sc[i];
 		}
 	}
-	for (uint64_t row = 0; row < n / (uint64_t)H; row++) {
+	uint64_t rows = n / (uint64_t)H, nrel = 0;
+	if (!(rel = malloc(rows * sizeof *rel)))
+		goto out;
+	for (uint64_t row = 0; row < rows; row++) {
 		const float *a = r + row * (uint64_t)H, *b = c + row * (uint64_t)H;
 		double aa = 0, ab = 0, bb = 0, dd = 0;
 		for (int64_t h = 0; h < H; h++) {
@@ -1012,9 +1017,16 @@ static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
 		}
 		err += dd;
 		left += aa > 0 ? fmax(bb - ab * ab / aa, 0) : bb;
+		if (aa > 0 && isfinite(dd))
+			rel[nrel++] = sqrt(dd / aa);
 	}
 	v[TB_F_ROW_SCALE_SHARE] = err > 0 && isfinite(err) && isfinite(left) ? 1 - fmin(left / err, 1) : NAN;
+	if (nrel) {
+		qsort(rel, nrel, sizeof *rel, cmp_double);
+		v[TB_F_ROUTED_REL_MEDIAN] = nrel % 2 ? rel[nrel / 2] : (rel[nrel / 2 - 1] + rel[nrel / 2]) / 2;
+	}
 out:
+	free(rel);
 	free(r);
 }
 
