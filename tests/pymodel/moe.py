@@ -38,6 +38,7 @@ SHARED_FFN = 128         # the shared expert's (n_shared_experts * moe_intermedi
 N_GROUP = 4              # DeepSeek-V3 n_group
 TOPK_GROUP = 2           # and topk_group
 SCALING = 2.5            # routed_scaling_factor
+TIE = 0.02               # expert 1's router row: expert 0's and this much noise
 TWIN = 0.02              # expert 1's weights: expert 0's, a fiftieth of the way to its own
 NORM_TOPK = {"mixtral": True, "qwen2": False, "deepseek": True}
 # the bugs each family can have (moe-renorm and moe-expert-order: all)
@@ -56,13 +57,14 @@ def has_experts(cfg, l):
 
 def make_weights(cfg):
     """The MoE parameters, from their own generator so that the dense
-    weights of the same seed stay.  Experts 0 and 1 get nearly the same
-    router row (1e-3 apart): their scores nearly tie at every position, so
-    a port that rounds the router's scores to bf16 flips between them where
-    they straddle the k-th place (the near-tie flips a clean bf16 port
-    shows).  Their weights are alike too (TWIN), as experts that tie on
-    every token would be: a flip changes the output by a little, not by a
-    whole other expert."""
+    weights of the same seed stay.  Expert 1's router row is expert 0's
+    and a little noise (TIE): their scores nearly tie at every position,
+    so a port whose router returns bf16 logits sometimes flips between
+    them where they straddle the k-th place (the near-tie flips a clean
+    bf16 port shows; DeepSeek's gets the same selection bias for both).
+    Their weights are alike too (TWIN), as experts that tie on every token
+    would be: a flip changes the output by a little, not by a whole other
+    expert."""
     H = cfg.hidden
     g = np.random.default_rng(cfg.seed + 104729)
     W = {}
@@ -70,8 +72,8 @@ def make_weights(cfg):
         if not has_experts(cfg, l):
             continue
         p = "l%d." % l
-        r = g.standard_normal((E, H)) / np.sqrt(H) * 2.0
-        r[1] = r[0] * (1.0 + 1e-3)
+        r = g.standard_normal((E, H)) / np.sqrt(H)
+        r[1] = r[0] + TIE * g.standard_normal(H) / np.sqrt(H)
         W[p + "router"] = r
         W[p + "egate"] = g.standard_normal((E, FFN, H)) / np.sqrt(H)
         W[p + "eup"] = g.standard_normal((E, FFN, H)) / np.sqrt(H)
@@ -117,9 +119,13 @@ def _group_limited(choice, bug):
 def route(x, W, l, cfg, bug, bf16_round):
     """(logits, probabilities, ids, weights) of layer l's router."""
     p = "l%d." % l
-    logits = x @ W[p + "router"].T
-    if bug == "dtype-precision":
-        logits = bf16_round(logits)     # a bf16 port: the router's Linear returns bf16
+    # a bf16 port (dtype-precision): its router sees bf16 hidden states;
+    # Mixtral's and Qwen2-MoE's gate is an nn.Linear in the model's dtype
+    # (bf16 logits), DeepseekV3TopkRouter scores in float32 (F.linear of
+    # hidden_states.type(torch.float32))
+    logits = (bf16_round(x) if bug == "dtype-precision" else x) @ W[p + "router"].T
+    if bug == "dtype-precision" and cfg.moe != "deepseek":
+        logits = bf16_round(logits)
     if cfg.moe == "deepseek" and bug != "moe-softmax":
         probs = 1.0 / (1.0 + np.exp(-logits))
     else:

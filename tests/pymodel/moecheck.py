@@ -16,6 +16,9 @@ DIVERGE = 1e-2
 FLIP_MARGIN = 1e-3       # tbisect(1) --flip-margin's default
 ORDER = ("router", "router_probs", "topk_ids", "topk_weights", "experts", "shared")
 SEED = {"mixtral": 11, "qwen2": 12, "deepseek": 13}
+# a clean port's seeds: the first from 11 on whose bf16 candidate flips
+# somewhere (computed from the dumps, whatever tbisect says of it)
+CLEAN_SEED = {"mixtral": 11, "qwen2": 11, "deepseek": 16}
 # the bugs of each family, and non-MoE bugs in the same models
 BUGS = {fam: [b for b in moe.CAUSE if fam in moe.FAMILY_BUGS.get(b, (fam,))] + ["rope-theta", "norm-epsilon"]
         for fam in SEED}
@@ -30,8 +33,9 @@ CLEAN = ("canonical", "dumphf")
 QWEN_SHARED = ("HF 4.x dumps Qwen2-MoE's shared expert only before its sigmoid gate (no cell): the error is the "
                "gated shared expert's, which no cell holds")
 TODO = {("qwen2", "hf4", "moe-shared"): QWEN_SHARED, ("qwen2", "hf4", "moe-shared-gate"): QWEN_SHARED}
-TODO_CLEAN = {("deepseek", "canonical"): "a selection bias and group limits decide DeepSeek's choice: a near tie of "
-              "its group scores is no near tie of its scores, and is called a disagreement"}
+DRIFT = ("bf16 drift, no flip: layer 2's routed sum is off by 1.01% (> --diverge) through the combine weights "
+         "of the router's bf16 logits")
+TODO_CLEAN = {("qwen2", "canonical"): DRIFT, ("qwen2", "dumphf"): DRIFT}
 SHAPE = ["--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--mlp", "128", "--seq", "32",
          "--layers", "3", "--vocab", "256"]
 
@@ -126,7 +130,7 @@ def run_case(tbisect, work, fam, lay, bug):
     # a clean bf16 port: model.py's dtype-precision (the residual stream
     # and the router's scores in bf16) dumped in bf16 against f32
     argv = ["--moe", fam, "--moe-layout", lay, "--bug", "dtype-precision" if clean else bug,
-            "--seed", str(SEED[fam])] + SHAPE
+            "--seed", str((CLEAN_SEED if clean else SEED)[fam])] + SHAPE
     ref, cand = os.path.join(d, "ref"), os.path.join(d, "cand.safetensors" if clean else "cand")
     cfg = model.parse(argv + [ref, cand])
     r, c = model.build(cfg)
