@@ -140,7 +140,8 @@
 	X(ROPE_SCALE_OFF, "rope_scale_off", "nats", "|ln(rope_qk_scale)|: 0 when the attention factors agree") \
 	X(ROW_SCALE_SHARE, "row_scale_share", "fraction", "target is an MoE layer's MLP output or routed experts' sum: the share of its error one scale per position explains (the shared experts' output taken off the MLP's where it is dumped and matches; 1: the combine weights scaled, 0: other rows, as from other experts)") \
 	X(ROUTED_REL_MEDIAN, "routed_rel_median", "ratio", "the median over positions of the rel_l2 of those rows (about 1.4, sqrt 2: every position's output is another's, as when every expert is another; under 1: each position keeps part of its output, as when the weights or some choices change)") \
-	X(MOE_SHARED_ONE_SIDE, "moe_shared_one_side", "bool", "the target layer's shared experts' output (mlp.shared) is dumped by one side only: the other has no shared expert") \
+	X(MOE_SHARED_ONE_SIDE, "moe_shared_one_side", "bool", "the target layer's shared experts' output (mlp.shared, or Qwen2-MoE's shared expert before its gate, mlp.shared_pre) is dumped by one side only: the other has no shared expert") \
+	X(SHARED_SCALE_SHARE, "shared_scale_share", "fraction", "target is an MoE layer's MLP output whose shared expert is dumped (mlp.shared, or mlp.shared_pre before its gate): the share of its error one factor per position times the reference's shared expert explains (1: its gate not applied, or it scaled or left out)") \
 	X(ROPE_FAST_TURN, "rope_fast_turn", "radians", "|angle| between the sides' fastest channel pair at position 1 (0: the pair turns alike; a theta change leaves it alone, scaling slows it, 1: one side does not rotate)") \
 	X(ROPE_REF_FACTOR, "rope_ref_factor", "ratio", "|attn.q_rope| / |attn.q| of the reference: the attention factor its own RoPE applies (1: none; YaRN's 0.1 ln(factor) + 1)") \
 	X(ROPE_REF_FACTOR_OFF, "rope_ref_factor_off", "nats", "|ln(rope_ref_factor)|")

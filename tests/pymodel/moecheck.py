@@ -30,9 +30,7 @@ LAYOUTS = {fam: [l for l in sorted(layouts.MOE_LAYOUTS) if not (fam == "deepseek
 CLEAN = ("canonical", "dumphf")
 # The rows tbisect still gets wrong (TAP TODO: expected failures, each
 # with why); doc/testing.md has the figures.
-QWEN_SHARED = ("HF 4.x dumps Qwen2-MoE's shared expert only before its sigmoid gate (no cell): the error is the "
-               "gated shared expert's, which no cell holds")
-TODO = {("qwen2", "hf4", "moe-shared"): QWEN_SHARED, ("qwen2", "hf4", "moe-shared-gate"): QWEN_SHARED}
+TODO = {}
 DRIFT = ("bf16 drift, no flip: layer 2's routed sum is off by 1.01% (> --diverge) through the combine weights "
          "of the router's bf16 logits")
 TODO_CLEAN = {("qwen2", "canonical"): DRIFT, ("qwen2", "dumphf"): DRIFT}
