@@ -307,6 +307,32 @@ static void exclude_logits(tb_cell_result *c, const bool *out)
 	lm->top5_overlap = overlap / (double)kept;
 }
 
+/* A cell that diverged only after the first flipped position (first), at
+ * no position by more than the flipped positions themselves (worst, their
+ * largest rel_l2 here): the later positions attended to a flipped one, so
+ * its error came sideways as well as down, and rounding, not the port, put
+ * it there.  Close, the reason saying so.  A flip at position 0 leaves no
+ * position before it to show the cell right otherwise: it stays. */
+static void judge_leak(tb_cell_result *c, int64_t first, double worst)
+{
+	const tb_metrics *m = &c->m;
+	double most = 0;
+
+	if (c->status != TB_ST_DIVERGED || c->tol.absolute || m->mismatch || c->shape_mismatch || first < 1 ||
+	    !(worst > 0) || m->first_bad_position <= first)
+		return;
+	for (int64_t p = 0; p < m->n_pos; p++)
+		if (isfinite(m->pos_rel_l2[p]))
+			most = fmax(most, m->pos_rel_l2[p]);
+	if (!(most <= worst))
+		return;
+	c->status = TB_ST_CLOSE;
+	snprintf(c->reason, sizeof c->reason,
+		 "rel_l2 %.3g, off only after the flip at position %lld and by less than the flipped positions (%.3g): "
+		 "later positions attend to them",
+		 m->rel_l2, (long long)first, worst);
+}
+
 /* A cell's metrics again without the positions in out[] (a flip upstream
  * sent them down other experts: their error is the flip's, not this
  * cell's).  Rows of cols values, position row % n_pos.  Cells with NaN or
@@ -362,12 +388,19 @@ static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *o
 	}
 	tb_tensor_release(pr->ref);
 	tb_tensor_release(pr->cand);
-	for (int64_t p = 0; p < np; p++)
-		if (out[p])
-			c->m.pos_rel_l2[p] = c->m.pos_cos[p] = c->m.pos_norm_ratio[p] = NAN;
+	int64_t first = -1;
+	double worst = 0;
+	for (int64_t p = 0; p < np; p++) {
+		if (!out[p])
+			continue;
+		first = first < 0 ? p : first;
+		worst = fmax(worst, isfinite(c->m.pos_rel_l2[p]) ? c->m.pos_rel_l2[p] : 0);
+		c->m.pos_rel_l2[p] = c->m.pos_cos[p] = c->m.pos_norm_ratio[p] = NAN;
+	}
 	c->excluded_positions = dropped;
 	exclude_logits(c, out);
 	resums_finish(&s, c, kept);
+	judge_leak(c, first, worst);
 	free(kept);
 	free(a);
 	free(b);

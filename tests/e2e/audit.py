@@ -151,6 +151,17 @@ def audit_cells(path, rep):
             if st != "diverged" or m.group(1) != g3(kl) or not kl > t["max_kl"] or rel > t["diverge"]:
                 fail(path, "%s: %r against KL %r, rel_l2 %r, status %s" % (name, why, kl, rel, st))
             continue
+        m = re.fullmatch(r"rel_l2 (\S+), off only after the flip at position (\d+) and by less than the flipped "
+                         r"positions \((\S+)\): later positions attend to them", why)
+        if m:
+            # a flip's error through attention (tbisect-dumps(5)): the first flipped position upstream
+            at = c["layer"] if c["layer"] is not None else float("inf")
+            flips = [p for l in rep.get("routing") or [] if l["layer"] <= at for p, _ in l["flipped"]]
+            first = c.get("first_bad_position")
+            if (st != "close" or m.group(1) != g3(rel) or not flips or int(m.group(2)) != min(flips) or
+                    int(m.group(2)) < 1 or (first is not None and first <= int(m.group(2)))):
+                fail(path, "%s: %r against flips %r, first bad %r, status %s" % (name, why, flips, first, st))
+            continue
         if rel > t["diverge"]:
             fail(path, "%s: rel_l2 %r above diverge but %r (%s)" % (name, rel, why, st))
             continue
