@@ -89,6 +89,51 @@ static double kth_gap(float *row, int64_t e, int64_t k, double *scale)
 	return (double)row[k - 1] - (double)row[k];
 }
 
+/* Does the reference choose other experts than its k best scores at some
+ * position (a selection bias, or group limits, as DeepSeek-V3's router)?
+ * Then the gap between its k-th and (k+1)-th score says nothing of how
+ * near its choice was. */
+static bool choice_not_topk(const float *ir, const float *scores, int64_t positions, int64_t e, int64_t k)
+{
+	for (int64_t p = 0; p < positions && k < e; p++) {
+		const float *row = scores + p * e;
+		for (int64_t i = 0; i < k; i++) {
+			int64_t id = (int64_t)ir[p * k + i], above = 0;
+			if (id < 0 || id >= e)
+				return false;
+			for (int64_t j = 0; j < e; j++)
+				above += row[j] > row[id];
+			if (above >= k)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* How far the candidate's scores at one position moved toward its own
+ * choice: its experts' rise less the reference's experts' (the ones the
+ * other side did not choose).  Rounding that reversed a near choice must
+ * have moved them so; a port choosing otherwise from the same scores has
+ * not. */
+static double toward(const float *ir, const float *ic, const float *sr, const float *sc, int64_t k, int64_t e)
+{
+	double d = 0;
+
+	for (int64_t i = 0; i < k; i++) {
+		int64_t a = (int64_t)ir[i], b = (int64_t)ic[i];
+		bool a_kept = false, b_shared = false;
+		for (int64_t j = 0; j < k; j++) {
+			a_kept = a_kept || ic[j] == ir[i];
+			b_shared = b_shared || ir[j] == ic[i];
+		}
+		if (!a_kept && a >= 0 && a < e)
+			d -= (double)sc[a] - sr[a];
+		if (!b_shared && b >= 0 && b < e)
+			d += (double)sc[b] - sr[b];
+	}
+	return d;
+}
+
 static int add_pos(tb_routed_pos **v, size_t *n, int64_t pos, double gap)
 {
 	tb_routed_pos *w = realloc(*v, (*n + 1) * sizeof **v);
@@ -253,13 +298,21 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const boo
 	return 0;
 }
 
-/* One layer's routing from its ids, and the reference's router scores
- * (router, or NULL) of e experts. */
-static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, float *router, int64_t e,
-		       double router_err, double margin, const bool *gone)
+/* One layer's routing from its ids, and the two sides' router scores
+ * (router and cand, or NULL) of e experts.  A differing position is a
+ * flip at a near tie of the reference's k-th gap; and, where the
+ * reference chooses other experts than its best scores somewhere
+ * (choice_not_topk: that gap is not its choice's), when the router has
+ * not diverged and its scores there moved toward the candidate's choice
+ * (the gap reported is then how far). */
+static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, float *router, const float *cand,
+		       int64_t e, double router_err, double margin, const bool *gone)
 {
+	bool biased = router && cand && choice_not_topk(ir, router, l->positions, e, l->k);
+
 	for (int64_t p = 0; p < l->positions; p++) {
 		double gap = NAN, scale = 0;
+		bool tie;
 		if (gone[p]) {
 			l->excluded++;
 			continue;
@@ -268,9 +321,14 @@ static int route_layer(tb_routing_layer *l, const float *ir, const float *ic, fl
 			l->agree++;
 			continue;
 		}
+		double moved = biased ? toward(ir + p * l->k, ic + p * l->k, router + p * e, cand + p * e, l->k, e) : NAN;
 		if (router)
 			gap = kth_gap(router + p * e, e, l->k, &scale);
-		bool tie = gap <= margin * scale || gap <= ROUTER_ERROR_TIES * router_err;
+		tie = gap <= margin * scale || gap <= ROUTER_ERROR_TIES * router_err;
+		if (!tie && router_err > 0 && moved > 0) {
+			tie = true;
+			gap = moved;
+		}
 		if (tie ? add_pos(&l->flipped, &l->n_flipped, p, gap) < 0
 			: add_pos(&l->disagree, &l->n_disagree, p, gap) < 0)
 			return -1;
@@ -414,7 +472,7 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 	const tb_pair *rt = whole_pair(p, layer, TB_TAP_MLP_ROUTER);
 	tb_cell_result *rc = result_cell(r, layer, rt ? TB_TAP_MLP_ROUTER : TB_TAP_MLP_ROUTER_PROBS);
 	tb_cell_result *c = result_cell(r, layer, TB_TAP_MLP_TOPK_IDS);
-	float *ir = NULL, *ic = NULL, *scores = NULL, *wr = NULL, *wc = NULL;
+	float *ir = NULL, *ic = NULL, *scores = NULL, *cscores = NULL, *wr = NULL, *wc = NULL;
 	int64_t k = ids->ref->ndim ? ids->ref->shape[ids->ref->ndim - 1] : 0, e = 0;
 	int rc_ = -1;
 
@@ -432,6 +490,8 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 	if (rt && rt->ref->ndim && (e = rt->ref->shape[rt->ref->ndim - 1]) > 0 &&
 	    rt->ref->numel == (uint64_t)(e * l->positions) && !(scores = load(rt->ref, err)))
 		goto out;
+	if (scores && rt->cand->numel == rt->ref->numel && !(cscores = load(rt->cand, err)))
+		goto out;
 	if (!*gone) {
 		*gone = calloc((size_t)l->positions, sizeof **gone);
 		*n_gone = l->positions;
@@ -445,8 +505,8 @@ static int compare_layer(const tb_pairing *p, tb_result *r, int layer, double ma
 			goto out;
 	}
 	/* the router's own error is noise only while it agrees: a diverged router's is the port's */
-	if (route_layer(l, ir, ic, scores, e, rc && scores && rc->status != TB_ST_DIVERGED ? rc->m.max_abs : 0, margin,
-			*gone) < 0 ||
+	if (route_layer(l, ir, ic, scores, cscores, e, rc && scores && rc->status != TB_ST_DIVERGED ? rc->m.max_abs : 0,
+			margin, *gone) < 0 ||
 	    judge_ids(c, l) < 0)
 		goto oom;
 	if (w && w->ref->numel == ids->ref->numel && w->cand->numel == ids->ref->numel) {
@@ -471,6 +531,7 @@ out:
 	free(ir);
 	free(ic);
 	free(scores);
+	free(cscores);
 	free(wr);
 	free(wc);
 	return rc_;
