@@ -76,6 +76,14 @@ static void moe_where(const tb_result *r, int layer, double *v)
 	v[TB_F_MOE_IDS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_IDS);
 	v[TB_F_MOE_WEIGHTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_TOPK_WEIGHTS);
 	v[TB_F_MOE_EXPERTS_OK] = sibling_ok(r, layer, TB_TAP_MLP_EXPERTS);
+	/* DeepSeek's shared experts, or Qwen2-MoE's shared expert before its gate */
+	const tb_cell_result *sh = tb_result_cell(r, layer, TB_TAP_MLP_SHARED);
+	tb_cell se;
+	long k;
+	tb_cell_make(&se, layer, "mlp.shared_pre");
+	k = tb_result_find(r, &se);
+	v[TB_F_MOE_SHARED_ONE_SIDE] = (sh && !sh->ref != !sh->cand) ||
+				      (k >= 0 && !r->cells[k].ref != !r->cells[k].cand);
 	/* judged by its sets (compare/routing.h): the share of compared positions that agree */
 	v[TB_F_MOE_AGREE] = compared(ids) ? ids->m.allclose_frac : NAN;
 }
@@ -978,6 +986,158 @@ static void rope_features(const tb_result *r, const tb_cell_result *t, int head_
 	}
 }
 
+/* Reads cell c's two sides, [n] floats each, into r and c: false when
+ * they cannot be read. */
+static bool read_pair(const tb_cell_result *c, uint64_t n, float *r, float *cd)
+{
+	tb_err err;
+
+	if (c->ref->numel != n || c->cand->numel != n || tb_tensor_acquire(c->ref, &err) < 0)
+		return false;
+	if (tb_tensor_acquire(c->cand, &err) < 0) {
+		tb_tensor_release(c->ref);
+		return false;
+	}
+	tb_tensor_read_f32(c->ref, 0, n, r);
+	tb_tensor_read_f32(c->cand, 0, n, cd);
+	tb_tensor_release(c->ref);
+	tb_tensor_release(c->cand);
+	return true;
+}
+
+/* A layer's free sub-tap cell by name (Qwen2-MoE's mlp.shared_pre),
+ * when both sides dumped it. */
+static const tb_cell_result *named_cell(const tb_result *r, int layer, const char *tap)
+{
+	tb_cell c;
+	long k;
+
+	tb_cell_make(&c, layer, tap);
+	k = tb_result_find(r, &c);
+	return k >= 0 && compared(&r->cells[k]) ? &r->cells[k] : NULL;
+}
+
+/* The shared expert's part of an MoE layer's MLP output on each side, n
+ * values each into sr and sc, and the reference's shared expert itself
+ * (before any gate) into q: DeepSeek's mlp.shared, or Qwen2-MoE's
+ * mlp.shared_pre times the sigmoid of its mlp.shared_gate
+ * ([S, 1]).  gated: its parts match (or are close), so that sr and sc
+ * are what each side adds; false when only q is known. */
+static bool shared_part(const tb_result *res, int layer, uint64_t n, int64_t H, float *sr, float *sc, float *q,
+			bool *gated)
+{
+	const tb_cell_result *sh = tb_result_cell(res, layer, TB_TAP_MLP_SHARED);
+	const tb_cell_result *se = named_cell(res, layer, "mlp.shared_pre");
+	const tb_cell_result *sg = named_cell(res, layer, "mlp.shared_gate");
+	uint64_t rows = n / (uint64_t)H;
+
+	if (compared(sh) && read_pair(sh, n, sr, sc)) {
+		memcpy(q, sr, n * sizeof *q);
+		*gated = ok_status(sh);
+		return true;
+	}
+	if (!se || !read_pair(se, n, sr, sc))
+		return false;
+	memcpy(q, sr, n * sizeof *q);
+	*gated = false;
+	if (!sg || sg->ref->numel != rows || !ok_status(se) || !ok_status(sg))
+		return true;
+	float *g = malloc(2 * rows * sizeof *g);
+	if (!g || !read_pair(sg, rows, g, g + rows)) {
+		free(g);
+		return true;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		sr[i] *= (float)(1 / (1 + exp(-(double)g[i / (uint64_t)H])));
+		sc[i] *= (float)(1 / (1 + exp(-(double)g[rows + i / (uint64_t)H])));
+	}
+	free(g);
+	*gated = true;
+	return true;
+}
+
+/* The share of the rows' error d one factor per position times the rows q
+ * explains. */
+static double scaled_share(const float *d, const float *q, uint64_t rows, int64_t H)
+{
+	double err = 0, explained = 0;
+
+	for (uint64_t row = 0; row < rows; row++) {
+		const float *a = d + row * (uint64_t)H, *b = q + row * (uint64_t)H;
+		double dd = 0, dq = 0, qq = 0;
+		for (int64_t h = 0; h < H; h++) {
+			dd += (double)a[h] * a[h];
+			dq += (double)a[h] * b[h];
+			qq += (double)b[h] * b[h];
+		}
+		err += dd;
+		explained += qq > 0 ? dq * dq / qq : 0;
+	}
+	return err > 0 && isfinite(err) && isfinite(explained) ? fmin(explained / err, 1) : NAN;
+}
+
+/* row_scale_share and routed_rel_median: how much of an MoE layer's
+ * routed output error one factor per position explains, and how much of
+ * each position's output is lost.  Top-k renormalisation toggled, a
+ * routed scaling factor skipped or doubled scale each position's weighted
+ * sum as a whole; a choice or weights changed at some positions leave the
+ * others; experts permuted give other rows everywhere.  At the MLP output
+ * a matching shared expert's part is taken off first (the sum of the two
+ * is no scaled copy of the other side's), and shared_scale_share measures
+ * the error against the shared expert itself: a gate not applied, or a
+ * shared expert scaled or left out, moves each position by a multiple of
+ * it. */
+static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
+{
+	int64_t S, H;
+	double err = 0, left = 0, *rel = NULL;
+	bool gated = false;
+
+	if (t->cell.id == TB_TAP_MLP && sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER) != 1 &&
+	    sibling_ok(res, t->cell.layer, TB_TAP_MLP_ROUTER_PROBS) != 1)
+		return; /* no router matched: no MoE layer known */
+	if (tb_cell_partial(t) || t->m.estimated || !rows_of(t, &S, &H))
+		return;
+	uint64_t n = t->ref->numel, rows = n / (uint64_t)H, nrel = 0;
+	float *r = malloc(6 * n * sizeof *r), *c = r ? r + n : NULL, *sr = r ? r + 2 * n : NULL, *sc = sr ? sr + n : NULL;
+	float *q = sc ? sc + n : NULL, *d = q ? q + n : NULL;
+	if (!r || !read_pair(t, n, r, c))
+		goto out;
+	if (t->cell.id == TB_TAP_MLP && shared_part(res, t->cell.layer, n, H, sr, sc, q, &gated)) {
+		for (uint64_t i = 0; i < n; i++)
+			d[i] = c[i] - r[i];
+		v[TB_F_SHARED_SCALE_SHARE] = scaled_share(d, q, rows, H);
+		for (uint64_t i = 0; gated && i < n; i++) {
+			r[i] -= sr[i];
+			c[i] -= sc[i];
+		}
+	}
+	if (!(rel = malloc(rows * sizeof *rel)))
+		goto out;
+	for (uint64_t row = 0; row < rows; row++) {
+		const float *a = r + row * (uint64_t)H, *b = c + row * (uint64_t)H;
+		double aa = 0, ab = 0, bb = 0, dd = 0;
+		for (int64_t h = 0; h < H; h++) {
+			aa += (double)a[h] * a[h];
+			ab += (double)a[h] * b[h];
+			bb += (double)b[h] * b[h];
+			dd += ((double)b[h] - a[h]) * ((double)b[h] - a[h]);
+		}
+		err += dd;
+		left += aa > 0 ? fmax(bb - ab * ab / aa, 0) : bb;
+		if (aa > 0 && isfinite(dd))
+			rel[nrel++] = sqrt(dd / aa);
+	}
+	v[TB_F_ROW_SCALE_SHARE] = err > 0 && isfinite(err) && isfinite(left) ? 1 - fmin(left / err, 1) : NAN;
+	if (nrel) {
+		qsort(rel, nrel, sizeof *rel, cmp_double);
+		v[TB_F_ROUTED_REL_MEDIAN] = nrel % 2 ? rel[nrel / 2] : (rel[nrel / 2 - 1] + rel[nrel / 2]) / 2;
+	}
+out:
+	free(rel);
+	free(r);
+}
+
 void tb_features_compute(const tb_diag_input *in, long target, double *v)
 {
 	const tb_result *r = in->result;
@@ -1039,6 +1199,8 @@ void tb_features_compute(const tb_diag_input *in, long target, double *v)
 		tie_features(in, v);
 	if (v[TB_F_AT_LOGITS] == 1 && !tb_cell_partial(t) && !t->ref->sketch && !t->cand->sketch)
 		softcap_features(in, t, v);
+	if ((t->cell.id == TB_TAP_MLP || t->cell.id == TB_TAP_MLP_EXPERTS) && !t->ref->sketch && !t->cand->sketch)
+		row_scale(r, t, v);
 }
 
 /* Feature i's span: [a, b], widened to hold its estimate v[i]. */

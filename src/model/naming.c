@@ -106,6 +106,10 @@ const tb_convention tb_conventions[] = {
 	{"model.layers.{N}.feed_forward.experts", "mlp.experts"},
 	{"model.layers.{N}.mlp.shared_experts", "mlp.shared"},
 	{"model.layers.{N}.feed_forward.shared_expert", "mlp.shared"},
+	/* Qwen2-MoE's shared expert before its sigmoid gate, and the gate's
+	 * logit ([S, 1]): cells of their own, never mlp.shared */
+	{"model.layers.{N}.mlp.shared_expert", "mlp.shared_pre"},
+	{"model.layers.{N}.mlp.shared_expert_gate", "mlp.shared_gate"},
 	{"model.layers.{N}.block_sparse_moe", "mlp"},
 	{"model.layers.{N}.feed_forward", "mlp"},
 	{"model.layers.{N}.mlp", "mlp"},

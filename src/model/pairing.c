@@ -235,7 +235,9 @@ static bool gate_is_router(const side_vec *sd, const tb_tree *tree, const mapped
 #define PROB_ROWS 8
 
 /* Are t's first rows probabilities: finite, non-negative, each summing to
- * 1?  (transformers v5 routers return them where 4.x returned logits.) */
+ * 1 up to its dtype's rounding (bf16 rounds each of them by up to 2^-8 of
+ * itself: the sum by up to that)?  (transformers v5 routers return them
+ * where 4.x returned logits.) */
 static bool rows_are_probabilities(tb_tensor *t)
 {
 	int64_t e = last_dim(t);
@@ -243,6 +245,7 @@ static bool rows_are_probabilities(tb_tensor *t)
 	float *v;
 	tb_err err;
 	bool probs = true;
+	double tol = 1e-3 + tb_dtype_rounding(t->dtype);
 
 	if (e <= 1 || !rows || t->partial || t->sketch)
 		return false;
@@ -261,7 +264,7 @@ static bool rows_are_probabilities(tb_tensor *t)
 			probs = probs && x >= 0 && x <= 1;
 			sum += x;
 		}
-		probs = probs && sum > 1 - 1e-3 && sum < 1 + 1e-3;
+		probs = probs && sum > 1 - tol && sum < 1 + tol;
 	}
 	free(v);
 	return probs;

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model  # noqa: E402
+import moecheck  # noqa: E402
 
 DIVERGE = 1e-2
 MAX_KL = 0.015
@@ -145,8 +146,10 @@ def make_case(bug, fmts, seed, shape, work):
 def main():
     tbisect, work = sys.argv[1], sys.argv[2]
     # the RoPE scaling bugs need their model flags and the query after RoPE: tests/e2e/rope_scaling.sh
-    cases = [(b, v, VARIANTS[v]) for v in VARIANTS for b in model.BUGS if b not in model.ROPE_BUGS] + LONG
-    print("1..%d" % sum(4 if c[2].get("replay") else 3 for _, _, c in cases))
+    # the MoE bugs need --moe: moecheck's rows
+    cases = [(b, v, VARIANTS[v]) for v in VARIANTS for b in model.BUGS
+             if b not in model.ROPE_BUGS and b not in moecheck.moe.CAUSE] + LONG
+    print("1..%d" % (sum(4 if c[2].get("replay") else 3 for _, _, c in cases) + 2 * len(moecheck.cases())))
     n = 0
     for bug, var, (fmts, seed, shape) in cases:
         fmts = fmts if isinstance(fmts, tuple) else (fmts, fmts)
@@ -214,6 +217,7 @@ def main():
                     [c.get("confirmed") for c in rep.get("causes", [])[:2]]))
         sys.stdout.flush()
         shutil.rmtree(d)
+    moecheck.tap_lines(tbisect, work, n)
 
 
 if __name__ == "__main__":

@@ -237,3 +237,134 @@ def hfdebug(out, taps, cfg=None):
 
 WRITERS = {"hfdebug": hfdebug, "modular": modular, "modular-max": lambda o, t, c: modular(o, t, max_side=True),
            "v5": lambda o, t, c: v5(o, t), "v5-tower-bug": lambda o, t, c: v5(o, t, tower_bug=True), "flax": flax, "flax-tree": flax_tree, "flax-scan": flax_scan}
+
+
+# Mixture-of-experts models (model.py --moe): the names and shapes each
+# tool's hooks give an MoE layer's tensors.  A layout is a function of
+# (canonical MoE taps of layer N, N, family) -> {raw name: (its tap, array)}; the
+# dense taps keep Hugging Face's module paths in every layout.
+save_npy = _save
+
+MOE_HF_DENSE = {"attn_norm": "input_layernorm", "attn": "self_attn", "mlp_norm": "post_attention_layernorm",
+                "mlp": "mlp", "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj", "mlp.down": "mlp.down_proj",
+                "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj", "attn.v": "self_attn.v_proj",
+                "attn.o": "self_attn.o_proj"}
+
+
+def _moe_canonical(t, n, fam):
+    """The model's own canonical names, every MoE sub-tap of the
+    list (tbisect-dumps(5), Mixture of experts), as mkdemo writes them."""
+    out = {"layers.%d.mlp.%s" % (n, k): ("mlp." + k, t[k]) for k in
+           ("router", "router_probs", "topk_ids", "topk_weights", "experts", "shared") if k in t}
+    out["model.layers.%d.mlp" % n] = ("mlp", t["mlp"])
+    return out
+
+
+def _flat(a):
+    """[1, S, X] -> [S, X]: the 4.x blocks call their router and experts on
+    hidden_states.view(-1, hidden_dim)."""
+    return a[0]
+
+
+def _moe_hf4(t, n, fam):
+    """Module-output hooks on transformers 4.x (a hook keeps a tuple
+    output's first tensor):
+      modeling_mixtral.py MixtralSparseMoeBlock.forward: hidden_states.view(
+        -1, hidden_dim); router_logits = self.gate(hidden_states) [S, E];
+        returns (final_hidden_states [B, S, H], router_logits).
+      modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock.forward: the same, and
+        shared_expert_output = self.shared_expert(hidden_states) [S, H]
+        BEFORE F.sigmoid(self.shared_expert_gate(hidden_states)) [S, 1]
+        scales it: neither is the shared expert's contribution.
+      modeling_deepseek_v3.py (4.5x) DeepseekV3MoE.forward: topk_indices,
+        topk_weights = self.gate(hidden_states), DeepseekV3TopkRouter
+        viewing hidden_states as [S, H]: the gate's hook sees (ids,
+        weights), not logits, and keeps the ids; shared_experts(residuals)
+        [B, S, H]."""
+    b = "model.layers.%d.%s" % (n, "block_sparse_moe" if fam == "mixtral" else "mlp")
+    out = {b: ("mlp", t["mlp"])}
+    if fam == "deepseek":
+        out[b + ".gate"] = ("mlp.router", _flat(t["topk_ids"]))
+        if "shared" in t:
+            out[b + ".shared_experts"] = ("mlp.shared", t["shared"])
+    else:
+        out[b + ".gate"] = ("mlp.router", _flat(t["router"]))
+    if fam == "qwen2" and "shared_pre" in t:
+        out[b + ".shared_expert"] = (None, _flat(t["shared_pre"]))
+        out[b + ".shared_expert_gate"] = (None, _flat(t["shared_gate"]))
+    return out
+
+
+def _moe_v5(t, n, fam):
+    """Module-output hooks on transformers 5 (first tensor of a tuple):
+    the routers are modules of their own returning (router_logits after the
+    softmax, i.e. probabilities [S, E], top-k weights, top-k ids)
+    (MixtralTopKRouter, Qwen2MoeTopKRouter), and self.experts(hidden_states,
+    top_k_index, top_k_weights) is one module returning the weighted sum
+    [S, H]; DeepseekV3TopkRouter returns the raw logits (F.linear in
+    float32) and DeepseekV3MoE.route_tokens_to_experts picks outside any
+    module.  Qwen2-MoE's `expert_output += shared_expert_output` runs after
+    the experts' hook: a hook that keeps the tensor without a copy stores
+    the block; these hooks copy."""
+    b = "model.layers.%d.%s" % (n, "block_sparse_moe" if fam == "mixtral" else "mlp")
+    out = {b: ("mlp", t["mlp"]), b + ".experts": ("mlp.experts", _flat(t["experts"]))}
+    out[b + ".gate"] = ("mlp.router", _flat(t["router"])) if fam == "deepseek" else (
+        "mlp.router_probs", _flat(t["router_probs"]))
+    if fam == "qwen2" and "shared_pre" in t:
+        out[b + ".shared_expert"] = (None, _flat(t["shared_pre"]))
+        out[b + ".shared_expert_gate"] = (None, _flat(t["shared_gate"]))
+    if fam == "deepseek" and "shared" in t:
+        out[b + ".shared_experts"] = ("mlp.shared", t["shared"])
+    return out
+
+
+def _moe_dumphf(t, n, fam):
+    """samples/dumpers/dump_hf.py with sub=True on transformers 5
+    (_hook_moe): BLOCK.gate the router's first tensor (probabilities),
+    BLOCK.selected_experts and BLOCK.routing_weights from the router's
+    (.., weights, ids) at the block's [B, S, k], BLOCK.experts the experts
+    module's output.  Not for DeepSeek-V3: its router returns the logits
+    alone and the block's first torch.topk is over the group scores, so
+    dump_hf.py records those (see its _topk_recorder)."""
+    b = "model.layers.%d.%s" % (n, "block_sparse_moe" if fam == "mixtral" else "mlp")
+    return {b: ("mlp", t["mlp"]), b + ".gate": ("mlp.router_probs", _flat(t["router_probs"])),
+            b + ".selected_experts": ("mlp.topk_ids", t["topk_ids"]),
+            b + ".routing_weights": ("mlp.topk_weights", t["topk_weights"]),
+            b + ".experts": ("mlp.experts", _flat(t["experts"]))}
+
+
+MOE_LAYOUTS = {"canonical": _moe_canonical, "hf4": _moe_hf4, "v5": _moe_v5, "dumphf": _moe_dumphf}
+
+
+def moe_names(taps, layout, fam, cells=None):
+    """{raw name: array} of an MoE model's taps (canonical [1, S, X]); cells,
+    when given, gets {raw name: the canonical name of its cell} (None: a
+    tensor no cell stands for)."""
+    out = {}
+    for k, a in taps.items():
+        if k == "tokens":
+            out["tokens"] = a
+        elif k == "embed":
+            out["model.embed_tokens"] = a
+        elif k == "final_norm":
+            out["model.norm"] = a
+        elif k == "logits":
+            out["lm_head"] = a
+        elif k.startswith("layers."):
+            _, n, tap = k.split(".", 2)
+            if tap == "block":
+                out["model.layers.%s" % n] = a
+            elif tap in MOE_HF_DENSE and not (
+                    "layers.%s.mlp.router" % n in taps and (tap == "mlp" or tap.startswith("mlp."))):
+                out["model.layers.%s.%s" % (n, MOE_HF_DENSE[tap])] = a
+    for n in _layers(taps):
+        p = "layers.%d.mlp" % n
+        if p + ".router" not in taps:
+            continue
+        t = {k[len(p) + 1:]: a for k, a in taps.items() if k.startswith(p + ".")}
+        t["mlp"] = taps[p]
+        for raw, (tap, a) in MOE_LAYOUTS[layout](t, n, fam).items():
+            out[raw] = a
+            if cells is not None:
+                cells[raw] = tap and "layers.%d.%s" % (n, tap)
+    return out

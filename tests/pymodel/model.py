@@ -53,6 +53,7 @@ import sys
 import numpy as np
 
 import layouts
+import moe as moe_block
 
 BUGS = [
     "none", "tokenizer", "embedding-weights", "embedding-scale",
@@ -74,6 +75,9 @@ ROPE_BUGS = {
     "nope-inverted": "nope-layers",
 }
 BUGS += list(ROPE_BUGS)
+# Mixture-of-experts bugs (--moe; moe.py), the names mkdemo gives them
+BUGS += ["moe-softmax", "moe-renorm", "moe-scaling", "moe-bias-weights", "moe-group", "moe-expert-order",
+         "moe-shared", "moe-shared-gate"]
 
 REF_EPS = 1e-6
 CAND_EPS = 1e-5          # norm-epsilon candidate
@@ -152,6 +156,8 @@ def make_weights(cfg, rng):
         W[p + "bias"] = rng.standard_normal(H)       # only used by mlp-bias
     W["final_norm"] = 1.0 + 0.2 * rng.standard_normal(H)
     W["lm_head"] = rng.standard_normal((V, H)) / np.sqrt(H)
+    if cfg.moe:
+        W.update(moe_block.make_weights(cfg))
     extra = np.random.default_rng(cfg.seed + 7919)
     for l in range(L):
         W["l%d.sinks" % l] = 0.5 + extra.standard_normal(nh)
@@ -352,6 +358,8 @@ def mlp(x, W, l, cfg, bug, sub=None):
     p = "l%d." % l
     if sub is None:
         sub = {}
+    if moe_block.has_experts(cfg, l):
+        return moe_block.forward(x, W, l, cfg, bug, sub, bf16_round)
     if bug == "nan-overflow" and l == 1:
         f16 = np.float16
         with np.errstate(over="ignore", invalid="ignore"):
@@ -393,7 +401,7 @@ def forward(cfg, W, tokens, bug, subtaps=False):
     plus1 = bug == "norm-formulation"
     rnd = bf16_round if bug == "dtype-precision" else (lambda a: a)
     taps = {}
-    sub = {} if subtaps or cfg.replay else None
+    sub = {} if subtaps or cfg.replay or cfg.moe else None
     E = W["embed"]
     if bug == "embedding-weights":
         h = E[(tokens + 1) % cfg.vocab]
@@ -444,7 +452,8 @@ def forward(cfg, W, tokens, bug, subtaps=False):
         for l in range(1, L):
             taps["layers.%d.mlp" % l] = taps["layers.0.mlp"]
     if sub:
-        taps.update({k: v for k, v in sub.items() if cfg.replay or k.rsplit(".", 1)[1] not in REPLAY_TAPS})
+        taps.update({k: v for k, v in sub.items() if k.rsplit(".", 1)[1] in moe_block.TAPS or (
+            (subtaps or cfg.replay) and (cfg.replay or k.rsplit(".", 1)[1] not in REPLAY_TAPS))})
     return taps
 
 
@@ -516,13 +525,20 @@ def write_safetensors(out, tensors, bf16):
 def package(taps, tokens):
     t = {}
     for k, v in taps.items():
-        t[k] = np.asarray(v, dtype=np.float32)[None]
+        t[k] = np.asarray(v, dtype=np.int64 if v.dtype == np.int64 else np.float32)[None]
     t["tokens"] = tokens[None].astype(np.int64)
     return t
 
 
 def write(out, fmt, tensors, layout=None, cfg=None):
-    if layout:
+    if cfg is not None and cfg.moe:
+        named = layouts.moe_names(tensors, cfg.moe_layout, cfg.moe)
+        if fmt == "npy":
+            for name, a in named.items():
+                layouts.save_npy(out, name.replace(".", "/") + ".npy", a)
+        else:
+            write_safetensors(out, named, fmt == "bf16")
+    elif layout:
         layouts.WRITERS[layout](out, tensors, cfg)
     elif fmt == "npy":
         write_npy_tree(out, tensors)
@@ -588,6 +604,10 @@ def parse(argv=None):
                     help="also dump HF Linear outputs q/k/v/o_proj (q/k/v pre-RoPE) and gate/up/down_proj")
     ap.add_argument("--replay", action="store_true",
                     help="--subtaps and the replay taps: attn.q_rope, attn.k_rope, attn.core, mlp.act")
+    ap.add_argument("--moe", choices=sorted(moe_block.NORM_TOPK),
+                    help="every MLP a mixture of experts (deepseek: all but layer 0), of this router family")
+    ap.add_argument("--moe-layout", default="canonical", choices=sorted(layouts.MOE_LAYOUTS),
+                    help="the names and shapes an MoE model's taps are dumped under (tests/pymodel/layouts.py)")
     ap.add_argument("--layout", choices=sorted(layouts.WRITERS),
                     help="write both sides as this tool does (tests/pymodel/layouts.py)")
     ap.add_argument("--cand-layout", choices=sorted(layouts.WRITERS),
@@ -600,6 +620,11 @@ def parse(argv=None):
     if cfg.layers < 2:
         ap.error("need at least 2 layers")
     imply(cfg, ap)
+    fams = moe_block.FAMILY_BUGS.get(cfg.bug, tuple(moe_block.NORM_TOPK))
+    if cfg.bug in moe_block.CAUSE and cfg.moe not in fams:
+        ap.error("%s needs --moe %s" % (cfg.bug, " or ".join(fams)))
+    if cfg.moe and (cfg.layout or cfg.cand_layout):
+        ap.error("--moe writes its own layouts: --moe-layout")
     return cfg
 
 
