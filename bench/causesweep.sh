@@ -31,7 +31,8 @@ impl, dt, seed, seq, taps, bug, want, path = sys.argv[1:9]
 # the cause ids of the bugs not named after theirs
 cause = {"tokenizer-bos": "tokenizer", "moe-softmax": "moe-routing", "moe-renorm": "moe-routing",
          "moe-scaling": "moe-routing", "moe-expert-order": "expert-mapping", "moe-shared": "shared-expert",
-         "sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "oai-plus-one": "mlp-activation",
+         "sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "sinks-wrong": "attention-sink",
+         "softcap-wrong": "final-softcap", "oai-plus-one": "mlp-activation",
          "oai-clamp": "mlp-activation", "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling",
          "rope-llama3": "rope-scaling", "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling",
          "yarn-ramp": "yarn-scaling", "nope-inverted": "nope-layers",

@@ -1280,9 +1280,22 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 		snprintf(v[n++].name, sizeof v->name, "no logit soft-capping (the reference: %g)", c0->softcap);
 	}
 	if (c0->sinks) {
+		core_cfg bare = *c0;
 		v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_SINK, "", 0, false};
 		v[n].cfg.sinks = NULL;
 		snprintf(v[n++].name, sizeof v->name, "no attention sinks (the reference: learned, fitted per head)");
+		/* sinks of other values: the side's own, fitted as the reference's
+		 * were (not on the side they were fitted on, whose array they are) */
+		bare.sinks = NULL;
+		if (s->sinks != c0->sinks && fit_sinks(s, &bare)) {
+			int h = 0;
+			for (int i = 1; i < nh; i++)
+				h = fabs(s->sinks[i] - c0->sinks[i]) > fabs(s->sinks[h] - c0->sinks[h]) ? i : h;
+			v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_SINK, "", 0, false};
+			v[n].cfg.sinks = s->sinks;
+			snprintf(v[n++].name, sizeof v->name, "attention sinks of other values (head %d: %.3g, the reference: %.3g)", h,
+				 s->sinks[h], c0->sinks[h]);
+		}
 	} else if (fit_sinks(s, c0)) {
 		v[n] = (core_variant){*c0, TB_CAUSE_ATTENTION_SINK, "", 0, false};
 		v[n].cfg.sinks = s->sinks;

@@ -56,9 +56,10 @@ REPLAYED = {"rope-style", "rope-theta", "rotate-half-sign", "partial-rope", "qk-
             "decode-position", "gqa-repeat", "softmax-scale", "attention-mask", "sliding-window",
             "mlp-activation", "mlp-gating", "embedding-scale", "norm-formulation", "norm-epsilon",
             "scale-multiplier", "residual-wiring", "final-norm",
-            "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp"}
+            "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp", "sinks-wrong", "softcap-wrong"}
 # The bugs whose cause id is not their name.
 CAUSE = {"sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "oai-plus-one": "mlp-activation",
+         "sinks-wrong": "attention-sink", "softcap-wrong": "final-softcap",
          "oai-clamp": "mlp-activation"}
 # Faults tbisect ranks together with rope-style (their signatures alike, tbisect-rules(5)).
 WITHIN = {"rotate-half-sign": 3, "partial-rope": 3}

@@ -34,13 +34,15 @@ Choices that make a bug visible:
   * dump-aliasing: the mlp (and down_proj) taps hold the block, the
     residual sum added into them in place after the hook kept a reference.
   * --sinks (gpt-oss): a sink logit per layer and head, N(0.5, 1), joins
-    each softmax row as a last column, dropped after it (sinks-dropped).
+    each softmax row as a last column, dropped after it (sinks-dropped);
+    sinks-wrong reads each layer's sinks from the next layer's weights.
   * --softcap C (Gemma 2): logits = C tanh(logits / C); the logits' std is
-    about 1, so softcap-missing takes C = 3 unless given.
+    about 1, so softcap-missing takes C = 3 unless given; softcap-wrong
+    caps at 2C.
   * --mlp-act oai (gpt-oss's SwiGLU): gate clamped to at most 7, up to +-7,
     (up + 1) gate sigmoid(1.702 gate); gate and up weights x4 (down / 16) so
     that the clamps bite (oai-plus-one, oai-clamp).
-  The bugs sinks-dropped, softcap-missing and oai-* turn on the option they
+  The bugs sinks-*, softcap-* and oai-* turn on the option they
   need in both models.  The new parameters come from their own generator,
   so the other weights stay those of the same seed.
 """
@@ -64,7 +66,7 @@ BUGS = [
     "residual-wiring", "weight-mapping", "final-norm", "lm-head",
     "tied-embeddings", "nan-overflow", "dtype-precision", "decode-position",
     "dump-offset", "dump-duplicate",
-    "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp",
+    "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp", "sinks-wrong", "softcap-wrong",
     "kv-cache", "dump-aliasing",
 ]
 # RoPE scaling and NoPE bugs, each implying the model flag it needs, and
@@ -333,6 +335,8 @@ def attention(x, W, l, cfg, bug, sub=None):
         sub["layers.%d.attn.q_rope" % l] = q.transpose(1, 0, 2)
         sub["layers.%d.attn.k_rope" % l] = k.transpose(1, 0, 2)
     sinks = W[p + "sinks"] if cfg.sinks and bug != "sinks-dropped" else None
+    if bug == "sinks-wrong":  # a checkpoint key one layer off
+        sinks = W["l%d.sinks" % ((l + 1) % cfg.layers)]
     out = attend(q, k, v, cfg, bug, sinks)
     if bug == "kv-cache":
         P = cfg.prefill if cfg.prefill else S // 2
@@ -440,7 +444,8 @@ def forward(cfg, W, tokens, bug, subtaps=False):
         lm = W["lm_head"]
     logits = fn @ lm.T
     if cfg.softcap and bug != "softcap-missing":
-        logits = cfg.softcap * np.tanh(logits / cfg.softcap)
+        cap = 2 * cfg.softcap if bug == "softcap-wrong" else cfg.softcap
+        logits = cap * np.tanh(logits / cap)
     taps["logits"] = logits
     if bug == "dump-offset":
         prev = taps["embed"]
@@ -549,9 +554,9 @@ def write(out, fmt, tensors, layout=None, cfg=None):
 def build(cfg):
     if cfg.bug == "decode-position":
         cfg.seq = max(cfg.seq, 160)
-    if cfg.bug == "sinks-dropped":
+    if cfg.bug in ("sinks-dropped", "sinks-wrong"):
         cfg.sinks = True
-    if cfg.bug == "softcap-missing" and not cfg.softcap:
+    if cfg.bug in ("softcap-missing", "softcap-wrong") and not cfg.softcap:
         cfg.softcap = SOFTCAP
     if cfg.bug in ("oai-plus-one", "oai-clamp"):
         cfg.mlp_act = "oai"
