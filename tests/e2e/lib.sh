@@ -287,6 +287,24 @@ json_get() {
 	"$JSONQ" "$TAP_OUT" "$1" 2>/dev/null || :
 }
 
+# cell_is DESC CELL FIELD PATTERN: the field of the cell named CELL
+# ("L0.mlp.gate", "logits") of the JSON report in $TAP_OUT matches the
+# shell pattern (a string as is, anything else as JSON).
+cell_is() {
+	_got=$("$PY" - "$TAP_OUT" "$2" "$3" <<'PY' 2>&1 || :
+import json, sys
+doc = json.load(open(sys.argv[1]))
+name = lambda c: c["tap"] if c["layer"] is None else "L%d.%s" % (c["layer"], c["tap"])
+v = next((c for c in doc["cells"] if name(c) == sys.argv[2]), {}).get(sys.argv[3])
+print(v if isinstance(v, str) else json.dumps(v))
+PY
+)
+	case $_got in
+	$4) ok "$1" ;;
+	*) not_ok "$1" "$2 $3 is '$_got', expected '$4'" ;;
+	esac
+}
+
 # rewrite FILE: write standard input over FILE in place, then give FILE an
 # mtime later than it had, while FILE is still open for writing: a --watch
 # view sees one write ending at the close, whatever the file system's

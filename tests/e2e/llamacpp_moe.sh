@@ -28,20 +28,6 @@ for cap in 2026-moe 2026-moe-experts 2026-moe-router; do
 	gzip -dc "$C/$cap.log.gz" >"$T/$cap.log" || bail_out "cannot unpack $cap"
 done
 
-# cell_is DESC CELL KEY WANT: in the JSON report in $TAP_OUT, the cell
-# named CELL (L0.mlp.router) has WANT at KEY (strings raw, the rest JSON).
-cell_is() {
-	_got=$("$PY" - "$TAP_OUT" "$2" "$3" <<'PY' 2>&1 || :
-import json, sys
-doc = json.load(open(sys.argv[1]))
-name = lambda c: c["tap"] if c["layer"] is None else "L%d.%s" % (c["layer"], c["tap"])
-v = next((c for c in doc["cells"] if name(c) == sys.argv[2]), {}).get(sys.argv[3])
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-)
-	if [ "$_got" = "$4" ]; then ok "$1"; else not_ok "$1" "$2 $3 is '$_got', expected '$4'"; fi
-}
-
 # --- what ls shows: the MoE nodes by their ops ---
 expect_exit 0 "ls reads the MoE capture" "$TBISECT" ls "$T/2026-moe.log"
 check_that "ls: MUL_MAT by ffn_gate_inp is the router" grep -q '^ffn_moe_logits-0  *L0\.mlp\.router  *f32  *\[1, 1, 6, 4\] ' "$TAP_OUT"

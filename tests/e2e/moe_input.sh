@@ -65,23 +65,6 @@ side("probs5")                                 # probabilities of 5 experts besi
 save("probs5", "router_probs", np.full((S, 5), 0.2, np.float32))
 PY
 
-# cell_is DESC CELL KEY WANT: in the JSON report in $TAP_OUT, the cell
-# named CELL (L0.mlp.gate) has WANT at KEY (strings raw, the rest JSON).
-cell_is() {
-	_got=$("$PY" - "$TAP_OUT" "$2" "$3" <<'PY' 2>&1 || :
-import json, sys
-doc = json.load(open(sys.argv[1]))
-name = lambda c: c["tap"] if c["layer"] is None else "L%d.%s" % (c["layer"], c["tap"])
-v = next((c for c in doc["cells"] if name(c) == sys.argv[2]), {}).get(sys.argv[3])
-print(v if isinstance(v, str) else json.dumps(v))
-PY
-)
-	case $_got in
-	$4) ok "$1" ;;
-	*) not_ok "$1" "$2 $3 is '$_got', expected '$4'" ;;
-	esac
-}
-
 check() {
 	run_cmd "$TBISECT" check --json --no-history "$T/ref" "$T/$1"
 }
