@@ -140,6 +140,17 @@ static bool same_set(const float *a, const float *b, int64_t k)
 	return true;
 }
 
+/* The slot of ids (k of them) that holds expert id: the other side's row
+ * of the reference's expert (the sets agree, so it is there). */
+static int64_t slot_of(const float *ids, float id, int64_t k)
+{
+	int64_t j = 0;
+
+	while (j < k - 1 && ids[j] != id)
+		j++;
+	return j;
+}
+
 /* The reference's k-th minus (k+1)-th score of one row of e, and the
  * largest magnitude there; row is overwritten. */
 static double kth_gap(float *row, int64_t e, int64_t k, double *scale)
@@ -183,20 +194,19 @@ static int fresh_positions(tb_metrics *m, int64_t n)
 	return 0;
 }
 
-/* A cell's metrics again from the sums of the positions kept[] (its
- * per-position arrays fresh).  The worst element and the status are the
- * caller's: the position whose largest difference is the largest kept one
- * is returned (-1 when none is kept). */
-static int64_t finish_kept(tb_cell_result *c, const tb_run_sums *pos, const bool *kept)
+/* A cell's metrics again from the sums of the positions kept[] of its
+ * n_pos (the per-position profile as the comparison makes it,
+ * tb_metrics_positions).  The worst element and the status are the
+ * caller's: *worst is the position whose largest difference is the
+ * largest kept one (-1 when none is kept).  0, or -1 when out of memory. */
+static int finish_kept(tb_cell_result *c, const tb_run_sums *pos, const bool *kept, int64_t n_pos, int64_t *worst)
 {
 	tb_metrics *m = &c->m;
 	double sdd = 0, srr = 0, scc = 0, src = 0, sad = 0;
 	uint64_t close = 0, n = 0;
-	int64_t worst = -1;
 
-	m->first_bad_position = -1;
-	m->pos_seen = 0;
-	for (int64_t p = 0; p < m->n_pos; p++) {
+	*worst = -1;
+	for (int64_t p = 0; p < n_pos; p++) {
 		const tb_run_sums *q = &pos[p];
 		if (!kept[p])
 			continue;
@@ -207,23 +217,20 @@ static int64_t finish_kept(tb_cell_result *c, const tb_run_sums *pos, const bool
 		sad += q->sad;
 		close += q->close;
 		n += q->n;
-		if (worst < 0 || q->mx > pos[worst].mx)
-			worst = p;
-		m->pos_rel_l2[p] = tb_rel_l2(q->sdd, q->srr);
-		m->pos_cos[p] = tb_cosine(q->src, q->srr, q->scc);
-		m->pos_norm_ratio[p] = tb_norm_ratio(q->scc, q->srr);
-		m->pos_seen++;
-		if (m->first_bad_position < 0 && !(m->pos_rel_l2[p] <= c->tol.diverge))
-			m->first_bad_position = p;
+		if (*worst < 0 || q->mx > pos[*worst].mx)
+			*worst = p;
 	}
+	tb_metrics_done(m);
+	if (tb_metrics_positions(m, pos, kept, n_pos, c->tol.diverge) < 0)
+		return -1;
 	m->n = n;
 	m->rel_l2 = tb_rel_l2(sdd, srr);
 	m->cosine = tb_cosine(src, srr, scc);
 	m->norm_ratio = tb_norm_ratio(scc, srr);
-	m->max_abs = worst >= 0 ? pos[worst].mx : 0;
+	m->max_abs = *worst >= 0 ? pos[*worst].mx : 0;
 	m->mean_abs = n ? sad / (double)n : 0;
 	m->allclose_frac = n ? (double)close / (double)n : 1;
-	return worst;
+	return 0;
 }
 
 /* The status of a cell measured again, and why when nothing was left. */
@@ -310,23 +317,22 @@ static int judge_weights(tb_cell_result *c, const tb_routing_layer *l, const flo
 	float *b = malloc((size_t)k * sizeof *b);
 	uint64_t *idx = malloc((size_t)k * sizeof *idx);
 	double worst = -1;
+	int64_t at;
 	int rc = -1;
 
-	if (!kept || !pos || !b || !idx || fresh_positions(&c->m, l->positions) < 0)
+	if (!kept || !pos || !b || !idx)
 		goto out;
 	for (int64_t p = 0; p < l->positions; p++) {
 		if (!(kept[p] = !gone[p] && same_set(ir + p * k, ic + p * k, k)))
 			continue;
 		for (int64_t i = 0; i < k; i++) {
-			int64_t j = 0;
-			while (j < k && ic[p * k + j] != ir[p * k + i])
-				j++;
-			b[i] = wc[p * k + j];
+			b[i] = wc[p * k + slot_of(ic + p * k, ir[p * k + i], k)];
 			idx[i] = (uint64_t)(p * k + i);
 		}
 		fold_position(c, &pos[p], wr + p * k, b, idx, (size_t)k, &worst);
 	}
-	finish_kept(c, pos, kept);
+	if (finish_kept(c, pos, kept, l->positions, &at) < 0)
+		goto out;
 	judge_kept(c);
 	rc = 0;
 out:
@@ -477,13 +483,11 @@ static int exclude_positions(const tb_pair *pr, tb_cell_result *c, const bool *o
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	for (int64_t p = 0; p < np; p++)
 		kept[p] = !out[p];
-	int64_t was = (int64_t)(c->m.worst_index / (uint64_t)cols % (uint64_t)np);
-	if (fresh_positions(&c->m, np) < 0) {
-		free(kept);
-		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
-	}
-	int64_t worst = finish_kept(c, c->pos_sums, kept);
+	int64_t was = (int64_t)(c->m.worst_index / (uint64_t)cols % (uint64_t)np), worst;
+	int rc = finish_kept(c, c->pos_sums, kept, np, &worst);
 	free(kept);
+	if (rc < 0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	c->excluded_positions = dropped;
 	exclude_logits(c, out);
 	if (worst >= 0 && out[was] && locate_worst(pr, c, worst, rows, cols, err) < 0)
@@ -605,6 +609,7 @@ static int judge_slots(tb_cell_result *c, const tb_pair *pr, const tb_routing_la
 	float *a = NULL, *b = NULL;
 	uint64_t *idx = NULL;
 	double worst = -1;
+	int64_t at;
 	int rc = -1;
 
 	if (!f != !fc) {
@@ -627,8 +632,7 @@ static int judge_slots(tb_cell_result *c, const tb_pair *pr, const tb_routing_la
 	a = malloc((size_t)kf * sizeof *a);
 	b = malloc((size_t)kf * sizeof *b);
 	idx = malloc((size_t)kf * sizeof *idx);
-	if (!sd[0].row || !sd[1].row || !sd[0].has || !sd[1].has || !kept || !pos || !a || !b || !idx ||
-	    fresh_positions(&c->m, l->positions) < 0) {
+	if (!sd[0].row || !sd[1].row || !sd[0].has || !sd[1].has || !kept || !pos || !a || !b || !idx) {
 		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 		goto out;
 	}
@@ -645,9 +649,7 @@ static int judge_slots(tb_cell_result *c, const tb_pair *pr, const tb_routing_la
 		slot_read(&sd[0], p, kf);
 		slot_read(&sd[1], p, kf);
 		for (int64_t i = 0; i < k; i++) {
-			int64_t j = 0;
-			while (j < k && ic[p * k + j] != ir[p * k + i])
-				j++;
+			int64_t j = slot_of(ic + p * k, ir[p * k + i], k);
 			for (int64_t x = 0; x < f; x++)
 				if (sd[0].has[i * f + x] && sd[1].has[j * f + x]) {
 					a[n] = sd[0].row[i * f + x];
@@ -659,7 +661,10 @@ static int judge_slots(tb_cell_result *c, const tb_pair *pr, const tb_routing_la
 	}
 	tb_tensor_release(sd[0].t);
 	tb_tensor_release(sd[1].t);
-	finish_kept(c, pos, kept);
+	if (finish_kept(c, pos, kept, l->positions, &at) < 0) {
+		tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+		goto out;
+	}
 	judge_kept(c);
 	c->by_slots = true;
 	char judged[sizeof c->reason];
