@@ -108,12 +108,12 @@ static bool same_set(const int64_t *got, const float *ids, int64_t k)
 	return true;
 }
 
-bool tb_select_agrees(const tb_select *s, const float *row, const float *ids)
+bool tb_select_agrees(const tb_select *s, const float *row, const float *ids, double *gap, double *scale)
 {
 	int64_t got[65];
-	double gap, scale;
+	double g, sc;
 
-	tb_select_row(s, row, got, &gap, &scale);
+	tb_select_row(s, row, got, gap ? gap : &g, scale ? scale : &sc);
 	return same_set(got, ids, s->k);
 }
 
@@ -122,7 +122,7 @@ static int64_t count_misses(const tb_select *s, const float *scores, const float
 	int64_t m = 0;
 
 	for (int64_t p = 0; p < positions; p++)
-		m += !tb_select_agrees(s, scores + p * s->e, ids + p * s->k);
+		m += !tb_select_agrees(s, scores + p * s->e, ids + p * s->k, NULL, NULL);
 	return m;
 }
 

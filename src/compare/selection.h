@@ -56,7 +56,8 @@ int64_t tb_select_fit_bias(const tb_select_set *sets, int n, double *spare);
  * selection score's magnitude.  ids (k + 1 of them) may be NULL. */
 void tb_select_row(const tb_select *s, const float *row, int64_t *ids, double *gap, double *scale);
 
-/* Does s choose the same set as ids[k] from row? */
-bool tb_select_agrees(const tb_select *s, const float *row, const float *ids);
+/* Does s choose the same set as ids[k] from row?  And, where gap and
+ * scale are not NULL, tb_select_row's gap and scale there. */
+bool tb_select_agrees(const tb_select *s, const float *row, const float *ids, double *gap, double *scale);
 
 #endif

@@ -24,15 +24,14 @@ typedef struct side {
 /* The fraction of positions whose set s does not reproduce, ties aside. */
 static double misses(const tb_select *s, const side *d)
 {
-	int64_t got[65], n = 0;
+	int64_t n = 0;
 
 	if (s->k != d->k)
 		return 1;
 	for (int64_t p = 0; p < d->positions; p++) {
-		const float *row = d->scores + p * s->e;
 		double gap, scale;
-		tb_select_row(s, row, got, &gap, &scale);
-		if (gap > d->tie * scale && !tb_select_agrees(s, row, d->ids + p * d->k))
+		bool agrees = tb_select_agrees(s, d->scores + p * s->e, d->ids + p * d->k, &gap, &scale);
+		if (gap > d->tie * scale && !agrees)
 			n++;
 	}
 	return (double)n / (double)d->positions;
