@@ -1056,18 +1056,19 @@ static bool shared_part(const tb_result *res, int layer, uint64_t n, int64_t H, 
 	return true;
 }
 
-/* The share of the rows' error d one factor per position times the rows q
- * explains. */
-static double scaled_share(const float *d, const float *q, uint64_t rows, int64_t H)
+/* The share of the rows' error c - r one factor per position times the
+ * rows q explains. */
+static double scaled_share(const float *r, const float *c, const float *q, uint64_t rows, int64_t H)
 {
 	double err = 0, explained = 0;
 
 	for (uint64_t row = 0; row < rows; row++) {
-		const float *a = d + row * (uint64_t)H, *b = q + row * (uint64_t)H;
+		const float *x = r + row * (uint64_t)H, *y = c + row * (uint64_t)H, *b = q + row * (uint64_t)H;
 		double dd = 0, dq = 0, qq = 0;
 		for (int64_t h = 0; h < H; h++) {
-			dd += (double)a[h] * a[h];
-			dq += (double)a[h] * b[h];
+			double a = (double)y[h] - x[h];
+			dd += a * a;
+			dq += a * b[h];
 			qq += (double)b[h] * b[h];
 		}
 		err += dd;
@@ -1099,14 +1100,12 @@ static void row_scale(const tb_result *res, const tb_cell_result *t, double *v)
 	if (tb_cell_partial(t) || t->m.estimated || !rows_of(t, &S, &H))
 		return;
 	uint64_t n = t->ref->numel, rows = n / (uint64_t)H, nrel = 0;
-	float *r = malloc(6 * n * sizeof *r), *c = r ? r + n : NULL, *sr = r ? r + 2 * n : NULL, *sc = sr ? sr + n : NULL;
-	float *q = sc ? sc + n : NULL, *d = q ? q + n : NULL;
+	float *r = malloc(5 * n * sizeof *r), *c = r ? r + n : NULL, *sr = r ? r + 2 * n : NULL, *sc = sr ? sr + n : NULL;
+	float *q = sc ? sc + n : NULL;
 	if (!r || !read_pair(t, n, r, c))
 		goto out;
 	if (t->cell.id == TB_TAP_MLP && shared_part(res, t->cell.layer, n, H, sr, sc, q, &gated)) {
-		for (uint64_t i = 0; i < n; i++)
-			d[i] = c[i] - r[i];
-		v[TB_F_SHARED_SCALE_SHARE] = scaled_share(d, q, rows, H);
+		v[TB_F_SHARED_SCALE_SHARE] = scaled_share(r, c, q, rows, H);
 		for (uint64_t i = 0; gated && i < n; i++) {
 			r[i] -= sr[i];
 			c[i] -= sc[i];
