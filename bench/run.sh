@@ -34,6 +34,20 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 mkdir -p "$dir"
 
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# pairwise F A G B: time F A and G B, $reps times each, taking turns at going first.
+pairwise() {
+    _i=0
+    while [ $_i -lt "$reps" ]; do
+        if [ $((_i % 2)) -eq 0 ]; then
+            "$1" "$2" >/dev/null || true
+            "$3" "$4" >/dev/null || true
+        else
+            "$3" "$4" >/dev/null || true
+            "$1" "$2" >/dev/null || true
+        fi
+        _i=$((_i + 1))
+    done
+}
 
 echo "bench: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores," \
     "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo); preset $preset, median of $reps"
@@ -158,17 +172,7 @@ if len(a["cells"]) != len(b["cells"]) or bad or a["verdict"] != b["verdict"]:
     sys.exit("bench: the joined ranks do not compare as the unsharded pair:\n  " + "\n  ".join(bad[:20]))
 PY
     rm -f "$tmp/tp" "$tmp/one"
-    i=0
-    while [ $i -lt "$reps" ]; do
-        if [ $((i % 2)) -eq 0 ]; then
-            tbtp tp >/dev/null || true
-            tb1 one >/dev/null || true
-        else
-            tb1 one >/dev/null || true
-            tbtp tp >/dev/null || true
-        fi
-        i=$((i + 1))
-    done
+    pairwise tbtp tp tb1 one
     gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
     t_tp=$(cut -d' ' -f1 "$tmp/tp" | median)
     t_one=$(cut -d' ' -f1 "$tmp/one" | median)
@@ -200,17 +204,7 @@ if not rt or [p for p, _ in rt[0]["flipped"]][:3] != [0, 64, 128]:
     sys.exit("bench: the MoE pair's routing is not the generated one: %s" % (rt[:1],))
 PY
     rm -f "$tmp/m" "$tmp/d"
-    i=0
-    while [ $i -lt "$reps" ]; do
-        if [ $((i % 2)) -eq 0 ]; then
-            tbm m >/dev/null || true
-            tbd d >/dev/null || true
-        else
-            tbd d >/dev/null || true
-            tbm m >/dev/null || true
-        fi
-        i=$((i + 1))
-    done
+    pairwise tbm m tbd d
     gb=$(du -sb "$data/ref" "$data/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
     gbd=$(du -sb "$dense/ref" "$dense/cand" | awk '{s += $1} END {printf "%.2f", s / 1e9}')
     awk -v c="$case" -v gb="$gb" -v gbd="$gbd" -v m="$(cut -d' ' -f1 "$tmp/m" | median)" \
