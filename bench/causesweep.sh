@@ -24,20 +24,11 @@ mkdir -p "$work"
 tb=$build/tbisect mk=$build/samples/mkdemo py=${PYTHON:-/usr/bin/python3}
 taps="out sub replay"
 
-# one line of cases.tsv from a report: IMPL DTYPE SEED SEQ TAPS BUG EXPECTED REPORT
+# one line of cases.tsv from a report: IMPL DTYPE SEED SEQ TAPS CAUSE EXPECTED REPORT
+# (CAUSE: the bug's cause id, mkdemo --list's second column or model.py's cause())
 line='
 import json, sys
-impl, dt, seed, seq, taps, bug, want, path = sys.argv[1:9]
-# the cause ids of the bugs not named after theirs
-cause = {"tokenizer-bos": "tokenizer", "moe-softmax": "moe-routing", "moe-renorm": "moe-routing",
-         "moe-scaling": "moe-routing", "moe-expert-order": "expert-mapping", "moe-shared": "shared-expert",
-         "sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "sinks-wrong": "attention-sink",
-         "softcap-wrong": "final-softcap", "oai-plus-one": "mlp-activation",
-         "oai-clamp": "mlp-activation", "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling",
-         "rope-llama3": "rope-scaling", "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling",
-         "yarn-ramp": "yarn-scaling", "nope-inverted": "nope-layers",
-         "moe-bias-weights": "moe-routing", "moe-group": "moe-routing", "moe-topk-k": "moe-routing",
-         "moe-shared-gate": "shared-expert"}.get(bug, bug)
+impl, dt, seed, seq, taps, cause, want, path = sys.argv[1:9]
 try:
     rep = json.load(open(path))
 except ValueError:
@@ -68,8 +59,9 @@ mkcase() {
 	"$mk" "$@" --dtype "${dt%/*}" --bug "$bug" --ref-only "$d/ref" >/dev/null
 	"$mk" "$@" --dtype "${dt#*/}" --bug "$bug" --cand-only "$d/cand" >/dev/null
 	want=$("$mk" "$@" --expect "$bug")
+	cause=$("$mk" --list | awk -v b="$bug" '$1 == b { print $2 }')
 	"$tb" check --json --no-history "$d/ref" "$d/cand" >"$d/out.json" 2>/dev/null || :
-	"$py" -c "$line" mkdemo "$dt" "$seed" "$seq" "$tp" "$bug" "$want" "$d/out.json"
+	"$py" -c "$line" mkdemo "$dt" "$seed" "$seq" "$tp" "$cause" "$want" "$d/out.json"
 	rm -rf "$d/ref" "$d/cand"
 }
 
@@ -108,7 +100,7 @@ for bug in [b for b in model.BUGS if not b.startswith("moe-")]:
                                stderr=subprocess.DEVNULL)
             sys.stdout.flush()
             subprocess.run([sys.executable, "-c", line, "pymodel", dt, str(seed), str(seq), taps,
-                            "dtype-precision" if bug == "none" and fmts[0] != fmts[1] else bug, want, out])
+                            "dtype-precision" if bug == "none" and fmts[0] != fmts[1] else model.cause(bug), want, out])
             shutil.rmtree(os.path.join(work, "%d" % n))
 '
 

@@ -26,13 +26,10 @@ moe-softmax moe-renorm moe-scaling moe-shared moe-bias-weights moe-group moe-sha
 moe-topk-k@mixtral moe-shared@qwen2"
 # bugs only model.py has
 pyonly="sinks-wrong softcap-wrong"
-# the bugs whose cause id is not their name
-causes="sinks-dropped=attention-sink softcap-missing=final-softcap oai-plus-one=mlp-activation oai-clamp=mlp-activation
-rope-scaling-missing=rope-scaling rope-scaling-all=rope-scaling rope-llama3=rope-scaling yarn-mscale=yarn-scaling
-yarn-mscale-twice=yarn-scaling yarn-ramp=yarn-scaling nope-inverted=nope-layers moe-softmax=moe-routing
-moe-renorm=moe-routing moe-scaling=moe-routing moe-shared=shared-expert moe-bias-weights=moe-routing
-moe-group=moe-routing moe-shared-gate=shared-expert moe-topk-k=moe-routing sinks-wrong=attention-sink
-softcap-wrong=final-softcap"
+# the bugs whose cause id is not their name: BUG=CAUSE, from mkdemo's table and model.py's
+causes="$("$mk" --list | awk '$2 != "-" && $1 != $2 { print $1 "=" $2 }')
+$("$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import model
+print(" ".join("%s=%s" % kv for kv in model.CAUSE.items()))' "$src/tests/pymodel")"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow
 kv-cache dump-aliasing moe-expert-order none@deepseek dtype-precision@deepseek none@mixtral dtype-precision@qwen2"
 # BUG@FAMILY: the bug on that MoE family (mkdemo --moe-router); a moe-* bug alone: --moe

@@ -7,7 +7,7 @@
 #include "model/taps.h"
 
 const demo_bug_info demo_bugs[DEMO_N_BUGS] = {
-#define DEMO_BUG_INFO(id, name, layer, tap, sub, replay, shows, what) {name, layer, tap, sub, replay, shows, what},
+#define DEMO_BUG_INFO(id, name, cause, layer, tap, sub, replay, shows, what) {name, cause, layer, tap, sub, replay, shows, what},
 	DEMO_BUG_LIST(DEMO_BUG_INFO)
 #undef DEMO_BUG_INFO
 };

@@ -222,9 +222,10 @@ static void usage(FILE *out)
 
 static void list_bugs(void)
 {
-	printf("%-18s %s\n", "none", "the correct port: the candidate equals the reference");
+	/* the cause column is what the sweeps score the diagnosis by (doc/testing.md) */
+	printf("%-20s %-17s %s\n", "none", "-", "the correct port: the candidate equals the reference");
 	for (int i = 0; i < DEMO_N_BUGS; i++)
-		printf("%-18s %s\n", demo_bugs[i].name, demo_bugs[i].what);
+		printf("%-20s %-17s %s\n", demo_bugs[i].name, demo_bugs[i].cause, demo_bugs[i].what);
 }
 
 static int int_opt(const char *name, const char *s, long lo, long hi, long *out)

@@ -12,6 +12,7 @@
 
 #include "demobugs.h"
 #include "demomodel.h"
+#include "diagnose/cause.h"
 #include "tensor/dtype.h"
 #include "testutil.h"
 
@@ -450,6 +451,19 @@ static void test_overflow_and_precision(void **state)
 	pair_free(&p);
 }
 
+/* Every bug names a cause id of the rule table: the sweeps score by it. */
+static void test_causes_are_ids(void **state)
+{
+	(void)state;
+	for (int i = 0; i < DEMO_N_BUGS; i++) {
+		size_t k = 0;
+		while (k < tb_n_cause_ids && strcmp(tb_cause_ids[k], demo_bugs[i].cause))
+			k++;
+		if (k == tb_n_cause_ids)
+			fail_msg("%s: cause '%s' is no cause id", demo_bugs[i].name, demo_bugs[i].cause);
+	}
+}
+
 static void test_parse(void **state)
 {
 	demo_bugset s;
@@ -569,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_kv_cache),
 		cmocka_unit_test(test_tokens),
 		cmocka_unit_test(test_overflow_and_precision),
+		cmocka_unit_test(test_causes_are_ids),
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_expect),
 	};

@@ -50,10 +50,11 @@ for want in none tokenizer embedding-scale norm-formulation norm-epsilon rope-st
 	rotate-half-sign partial-rope qk-norm attention-layout gqa-repeat softmax-scale attention-mask \
 	sliding-window mlp-activation mlp-gating mlp-bias residual-wiring weight-mapping dtype-precision \
 	nan-overflow final-norm lm-head tied-embeddings dump-offset dump-duplicate; do
-	check_that "--list has $want" grep -q "^$want  *[a-zA-Z]" "$T/list"
+	check_that "--list has $want" grep -q "^$want  *[a-z-][a-z-]*  *[a-zA-Z]" "$T/list"
 done
-check_that "--list: one line per bug, each with a description" \
-	test "$(awk 'NF >= 3' "$T/list" | wc -l)" -eq "$(wc -l <"$T/list")"
+check_that "--list: one line per bug, each with a cause and a description" \
+	test "$(awk 'NF >= 4' "$T/list" | wc -l)" -eq "$(wc -l <"$T/list")"
+check_that "--list: the cause of a bug named after another" grep -q "^yarn-ramp  *yarn-scaling  *YaRN" "$T/list"
 
 for variant in "" "--sub" "--replay" "--seq 128"; do
 	for bug in $bugs; do

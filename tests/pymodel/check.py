@@ -57,10 +57,6 @@ REPLAYED = {"rope-style", "rope-theta", "rotate-half-sign", "partial-rope", "qk-
             "mlp-activation", "mlp-gating", "embedding-scale", "norm-formulation", "norm-epsilon",
             "scale-multiplier", "residual-wiring", "final-norm",
             "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp", "sinks-wrong", "softcap-wrong"}
-# The bugs whose cause id is not their name.
-CAUSE = {"sinks-dropped": "attention-sink", "softcap-missing": "final-softcap", "oai-plus-one": "mlp-activation",
-         "sinks-wrong": "attention-sink", "softcap-wrong": "final-softcap",
-         "oai-clamp": "mlp-activation"}
 # Faults tbisect ranks together with rope-style (their signatures alike, tbisect-rules(5)).
 WITHIN = {"rotate-half-sign": 3, "partial-rope": 3}
 SUBTAPS = ("attn_norm", "attn.q", "attn.k", "attn.v", "attn.q_rope", "attn.k_rope", "attn.core", "attn.o", "attn",
@@ -149,7 +145,7 @@ def main():
     # the RoPE scaling bugs need their model flags and the query after RoPE: tests/e2e/rope_scaling.sh
     # the MoE bugs need --moe: moecheck's rows
     cases = [(b, v, VARIANTS[v]) for v in VARIANTS for b in model.BUGS
-             if b not in model.ROPE_BUGS and b not in moecheck.moe.CAUSE] + LONG
+             if b not in model.ROPE_BUGS and b not in moecheck.moe.BUGS] + LONG
     print("1..%d" % (sum(4 if c[2].get("replay") else 3 for _, _, c in cases) + 2 * len(moecheck.cases())))
     n = 0
     for bug, var, (fmts, seed, shape) in cases:
@@ -183,7 +179,7 @@ def main():
             ok, say = rep.get("verdict") == "match" and not ids, "verdict match, no cause"
         else:
             within = WITHIN.get(bug, 1)
-            cause = CAUSE.get(bug, bug)
+            cause = model.cause(bug)
             rank = ids.index(cause) + 1 if cause in ids else 0
             blamed = [d for d in ("dump-offset", "dump-duplicate", "dump-aliasing") if d in ids and d != bug]
             ok, say = 1 <= rank <= within and not blamed, "%s ranked %d (<= %d), no dump fault blamed" % (
@@ -209,7 +205,7 @@ def main():
             n += 1
             confirmed = [c["id"] for c in rep.get("causes", []) if c.get("confirmed")]
             must = bug in REPLAYED
-            cause = CAUSE.get(bug, bug)
+            cause = model.cause(bug)
             if confirmed in ([cause],) if must else ([], [cause]):
                 print("ok %d - %s: %s" % (n, what, "confirmed by replay" if confirmed else "nothing confirmed"))
             else:

@@ -69,17 +69,28 @@ BUGS = [
     "sinks-dropped", "softcap-missing", "oai-plus-one", "oai-clamp", "sinks-wrong", "softcap-wrong",
     "kv-cache", "dump-aliasing",
 ]
-# RoPE scaling and NoPE bugs, each implying the model flag it needs, and
-# the cause tbisect must name (tests/e2e/rope_scaling.sh)
-ROPE_BUGS = {
-    "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling", "rope-llama3": "rope-scaling",
-    "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling", "yarn-ramp": "yarn-scaling",
-    "nope-inverted": "nope-layers",
-}
+# RoPE scaling and NoPE bugs, each implying the model flag it needs (tests/e2e/rope_scaling.sh)
+ROPE_BUGS = ("rope-scaling-missing", "rope-scaling-all", "rope-llama3", "yarn-mscale", "yarn-mscale-twice",
+             "yarn-ramp", "nope-inverted")
 BUGS += list(ROPE_BUGS)
-# Mixture-of-experts bugs (--moe; moe.py), the names mkdemo gives them
-BUGS += ["moe-softmax", "moe-renorm", "moe-scaling", "moe-bias-weights", "moe-group", "moe-expert-order",
-         "moe-shared", "moe-shared-gate"]
+# Mixture-of-experts bugs (--moe)
+BUGS += list(moe_block.BUGS)
+# The cause id tbisect must name for each bug not named after its own.
+# The one table of them: check.py, moecheck.py and bench/causesweep.sh and
+# replaysweep.sh read it (mkdemo --list has mkdemo's).
+CAUSE = {"sinks-dropped": "attention-sink", "sinks-wrong": "attention-sink", "softcap-missing": "final-softcap",
+         "softcap-wrong": "final-softcap", "oai-plus-one": "mlp-activation", "oai-clamp": "mlp-activation",
+         "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling", "rope-llama3": "rope-scaling",
+         "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling", "yarn-ramp": "yarn-scaling",
+         "nope-inverted": "nope-layers", "moe-softmax": "moe-routing", "moe-renorm": "moe-routing",
+         "moe-scaling": "moe-routing", "moe-bias-weights": "moe-routing", "moe-group": "moe-routing",
+         "moe-expert-order": "expert-mapping", "moe-shared": "shared-expert", "moe-shared-gate": "shared-expert"}
+
+
+def cause(bug):
+    """The cause id tbisect must name for bug."""
+    return CAUSE.get(bug, bug)
+
 
 REF_EPS = 1e-6
 CAND_EPS = 1e-5          # norm-epsilon candidate
@@ -626,7 +637,7 @@ def parse(argv=None):
         ap.error("need at least 2 layers")
     imply(cfg, ap)
     fams = moe_block.FAMILY_BUGS.get(cfg.bug, tuple(moe_block.NORM_TOPK))
-    if cfg.bug in moe_block.CAUSE and cfg.moe not in fams:
+    if cfg.bug in moe_block.BUGS and cfg.moe not in fams:
         ap.error("%s needs --moe %s" % (cfg.bug, " or ".join(fams)))
     if cfg.moe and (cfg.layout or cfg.cand_layout):
         ap.error("--moe writes its own layouts: --moe-layout")

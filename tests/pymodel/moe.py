@@ -44,10 +44,9 @@ NORM_TOPK = {"mixtral": True, "qwen2": False, "deepseek": True}
 # the bugs each family can have (moe-renorm and moe-expert-order: all)
 FAMILY_BUGS = {"moe-softmax": ("deepseek",), "moe-scaling": ("deepseek",), "moe-bias-weights": ("deepseek",),
                "moe-group": ("deepseek",), "moe-shared": ("qwen2", "deepseek"), "moe-shared-gate": ("qwen2",)}
-# the cause tbisect must name for each
-CAUSE = {"moe-softmax": "moe-routing", "moe-renorm": "moe-routing", "moe-scaling": "moe-routing",
-         "moe-bias-weights": "moe-routing", "moe-group": "moe-routing", "moe-expert-order": "expert-mapping",
-         "moe-shared": "shared-expert", "moe-shared-gate": "shared-expert"}
+# the bugs, the names mkdemo gives them (model.CAUSE: the cause of each)
+BUGS = ("moe-softmax", "moe-renorm", "moe-scaling", "moe-bias-weights", "moe-group", "moe-expert-order",
+        "moe-shared", "moe-shared-gate")
 TAPS = ("router", "router_probs", "topk_ids", "topk_weights", "experts", "shared", "shared_pre", "shared_gate")
 
 

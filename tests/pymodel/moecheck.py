@@ -24,7 +24,7 @@ CLEAN_SEED = {"mixtral": 11, "qwen2": 11, "deepseek": 16}
 # seed from 100 on
 BIASED_FLIP_SEED = 100
 # the bugs of each family, and non-MoE bugs in the same models
-BUGS = {fam: [b for b in moe.CAUSE if fam in moe.FAMILY_BUGS.get(b, (fam,))] + ["rope-theta", "norm-epsilon"]
+BUGS = {fam: [b for b in moe.BUGS if fam in moe.FAMILY_BUGS.get(b, (fam,))] + ["rope-theta", "norm-epsilon"]
         for fam in SEED}
 # dump_hf.py records DeepSeek-V3's group scores as its expert choice (layouts._moe_dumphf)
 LAYOUTS = {fam: [l for l in sorted(layouts.MOE_LAYOUTS) if not (fam == "deepseek" and l == "dumphf")]
@@ -44,7 +44,7 @@ SHAPE = ["--hidden", "64", "--heads", "4", "--kv-heads", "2", "--head-dim", "16"
 
 def cases():
     out = [(fam, lay, bug) for fam in SEED for lay in LAYOUTS[fam] for bug in BUGS[fam]
-           if bug in moe.CAUSE or lay in ("canonical", "hf4")]
+           if bug in moe.BUGS or lay in ("canonical", "hf4")]
     return out + [(fam, lay, "clean-bf16") for fam in SEED for lay in CLEAN if lay in LAYOUTS[fam]] + [
         ("deepseek", "canonical", "clean-bf16-biased")]
 
@@ -190,11 +190,11 @@ def tap_lines(tbisect, work, n):
             if not ok:
                 say += "\n# verdict %s, named %s, causes %s" % (rep.get("verdict"), named, ids[:3])
         else:
-            cause = moe.CAUSE.get(bug, bug)
+            cause = model.cause(bug)
             ok = bool(ids) and ids[0] == cause
             say = "%s first" % cause + ("" if ok else "\n# causes %s" % ids[:4])
-            total[fam] = total.get(fam, 0) + (bug in moe.CAUSE)
-            right[fam] = right.get(fam, 0) + (ok and bug in moe.CAUSE)
+            total[fam] = total.get(fam, 0) + (bug in moe.BUGS)
+            right[fam] = right.get(fam, 0) + (ok and bug in moe.BUGS)
         if ok or not todo:
             print("%s %d - %s: %s" % ("ok" if ok else "not ok", n, what, say))
         else:
