@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diagnose/replay_heads.h"
 #include "diagnose/replay_ops.h"
 
 /* The float error of the ops themselves on f32 dumps.  Hugging Face builds
@@ -18,116 +19,11 @@
 #define CORE_F32_FLOOR 1e-4
 #define HALF_ROUNDINGS 4
 
-#define MAX_HD 1024
+#define MAX_HD TB_HEADS_MAX_HD
 #define SAMPLE_EARLY 32 /* rows 0..31, where the RoPE angles are small */
 #define SAMPLE_LATE 32  /* and rows spread to the end */
 #define MAX_SAMPLE (SAMPLE_EARLY + SAMPLE_LATE)
 #define PROBE_ROWS 8 /* rows that choose the head dim */
-
-/* Head dims people's models use, tried when neither the shapes nor
- * --heads say which. */
-static const int head_dims[] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
-
-/* An activation of S positions and nh heads of hd channels, held as
- * [S, nh*hd] (a projection's output, [S, nh, hd] alike) or [nh, S, hd]
- * (Hugging Face's states after the transpose). */
-typedef struct heads_view {
-	const float *v;
-	int64_t S;
-	int nh, hd;
-	bool hsd;
-} heads_view;
-
-static const float *head_row(const heads_view *h, int64_t pos, int head)
-{
-	return h->hsd ? h->v + ((size_t)head * h->S + pos) * h->hd : h->v + ((size_t)pos * h->nh + head) * h->hd;
-}
-
-/* Distance between a head's rows: the leading dimension of [S, hd]. */
-static int head_stride(const heads_view *h)
-{
-	return h->hsd ? h->hd : h->nh * h->hd;
-}
-
-/* Dimensions after dropping leading size-1 axes. */
-static int squeezed(const tb_tensor *t, int64_t *d)
-{
-	int k = 0;
-
-	while (k < t->ndim - 1 && t->shape[k] == 1)
-		k++;
-	for (int i = k; i < t->ndim; i++)
-		d[i - k] = t->shape[i];
-	return t->ndim - k;
-}
-
-/* How t holds S positions of heads of hd channels. */
-static bool fit_heads(const tb_tensor *t, int64_t S, int hd, heads_view *out)
-{
-	int64_t d[TB_MAX_DIMS];
-	int n = squeezed(t, d);
-
-	out->S = S;
-	out->hd = hd;
-	if (n == 3 && d[2] == hd && d[1] == S) {
-		out->nh = (int)d[0];
-		out->hsd = true;
-		return d[0] <= INT32_MAX;
-	}
-	out->hsd = false;
-	if (n == 3 && d[2] == hd && d[0] == S) {
-		out->nh = (int)d[1];
-		return d[1] <= INT32_MAX;
-	}
-	if (n == 2 && d[0] == S && d[1] % hd == 0 && d[1] / hd <= INT32_MAX) {
-		out->nh = (int)(d[1] / hd);
-		return true;
-	}
-	return false;
-}
-
-/* The positions of an op's inputs: the rows of a 2-D one, else the
- * middle axis of [nh, S, hd]. */
-static int64_t positions(const tb_tensor *const *t, int n)
-{
-	int64_t d[TB_MAX_DIMS];
-
-	for (int i = 0; i < n; i++)
-		if (squeezed(t[i], d) == 2)
-			return d[0];
-	for (int i = 0; i < n; i++)
-		if (squeezed(t[i], d) == 3)
-			return d[1];
-	return 0;
-}
-
-/* The head dims to try: what a 3-D input says, what --heads says, else
- * every usual one that divides the width.  Returns how many. */
-static int head_dim_choices(const tb_tensor *const *t, int n, int heads, int64_t S, int *out)
-{
-	int64_t d[TB_MAX_DIMS], width = 0;
-	int k = 0;
-
-	for (int i = 0; i < n; i++) {
-		int nd = squeezed(t[i], d);
-		if (nd == 3 && d[2] <= MAX_HD) {
-			out[0] = (int)d[2];
-			return 1;
-		}
-		if (nd == 2 && !width)
-			width = d[1];
-	}
-	if (!width || !S)
-		return 0;
-	if (heads > 0 && width % heads == 0 && width / heads <= MAX_HD) {
-		out[0] = (int)(width / heads);
-		return 1;
-	}
-	for (size_t i = 0; i < sizeof head_dims / sizeof *head_dims; i++)
-		if (width % head_dims[i] == 0)
-			out[k++] = head_dims[i];
-	return k;
-}
 
 /* The rows a replay compares: all of a short sequence, else the first
  * SAMPLE_EARLY and SAMPLE_LATE spread to the last.  Returns how many. */
@@ -152,7 +48,7 @@ static int sample_rows(int64_t S, int64_t *rows)
  * to try, the sampled rows and the few that choose the head dim. */
 typedef struct attn_plan {
 	int64_t S, rows[MAX_SAMPLE], probe[PROBE_ROWS];
-	int hds[sizeof head_dims / sizeof *head_dims], nhd, nrows, nprobe;
+	int hds[TB_HEADS_N_DIMS], nhd, nrows, nprobe;
 } attn_plan;
 
 /* Plan the replay of the four taps p; false, with out->note saying which
@@ -168,8 +64,8 @@ static bool plan(const tb_replay_in *in, const tb_pair *const *p, const char *mi
 		}
 		shapes[i] = p[i]->ref;
 	}
-	pl->S = positions(shapes, 4);
-	pl->nhd = head_dim_choices(shapes, 4, in->heads, pl->S, pl->hds);
+	pl->S = tb_heads_positions(shapes, 4);
+	pl->nhd = tb_heads_dim_choices(shapes, 4, in->heads, pl->S, pl->hds);
 	pl->nrows = sample_rows(pl->S, pl->rows);
 	pl->nprobe = pl->nrows < PROBE_ROWS ? pl->nrows : PROBE_ROWS;
 	for (int k = 0; k < PROBE_ROWS; k++)
@@ -183,7 +79,7 @@ static bool plan(const tb_replay_in *in, const tb_pair *const *p, const char *mi
 typedef struct side4 {
 	tb_tensor *t[4];
 	const float *data[4]; /* borrowed from the loaded pairs */
-	heads_view v[4];
+	tb_heads_view v[4];
 } side4;
 
 /* One side of the op's loaded pairs. */
@@ -202,7 +98,7 @@ static void side_of(side4 *s, const tb_pair *const *p, const tb_replay_sides *lo
 static bool side_view(side4 *s, int64_t S, int hd, const int *same)
 {
 	for (int i = 0; i < 4; i++) {
-		if (!fit_heads(s->t[i], S, hd, &s->v[i]))
+		if (!tb_heads_fit(s->t[i], S, hd, &s->v[i]))
 			return false;
 		s->v[i].v = s->data[i];
 	}
@@ -210,57 +106,6 @@ static bool side_view(side4 *s, int64_t S, int hd, const int *same)
 		if (same[i] >= 0 && s->v[i].nh != s->v[same[i]].nh)
 			return false;
 	return true;
-}
-
-/* A replay's residual as a function of one parameter it fits. */
-typedef int (*residual_fn)(void *ctx, double x, double *rel, tb_err *err);
-
-/* The point of the grid lo, lo + step, ... (n of them) with the least
- * residual, in *x (left as it is when none has a finite one). */
-static int grid_min(residual_fn f, void *ctx, double lo, double step, int n, double *x, tb_err *err)
-{
-	double best = INFINITY, rel;
-
-	for (int i = 0; i < n; i++) {
-		if (f(ctx, lo + step * i, &rel, err) < 0)
-			return -1;
-		if (rel < best) {
-			best = rel;
-			*x = lo + step * i;
-		}
-	}
-	return 0;
-}
-
-/* Golden-section search of [a, b] for the least residual, iters steps
- * after its first two points: the best x in *x, its residual in *rel. */
-static int golden_min(residual_fn f, void *ctx, double a, double b, int iters, double *x, double *rel, tb_err *err)
-{
-	const double g = (sqrt(5) - 1) / 2;
-	double x1 = b - g * (b - a), x2 = a + g * (b - a), r1, r2;
-
-	if (f(ctx, x1, &r1, err) < 0 || f(ctx, x2, &r2, err) < 0)
-		return -1;
-	while (iters-- > 0) {
-		if (r1 < r2) {
-			b = x2;
-			x2 = x1;
-			r2 = r1;
-			x1 = b - g * (b - a);
-			if (f(ctx, x1, &r1, err) < 0)
-				return -1;
-		} else {
-			a = x1;
-			x1 = x2;
-			r1 = r2;
-			x2 = a + g * (b - a);
-			if (f(ctx, x2, &r2, err) < 0)
-				return -1;
-		}
-	}
-	*x = r1 < r2 ? x1 : x2;
-	*rel = fmin(r1, r2);
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -296,18 +141,18 @@ static double rope_inv(const rope_cfg *c, int i)
 
 /* Rotate one head's vector x (read through its view, transposed or not)
  * at position pos; adds the squared error against y and y's norm. */
-static void rope_head(const rope_cfg *c, const heads_view *in, int64_t pos, int head, bool transposed,
+static void rope_head(const rope_cfg *c, const tb_heads_view *in, int64_t pos, int head, bool transposed,
 		      const double *cs, const double *sn, const float *y, double *dd, double *yy)
 {
 	double x[MAX_HD], r[MAX_HD];
 	int hd = in->hd;
 
 	if (transposed) {
-		const float *row = head_row(in, pos, 0);
+		const float *row = tb_heads_row(in, pos, 0);
 		for (int d = 0; d < hd; d++)
 			x[d] = row[(size_t)d * in->nh + head];
 	} else {
-		const float *row = head_row(in, pos, head);
+		const float *row = tb_heads_row(in, pos, head);
 		for (int d = 0; d < hd; d++)
 			x[d] = row[d];
 	}
@@ -348,7 +193,7 @@ static double rope_residual(const side4 *s, const rope_cfg *c, const int64_t *ro
 		}
 		for (int t = 0; t < 2; t++)
 			for (int h = 0; h < s->v[t].nh; h++)
-				rope_head(c, &s->v[t], rows[k], h, c->transposed >> t & 1, cs, sn, head_row(&s->v[2 + t], rows[k], h),
+				rope_head(c, &s->v[t], rows[k], h, c->transposed >> t & 1, cs, sn, tb_heads_row(&s->v[2 + t], rows[k], h),
 					  &rd, &ry);
 		dd += rd;
 		yy += ry;
@@ -393,10 +238,10 @@ static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nr
 		nmid++;
 	/* rope_residual cannot fail: the fits' errors are never set */
 	theta_fit fe = {s, c, early, ne}, fm = {s, c, rows, nmid}, fa = {s, c, rows, nrows};
-	grid_min(theta_residual, &fe, 2, 0.125, 49, &best, NULL);
-	golden_min(theta_residual, &fe, best - 0.125, best + 0.125, 24, &best, &best_rel, NULL);
-	golden_min(theta_residual, &fm, best - 0.01, best + 0.01, 16, &best, &best_rel, NULL);
-	golden_min(theta_residual, &fa, best - 0.001, best + 0.001, 12, &best, &best_rel, NULL);
+	tb_fit_grid_min(theta_residual, &fe, 2, 0.125, 49, &best, NULL);
+	tb_fit_golden_min(theta_residual, &fe, best - 0.125, best + 0.125, 24, &best, &best_rel, NULL);
+	tb_fit_golden_min(theta_residual, &fm, best - 0.01, best + 0.01, 16, &best, &best_rel, NULL);
+	tb_fit_golden_min(theta_residual, &fa, best - 0.001, best + 0.001, 12, &best, &best_rel, NULL);
 	c->theta = pow(10, best);
 	best_rel = rope_residual(s, c, rows, nrows, NULL);
 	/* configs say 500000, not 499993: the round value, where it fits as well */
@@ -441,7 +286,7 @@ static void rope_measure(const side4 *s, rope_cfg *c, const int64_t *rows, int n
 				continue;
 			for (int t = 0; t < 2; t++)
 				for (int h = 0; h < s->v[t].nh; h++) {
-					const float *x = head_row(&s->v[t], p, h), *y = head_row(&s->v[2 + t], p, h);
+					const float *x = tb_heads_row(&s->v[t], p, h), *y = tb_heads_row(&s->v[2 + t], p, h);
 					double complex zx = x[a] + I * x[b], zy = y[a] + I * y[b];
 					z += zy * conj(zx);
 					xx += creal(zx * conj(zx));
@@ -762,9 +607,9 @@ static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *ro
 		if (rows[k] >= 1 && rows[k] <= 8)
 			early[ne++] = rows[k];
 	theta_fit fe = {s, &c, early, ne}, fa = {s, &c, rows, nrows};
-	grid_min(pos_scale_residual, &fe, -2.1, 0.05, 85, &x, NULL);
-	golden_min(pos_scale_residual, &fe, x - 0.05, x + 0.05, 20, &x, &rel, NULL);
-	golden_min(pos_scale_residual, &fa, x - 0.002, x + 0.002, 16, &x, &rel, NULL);
+	tb_fit_grid_min(pos_scale_residual, &fe, -2.1, 0.05, 85, &x, NULL);
+	tb_fit_golden_min(pos_scale_residual, &fe, x - 0.05, x + 0.05, 20, &x, &rel, NULL);
+	tb_fit_golden_min(pos_scale_residual, &fa, x - 0.002, x + 0.002, 16, &x, &rel, NULL);
 	if (fabs(x) > 0.005 && rel < best->rel) {
 		t = (rope_variant){c, TB_CAUSE_ROPE_SCALING, "", rel};
 		t.cfg.pos_scale = pow(10, x);
@@ -989,7 +834,7 @@ static int kv_head(const core_side *s, const core_cfg *c, int h)
  * -1 on allocation failure. */
 static int core_scores(core_side *s, bool tile, tb_err *err)
 {
-	const heads_view *q = &s->in.v[0], *k = &s->in.v[1];
+	const tb_heads_view *q = &s->in.v[0], *k = &s->in.v[1];
 	int R = s->nrows, hd = q->hd;
 	int64_t S = q->S;
 	core_cfg c = {.tile = tile};
@@ -1006,9 +851,9 @@ static int core_scores(core_side *s, bool tile, tb_err *err)
 	for (int h = 0; h < q->nh; h++) {
 		int g = kv_head(s, &c, h);
 		for (int r = 0; r < R; r++)
-			memcpy(qr + (size_t)r * hd, head_row(q, s->rows[r], h), (size_t)hd * sizeof *qr);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, (int)S, hd, 1.0f, qr, hd, head_row(k, 0, g),
-			    head_stride(k), 0.0f, s->scores[tile] + (size_t)h * R * S, (int)S);
+			memcpy(qr + (size_t)r * hd, tb_heads_row(q, s->rows[r], h), (size_t)hd * sizeof *qr);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, (int)S, hd, 1.0f, qr, hd, tb_heads_row(k, 0, g),
+			    tb_heads_stride(k), 0.0f, s->scores[tile] + (size_t)h * R * S, (int)S);
 	}
 	free(qr);
 	return 0;
@@ -1035,7 +880,7 @@ static double score(const core_cfg *c, float raw)
  * The prediction stays in s->pred. */
 static int core_residual(core_side *s, const core_cfg *c, const int *perm, double *rel, tb_err *err)
 {
-	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	const tb_heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
 	int R = s->nrows, nh = q->nh, hd = q->hd;
 	int64_t S = q->S;
 	double dd = 0, yy = 0;
@@ -1062,11 +907,11 @@ static int core_residual(core_side *s, const core_cfg *c, const int *perm, doubl
 				p[j] = (float)(p[j] / sum);
 		}
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, (int)S, 1.0f, s->p, (int)S,
-			    head_row(v, 0, kv_head(s, c, h)), head_stride(v), 0.0f, s->pred + (size_t)h * hd, nh * hd);
+			    tb_heads_row(v, 0, kv_head(s, c, h)), tb_heads_stride(v), 0.0f, s->pred + (size_t)h * hd, nh * hd);
 	}
 	for (int r = 0; r < R; r++)
 		for (int h = 0; h < nh; h++) {
-			const float *y = head_row(o, s->rows[r], h), *x = s->pred + ((size_t)r * nh + (perm ? perm[h] : h)) * hd;
+			const float *y = tb_heads_row(o, s->rows[r], h), *x = s->pred + ((size_t)r * nh + (perm ? perm[h] : h)) * hd;
 			for (int d = 0; d < hd; d++) {
 				double e = (double)x[d] - y[d];
 				dd += e * e;
@@ -1082,7 +927,7 @@ static int core_residual(core_side *s, const core_cfg *c, const int *perm, doubl
  * row back (a running softmax); 0 when no row shows a window. */
 static int64_t fit_window(core_side *s, const core_cfg *c)
 {
-	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	const tb_heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
 	int R = s->nrows, nh = q->nh, hd = q->hd;
 	int64_t S = q->S;
 	double num[MAX_HD];
@@ -1095,13 +940,13 @@ static int64_t fit_window(core_side *s, const core_cfg *c)
 			continue;
 		}
 		for (int h = 0; h < nh; h++) {
-			const float *sc = s->scores[c->tile] + ((size_t)h * R + r) * S, *y = head_row(o, i, h);
+			const float *sc = s->scores[c->tile] + ((size_t)h * R + r) * S, *y = tb_heads_row(o, i, h);
 			double mx = -INFINITY, den = 0;
 			for (int64_t j = 0; j <= i; j++)
 				mx = fmax(mx, score(c, sc[j]));
 			memset(num, 0, (size_t)hd * sizeof *num);
 			for (int64_t lo = i; lo >= 0; lo--) {
-				const float *vj = head_row(v, lo, kv_head(s, c, h));
+				const float *vj = tb_heads_row(v, lo, kv_head(s, c, h));
 				double w = exp(score(c, sc[lo]) - mx);
 				den += w;
 				for (int d = 0; d < hd; d++) {
@@ -1136,7 +981,7 @@ static bool fit_permutation(const core_side *s, int *perm)
 		for (int g = 0; g < nh; g++) {
 			double dd = 0;
 			for (int r = 0; r < R; r++) {
-				const float *y = head_row(&s->in.v[3], s->rows[r], h), *x = s->pred + ((size_t)r * nh + g) * hd;
+				const float *y = tb_heads_row(&s->in.v[3], s->rows[r], h), *x = s->pred + ((size_t)r * nh + g) * hd;
 				for (int d = 0; d < hd; d++)
 					dd += ((double)x[d] - y[d]) * ((double)x[d] - y[d]);
 			}
@@ -1164,7 +1009,7 @@ static bool fit_permutation(const core_side *s, int *perm)
 static bool fit_sinks(core_side *s, const core_cfg *c)
 {
 	tb_err err;
-	const heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	const tb_heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
 	int R = s->nrows, nh = q->nh, hd = q->hd;
 	int64_t S = q->S;
 	bool any = false;
@@ -1177,10 +1022,10 @@ static bool fit_sinks(core_side *s, const core_cfg *c)
 		return false;
 	}
 	for (int h = 0; h < nh; h++) {
-		const float *sc = s->scores[c->tile] + (size_t)h * R * S, *vh = head_row(v, 0, kv_head(s, c, h));
+		const float *sc = s->scores[c->tile] + (size_t)h * R * S, *vh = tb_heads_row(v, 0, kv_head(s, c, h));
 		double least = 1, sink = -INFINITY;
 		for (int r = 0; r < R; r++) {
-			const float *y = head_row(o, s->rows[r], h);
+			const float *y = tb_heads_row(o, s->rows[r], h);
 			int64_t lo, hi;
 			double mx = -INFINITY, z = 0, uy = 0, uu = 0, u[MAX_HD] = {0};
 			key_range(c, s->rows[r], S, &lo, &hi);
@@ -1190,7 +1035,7 @@ static bool fit_sinks(core_side *s, const core_cfg *c)
 				double w = exp(score(c, sc[(size_t)r * S + j]) - mx);
 				z += w;
 				for (int d = 0; d < hd; d++)
-					u[d] += w * vh[(size_t)j * head_stride(v) + d];
+					u[d] += w * vh[(size_t)j * tb_heads_stride(v) + d];
 			}
 			for (int d = 0; d < hd && z > 0; d++) {
 				u[d] /= z;
@@ -1329,8 +1174,8 @@ static int fit_scale(core_side *s, const core_cfg *c0, core_variant *out, tb_err
 	scale_fit f = {s, *c0};
 	double best = log(c0->scale), rel;
 
-	if (grid_min(scale_residual, &f, best - span, span / 8, 17, &best, err) < 0 ||
-	    golden_min(scale_residual, &f, best - span / 8, best + span / 8, 24, &best, &rel, err) < 0)
+	if (tb_fit_grid_min(scale_residual, &f, best - span, span / 8, 17, &best, err) < 0 ||
+	    tb_fit_golden_min(scale_residual, &f, best - span / 8, best + span / 8, 24, &best, &rel, err) < 0)
 		return -1;
 	f.c.scale = exp(best);
 	*out = (core_variant){f.c, TB_CAUSE_SOFTMAX_SCALE, "", rel, false};
