@@ -16,7 +16,7 @@ static const struct {
 	{TB_TAP_ATTN_Q_ROPE, tb_replay_rope},
 	{TB_TAP_ATTN_K_ROPE, tb_replay_rope},
 	{TB_TAP_ATTN_CORE, tb_replay_attn_core},
-	{TB_TAP_ATTN_O, tb_replay_bias},
+	{TB_TAP_ATTN_O, tb_replay_attn_o},
 	{TB_TAP_ATTN, tb_replay_multiplier},
 	{TB_TAP_MLP_NORM, tb_replay_norm},
 	{TB_TAP_MLP_TOPK_IDS, tb_replay_topk_ids},

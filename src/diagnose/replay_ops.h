@@ -27,6 +27,10 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* attn.core from attn.q_rope, attn.k_rope and attn.v: scale, mask,
  * window, GQA mapping, soft-capping, head order. */
 int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err);
+/* replay_oproj.c: attn.o from attn.q, attn.k, attn.v before RoPE when
+ * attn.core is not dumped, through o_proj fitted to both sides: the RoPE
+ * family and the softmax scale.  With attn.core, tb_replay_bias. */
+int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_norm.c: attn_norm, mlp_norm and final_norm from their input. */
 int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err);
 /* replay_resid.c: the embedding scale, an output multiplier on attn or
