@@ -42,9 +42,9 @@
  * still fits (measured on both sides at once: 2 x 160 rows against 256
  * inputs leave a wrong RoPE 0.1 and the right one the bf16 rounding). */
 #define SPARE_ROWS(D) ((D) / 8 + 16)
-/* Floating-point work the search may spend, in multiply-adds (about two
- * seconds); past it the search stops and says so. */
-#define BUDGET 1e10
+/* Floating-point work the search may spend, in multiply-adds (about
+ * three seconds); past it the search stops and says so. */
+#define BUDGET 1.5e10
 /* The bases configs use. */
 static const double thetas[] = {1e4, 1e6, 5e5, 1e5};
 /* Golden-section steps of a fitted parameter. */
@@ -554,6 +554,31 @@ static int reference_cfgs(int hd, op_cfg *out)
 	return n;
 }
 
+/* The scaled references find_reference tries, k counted: linear at each
+ * usual base and factor 2 .. 32, then at each, llama3 (low_freq_factor 1,
+ * high_freq_factor 4) and YaRN (its attention factor 0.1 ln(factor) + 1)
+ * at original lengths 16 .. 65536 (powers of 4): the commonest first. */
+#define N_SCALED (4 * 5 + 4 * 5 * 14)
+static op_cfg scaled_cfg(const op_cfg *base, int k)
+{
+	op_cfg c = *base;
+	int j = k - 4 * 5;
+
+	if (j < 0) {
+		c.theta = thetas[k / 5];
+		c.factor = pow(2, 1 + k % 5);
+		return c;
+	}
+	c.theta = thetas[j / 70];
+	c.factor = pow(2, 1 + j / 14 % 5);
+	c.scaling = j % 2 ? SCALE_YARN : SCALE_LLAMA3;
+	c.orig = pow(4, 2 + j % 14 / 2);
+	c.low = 1;
+	c.high = 4;
+	c.gain = c.scaling == SCALE_YARN ? 0.1 * log(c.factor) + 1 : 1;
+	return c;
+}
+
 /* Free the buffers of one head dim's fit (fit_init makes them again). */
 static void fit_free(op_fit *f)
 {
@@ -655,9 +680,9 @@ static void discrete_search(op_fit *f, const op_cfg *refs, int lo, int hi, doubl
 }
 
 /* The reference's own configuration (o_proj fitted to it alone): the
- * head dim and configuration of the list that fit it best, then a
- * linear scaling and theta fitted from the best when none comes within
- * the floor.  Its residual; the head dim in *hd (0: none fits the
+ * head dim and configuration of the list that fit it best, then the
+ * scaled ones and a linear scaling and theta fitted when none comes
+ * within the floor.  Its residual; the head dim in *hd (0: none fits the
  * shapes). */
 static double find_reference(op_fit *f, const tb_pair *const *p, const tb_replay_sides *loaded, const int *hds,
 			     int nhd, double floor, int *hd, op_cfg *ref, int *rc)
@@ -686,37 +711,27 @@ static double find_reference(op_fit *f, const tb_pair *const *p, const tb_replay
 		}
 		fit_free(f);
 	}
-	/* a scaling slows the rotation toward none: fit it, then theta, from the rotating configuration that
-	 * came closest */
+	/* a scaling: the usual ones at the head dim of the rotating configuration that came closest, then a
+	 * linear factor and theta fitted from that configuration */
 	if (best <= floor || !rot_hd)
 		return best;
 	if ((ok = fit_init(f, p, loaded, rot_hd)) < 0)
 		goto nomem;
-	op_cfg base = c;
-	param_fit pf = {f, NULL, &c, &c.factor};
-	fit_param(&pf, 0.3, 1.8, 0.3, true);
-	pf.x = &c.theta;
-	double rel = fit_param(&pf, 2, 8, 0.5, true);
-	if (rel < best) {
-		best = rel;
-		*ref = c;
-		*hd = rot_hd;
+	for (int k = 0; k < N_SCALED && best > floor && f->spent < BUDGET; k++) {
+		op_cfg s = scaled_cfg(&c, k);
+		double rel = fit_reference(f, &s);
+		if (rel < best) {
+			best = rel;
+			*ref = s;
+			*hd = rot_hd;
+		}
 	}
-	/* llama3 and YaRN at the usual bases, factors and original lengths (4^2 .. 4^8), the YaRN attention
-	 * factor 0.1 ln(factor) + 1 */
-	for (int k = 0; k < 2 * 4 * 5 * 7 && best > floor && f->spent < BUDGET; k++) {
-		/* k: the scaling, the base, the factor (2 .. 32) and the length (16 .. 65536), counted */
-		int scaling = k / 140 ? SCALE_YARN : SCALE_LLAMA3;
-		double F = pow(2, 1 + k / 7 % 5);
-		c = base;
-		c.theta = thetas[k / 35 % 4];
-		c.scaling = scaling;
-		c.factor = F;
-		c.orig = pow(4, 2 + k % 7);
-		c.low = 1;
-		c.high = 4;
-		c.gain = scaling == SCALE_YARN ? 0.1 * log(F) + 1 : 1;
-		if ((rel = fit_reference(f, &c)) < best) {
+	if (best > floor && f->spent < BUDGET) {
+		param_fit pf = {f, NULL, &c, &c.factor};
+		fit_param(&pf, 0.3, 1.8, 0.3, true);
+		pf.x = &c.theta;
+		double rel = fit_param(&pf, 2, 8, 0.5, true);
+		if (rel < best) {
 			best = rel;
 			*ref = c;
 			*hd = rot_hd;
