@@ -68,13 +68,15 @@ typedef struct op_cfg {
 	double orig;   /* llama3, yarn: original_max_position_embeddings */
 	double low, high; /* llama3: low_freq_factor, high_freq_factor */
 	double gain;   /* cos and sin times this: YaRN's attention factor (0: 1) */
+	bool tile;     /* query head h reads kv head h % kv_heads, not h / (heads / kv_heads) */
+	int window;    /* row r attends to keys r - window + 1 .. r (0: all before it) */
 } op_cfg;
 
-/* The fitted families: the scores' scale, theta, a linear scaling the
- * reference has and the candidate lacks, one the candidate adds, and
- * another theta with a linear scaling (Gemma 3's global layers' RoPE on
- * a sliding one). */
-enum { DISCRETE = -1, FIT_TEMP, FIT_THETA, FIT_REF_FACTOR, FIT_CAND_FACTOR, FIT_THETA_FACTOR, N_FITS };
+/* The fitted families: the scores' scale, a sliding window, theta, a
+ * linear scaling the reference has and the candidate lacks, one the
+ * candidate adds, and another theta with a linear scaling (Gemma 3's
+ * global layers' RoPE on a sliding one). */
+enum { DISCRETE = -1, FIT_TEMP, FIT_WINDOW, FIT_THETA, FIT_REF_FACTOR, FIT_CAND_FACTOR, FIT_THETA_FACTOR, N_FITS };
 
 /* A pair of configurations and what it stands for. */
 typedef struct op_pair {
@@ -168,22 +170,23 @@ static void attention(op_fit *f, int s, const op_cfg *c, double *A)
 			rotate(c, hd, tb_heads_row(&f->q[s], pos, h), cs, sn, f->qr + ((size_t)h * R + pos) * hd);
 	}
 	for (int h = 0; h < f->nh; h++) {
-		int g = h / group;
+		int g = c->tile ? h % f->nkv : h / group;
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, R, hd, 1.0f, f->qr + (size_t)h * R * hd, hd,
 			    f->kr + (size_t)g * hd, kw, 0.0f, f->p, R);
-		/* causal softmax: row r attends to keys 0..r */
+		/* causal softmax: row r attends to keys lo..r */
 		for (int r = 0; r < R; r++) {
 			float *row = f->p + (size_t)r * R;
 			double mx = -INFINITY, z = 0;
-			for (int j = 0; j <= r; j++)
+			int lo = c->window && r >= c->window ? r - c->window + 1 : 0;
+			for (int j = lo; j <= r; j++)
 				mx = fmax(mx, scale * row[j]);
-			for (int j = 0; j <= r; j++) {
+			for (int j = lo; j <= r; j++) {
 				double e = exp(scale * row[j] - mx);
 				row[j] = (float)e;
 				z += e;
 			}
 			for (int j = 0; j < R; j++)
-				row[j] = j <= r ? (float)(row[j] / z) : 0.0f;
+				row[j] = j >= lo && j <= r ? (float)(row[j] / z) : 0.0f;
 		}
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, R, 1.0f, f->p, R,
 			    tb_heads_row(&f->v[s], 0, g), tb_heads_stride(&f->v[s]), 0.0f, f->core, hd);
@@ -266,7 +269,7 @@ static bool same_cfg(const op_cfg *a, const op_cfg *b)
 	return a->none == b->none && a->interleaved == b->interleaved && a->sign == b->sign && a->rot == b->rot &&
 	       a->theta == b->theta && or1(a->factor) == or1(b->factor) && or1(a->temp) == or1(b->temp) &&
 	       a->scaling == b->scaling && a->orig == b->orig && a->low == b->low && a->high == b->high &&
-	       or1(a->gain) == or1(b->gain);
+	       or1(a->gain) == or1(b->gain) && a->tile == b->tile && a->window == b->window;
 }
 
 /* A fit's residual on the rows it was fitted to understates the noise:
@@ -341,13 +344,20 @@ static void describe(const op_cfg *c, int hd, char *buf, size_t size)
 }
 
 /* The pairs that change one thing of the reference's configuration c:
- * its pairing, sign, rotary share, rotation at all, scaling. */
-static int discrete_pairs(const op_cfg *c, int hd, op_pair *out)
+ * the kv heads' mapping; its pairing, sign, rotary share, rotation at
+ * all, scaling. */
+static int discrete_pairs(const op_fit *f, const op_cfg *c, op_pair *out)
 {
-	int n = 0;
+	int n = 0, hd = f->hd;
 
 	out[n] = PAIR(*c, *c, TB_CAUSE_NONE);
 	snprintf(out[n++].name, sizeof out->name, "the reference's attention");
+	if (f->nkv > 1 && f->nkv < f->nh) {
+		out[n] = PAIR(*c, *c, TB_CAUSE_GQA_REPEAT);
+		out[n].cand.tile = !c->tile;
+		snprintf(out[n++].name, sizeof out->name, "%s", c->tile ? "kv heads repeated (h / group), not tiled"
+									 : "kv heads tiled (h % kv_heads), not repeated");
+	}
 	if (c->none) {
 		for (size_t t = 0; t < sizeof thetas / sizeof *thetas; t++) {
 			out[n] = PAIR(*c, *c, TB_CAUSE_NOPE_LAYERS);
@@ -473,9 +483,11 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 	op_pair t;
 
 	for (int kind = 0; kind < N_FITS && total(best) > enough && f->spent < BUDGET; kind++) {
-		/* a reference without RoPE has only a scale; alone, the reference's scaling is its own */
-		if ((only >= 0 && kind != only) || (c->none && kind != FIT_TEMP) ||
-		    (kind == FIT_REF_FACTOR && !f->joint))
+		/* without RoPE, no RoPE to fit; alone, the reference's scaling is its own; a window changes only the
+		 * rows past it, which a fit to both sides at once absorbs (a RoPE table of 100 positions and a
+		 * window of 96 fitted alike at 160 positions) */
+		if ((only >= 0 && kind != only) || (c->none && kind > FIT_WINDOW) ||
+		    (kind == FIT_REF_FACTOR && !f->joint) || (kind == FIT_WINDOW && f->joint))
 			continue;
 		t = PAIR(*c, *c, TB_CAUSE_ROPE_SCALING);
 		param_fit pf = {f, &t, NULL, NULL};
@@ -495,6 +507,25 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			snprintf(t.name, sizeof t.name, "scores x%.4g (softmax scale %.3g, not %.3g)", t.cand.temp,
 				 t.cand.temp / sqrt(f->hd), 1 / sqrt(f->hd));
 			keep(best, &t, kind, t.cand.temp);
+			break;
+		case FIT_WINDOW:
+			/* a window shows past its width: widths 2^k and 1.5 2^k below the rows fitted, then (fine)
+			 * the neighbours of the best */
+			t.cause = TB_CAUSE_SLIDING_WINDOW;
+			for (int w = 2, step = 0; w < f->R && f->spent < BUDGET; w = step++ % 2 ? w * 4 / 3 : w * 3 / 2) {
+				op_pair u = t;
+				u.cand.window = w;
+				evaluate(f, &u);
+				t = total(&u) < total(&t) ? u : t;
+			}
+			for (int d = -1; d <= 1 && fine && t.cand.window; d += 2) {
+				op_pair u = t;
+				u.cand.window += d;
+				evaluate(f, &u);
+				t = total(&u) < total(&t) ? u : t;
+			}
+			snprintf(t.name, sizeof t.name, "a sliding window of %d positions", t.cand.window);
+			keep(best, &t, kind, t.cand.window);
 			break;
 		case FIT_THETA:
 			t.cause = TB_CAUSE_ROPE_THETA;
@@ -666,7 +697,7 @@ static void discrete_search(op_fit *f, const op_cfg *refs, int lo, int hi, doubl
 	op_pair pairs[16];
 
 	for (int i = lo; i < hi && f->spent < BUDGET; i++) {
-		int n = discrete_pairs(&refs[i], f->hd, pairs);
+		int n = discrete_pairs(f, &refs[i], pairs);
 		fit[i] = INFINITY;
 		for (int k = 0; k < n && f->spent < BUDGET; k++) {
 			evaluate(f, &pairs[k]);

@@ -2,10 +2,12 @@
 # The replay of attn.o without o_proj's input (tbisect-rules(5), attn.o):
 # tests/pymodel/model.py --subtaps dumps q, k and v before RoPE and attn.o,
 # as Hugging Face's q_proj, k_proj, v_proj and o_proj hooks do.  Each RoPE
-# bug, a llama3 or YaRN reference's, and the softmax scale are confirmed by
+# bug, a llama3 or YaRN reference's, the softmax scale, the kv heads'
+# mapping and a sliding window are confirmed by
 # their own variant through o_proj fitted to the reference (160 positions
 # against o_proj's 128 inputs), in f32 and bf16; a transposed o_proj, an
-# fp8 KV cache and dropped sinks are confirmed as nothing; with too few
+# fp8 KV cache, dropped sinks and a short RoPE table are confirmed as
+# nothing; with too few
 # positions the report says how many the replay needs.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
@@ -45,6 +47,8 @@ rope-llama3|bf16|L0.attn.o|rope-scaling|llama3 low_freq_factor and high_freq_fac
 yarn-mscale|npy|L0.attn.o|yarn-scaling|attention factor 1.139 applied 0 times
 yarn-mscale-twice|bf16|L0.attn.o|yarn-scaling|attention factor 1.139 applied 2 times
 yarn-ramp|npy|L0.attn.o|yarn-scaling|YaRN without its ramp
+gqa-repeat|npy|L0.attn.o|gqa-repeat|kv heads tiled (h % kv_heads), not repeated
+sliding-window|bf16|L0.attn.o|sliding-window|a sliding window of 8 positions
 TABLE
 
 # --heads gives the head dim: the same variant, found without trying others
@@ -53,8 +57,9 @@ run_cmd "$TBISECT" check --json --no-history --heads 4 "$T/p/ref" "$T/p/cand"
 check_that "rope-style with --heads 4: confirmed" \
 	test "$(json_get causes.0.confirmed.variant)" = "interleaved pairs (2i, 2i+1)"
 
-# what no variant models, nothing confirmed
-for case in "weight-mapping npy" "kv-cache bf16" "sinks-dropped npy"; do
+# what no variant models, nothing confirmed (a RoPE table of 100 positions changes the rows past it, as a
+# window would)
+for case in "weight-mapping npy" "kv-cache bf16" "sinks-dropped npy" "decode-position npy"; do
 	# shellcheck disable=SC2086
 	pair $case
 	run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
