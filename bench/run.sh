@@ -215,23 +215,32 @@ PY
 done
 # f32:replay: the replay of the first divergence's op (tbbench-replay, best of
 # BENCH_REPS) on one attention layer: 2048 positions of 32 heads of 128
-# (8 kv heads), or 512 of 8 heads with the small preset.
+# (8 kv heads), or 512 of 8 heads with the small preset; then attn.o from
+# module hooks alone (o_proj fitted) on 1024 positions of 4 heads of 64,
+# 512 of 4 heads of 32 with the small preset.
 for case in $replay_cases; do
-    data=$dir/$preset-replay
-    if [ ! -f "$data/.stamp" ]; then
-        rm -rf "$data"
-        if [ "$preset" = small ]; then shape="--seq 512 --heads 8 --kv-heads 2"; else shape="--seq 2048 --heads 32 --kv-heads 8"; fi
-        # shellcheck disable=SC2086 # the shape is words
-        "$py" "$src/bench/replaygen.py" $shape --head-dim 128 "$data" >&2
-        touch "$data/.stamp"
-    fi
-    for bug in softmax-scale rope-theta; do
-        out=$("$bin/bench/tbbench-replay" "$data/ref" "$data/$bug" "$reps") || {
-            echo "bench: the replay did not confirm $bug: $out" >&2
-            exit 1
-        }
-        printf '%-17s replay of %s (%s): %ss, confirmed\n' "$case" "$(echo "$out" | cut -d' ' -f2)" "$bug" \
-            "$(echo "$out" | cut -d' ' -f1)"
+    for kind in replay oproj; do
+        data=$dir/$preset-$kind
+        if [ ! -f "$data/.stamp" ]; then
+            rm -rf "$data"
+            case $preset-$kind in
+            small-replay) shape="--seq 512 --heads 8 --kv-heads 2 --head-dim 128" ;;
+            *-replay) shape="--seq 2048 --heads 32 --kv-heads 8 --head-dim 128" ;;
+            small-oproj) shape="--seq 512 --heads 4 --kv-heads 2 --head-dim 32 --oproj" ;;
+            *) shape="--seq 1024 --heads 4 --kv-heads 2 --head-dim 64 --oproj" ;;
+            esac
+            # shellcheck disable=SC2086 # the shape is words
+            "$py" "$src/bench/replaygen.py" $shape "$data" >&2
+            touch "$data/.stamp"
+        fi
+        for bug in softmax-scale rope-theta; do
+            out=$("$bin/bench/tbbench-replay" "$data/ref" "$data/$bug" "$reps") || {
+                echo "bench: the replay did not confirm $bug: $out" >&2
+                exit 1
+            }
+            printf '%-17s replay of %s (%s): %ss, confirmed\n' "$case" "$(echo "$out" | cut -d' ' -f2)" "$bug" \
+                "$(echo "$out" | cut -d' ' -f1)"
+        done
     done
 done
 # DTYPE:sketch: `tbisect sketch` of the DTYPE:npy pair's reference alone,
