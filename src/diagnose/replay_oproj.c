@@ -805,6 +805,24 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		return 0;
 	}
 	f.H = d[1];
+	/* o_proj's inputs are q's values per position: past MAX_D, or with too few positions for both sides
+	 * together, say so before reading a value */
+	uint64_t D = f.S > 0 ? p[0]->ref->numel / (uint64_t)f.S : 0;
+	if (!D || D > MAX_D || (uint64_t)f.S < (D + SPARE_ROWS(D) + 1) / 2) {
+		if (D && D <= MAX_D)
+			snprintf(out->note, sizeof out->note,
+				 "replaying attn.o without o_proj's input fits o_proj to both sides, which needs %llu "
+				 "positions (its %llu inputs and %llu to spare, over two sides); dump attn.core (a "
+				 "forward pre-hook on o_proj)",
+				 (unsigned long long)(D + SPARE_ROWS(D) + 1) / 2, (unsigned long long)D,
+				 (unsigned long long)SPARE_ROWS(D));
+		else
+			snprintf(out->note, sizeof out->note,
+				 "replaying attn.o without o_proj's input fits o_proj's %llu inputs, more than the %d it "
+				 "can solve for: dump attn.core (a forward pre-hook on o_proj)",
+				 (unsigned long long)D, MAX_D);
+		return 0;
+	}
 	nhd = tb_heads_dim_choices(shapes, 3, in->heads, f.S, hds);
 	f.m = f.H < OUT_COLS ? (int)f.H : OUT_COLS;
 	for (int c = 0; c < f.m; c++)
@@ -840,7 +858,6 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		/* both sides at once: the head dim whose one-change pairs of the two commonest reference
 		 * configurations fit best (a wrong one mixes other channels), then the other configurations there,
 		 * the fitted families coarse from the two that fit best, and the best family fine */
-		int best_D = 0;
 		double enough = floor / 4;
 		for (int k = 0; k < nhd && total(&best) > enough && f.spent < BUDGET; k++) {
 			op_pair b = best;
@@ -855,21 +872,12 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 					best_hd = f.hd;
 				}
 			}
-			best_D = f.D && (!best_D || f.D < best_D) ? f.D : best_D;
 			fit_free(&f);
 		}
 		if (!best_hd) {
-			if (best_D && best_D <= MAX_D)
-				snprintf(out->note, sizeof out->note,
-					 "replaying attn.o without o_proj's input fits o_proj to both sides, which "
-					 "needs %d positions (its %d inputs and %d to spare, over two sides); dump "
-					 "attn.core (a forward pre-hook on o_proj)",
-					 (best_D + SPARE_ROWS(best_D) + 1) / 2, best_D, SPARE_ROWS(best_D));
-			else
-				snprintf(out->note, sizeof out->note,
-					 "attn.q, attn.k and attn.v do not hold heads of at most %d channels in all "
-					 "that o_proj's fit can solve: no replay of attn.o without attn.core",
-					 MAX_D);
+			snprintf(out->note, sizeof out->note,
+				 "attn.q, attn.k and attn.v hold no heads of one of the usual head dims (--heads gives "
+				 "it): no replay of attn.o without attn.core");
 			goto done;
 		}
 		if (fit_init(&f, p, loaded, best_hd) < 0)
