@@ -561,7 +561,8 @@ static void detail_draw(view *v, WINDOW *w)
 }
 
 /* Replay the cell's op now (under a second at 2048 positions of 32
- * heads); the document ends with what it found. */
+ * heads; attn.o through a fitted o_proj stops at about three seconds,
+ * tbisect-rules(5)); the document ends with what it found. */
 static void replay_cell(view *v)
 {
 	detail *d = &d_state;
