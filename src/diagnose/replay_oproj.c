@@ -70,13 +70,26 @@ typedef struct op_cfg {
 	double gain;   /* cos and sin times this: YaRN's attention factor (0: 1) */
 	bool tile;     /* query head h reads kv head h % kv_heads, not h / (heads / kv_heads) */
 	int window;    /* row r attends to keys r - window + 1 .. r (0: all before it) */
+	const double *sink; /* gpt-oss's learned sink logit per head, one more softmax column; NULL: none */
 } op_cfg;
 
-/* The fitted families: the scores' scale, a sliding window, theta, a
- * linear scaling the reference has and the candidate lacks, one the
- * candidate adds, and another theta with a linear scaling (Gemma 3's
- * global layers' RoPE on a sliding one). */
-enum { DISCRETE = -1, FIT_TEMP, FIT_WINDOW, FIT_THETA, FIT_REF_FACTOR, FIT_CAND_FACTOR, FIT_THETA_FACTOR, N_FITS };
+/* The fitted families, cheapest first: the scores' scale, a sliding
+ * window, theta, a linear scaling the reference has and the candidate
+ * lacks, one the candidate adds, another theta with a linear scaling
+ * (Gemma 3's global layers' RoPE on a sliding one), and attention sinks. */
+enum {
+	DISCRETE = -1,
+	FIT_TEMP,
+	FIT_WINDOW,
+	FIT_THETA,
+	FIT_REF_FACTOR,
+	FIT_CAND_FACTOR,
+	FIT_THETA_FACTOR,
+	FIT_SINKS,
+	N_FITS
+};
+/* Heads whose sinks are fitted: o_proj's inputs over the smallest head dim. */
+#define MAX_HEADS (MAX_D / 8)
 
 /* A pair of configurations and what it stands for. */
 typedef struct op_pair {
@@ -98,6 +111,7 @@ typedef struct op_fit {
 	float *kr, *qr, *p, *core;
 	double *A[2], *B[2], bb[2]; /* each side's R x D attention outputs, R x m outputs and their square */
 	double w[2];                /* the weight of each side's rows */
+	double sink[2][MAX_HEADS];  /* the sinks fitted to the reference and to the candidate */
 	double *Gref, *Cref, *G, *C, *W, *res;
 	op_cfg cached;  /* joint: the configuration A[0], Gref and Cref hold; rot 0: none yet */
 	double ref_rel; /* else: the reference's residual under the weight W fitted to it */
@@ -176,7 +190,7 @@ static void attention(op_fit *f, int s, const op_cfg *c, double *A)
 		/* causal softmax: row r attends to keys lo..r */
 		for (int r = 0; r < R; r++) {
 			float *row = f->p + (size_t)r * R;
-			double mx = -INFINITY, z = 0;
+			double mx = c->sink ? c->sink[h] : -INFINITY, z = 0;
 			int lo = c->window && r >= c->window ? r - c->window + 1 : 0;
 			for (int j = lo; j <= r; j++)
 				mx = fmax(mx, scale * row[j]);
@@ -185,6 +199,9 @@ static void attention(op_fit *f, int s, const op_cfg *c, double *A)
 				row[j] = (float)e;
 				z += e;
 			}
+			/* the sink takes its share of the softmax and adds no value */
+			if (c->sink)
+				z += exp(c->sink[h] - mx);
 			for (int j = 0; j < R; j++)
 				row[j] = j >= lo && j <= r ? (float)(row[j] / z) : 0.0f;
 		}
@@ -269,7 +286,7 @@ static bool same_cfg(const op_cfg *a, const op_cfg *b)
 	return a->none == b->none && a->interleaved == b->interleaved && a->sign == b->sign && a->rot == b->rot &&
 	       a->theta == b->theta && or1(a->factor) == or1(b->factor) && or1(a->temp) == or1(b->temp) &&
 	       a->scaling == b->scaling && a->orig == b->orig && a->low == b->low && a->high == b->high &&
-	       or1(a->gain) == or1(b->gain) && a->tile == b->tile && a->window == b->window;
+	       or1(a->gain) == or1(b->gain) && a->tile == b->tile && a->window == b->window && a->sink == b->sink;
 }
 
 /* A fit's residual on the rows it was fitted to understates the noise:
@@ -340,7 +357,9 @@ static void describe(const op_cfg *c, int hd, char *buf, size_t size)
 	if (c->scaling != SCALE_LINEAR && (size_t)n < size)
 		n += snprintf(buf + n, size - (size_t)n, " (orig %.0f)", c->orig);
 	if (or1(c->temp) != 1 && (size_t)n < size)
-		snprintf(buf + n, size - (size_t)n, ", scores x%.3g", c->temp);
+		n += snprintf(buf + n, size - (size_t)n, ", scores x%.3g", c->temp);
+	if (c->sink && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, ", sinks");
 }
 
 /* The pairs that change one thing of the reference's configuration c:
@@ -357,6 +376,11 @@ static int discrete_pairs(const op_fit *f, const op_cfg *c, op_pair *out)
 		out[n].cand.tile = !c->tile;
 		snprintf(out[n++].name, sizeof out->name, "%s", c->tile ? "kv heads repeated (h / group), not tiled"
 									 : "kv heads tiled (h % kv_heads), not repeated");
+	}
+	if (c->sink) {
+		out[n] = PAIR(*c, *c, TB_CAUSE_ATTENTION_SINK);
+		out[n].cand.sink = NULL;
+		snprintf(out[n++].name, sizeof out->name, "attention sinks dropped");
 	}
 	if (c->none) {
 		for (size_t t = 0; t < sizeof thetas / sizeof *thetas; t++) {
@@ -412,13 +436,15 @@ static int discrete_pairs(const op_fit *f, const op_cfg *c, op_pair *out)
 	return n;
 }
 
-/* One parameter fitted on a log10 scale: of the pair (its residuals), or
- * with pair NULL of the reference's configuration *cfg alone. */
+/* One parameter fitted, on a log10 scale unless linear: of the pair (its
+ * residuals), or with pair NULL of the reference's configuration *cfg
+ * alone. */
 typedef struct param_fit {
 	op_fit *f;
 	op_pair *p;
 	op_cfg *cfg;
 	double *x; /* the parameter: a field of p->ref, p->cand or *cfg */
+	bool linear;
 } param_fit;
 
 static int param_residual(void *ctx, double x, double *rel, tb_err *err)
@@ -426,7 +452,7 @@ static int param_residual(void *ctx, double x, double *rel, tb_err *err)
 	param_fit *t = ctx;
 
 	(void)err;
-	*t->x = pow(10, x);
+	*t->x = t->linear ? x : pow(10, x);
 	if (t->f->spent >= BUDGET) {
 		*rel = INFINITY;
 		if (t->p)
@@ -464,6 +490,41 @@ static double fit_param(param_fit *t, double lo, double hi, double step, bool fi
 	return r;
 }
 
+/* One side's sinks, fitted head by head to the reference alone (p NULL:
+ * *cfg's) or to the candidate (p's) through the weight fitted to the
+ * reference: a grid of logits from -2 to 4 and golden-section steps
+ * within 0.5, then sweeps within 0.1 while each still takes a fifth off
+ * the residual (the heads share o_proj, so each sweep moves the others'
+ * best: f32 dumps need four or five to come within 1e-4).  The sinks are
+ * f->sink[side]; returns the residual. */
+static double fit_sinks(op_fit *f, op_pair *p, op_cfg *cfg)
+{
+	int side = p ? 1 : 0;
+	double *sk = f->sink[side], rel = INFINITY;
+	param_fit t = {f, p, cfg, NULL, true};
+	op_cfg *c = p ? &p->cand : cfg;
+
+	for (int h = 0; h < f->nh; h++)
+		sk[h] = 0.5;
+	c->sink = sk;
+	for (int sweep = 0; sweep < 8 && f->spent < BUDGET; sweep++) {
+		double w = sweep ? 0.1 : 0.5, before = rel;
+		for (int h = 0; h < f->nh && f->spent < BUDGET; h++) {
+			double x = sk[h];
+			t.x = &sk[h];
+			if (sweep == 0)
+				tb_fit_grid_min(param_residual, &t, -2, 1, 7, &x, NULL);
+			tb_fit_golden_min(param_residual, &t, x - w, x + w, 12, &x, &rel, NULL);
+			sk[h] = x;
+		}
+		if (sweep && !(rel < 0.8 * before))
+			break;
+	}
+	t.x = &sk[0];
+	param_residual(&t, sk[0], &rel, NULL);
+	return rel;
+}
+
 /* Keep t in *best when it fits better and its parameter moved. */
 static void keep(op_pair *best, op_pair *t, int kind, double moved)
 {
@@ -473,9 +534,9 @@ static void keep(op_pair *best, op_pair *t, int kind, double moved)
 }
 
 /* The fitted pairs from the reference's configuration c (the family only
- * when only >= 0), the best kept in *best until one comes within
- * enough.  Coarse grids when not fine: the pass that finds the family (and
- * joint, the reference's configuration). */
+ * when only >= 0; the sinks only so), the best kept in *best until one
+ * comes within enough.  Coarse grids when not fine: the pass that finds
+ * the family (and joint, the reference's configuration). */
 static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double enough, op_pair *best)
 {
 	/* the grids' steps in decades, coarse and fine */
@@ -483,14 +544,16 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 	op_pair t;
 
 	for (int kind = 0; kind < N_FITS && total(best) > enough && f->spent < BUDGET; kind++) {
-		/* without RoPE, no RoPE to fit; alone, the reference's scaling is its own; a window changes only the
-		 * rows past it, which a fit to both sides at once absorbs (a RoPE table of 100 positions and a
-		 * window of 96 fitted alike at 160 positions) */
-		if ((only >= 0 && kind != only) || (c->none && kind > FIT_WINDOW) ||
-		    (kind == FIT_REF_FACTOR && !f->joint) || (kind == FIT_WINDOW && f->joint))
+		/* without RoPE, no RoPE to fit; alone, the reference's scaling is its own; a window (sinks alike)
+		 * changes only some rows, which a fit to both sides at once absorbs (a RoPE table of 100
+		 * positions and a window of 96 fitted alike at 160 positions) */
+		bool rope = kind != FIT_TEMP && kind != FIT_WINDOW && kind != FIT_SINKS;
+		if ((only >= 0 && kind != only) || (c->none && rope) ||
+		    (kind == FIT_REF_FACTOR && !f->joint) || ((kind == FIT_WINDOW || kind == FIT_SINKS) && f->joint) ||
+		    (kind == FIT_SINKS && only != FIT_SINKS))
 			continue;
 		t = PAIR(*c, *c, TB_CAUSE_ROPE_SCALING);
-		param_fit pf = {f, &t, NULL, NULL};
+		param_fit pf = {f, &t, NULL, NULL, false};
 		switch (kind) {
 		case FIT_TEMP:
 			t.cause = TB_CAUSE_SOFTMAX_SCALE;
@@ -527,6 +590,14 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			snprintf(t.name, sizeof t.name, "a sliding window of %d positions", t.cand.window);
 			keep(best, &t, kind, t.cand.window);
 			break;
+		case FIT_SINKS:
+			/* the costliest, tried alone and last: its own sweeps, coarse or fine */
+			t.cause = TB_CAUSE_ATTENTION_SINK;
+			fit_sinks(f, &t, NULL);
+			snprintf(t.name, sizeof t.name, "attention sinks %s",
+				 c->sink ? "of other values" : "the reference does not have");
+			keep(best, &t, kind, 10);
+			break;
 		case FIT_THETA:
 			t.cause = TB_CAUSE_ROPE_THETA;
 			pf.x = &t.cand.theta;
@@ -551,7 +622,7 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			if (!fine) {
 				for (size_t b = 0; b < sizeof thetas / sizeof *thetas; b++) {
 					op_pair u = PAIR(*c, *c, TB_CAUSE_ROPE_SCALING);
-					param_fit pu = {f, &u, NULL, &u.cand.factor};
+					param_fit pu = {f, &u, NULL, &u.cand.factor, false};
 					u.cand.theta = thetas[b];
 					fit_param(&pu, 0.3, 1.8, small, false);
 					t = b == 0 || total(&u) < total(&t) ? u : t;
@@ -758,13 +829,24 @@ static double find_reference(op_fit *f, const tb_pair *const *p, const tb_replay
 		}
 	}
 	if (best > floor && f->spent < BUDGET) {
-		param_fit pf = {f, NULL, &c, &c.factor};
+		op_cfg lin = c;
+		param_fit pf = {f, NULL, &lin, &lin.factor, false};
 		fit_param(&pf, 0.3, 1.8, 0.3, true);
-		pf.x = &c.theta;
+		pf.x = &lin.theta;
 		double rel = fit_param(&pf, 2, 8, 0.5, true);
 		if (rel < best) {
 			best = rel;
-			*ref = c;
+			*ref = lin;
+			*hd = rot_hd;
+		}
+	}
+	/* learned sinks per head (gpt-oss) on the rotating configuration */
+	if (best > floor && f->spent < BUDGET) {
+		op_cfg sunk = c;
+		double rel = fit_sinks(f, NULL, &sunk);
+		if (rel < best) {
+			best = rel;
+			*ref = sunk;
 			*hd = rot_hd;
 		}
 	}
@@ -851,6 +933,7 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			fitted_pairs(&f, &ref, false, -1, enough, &best);
 			if (best.kind != DISCRETE)
 				fitted_pairs(&f, &ref, true, best.kind, enough, &best);
+			fitted_pairs(&f, &ref, true, FIT_SINKS, enough, &best);
 		}
 		best.ref = ref;
 		best.rel[0] = f.ref_rel;

@@ -3,10 +3,10 @@
 # tests/pymodel/model.py --subtaps dumps q, k and v before RoPE and attn.o,
 # as Hugging Face's q_proj, k_proj, v_proj and o_proj hooks do.  Each RoPE
 # bug, a llama3 or YaRN reference's, the softmax scale, the kv heads'
-# mapping and a sliding window are confirmed by
+# mapping, a sliding window and learned sinks are confirmed by
 # their own variant through o_proj fitted to the reference (160 positions
 # against o_proj's 128 inputs), in f32 and bf16; a transposed o_proj, an
-# fp8 KV cache, dropped sinks and a short RoPE table are confirmed as
+# fp8 KV cache, no causal mask and a short RoPE table are confirmed as
 # nothing; with too few
 # positions the report says how many the replay needs.
 set -eu
@@ -49,6 +49,8 @@ yarn-mscale-twice|bf16|L0.attn.o|yarn-scaling|attention factor 1.139 applied 2 t
 yarn-ramp|npy|L0.attn.o|yarn-scaling|YaRN without its ramp
 gqa-repeat|npy|L0.attn.o|gqa-repeat|kv heads tiled (h % kv_heads), not repeated
 sliding-window|bf16|L0.attn.o|sliding-window|a sliding window of 8 positions
+sinks-dropped|npy|L0.attn.o|attention-sink|attention sinks dropped
+sinks-wrong|bf16|L0.attn.o|attention-sink|attention sinks of other values
 TABLE
 
 # --heads gives the head dim: the same variant, found without trying others
@@ -59,7 +61,7 @@ check_that "rope-style with --heads 4: confirmed" \
 
 # what no variant models, nothing confirmed (a RoPE table of 100 positions changes the rows past it, as a
 # window would)
-for case in "weight-mapping npy" "kv-cache bf16" "sinks-dropped npy" "decode-position npy"; do
+for case in "weight-mapping npy" "kv-cache bf16" "attention-mask npy" "decode-position npy"; do
 	# shellcheck disable=SC2086
 	pair $case
 	run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
