@@ -781,81 +781,70 @@ static void discrete_search(op_fit *f, const op_cfg *refs, int lo, int hi, doubl
 	}
 }
 
-/* The reference's own configuration (o_proj fitted to it alone): the
- * head dim and configuration of the list that fit it best, then the
- * scaled ones and a linear scaling and theta fitted when none comes
- * within the floor.  Its residual; the head dim in *hd (0: none fits the
- * shapes). */
-static double find_reference(op_fit *f, const tb_pair *const *p, const tb_replay_sides *loaded, const int *hds,
-			     int nhd, double floor, int *hd, op_cfg *ref, int *rc)
-{
-	double best = INFINITY, rotating = INFINITY;
-	op_cfg refs[8], c = {0};
-	int rot_hd = 0, ok;
+/* A reference configuration found, its residual and head dim. */
+typedef struct op_found {
+	double rel;
+	op_cfg cfg;
+	int hd; /* 0: none tried */
+} op_found;
 
-	*hd = 0;
-	for (int k = 0; k < nhd && best > floor && f->spent < BUDGET; k++) {
+static void consider(op_found *b, double rel, const op_cfg *c, int hd)
+{
+	if (rel < b->rel)
+		*b = (op_found){rel, *c, hd};
+}
+
+/* The reference's own configuration (o_proj fitted to it alone) into
+ * *ref: the head dim and configuration of the list that fit it best,
+ * then, when none comes within the floor, the scaled ones, a linear
+ * factor and theta fitted, and learned sinks, at the head dim of the
+ * rotating configuration that came closest.  0, or -1 out of memory. */
+static int find_reference(op_fit *f, const tb_pair *const *p, const tb_replay_sides *loaded, const int *hds, int nhd,
+			  double floor, op_found *ref)
+{
+	op_found rotating = {INFINITY, {0}, 0};
+	op_cfg refs[8];
+	int ok;
+
+	*ref = rotating;
+	for (int k = 0; k < nhd && ref->rel > floor && f->spent < BUDGET; k++) {
 		if ((ok = fit_init(f, p, loaded, hds[k])) < 0)
 			goto nomem;
 		for (int i = 0, n = ok == 0 && !f->joint ? reference_cfgs(f->hd, refs) : 0;
-		     i < n && best > floor && f->spent < BUDGET; i++) {
+		     i < n && ref->rel > floor && f->spent < BUDGET; i++) {
 			double rel = fit_reference(f, &refs[i]);
-			if (rel < best) {
-				best = rel;
-				*ref = refs[i];
-				*hd = f->hd;
-			}
-			if (rel < rotating && !refs[i].none) {
-				rotating = rel;
-				c = refs[i];
-				rot_hd = f->hd;
-			}
+			consider(ref, rel, &refs[i], f->hd);
+			if (!refs[i].none)
+				consider(&rotating, rel, &refs[i], f->hd);
 		}
 		fit_free(f);
 	}
-	/* a scaling: the usual ones at the head dim of the rotating configuration that came closest, then a
-	 * linear factor and theta fitted from that configuration */
-	if (best <= floor || !rot_hd)
-		return best;
-	if ((ok = fit_init(f, p, loaded, rot_hd)) < 0)
+	if (ref->rel <= floor || !rotating.hd)
+		return 0;
+	if (fit_init(f, p, loaded, rotating.hd) < 0)
 		goto nomem;
-	for (int k = 0; k < N_SCALED && best > floor && f->spent < BUDGET; k++) {
+	op_cfg c = rotating.cfg;
+	for (int k = 0; k < N_SCALED && ref->rel > floor && f->spent < BUDGET; k++) {
 		op_cfg s = scaled_cfg(&c, k);
-		double rel = fit_reference(f, &s);
-		if (rel < best) {
-			best = rel;
-			*ref = s;
-			*hd = rot_hd;
-		}
+		consider(ref, fit_reference(f, &s), &s, rotating.hd);
 	}
-	if (best > floor && f->spent < BUDGET) {
+	if (ref->rel > floor && f->spent < BUDGET) {
 		op_cfg lin = c;
 		param_fit pf = {f, NULL, &lin, &lin.factor, false};
 		fit_param(&pf, 0.3, 1.8, 0.3, true);
 		pf.x = &lin.theta;
-		double rel = fit_param(&pf, 2, 8, 0.5, true);
-		if (rel < best) {
-			best = rel;
-			*ref = lin;
-			*hd = rot_hd;
-		}
+		consider(ref, fit_param(&pf, 2, 8, 0.5, true), &lin, rotating.hd);
 	}
-	/* learned sinks per head (gpt-oss) on the rotating configuration */
-	if (best > floor && f->spent < BUDGET) {
+	/* learned sinks per head (gpt-oss) */
+	if (ref->rel > floor && f->spent < BUDGET) {
 		op_cfg sunk = c;
-		double rel = fit_sinks(f, NULL, &sunk);
-		if (rel < best) {
-			best = rel;
-			*ref = sunk;
-			*hd = rot_hd;
-		}
+		consider(ref, fit_sinks(f, NULL, &sunk), &sunk, rotating.hd);
 	}
 	fit_free(f);
-	return best;
+	return 0;
 nomem:
 	fit_free(f);
-	*rc = -1;
-	return INFINITY;
+	return -1;
 }
 
 int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
@@ -866,11 +855,12 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			       tb_replay_pair(in, layer, TB_TAP_ATTN_V), tb_replay_pair(in, layer, TB_TAP_ATTN_O)};
 	const tb_tensor *shapes[3];
 	tb_replay_sides loaded[4];
-	int hds[TB_HEADS_N_DIMS], nhd, rc = 0, best_hd = 0, nref = 0;
+	int hds[TB_HEADS_N_DIMS], nhd, best_hd = 0, nref = 0;
 	op_fit f = {0};
 	op_pair best = PAIR((op_cfg){0}, (op_cfg){0}, TB_CAUSE_NONE);
 	op_cfg refs[8], ref = {0};
-	double fit[8], floor, ref_rel = INFINITY;
+	op_found found;
+	double fit[8], floor;
 	int64_t d[TB_MAX_DIMS];
 	char ref_name[64];
 	bool finite;
@@ -918,15 +908,16 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	f.o[0] = loaded[3].ref;
 	f.o[1] = loaded[3].cand;
-	ref_rel = find_reference(&f, p, loaded, hds, nhd, floor, &best_hd, &ref, &rc);
-	if (rc < 0)
+	if (find_reference(&f, p, loaded, hds, nhd, floor, &found) < 0)
 		goto nomem;
+	ref = found.cfg;
+	best_hd = found.hd;
 	if (best_hd) {
 		/* the reference's weight, and the candidate's variants through it */
 		if (fit_init(&f, p, loaded, best_hd) < 0)
 			goto nomem;
 		f.ref_rel = fit_reference(&f, &ref);
-		if (ref_rel <= floor) {
+		if (found.rel <= floor) {
 			/* done when the candidate is reproduced as closely as the reference is (tbisect-rules(5)) */
 			double enough = hypot(f.ref_rel, fmax(floor / 4, 2 * f.ref_rel));
 			discrete_search(&f, &ref, 0, 1, enough, &best, fit);
@@ -992,7 +983,7 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	fit_free(&f);
 done:
 	tb_replay_unload(loaded, 4);
-	return rc;
+	return 0;
 nomem:
 	fit_free(&f);
 	tb_replay_unload(loaded, 4);
