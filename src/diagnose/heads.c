@@ -94,6 +94,8 @@ static void split(const tb_cell_result *c, int n, const seq_info *seq, tb_heads 
 	out->layout = lay;
 }
 
+const int tb_usual_head_dims[TB_N_USUAL_HEAD_DIMS] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
+
 void tb_heads_infer(const tb_result *r, long cell, int given_q, int given_kv, tb_heads *out)
 {
 	const tb_cell_result *c, *q, *k;

@@ -33,4 +33,10 @@ typedef struct tb_heads {
  * --kv-heads, or 0 when not given.  Always fills *out. */
 void tb_heads_infer(const tb_result *r, long cell, int given_q, int given_kv, tb_heads *out);
 
+/* The head dims people's models use, commonest first: what the replays
+ * and the RoPE pair features try when neither the shapes nor --heads say
+ * which. */
+#define TB_N_USUAL_HEAD_DIMS 12
+extern const int tb_usual_head_dims[TB_N_USUAL_HEAD_DIMS];
+
 #endif

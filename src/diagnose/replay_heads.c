@@ -4,10 +4,6 @@
 
 #include "diagnose/replay_heads.h"
 
-/* Head dims people's models use, tried when neither the shapes nor
- * --heads say which. */
-static const int head_dims[TB_HEADS_N_DIMS] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
-
 bool tb_heads_fit(const tb_tensor *t, int64_t S, int hd, tb_heads_view *out)
 {
 	int64_t d[TB_MAX_DIMS];
@@ -66,8 +62,8 @@ int tb_heads_dim_choices(const tb_tensor *const *t, int n, int heads, int64_t S,
 		return 1;
 	}
 	for (int i = 0; i < TB_HEADS_N_DIMS; i++)
-		if (width % head_dims[i] == 0)
-			out[k++] = head_dims[i];
+		if (width % tb_usual_head_dims[i] == 0)
+			out[k++] = tb_usual_head_dims[i];
 	return k;
 }
 

@@ -12,12 +12,13 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "diagnose/heads.h"
 #include "tensor/tensor.h"
 
 /* The widest head a replay reads. */
 #define TB_HEADS_MAX_HD 1024
 /* How many head dims tb_heads_dim_choices may return. */
-#define TB_HEADS_N_DIMS 12
+#define TB_HEADS_N_DIMS TB_N_USUAL_HEAD_DIMS
 
 /* An activation of S positions and nh heads of hd channels, held as
  * [S, nh*hd] (a projection's output, [S, nh, hd] alike) or [nh, S, hd]

@@ -6,6 +6,7 @@
 
 #include "diagnose/ropeband.h"
 #include "compare/pairstat.h"
+#include "diagnose/heads.h"
 #include "tensor/dtype.h"
 
 /* Rows looked at: a RoPE angle difference shows from position 1 on. */
@@ -14,8 +15,6 @@
 #define GAIN_VALUES (1u << 18)
 /* Pair norms may move by this much (relative) for the rotation to count as kept, beyond the dtypes' rounding. */
 #define KEPT_DEV 1e-2
-
-static const int head_dims[] = {128, 64, 256, 96, 80, 32, 16, 8, 160, 112, 48, 192};
 
 /* Where a tensor holds S positions of heads: [S, W] (heads in W), [S, nh, hd] or [nh, S, hd]. */
 typedef struct view {
@@ -150,7 +149,7 @@ static float *first_rows(const tb_tensor *t, const view *v, int64_t S, int64_t r
 int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int head_dim, tb_rope_diff *out)
 {
 	int64_t d[TB_MAX_DIMS];
-	int n = tb_tensor_squeezed(ref, d), k = 0, tries[sizeof head_dims / sizeof *head_dims];
+	int n = tb_tensor_squeezed(ref, d), k = 0, tries[TB_N_USUAL_HEAD_DIMS];
 	double tol = KEPT_DEV + tb_dtype_rounding(ref->dtype) + tb_dtype_rounding(cand->dtype), best = INFINITY;
 	int64_t rows = S < MAX_ROWS ? S : MAX_ROWS;
 	view v = {.S = rows};
@@ -169,8 +168,8 @@ int tb_rope_diff_of(const tb_tensor *ref, const tb_tensor *cand, int64_t S, int 
 	} else if (n == 2 && d[0] == S && head_dim > 0) {
 		tries[k++] = head_dim;
 	} else if (n == 2 && d[0] == S) {
-		for (size_t i = 0; i < sizeof head_dims / sizeof *head_dims; i++)
-			tries[k++] = head_dims[i];
+		for (int i = 0; i < TB_N_USUAL_HEAD_DIMS; i++)
+			tries[k++] = tb_usual_head_dims[i];
 	}
 	v.W = (int64_t)(ref->numel / (uint64_t)S);
 	r = k ? first_rows(ref, &v, S, rows) : NULL;
