@@ -42,6 +42,10 @@
  * still fits (measured on both sides at once: 2 x 160 rows against 256
  * inputs leave a wrong RoPE 0.1 and the right one the bf16 rounding). */
 #define SPARE_ROWS(D) ((D) / 8 + 16)
+/* The positions a fit of o_proj's D inputs needs: to the reference
+ * alone, or to both sides at once (half). */
+#define ALONE_ROWS(D) ((D) + SPARE_ROWS(D))
+#define JOINT_ROWS(D) ((ALONE_ROWS(D) + 1) / 2)
 /* Floating-point work the search may spend, in multiply-adds (about
  * three seconds); past it the search stops and says so. */
 #define BUDGET 1.5e10
@@ -720,8 +724,8 @@ static int fit_init(op_fit *f, const tb_pair *const *p, const tb_replay_sides *l
 	f->nh = f->q[0].nh;
 	f->nkv = f->k[0].nh;
 	f->D = f->nh * hd;
-	f->joint = f->S < f->D + SPARE_ROWS(f->D);
-	need = f->joint ? (f->D + SPARE_ROWS(f->D) + 1) / 2 : f->D + SPARE_ROWS(f->D);
+	f->joint = f->S < ALONE_ROWS(f->D);
+	need = f->joint ? JOINT_ROWS(f->D) : ALONE_ROWS(f->D);
 	if (f->D > MAX_D || f->S < need)
 		return 1;
 	f->R = (int)(f->S < need + f->D / 8 ? f->S : need + f->D / 8);
@@ -880,13 +884,13 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	/* o_proj's inputs are q's values per position: past MAX_D, or with too few positions for both sides
 	 * together, say so before reading a value */
 	uint64_t D = f.S > 0 ? p[0]->ref->numel / (uint64_t)f.S : 0;
-	if (!D || D > MAX_D || (uint64_t)f.S < (D + SPARE_ROWS(D) + 1) / 2) {
+	if (!D || D > MAX_D || (uint64_t)f.S < JOINT_ROWS(D)) {
 		if (D && D <= MAX_D)
 			snprintf(out->note, sizeof out->note,
 				 "replaying attn.o without o_proj's input fits o_proj to both sides, which needs %llu "
 				 "positions (its %llu inputs and %llu to spare, over two sides); dump attn.core (a "
 				 "forward pre-hook on o_proj)",
-				 (unsigned long long)(D + SPARE_ROWS(D) + 1) / 2, (unsigned long long)D,
+				 (unsigned long long)JOINT_ROWS(D), (unsigned long long)D,
 				 (unsigned long long)SPARE_ROWS(D));
 		else
 			snprintf(out->note, sizeof out->note,
