@@ -21,8 +21,9 @@ check_that "the top cause first, with its score" grep -q '^1\. \*\*rope-style\*\
 check_that "what to look at" grep -q -F '   *Look at:* RoPE layout' "$TAP_OUT"
 check_that "the heatmap in a text code block" sh -c "grep -q -x -F '\`\`\`text' '$TAP_OUT' && test \"\$(grep -c -x -F '\`\`\`' '$TAP_OUT')\" -eq 1"
 check_that "the heatmap's L0 row" grep -q -x -F 'L0          .         X    X        X   X' "$TAP_OUT"
-# q_proj viewed as [seq, head_dim, heads]: four causes, the RoPE faults behind
-"$MKDEMO" --bug attention-layout "$T/al-ref" "$T/al-cand" >/dev/null || bail_out "mkdemo failed"
+# RoPE on the NoPE layers only: four causes, every RoPE fault that
+# attention's output alone cannot tell apart
+"$MKDEMO" --bug nope-inverted "$T/al-ref" "$T/al-cand" >/dev/null || bail_out "mkdemo failed"
 expect_exit 1 "four causes: exit 1" "$TBISECT" check --markdown --no-history "$T/al-ref" "$T/al-cand"
 check_that "three causes at most, the rest counted" grep -q -x -F '1 more in `tbisect check` or its JSON report.' "$TAP_OUT"
 check_that "no fourth cause listed" sh -c "! grep -q '^4\\. ' '$TAP_OUT'"
