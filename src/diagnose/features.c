@@ -361,6 +361,9 @@ static void position_profile(const tb_cell_result *t, double input_rel, double *
 	v[TB_F_EARLY_COS] = early_mean(m, m->pos_cos, S < EARLY_POS ? S : EARLY_POS);
 	v[TB_F_EARLY_LOG_NORM_RATIO] = fabs(log(early_mean(m, m->pos_norm_ratio, S < EARLY_POS ? S : EARLY_POS)));
 	v[TB_F_EARLY_POS1_SHARE] = early_pos1_share(m->pos_rel_l2, S < EARLY_POS ? S : EARLY_POS);
+	if (v[TB_F_EARLY_LOG_NORM_RATIO] > 0)
+		v[TB_F_EARLY_TURN_RATIO] = (1 - v[TB_F_EARLY_COS]) /
+					   (v[TB_F_EARLY_LOG_NORM_RATIO] * v[TB_F_EARLY_LOG_NORM_RATIO]);
 	if (ratios > 0) {
 		double mean = rs / (double)ratios;
 		v[TB_F_SCALE_MEAN] = mean;

@@ -103,6 +103,7 @@
 	X(EARLY_RATIO, "early_ratio", "ratio", "largest rel_l2 over positions 1-4 over the median after position 0 (small: error builds up with position)") \
 	X(EARLY_COS, "early_cos", "cosine", "mean per-position cosine over positions 1 to 15 (a causal attention computes the same there at any length)") \
 	X(EARLY_LOG_NORM_RATIO, "early_log_norm_ratio", "ratio", "|log| of the mean per-position norm ratio over positions 1 to 15") \
+	X(EARLY_TURN_RATIO, "early_turn_ratio", "ratio", "(1 - early_cos) / early_log_norm_ratio^2: a softmax temperature changed alike everywhere turns the output little for the norm it moves (0.3 to 1), one changed per token (qk-norm) 4 or more") \
 	X(EARLY_POS1_SHARE, "early_pos1_share", "ratio", "rel_l2 at position 1 over the largest of positions 1 to 15") \
 	X(HEADS, "heads", "count", "heads the target's last axis was split into (0: unknown); attention sub-taps only (o_proj mixes the heads of the attention output)")               \
 	X(HEAD_OK_FRAC, "head_ok_frac", "fraction", "heads of the target within --diverge")                  \

@@ -3,8 +3,8 @@
 # nope-layers) on both decoders, mkdemo and the numpy one: where the query
 # after RoPE is dumped (mkdemo --sub and --replay, model.py --replay) the
 # first divergence is the bug's and its cause ranks first; a layer-type
-# bug is found from the outputs alone; the new model options without a
-# bug give no divergence.
+# bug and YaRN's attention factor are found from the outputs alone; the
+# new model options without a bug give no divergence.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -53,6 +53,20 @@ TABLE
 "$MKDEMO" --seq 64 --bug rope-scaling-missing "$T/out/ref" "$T/out/cand" >/dev/null
 judge "mkdemo rope-scaling-missing, outputs only" "$T/out" L1.attn rope-scaling
 
+# from the outputs alone YaRN's attention factor is a mild temperature:
+# the direction kept for the norm it moves, as no qk-norm keeps it, and
+# nearer than a missing 1/sqrt(head_dim)
+for bug in yarn-mscale yarn-mscale-twice; do
+	rm -rf "$T/out"
+	"$MKDEMO" --seq 64 --dtype bf16 --bug "$bug" "$T/out/ref" "$T/out/cand" >/dev/null
+	judge "mkdemo $bug, outputs only" "$T/out" L0.attn yarn-scaling
+done
+for bug in softmax-scale qk-norm; do
+	rm -rf "$T/out"
+	"$MKDEMO" --seq 64 --dtype bf16 --bug "$bug" "$T/out/ref" "$T/out/cand" >/dev/null
+	judge "mkdemo $bug, outputs only: not a YaRN factor" "$T/out" L0.attn "$bug"
+done
+
 # a longer sequence and a bf16 dump
 "$MKDEMO" --sub --seq 256 --dtype bf16 --bug nope-inverted "$T/long/ref" "$T/long/cand" >/dev/null
 judge "mkdemo nope-inverted --seq 256 bf16" "$T/long" L0.attn.q nope-layers
@@ -100,6 +114,13 @@ TABLE
 	rm -rf "$T/py"
 	"$PY" "$top_srcdir/tests/pymodel/model.py" --subtaps --bug rope-scaling-missing "$T/py/ref" "$T/py/cand"
 	judge "model.py rope-scaling-missing, no query after RoPE" "$T/py" L1.attn.o rope-scaling
+	for bug in yarn-mscale yarn-mscale-twice qk-norm; do
+		rm -rf "$T/py"
+		"$PY" "$top_srcdir/tests/pymodel/model.py" --seed 3 --bug "$bug" "$T/py/ref" "$T/py/cand"
+		want=yarn-scaling
+		[ "$bug" = qk-norm ] && want=qk-norm
+		judge "model.py $bug, outputs only" "$T/py" L0.attn "$want"
+	done
 	rm -rf "$T/py"
 	"$PY" "$top_srcdir/tests/pymodel/model.py" --replay --layer-types --rope-scaling yarn:4 --nope 3 "$T/py/ref" "$T/py/cand"
 	expect_exit 0 "model.py with layer types, yarn and NoPE, no bug: match" "$TBISECT" check --no-history "$T/py/ref" "$T/py/cand"
