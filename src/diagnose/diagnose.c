@@ -41,55 +41,71 @@ void tb_diagnosis_measured_text(const tb_diagnosis *d, const tb_result *r, char 
 		 r->cells[d->measured].cell.id == TB_TAP_ATTN ? "attention" : "MLP", t);
 }
 
+/* What a rule's texts name beside the features (tb_rule_ctx), with the
+ * names it points into. */
+typedef struct target_ctx {
+	tb_rule_ctx ctx;
+	char cell[TB_CELL_NAME_MAX], nan_cell[TB_CELL_NAME_MAX], measured[TB_CELL_NAME_MAX],
+		alias_sum[TB_CELL_NAME_MAX];
+} target_ctx;
+
+static void target_ctx_of(const tb_result *r, const tb_diagnosis *d, long target, target_ctx *t)
+{
+	tb_rule_ctx *ctx = &t->ctx;
+	long sum;
+
+	*ctx = (tb_rule_ctx){NULL, NULL, NULL, NULL, -1, NULL, NULL, NULL, NULL};
+	if (target >= 0) {
+		const tb_cell_result *c = &r->cells[target];
+		tb_cell_name(&c->cell, t->cell, sizeof t->cell);
+		ctx->cell = t->cell;
+		ctx->tap = c->cell.tap;
+		ctx->layer = c->cell.layer;
+		ctx->ref_name = c->ref ? c->ref->name : NULL;
+		ctx->cand_name = c->cand ? c->cand->name : NULL;
+		tb_cell_name(&r->cells[tb_features_measured(r, target)].cell, t->measured, sizeof t->measured);
+		ctx->measured = t->measured;
+		if ((sum = tb_sanity_aliased(r, target)) >= 0) {
+			tb_cell_name(&r->cells[sum].cell, t->alias_sum, sizeof t->alias_sum);
+			ctx->alias_sum = t->alias_sum;
+		}
+	}
+	for (size_t i = 0; i < r->n_cells && !ctx->nan_cell; i++)
+		if (r->cells[i].ref && r->cells[i].cand && r->cells[i].m.mismatch) {
+			tb_cell_name(&r->cells[i].cell, t->nan_cell, sizeof t->nan_cell);
+			ctx->nan_cell = t->nan_cell;
+		}
+	ctx->dup_tap = d->sanity.dup_layers[1] > d->sanity.dup_layers[0] ? d->sanity.dup_tap[1] : d->sanity.dup_tap[0];
+}
+
 /* Features and causes of one cell, given the model-wide findings. */
 static int eval_target(const tb_session *s, const tb_result *r, const tb_diag_opts *o, const tb_diagnosis *d,
 		       long target, double *features, tb_causes *out, tb_err *err)
 {
 	tb_diag_input in = {s, r, &d->origin, &d->sanity, o->heads, o->kv_heads};
 	double lo[TB_F_COUNT], hi[TB_F_COUNT];
-	char cell[TB_CELL_NAME_MAX] = "";
-	tb_rule_ctx ctx = {NULL, NULL, NULL, NULL, -1, NULL, NULL, NULL, NULL};
-	char nan_cell[TB_CELL_NAME_MAX] = "", measured[TB_CELL_NAME_MAX] = "", alias_sum[TB_CELL_NAME_MAX] = "";
-	long sum;
+	target_ctx t;
 
 	out->v = NULL;
 	out->n = 0;
 	target = group_cell(r, target);
 	tb_features_compute(&in, target, features);
-	if (target >= 0) {
-		const tb_cell_result *c = &r->cells[target];
-		tb_cell_name(&c->cell, cell, sizeof cell);
-		ctx.cell = cell;
-		ctx.tap = c->cell.tap;
-		ctx.layer = c->cell.layer;
-		ctx.ref_name = c->ref ? c->ref->name : NULL;
-		ctx.cand_name = c->cand ? c->cand->name : NULL;
-		tb_cell_name(&r->cells[tb_features_measured(r, target)].cell, measured, sizeof measured);
-		ctx.measured = measured;
-		if ((sum = tb_sanity_aliased(r, target)) >= 0) {
-			tb_cell_name(&r->cells[sum].cell, alias_sum, sizeof alias_sum);
-			ctx.alias_sum = alias_sum;
-		}
-	}
-	for (size_t i = 0; i < r->n_cells && !ctx.nan_cell; i++)
-		if (r->cells[i].ref && r->cells[i].cand && r->cells[i].m.mismatch) {
-			tb_cell_name(&r->cells[i].cell, nan_cell, sizeof nan_cell);
-			ctx.nan_cell = nan_cell;
-		}
-	ctx.dup_tap = d->sanity.dup_layers[1] > d->sanity.dup_layers[0] ? d->sanity.dup_tap[1] : d->sanity.dup_tap[0];
 	if (r->verdict == TB_ST_MATCH || !o->rules)
 		return 0;
+	target_ctx_of(r, d, target, &t);
 	tb_features_span(&in, target, features, lo, hi);
-	return tb_ruleset_eval(o->rules, features, lo, hi, &ctx, TB_MAX_CAUSES, out, err);
+	return tb_ruleset_eval(o->rules, features, lo, hi, &t.ctx, TB_MAX_CAUSES, out, err);
 }
 
 /* A cause the replay confirmed ranks first, with its variant; one no rule
- * named joins the list. */
-static int confirm(tb_diagnosis *d, const tb_ruleset *rules, tb_err *err)
+ * named joins the list, with the look-at of a rule that names it rendered
+ * for the target. */
+static int confirm(const tb_result *r, tb_diagnosis *d, const tb_ruleset *rules, tb_err *err)
 {
 	const tb_replay *rp = &d->replay;
 	tb_causes *c = &d->causes;
-	const char *look_at;
+	target_ctx t;
+	char *look_at;
 	size_t i = 0;
 
 	while (i < c->n && strcmp(c->v[i].id, rp->cause))
@@ -102,8 +118,9 @@ static int confirm(tb_diagnosis *d, const tb_ruleset *rules, tb_err *err)
 		memset(&v[c->n], 0, sizeof *v);
 		v[c->n].id = strdup(rp->cause);
 		v[c->n].why = strdup(rp->note);
-		look_at = tb_ruleset_look_at(rules, rp->cause);
-		v[c->n].look_at = strdup(look_at ? look_at : "The op the replay names, in the reference's forward.");
+		target_ctx_of(r, d, d->target, &t);
+		look_at = tb_ruleset_look_at(rules, rp->cause, d->features, &t.ctx);
+		v[c->n].look_at = look_at ? look_at : strdup("The op the replay names, in the reference's forward.");
 		c->n++;
 		if (!v[i].id || !v[i].why || !v[i].look_at)
 			return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
@@ -183,7 +200,7 @@ int tb_diagnose(const tb_session *s, const tb_result *r, const tb_diag_opts *o, 
 		rc = -1;
 	}
 	if (rc == 0 && replay && d->replay.cause)
-		rc = confirm(d, o->rules, err);
+		rc = confirm(r, d, o->rules, err);
 	if (rc < 0)
 		tb_diagnosis_done(d);
 	return rc;

@@ -69,14 +69,6 @@ void tb_ruleset_free(tb_ruleset *rs)
 	free(rs);
 }
 
-const char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id)
-{
-	for (size_t i = 0; rs && i < rs->n; i++)
-		if (!strcmp(rs->v[i].id, id))
-			return rs->v[i].look_at;
-	return NULL;
-}
-
 size_t tb_ruleset_count(const tb_ruleset *rs)
 {
 	return rs->n;
@@ -511,6 +503,14 @@ static char *render(const char *t, const double *f, const tb_rule_ctx *ctx)
 	}
 	out[n] = '\0';
 	return out;
+}
+
+char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id, const double *features, const tb_rule_ctx *ctx)
+{
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (!strcmp(rs->v[i].id, id))
+			return render(rs->v[i].look_at, features, ctx);
+	return NULL;
 }
 
 static double score_of(const rule *r, const double *f)

@@ -42,8 +42,10 @@ int tb_ruleset_add_file(tb_ruleset *rs, const char *path, tb_err *err);
  * $XDG_CONFIG_HOME/tbisect/rules.json when present, then extra (may be NULL). */
 int tb_ruleset_add_standard(tb_ruleset *rs, const char *extra, tb_err *err);
 size_t tb_ruleset_count(const tb_ruleset *rs);
-/* The look_at text of the first rule naming the cause id, or NULL. */
-const char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id);
+/* The look_at text of the first rule naming the cause id, rendered with
+ * the features and ctx as the rules' are (malloc'd), or NULL when no rule
+ * names it (or out of memory). */
+char *tb_ruleset_look_at(const tb_ruleset *rs, const char *id, const double *features, const tb_rule_ctx *ctx);
 /* Where the shipped rules were read from ("built-in" or a path). */
 const char *tb_ruleset_shipped_source(const tb_ruleset *rs);
 

@@ -3,10 +3,12 @@ the cells it names (tests/e2e/audit.sh).
 
 Causes: every why-text is its rule's template rendered with the features
 the report lists (--features), so each number it quotes is the feature the
-template names; a metric quoted beside {cell} is that cell's (rel_l2,
-cosine, norm ratio, first bad position), one beside {measured} or with no
+template names (a cause only the replay names gives the replay's
+account); a metric quoted beside {cell} is that cell's (rel_l2, cosine,
+norm ratio, first bad position), one beside {measured} or with no
 cell named is the measured cell's, and the element count beside
-{nan_cell} is the one in that cell's reason; {alias_sum} matches or is close.
+{nan_cell} is the one in that cell's reason; {alias_sum} matches or is
+close.  No look-at holds a placeholder left unrendered.
 
 Cells: every status follows from the metrics shown for the cell and the
 tolerance, and the numbers its reason quotes are those metrics; an MoE
@@ -53,6 +55,13 @@ def audit_causes(path, rep, rules):
     measured = at.get("cell") if at else None
     for cause in rep["causes"]:
         why = cause["why"]
+        # a look-at is rendered as the why is, a replay's own cause's too
+        left = re.search(r"\{[a-z_0-9]+(:[^}]*)?\}", cause["look_at"])
+        if left:
+            fail(path, "%s: look-at with %s left unrendered: %r" % (cause["id"], left.group(0), cause["look_at"]))
+        # a cause only the replay names says what the replay measured
+        if cause.get("confirmed") and why.startswith("replay of ") and cause["confirmed"]["variant"] in why:
+            continue
         tried = [r for r in rules if r["id"] == cause["id"]]
         hit = None
         for r in tried:

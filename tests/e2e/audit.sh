@@ -2,8 +2,9 @@
 # An audit of what the reports say, not of one case (tests/e2e/audit.py):
 # on every bug mkdemo injects, with and without replay taps, in f32 and
 # f16 (whose MLP overflows on both sides), the MoE model's bugs and its
-# near-tie flips, and on a second model's bf16
-# port whose o_proj output carries the bug, every number a why-text quotes
+# near-tie flips, and on a second model's bf16 port whose o_proj output
+# carries the bug and its Hugging Face hooks' dump whose attn.o replay
+# confirms a cause no rule offers, every number a why-text quotes
 # is the feature its rule names, measured at the cell the text names, and
 # every cell's status follows from the metrics the report shows for it.
 set -eu
@@ -40,6 +41,10 @@ if PYNP=$(find_python numpy); then
 	"$PYNP" "$top_srcdir/tests/pymodel/model.py" --replay --bug scale-multiplier --format bf16 --seq 32 \
 		"$T/py-ref" "$T/py-cand" >/dev/null || bail_out "model.py failed"
 	report py-scale-multiplier "$T/py-ref" "$T/py-cand"
+	# Hugging Face hooks: the replay of attn.o names a cause no rule offers there
+	"$PYNP" "$top_srcdir/tests/pymodel/model.py" --subtaps --bug rope-scaling-all --seq 160 \
+		"$T/hf-ref" "$T/hf-cand" >/dev/null || bail_out "model.py failed"
+	report hf-rope-scaling-all "$T/hf-ref" "$T/hf-cand"
 fi
 check_that "the causes and cells of $n reports hold what they quote" \
 	"$PY" "$top_srcdir/tests/e2e/audit.py" "$top_srcdir/data/rules.json" "$T"/*.json
