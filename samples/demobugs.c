@@ -89,7 +89,8 @@ void demo_expect(demo_bugset set, const demo_expect_ctx *ctx, char *buf, size_t 
 		const char *tap = ctx->replay && b->replay_tap ? b->replay_tap
 				  : (ctx->sub || ctx->replay) && b->sub_tap ? b->sub_tap
 									: b->tap;
-		tb_cell_make(&c, b->layer == DEMO_MID ? ctx->layers / 2 : b->layer, tap);
+		tb_cell_make(&c, b->layer == DEMO_MID ? ctx->layers / 2 : b->layer == DEMO_GLOBAL ? ctx->layer_types : b->layer,
+			     tap);
 		if (!any || tb_cell_cmp(&c, &first) < 0)
 			first = c;
 		any = true;

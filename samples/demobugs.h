@@ -14,8 +14,10 @@
 #include <stdint.h>
 
 /* Expected first divergence of a bug alone: layer (a number, DEMO_MID for
- * the middle layer, -1 for model-level taps) and tap, or a verdict. */
+ * the middle layer, DEMO_GLOBAL for the first layer without a window, -1
+ * for model-level taps) and tap, or a verdict. */
 #define DEMO_MID (-2)
+#define DEMO_GLOBAL (-3) /* layer 0, or 1 with --layer-types (whose even layers are sliding) */
 
 /* Visibility: when the bug changes anything at all. */
 typedef enum demo_shows {
@@ -45,7 +47,7 @@ typedef enum demo_shows {
 	X(GQA_REPEAT,       "gqa-repeat",       "gqa-repeat",       0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "kv heads tiled (h % kv_heads) instead of repeated (h / group)") \
 	X(SOFTMAX_SCALE,    "softmax-scale",    "softmax-scale",    0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "attention scores not divided by sqrt(head_dim)") \
 	X(ATTENTION_MASK,   "attention-mask",   "attention-mask",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_ALWAYS,      "no causal mask: every position attends to the whole sequence") \
-	X(SLIDING_WINDOW,   "sliding-window",   "sliding-window",   0, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
+	X(SLIDING_WINDOW,   "sliding-window",   "sliding-window",   DEMO_GLOBAL, "attn",        "attn.o",   "attn.core",   DEMO_SHOWS_PAST_WINDOW, "a sliding window of --window positions the model does not have") \
 	X(SCALE_MULTIPLIER, "scale-multiplier", "scale-multiplier", 0, "attn",        NULL,       NULL,          DEMO_SHOWS_ALWAYS,      "attention output multiplied by 0.5 (a MuP/residual multiplier from another model)") \
 	X(MLP_ACTIVATION,   "mlp-activation",   "mlp-activation",   0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "MLP activation gelu_tanh instead of silu") \
 	X(MLP_GATING,       "mlp-gating",       "mlp-gating",       0, "mlp",         "mlp.down", "mlp.act",     DEMO_SHOWS_DENSE,       "activation applied to up instead of gate: act(up)*gate") \
@@ -119,6 +121,7 @@ typedef struct demo_expect_ctx {
 	bool replay; /* and the replay taps (attn.q_rope, attn.core, mlp.act, ...) */
 	bool moe;    /* the MoE MLP (mkdemo --moe) */
 	int prefill; /* the kv-cache bug's prefill (demo_prefill); 0: the default for seq */
+	bool layer_types; /* mkdemo --layer-types: the even layers have the window already */
 } demo_expect_ctx;
 
 /* The kv-cache bug's prefill length: prefill, or when 0 half of seq (8 of

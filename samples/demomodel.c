@@ -411,10 +411,16 @@ typedef struct rope_params {
 	bool none;
 } rope_params;
 
+/* Gemma 3's sliding layers (--layer-types): the even ones. */
+static bool sliding_layer(const demo_config *cfg, int l)
+{
+	return cfg->layer_types && l % 2 == 0;
+}
+
 static rope_params layer_rope(const fwd *f, int l)
 {
 	const demo_config *cfg = &f->m->cfg;
-	bool global = !cfg->layer_types || l % 2 == 1, nope = cfg->nope > 0 && (l + 1) % cfg->nope == 0;
+	bool global = !sliding_layer(cfg, l), nope = cfg->nope > 0 && (l + 1) % cfg->nope == 0;
 	rope_params rp = {DEMO_LOCAL_THETA, 1, 1, DEMO_ROPE_PLAIN, 1, 4, false};
 
 	if (global || DEMO_HAS(f->bugs, ROPE_SCALING_ALL)) {
@@ -569,11 +575,14 @@ static void cache_round(float *dst, const float *src, size_t n)
  * (gpt-oss: modeling_gpt_oss.eager_attention_forward concatenates the sinks
  * as a last column, subtracts the row maximum over both, drops the column).
  * With the kv-cache bug, positions from the prefill on (the decode steps)
- * read the cached kc and vc instead of k and v. */
-static void attend(const fwd *f, const float *q, const float *k, const float *v, const float *kc, const float *vc,
-		   const float *sinks, float *ctx, float *p)
+ * read the cached kc and vc instead of k and v.  Layer l's keys are the
+ * last --window ones on a sliding layer, and on every layer with the
+ * sliding-window bug. */
+static void attend(const fwd *f, int l, const float *q, const float *k, const float *v, const float *kc,
+		   const float *vc, const float *sinks, float *ctx, float *p)
 {
 	int S = f->S, prefill = demo_prefill(S, f->m->cfg.prefill);
+	bool windowed = DEMO_HAS(f->bugs, SLIDING_WINDOW) || sliding_layer(&f->m->cfg, l);
 	bool sink = f->m->cfg.sinks && !DEMO_HAS(f->bugs, SINKS_DROPPED);
 	const float *k0 = k, *v0 = v;
 	float scale = DEMO_HAS(f->bugs, SOFTMAX_SCALE) ? 1.0f : 1.0f / sqrtf(HD);
@@ -587,7 +596,7 @@ static void attend(const fwd *f, const float *q, const float *k, const float *v,
 			bool cached = DEMO_HAS(f->bugs, KV_CACHE) && i >= prefill;
 			k = cached ? kc : k0;
 			v = cached ? vc : v0;
-			if (DEMO_HAS(f->bugs, SLIDING_WINDOW) && i - f->m->cfg.window + 1 > 0)
+			if (windowed && i - f->m->cfg.window + 1 > 0)
 				lo = i - f->m->cfg.window + 1;
 			for (int j = lo; j <= hi; j++) {
 				const float *kj = k + (size_t)j * NKV * HD + g * HD;
@@ -878,7 +887,7 @@ static void layer(fwd *f, int l, scratch *s)
 		cache_round(s->kc, s->k, (size_t)f->S * NKV * HD);
 		cache_round(s->vc, s->v, (size_t)f->S * NKV * HD);
 	}
-	attend(f, s->q, s->k, s->v, s->kc, s->vc, L->sinks, s->ctx, s->p);
+	attend(f, l, s->q, s->k, s->v, s->kc, s->vc, L->sinks, s->ctx, s->p);
 	if (f->taps == DEMO_TAPS_REPLAY)
 		emit(f, l, "attn.core", s->ctx, NH * HD);
 	linear(s->ctx, f->S, NH * HD, L->wo, H, s->o, DEMO_HAS(f->bugs, WEIGHT_MAPPING) && l == f->m->cfg.layers / 2);

@@ -54,7 +54,7 @@ typedef enum demo_moe_family { DEMO_MOE_AUTO, DEMO_MOE_DEEPSEEK, DEMO_MOE_MIXTRA
 typedef struct demo_config {
 	int layers;    /* DEMO_MIN_LAYERS..DEMO_MAX_LAYERS */
 	int seq;       /* DEMO_MIN_SEQ..DEMO_MAX_SEQ */
-	int window;    /* the sliding-window bug's window, >= 1 */
+	int window;    /* the sliding layers' window (layer_types) and the sliding-window bug's, >= 1 */
 	uint64_t seed; /* weights and tokens */
 	int prefill;   /* the kv-cache bug's prefill: positions before it attend to fresh K and V, later ones (the
 			* decode steps) to the cache's; 0: demo_prefill's default */
@@ -66,8 +66,8 @@ typedef struct demo_config {
 	demo_act act;  /* the dense MLP's activation */
 	demo_rope_scaling rope_scaling; /* of every layer, or of the global layers with layer_types */
 	double rope_factor;             /* its factor, > 1 */
-	bool layer_types; /* Gemma-3-like: even layers sliding (theta DEMO_LOCAL_THETA, no scaling), odd layers global
-			   * (theta DEMO_GLOBAL_THETA with rope_scaling, linear x8 by default); no window is applied */
+	bool layer_types; /* Gemma-3-like: even layers sliding (theta DEMO_LOCAL_THETA, no scaling, window), odd layers
+			   * global (theta DEMO_GLOBAL_THETA with rope_scaling, linear x8 by default, no window) */
 	int nope;         /* > 0: layers l with (l + 1) % nope == 0 have no RoPE (Llama 4's no_rope_layer_interval) */
 } demo_config;
 

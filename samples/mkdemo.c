@@ -173,7 +173,8 @@ static void usage(FILE *out)
 	      "                 attn.o, mlp.gate, mlp.up, mlp.act (down_proj's input), mlp.down\n"
 	      "  --seq S        positions, 8..2048 (default 16)\n"
 	      "  --layers N     decoder layers, 2..64 (default 4)\n"
-	      "  --window W     the sliding-window bug's window (default 8)\n"
+	      "  --window W     the window of the sliding layers (--layer-types) and of the\n"
+	      "                 sliding-window bug, which puts it on every layer (default 8)\n"
 	      "  --prefill P    the kv-cache bug's prefill: positions from P on are decode steps,\n"
 	      "                 reading K and V from an fp8 e4m3 cache (default half of --seq)\n"
 	      "  --seed N       seed of the weights and tokens (default 1)\n"
@@ -199,8 +200,8 @@ static void usage(FILE *out)
 	      "                 4) or yarn (beta_fast 32, beta_slow 1, attention factor\n"
 	      "                 0.1 ln(F) + 1), factor F > 1, original_max_position_embeddings 16\n"
 	      "  --layer-types  Gemma-3-like layers: even layers sliding (theta 10000, no\n"
-	      "                 scaling), odd layers global (theta 1000000, --rope-scaling or\n"
-	      "                 linear:8); no window is applied\n"
+	      "                 scaling, a window of --window), odd layers global (theta\n"
+	      "                 1000000, --rope-scaling or linear:8, no window)\n"
 	      "  --nope N       layers l with (l + 1) % N == 0 have no RoPE (no_rope_layers)\n"
 	      "\n"
 	      "sinks-dropped implies --sinks, softcap-missing --softcap 10, oai-* --mlp-act\n"
@@ -414,7 +415,7 @@ int main(int argc, char **argv)
 		return die(expect ? "--expect" : "--bug", msg);
 	if (expect) {
 		demo_expect_ctx ctx = {cfg.layers, cfg.seq, cfg.window, o.taps == DEMO_TAPS_SUB, o.taps == DEMO_TAPS_REPLAY,
-				       cfg.moe, cfg.prefill};
+				       cfg.moe, cfg.prefill, cfg.layer_types};
 		demo_expect(bugs, &ctx, msg, sizeof msg);
 		puts(msg);
 		return 0;

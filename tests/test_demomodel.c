@@ -501,9 +501,9 @@ static void expect_is(const char *bugs, demo_expect_ctx ctx, const char *want)
 
 static void test_expect(void **state)
 {
-	demo_expect_ctx def = {4, 16, 8, false, false, false, 0}, sub = {4, 16, 8, true, false, false, 0},
-			deep = {9, 128, 8, false, false, false, 0}, replay = {4, 16, 8, false, true, false, 0},
-			moe = {4, 16, 8, false, false, true, 0}, moe_sub = {4, 16, 8, true, false, true, 0};
+	demo_expect_ctx def = {4, 16, 8, false, false, false, 0, false}, sub = {4, 16, 8, true, false, false, 0, false},
+			deep = {9, 128, 8, false, false, false, 0, false}, replay = {4, 16, 8, false, true, false, 0, false},
+			moe = {4, 16, 8, false, false, true, 0, false}, moe_sub = {4, 16, 8, true, false, true, 0, false};
 
 	(void)state;
 	expect_is("none", def, "match");
@@ -513,7 +513,7 @@ static void test_expect(void **state)
 	expect_is("gqa-repeat", sub, "L0.attn.o");
 	expect_is("scale-multiplier", sub, "L0.attn");
 	expect_is("rope-style", replay, "L0.attn.q_rope");
-	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true, false, 0}, "L0.attn.core");
+	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, true, false, 0, false}, "L0.attn.core");
 	expect_is("moe-scaling", def, "match");
 	expect_is("mlp-activation", moe, "match");
 	expect_is("moe-scaling", moe, "L0.mlp");
@@ -536,8 +536,10 @@ static void test_expect(void **state)
 	expect_is("weight-mapping", deep, "L4.attn");
 	expect_is("decode-position", def, "match");
 	expect_is("decode-position", deep, "L0.attn");
-	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false, false, 0}, "match");
+	expect_is("sliding-window", (demo_expect_ctx){4, 8, 8, false, false, false, 0, false}, "match");
 	expect_is("sliding-window", def, "L0.attn");
+	/* the sliding layers have the window already: the first global one shows it */
+	expect_is("sliding-window", (demo_expect_ctx){4, 16, 8, false, false, false, 0, true}, "L1.attn");
 	expect_is("tied-embeddings,mlp-activation,rope-style", def, "L0.attn");
 	expect_is("tied-embeddings,mlp-activation", def, "L0.mlp");
 	expect_is("lm-head,final-norm", def, "final_norm");
@@ -555,7 +557,7 @@ static void test_expect(void **state)
 	expect_is("kv-cache", def, "L0.attn");
 	expect_is("kv-cache", sub, "L0.attn.o");
 	expect_is("kv-cache", replay, "L0.attn.core");
-	expect_is("kv-cache", (demo_expect_ctx){4, 16, 8, false, false, false, 16}, "match");
+	expect_is("kv-cache", (demo_expect_ctx){4, 16, 8, false, false, false, 16, false}, "match");
 	expect_is("dump-aliasing", def, "L0.mlp");
 	expect_is("dump-aliasing", sub, "L0.mlp.down");
 	expect_is("dump-aliasing,weight-mapping", def, "L0.mlp");

@@ -362,6 +362,8 @@ static void describe(const op_cfg *c, int hd, char *buf, size_t size)
 		n += snprintf(buf + n, size - (size_t)n, " (orig %.0f)", c->orig);
 	if (or1(c->temp) != 1 && (size_t)n < size)
 		n += snprintf(buf + n, size - (size_t)n, ", scores x%.3g", c->temp);
+	if (c->window && (size_t)n < size)
+		n += snprintf(buf + n, size - (size_t)n, ", window %d", c->window);
 	if (c->sink && (size_t)n < size)
 		snprintf(buf + n, size - (size_t)n, ", sinks");
 }
@@ -385,6 +387,11 @@ static int discrete_pairs(const op_fit *f, const op_cfg *c, op_pair *out)
 		out[n] = PAIR(*c, *c, TB_CAUSE_ATTENTION_SINK);
 		out[n].cand.sink = NULL;
 		snprintf(out[n++].name, sizeof out->name, "attention sinks dropped");
+	}
+	if (c->window) {
+		out[n] = PAIR(*c, *c, TB_CAUSE_SLIDING_WINDOW);
+		out[n].cand.window = 0;
+		snprintf(out[n++].name, sizeof out->name, "no sliding window (the reference: %d)", c->window);
 	}
 	if (c->none) {
 		for (size_t t = 0; t < sizeof thetas / sizeof *thetas; t++) {
@@ -451,23 +458,59 @@ typedef struct param_fit {
 	bool linear;
 } param_fit;
 
+/* The pair's residual (evaluated), or with p NULL the reference's under
+ * *cfg alone (its weight left in f->W); past the budget, none. */
+static double residual_of(op_fit *f, op_pair *p, const op_cfg *cfg)
+{
+	if (f->spent >= BUDGET) {
+		if (p)
+			p->rel[0] = p->rel[1] = INFINITY;
+		return INFINITY;
+	}
+	if (!p)
+		return fit_reference(f, cfg);
+	evaluate(f, p);
+	return total(p);
+}
+
 static int param_residual(void *ctx, double x, double *rel, tb_err *err)
 {
 	param_fit *t = ctx;
 
 	(void)err;
 	*t->x = t->linear ? x : pow(10, x);
-	if (t->f->spent >= BUDGET) {
-		*rel = INFINITY;
-		if (t->p)
-			t->p->rel[0] = t->p->rel[1] = INFINITY;
-	} else if (t->p) {
-		evaluate(t->f, t->p);
-		*rel = total(t->p);
-	} else {
-		*rel = fit_reference(t->f, t->cfg);
-	}
+	*rel = residual_of(t->f, t->p, t->cfg);
 	return 0;
+}
+
+/* The sliding window that fits best, of p's candidate or with p NULL of
+ * the reference's *cfg alone: a window shows past its width, so widths
+ * 2^k and 1.5 2^k below the rows fitted, then (fine) the neighbours of
+ * the best.  Leaves the window set and evaluated; returns the residual. */
+static double fit_window(op_fit *f, op_pair *p, op_cfg *cfg, bool fine)
+{
+	op_cfg *c = p ? &p->cand : cfg;
+	int best = 0, around;
+	double rel = INFINITY, r;
+
+	for (int w = 2, step = 0; w < f->R && f->spent < BUDGET; w = step++ % 2 ? w * 4 / 3 : w * 3 / 2) {
+		c->window = w;
+		if ((r = residual_of(f, p, cfg)) < rel) {
+			rel = r;
+			best = w;
+		}
+	}
+	around = best;
+	for (int w = around - 1; fine && around && w <= around + 1; w += 2) {
+		c->window = w;
+		if ((r = residual_of(f, p, cfg)) < rel) {
+			rel = r;
+			best = w;
+		}
+	}
+	c->window = best;
+	residual_of(f, p, cfg);
+	return rel;
 }
 
 /* Fit *x over 10^lo..10^hi: a grid of step, then (fine) golden-section
@@ -576,23 +619,10 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			keep(best, &t, kind, t.cand.temp);
 			break;
 		case FIT_WINDOW:
-			/* a window shows past its width: widths 2^k and 1.5 2^k below the rows fitted, then (fine)
-			 * the neighbours of the best */
 			t.cause = TB_CAUSE_SLIDING_WINDOW;
-			for (int w = 2, step = 0; w < f->R && f->spent < BUDGET; w = step++ % 2 ? w * 4 / 3 : w * 3 / 2) {
-				op_pair u = t;
-				u.cand.window = w;
-				evaluate(f, &u);
-				t = total(&u) < total(&t) ? u : t;
-			}
-			for (int d = -1; d <= 1 && fine && t.cand.window; d += 2) {
-				op_pair u = t;
-				u.cand.window += d;
-				evaluate(f, &u);
-				t = total(&u) < total(&t) ? u : t;
-			}
+			fit_window(f, &t, NULL, fine);
 			snprintf(t.name, sizeof t.name, "a sliding window of %d positions", t.cand.window);
-			keep(best, &t, kind, t.cand.window);
+			keep(best, &t, kind, (double)t.cand.window / (c->window ? c->window : 1));
 			break;
 		case FIT_SINKS:
 			/* the costliest, tried alone and last: its own sweeps, coarse or fine */
@@ -828,6 +858,26 @@ static int find_reference(op_fit *f, const tb_pair *const *p, const tb_replay_si
 	if (fit_init(f, p, loaded, rotating.hd) < 0)
 		goto nomem;
 	op_cfg c = rotating.cfg;
+	/* a window of its own (Gemma 3's sliding layers): its width found under the configuration that came
+	 * closest without one, then the list again with it, as the missing window can make another base
+	 * come closest */
+	if (ref->rel > floor && f->spent < BUDGET) {
+		op_cfg w = c;
+		double rel = fit_window(f, NULL, &w, true);
+		if (rel < rotating.rel) {
+			consider(ref, rel, &w, rotating.hd);
+			rotating = (op_found){rel, w, rotating.hd};
+			for (int i = 0, n = reference_cfgs(f->hd, refs); i < n && ref->rel > floor && f->spent < BUDGET;
+			     i++) {
+				refs[i].window = w.window;
+				rel = fit_reference(f, &refs[i]);
+				consider(ref, rel, &refs[i], f->hd);
+				if (!refs[i].none)
+					consider(&rotating, rel, &refs[i], f->hd);
+			}
+			c = rotating.cfg;
+		}
+	}
 	for (int k = 0; k < N_SCALED && ref->rel > floor && f->spent < BUDGET; k++) {
 		op_cfg s = scaled_cfg(&c, k);
 		consider(ref, fit_reference(f, &s), &s, rotating.hd);

@@ -3,7 +3,7 @@
 # tests/pymodel/model.py --subtaps dumps q, k and v before RoPE and attn.o,
 # as Hugging Face's q_proj, k_proj, v_proj and o_proj hooks do.  Each RoPE
 # bug, a llama3 or YaRN reference's, the softmax scale, the kv heads'
-# mapping, a sliding window and learned sinks are confirmed by
+# mapping, a sliding window (the reference's own too) and learned sinks are confirmed by
 # their own variant through o_proj fitted to the reference (160 positions
 # against o_proj's 128 inputs), in f32 and bf16; a transposed o_proj, an
 # fp8 KV cache, no causal mask and a short RoPE table are confirmed as
@@ -58,6 +58,27 @@ pair rope-style bf16
 run_cmd "$TBISECT" check --json --no-history --heads 4 "$T/p/ref" "$T/p/cand"
 check_that "rope-style with --heads 4: confirmed" \
 	test "$(json_get causes.0.confirmed.variant)" = "interleaved pairs (2i, 2i+1)"
+
+# Gemma 3's sliding layers keep the last 8 keys (--layer-types): the
+# reference's own window is found, and the candidate's against it
+pair rope-scaling-all npy
+run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
+case $(json_get causes.0.why) in
+*"the reference computes RoPE rotate-half theta 1e+04, window 8 "*) ok "rope-scaling-all: the reference's window 8 found" ;;
+*) not_ok "rope-scaling-all: the reference's window 8 found" "$(json_get causes.0.why)" ;;
+esac
+pair sliding-window npy --layer-types
+run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
+check_that "sliding-window with layer types: at the first global layer, confirmed" \
+	test "$(json_get first_divergence.cell) $(json_get causes.0.confirmed.variant)" = \
+	"L1.attn.o a sliding window of 8 positions"
+rm -rf "$T/p"
+"$MKDEMO" --sub --seq 128 --layer-types --ref-only "$T/p/ref" >/dev/null
+"$MKDEMO" --sub --seq 128 --cand-only "$T/p/cand" >/dev/null
+run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
+check_that "mkdemo: a sliding layer without its window (q and k after RoPE)" \
+	test "$(json_get first_divergence.cell) $(json_get causes.0.confirmed.variant)" = \
+	"L0.attn.o no sliding window (the reference: 8)"
 
 # what no variant models, nothing confirmed (a RoPE table of 100 positions changes the rows past it, as a
 # window would)

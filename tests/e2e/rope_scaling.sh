@@ -77,6 +77,20 @@ for opts in "--layer-types --sub" "--rope-scaling yarn:8 --replay" "--rope-scali
 	expect_exit 0 "mkdemo $opts without a bug: match" "$TBISECT" check --no-history "$T/clean/ref" "$T/clean/cand"
 done
 
+# Gemma 3's windows: the sliding layers keep the last --window keys, so a
+# window on every layer first shows at the first global layer, and another
+# window size on the sliding ones at layer 0; the replay finds the
+# reference's own window and the candidate's
+rm -rf "$T/win"
+"$MKDEMO" --layer-types --replay --seq 64 --bug sliding-window "$T/win/ref" "$T/win/cand" >/dev/null
+judge "mkdemo sliding-window --layer-types --replay" "$T/win" L1.attn.core sliding-window yes
+rm -rf "$T/win"
+"$MKDEMO" --layer-types --replay --seq 64 --window 8 --ref-only "$T/win/ref" >/dev/null
+"$MKDEMO" --layer-types --replay --seq 64 --window 16 --cand-only "$T/win/cand" >/dev/null
+judge "mkdemo --layer-types, sliding windows of 8 and 16" "$T/win" L0.attn.core sliding-window yes
+check_that "... the candidate's window named" test "$(json_get causes.0.confirmed.variant)" = \
+	"a sliding window of 16 positions"
+
 # the reverse: RoPE where the reference has none (every layer NoPE)
 "$MKDEMO" --replay --nope 1 --bug nope-inverted "$T/rev/ref" "$T/rev/cand" >/dev/null
 judge "mkdemo nope-inverted --nope 1 --replay" "$T/rev" L0.attn.q_rope nope-layers yes

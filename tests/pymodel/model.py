@@ -94,7 +94,7 @@ def cause(bug):
 
 REF_EPS = 1e-6
 CAND_EPS = 1e-5          # norm-epsilon candidate
-WINDOW = 8               # sliding-window candidate
+WINDOW = 8               # the sliding layers' window (--layer-types), every layer's with sliding-window
 ROPE_CACHE = 100         # decode-position candidate
 
 
@@ -271,7 +271,9 @@ def fp8_e4m3(a):
     return np.sign(a) * np.minimum(np.round(m / step) * step, 448.0)
 
 
-def attend(q, k, v, cfg, bug, sinks=None):
+def attend(q, k, v, cfg, bug, sinks=None, sliding=False):
+    """Causal attention; the last WINDOW keys on a sliding layer (Gemma 3's
+    even layers with --layer-types) and on every layer with sliding-window."""
     S, nh, hd = q.shape
     nkv = k.shape[1]
     rep = nh // nkv
@@ -287,7 +289,7 @@ def attend(q, k, v, cfg, bug, sinks=None):
     qi = np.arange(S)[:, None]
     ki = np.arange(S)[None, :]
     allowed = np.ones((S, S), bool) if bug == "attention-mask" else (ki <= qi)
-    if bug == "sliding-window":
+    if bug == "sliding-window" or sliding:
         allowed &= (qi - ki) < WINDOW
     sc = np.where(allowed[None], sc, -np.inf)
     if sinks is not None:
@@ -348,10 +350,11 @@ def attention(x, W, l, cfg, bug, sub=None):
     sinks = W[p + "sinks"] if cfg.sinks and bug != "sinks-dropped" else None
     if bug == "sinks-wrong":  # a checkpoint key one layer off
         sinks = W["l%d.sinks" % ((l + 1) % cfg.layers)]
-    out = attend(q, k, v, cfg, bug, sinks)
+    sliding = cfg.layer_types and l % 2 == 0
+    out = attend(q, k, v, cfg, bug, sinks, sliding)
     if bug == "kv-cache":
         P = cfg.prefill if cfg.prefill else S // 2
-        out[P:] = attend(q, fp8_e4m3(k), fp8_e4m3(v), cfg, bug, sinks)[P:]
+        out[P:] = attend(q, fp8_e4m3(k), fp8_e4m3(v), cfg, bug, sinks, sliding)[P:]
     Wo = W[p + "o"]
     if bug == "weight-mapping" and l == cfg.layers // 2:
         if Wo.shape[0] == Wo.shape[1]:
@@ -613,7 +616,8 @@ def parse(argv=None):
     ap.add_argument("--rope-orig", type=int, default=16,
                     help="rope_scaling.original_max_position_embeddings")
     ap.add_argument("--layer-types", action="store_true",
-                    help="Gemma-3-like: even layers sliding (theta 1e4), odd ones global (theta 1e6, scaled)")
+                    help="Gemma-3-like: even layers sliding (theta 1e4, a window of 8), odd ones global (theta 1e6, "
+                         "scaled)")
     ap.add_argument("--nope", type=int, default=0,
                     help="layers l with (l + 1) %% N == 0 have no RoPE (no_rope_layer_interval)")
     ap.add_argument("--subtaps", action="store_true",
