@@ -753,7 +753,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,
-					  best.cause, best.rel});
+					  best.cause, best.rel, 0});
 done:
 	tb_replay_unload(loaded, 4);
 	return 0;
@@ -1311,7 +1311,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	describe_core(&c0, ref_name, sizeof ref_name);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.rel < INFINITY ? best.name : NULL, best.cause,
-					  best.rel});
+					  best.rel, 0});
 	goto done;
 fail:
 	rc = -1;

@@ -269,14 +269,16 @@ static void replay_noise(const tb_replay_in *in, const tb_replay_fit *fit, doubl
 			       ? fmax(tb_replay_rounding(p->ref), tb_replay_rounding(p->cand)) / sqrt(3)
 			       : fmax(tb_dtype_rounding(t->ref->dtype), tb_dtype_rounding(t->cand->dtype)) / sqrt(3);
 	double agree = tb_origin_input_error(in->r, t - in->r->cells);
+	/* the reference's residual where the variant's rows take it */
+	double ref = fit->ref_rel_l2 * (fit->reach > 0 ? fit->reach : 1);
 
 	if (!(agree < t->tol.diverge))
 		agree = 0;
 	/* expert ids are integers, stored exactly: their few mantissa bits are not a rounding */
 	if (t->cell.id == TB_TAP_MLP_TOPK_IDS)
 		store = 0;
-	*noise = fmax(fmax(fit->ref_rel_l2, store), fmax(agree, floor / 4));
-	*within = fmax(fmax(floor / 4, 4 * fit->ref_rel_l2), fmax(3 * store, 2 * agree));
+	*noise = fmax(fmax(ref, store), fmax(agree, floor / 4));
+	*within = fmax(fmax(floor / 4, 4 * ref), fmax(3 * store, 2 * agree));
 }
 
 void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, const tb_replay_fit *fit)

@@ -117,6 +117,8 @@ typedef struct tb_replay_fit {
 	const char *variant;     /* the best other variant on the candidate (NULL: none) */
 	tb_cause_id cause;       /* ... the cause it stands for */
 	double rel_l2;           /* ... its residual */
+	double reach;            /* how much further the reference's residual reaches on the variant's rows than on
+				  * rows like its own, where a weight fitted to the reference carries it (0: as far) */
 } tb_replay_fit;
 
 /* Apply the confirmation rule to a fit of the tap (cell) and fill out:

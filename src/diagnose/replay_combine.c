@@ -134,6 +134,6 @@ int tb_replay_combine(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_decide(in, out, tb_replay_floor(t->ref, t->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){id == TB_TAP_MLP_SHARED ? "the reference's shared expert"
 								  : "the reference's routed experts' sum",
-					  0, cand_at_ref, best.name[0] ? best.name : NULL, best.cause, best.rel_l2});
+					  0, cand_at_ref, best.name[0] ? best.name : NULL, best.cause, best.rel_l2, 0});
 	return 0;
 }

@@ -97,6 +97,6 @@ int tb_replay_logits(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	free(c);
 	tb_replay_decide(in, out, tb_replay_floor(lg->ref, lg->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){ref_name, 0, tb_rel_l2(dd, rr), isnan(sc.rel_l2) ? NULL : name,
-					  TB_CAUSE_FINAL_SOFTCAP, sc.rel_l2});
+					  TB_CAUSE_FINAL_SOFTCAP, sc.rel_l2, 0});
 	return 0;
 }

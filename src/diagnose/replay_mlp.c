@@ -167,6 +167,6 @@ int tb_replay_mlp_act(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	vc = best(rel_cand, vr);
 	tb_replay_decide(in, out, tb_replay_floor(act->ref, act->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){variants[vr].name, rel_ref[vr], rel_cand[vr], variants[vc].name, variants[vc].cause,
-					  rel_cand[vc]});
+					  rel_cand[vc], 0});
 	return 0;
 }

@@ -424,7 +424,7 @@ int tb_replay_norm(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		try_variants(&c, &ref, alike, in->target->cell.id, work + 2 * cols, &best);
 		tb_replay_decide(in, out, floor,
 				 &(tb_replay_fit){ref_variant, ref_rel, residual(&c, &ref), best.name, best.cause,
-						  best.rel_l2});
+						  best.rel_l2, 0});
 	}
 	free(work);
 	free(summed);

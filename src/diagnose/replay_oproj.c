@@ -313,6 +313,38 @@ static double fit_reference(op_fit *f, const op_cfg *c)
 	return unfitted(half_residual(f, 0, f->W), f->R, f->D);
 }
 
+/* How much further the reference's residual reaches on the candidate's
+ * rows under cand than on rows like the reference's own, o_proj fitted to
+ * the reference under ref.  A weight fitted to R rows of D inputs carries
+ * their noise to a row a by a^T G^-1 a (G = A^T A): D / (R - D) on
+ * average for rows like its own, and more for rows outside them (a
+ * window's, which average fewer values).  The residual expected there is
+ * sqrt(R + sum a^T G^-1 a) against sqrt(R + R D / (R - D)). */
+static double reach(op_fit *f, const op_cfg *ref, const op_cfg *cand)
+{
+	int D = f->D;
+	double h = 0, *y = malloc((size_t)D * sizeof *y);
+
+	if (!y)
+		return 0;
+	fit_reference(f, ref);
+	attention(f, 1, cand, f->A[1]);
+	/* solve's factor U (G = U^T U, in G's upper triangle): |U^-T a|^2 per row */
+	for (int r = 0; r < f->R; r++) {
+		const double *a = f->A[1] + (size_t)r * D;
+		for (int j = 0; j < D; j++) {
+			double s = a[j];
+			for (int i = 0; i < j; i++)
+				s -= f->G[(size_t)i * D + j] * y[i];
+			y[j] = s / f->G[(size_t)j * D + j];
+			h += y[j] * y[j];
+		}
+	}
+	free(y);
+	f->spent += (double)f->R * D * D / 2;
+	return sqrt((f->R + h) * (f->R - D)) / f->R;
+}
+
 /* The pair's residuals: joint, o_proj fitted to both sides under it;
  * else the candidate's under the weight fitted to the reference (whose
  * configuration the pair's reference is). */
@@ -1029,7 +1061,7 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	describe(&best.ref, best_hd, ref_name, sizeof ref_name);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, best.rel[0], same.rel[1], best.cause ? best.name : NULL, best.cause,
-					  best.rel[1]});
+					  best.rel[1], best.cause && !f.joint ? reach(&f, &best.ref, &best.cand) : 0});
 	if (!out->cause && f.spent >= BUDGET)
 		snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
 			 " (the search of attn.o's configurations stopped at its budget%s)",

@@ -99,7 +99,7 @@ int tb_replay_embed_scale(const tb_replay_in *in, tb_replay *out, tb_err *err)
 				   "embeddings divided by sqrt(hidden) = %g", k);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){"the reference's embeddings", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols),
-					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2});
+					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2, 0});
 	if (!out->cause) {
 		size_t len = strlen(out->note);
 		snprintf(out->note + len, sizeof out->note - len, "; the candidate's embed fits %.4g x the reference's", c);
@@ -151,7 +151,7 @@ int tb_replay_multiplier(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		tb_replay_decide(in, out, floor,
 				 &(tb_replay_fit){ref_variant, sum_rel(&(term){v[0].ref, c_ref}, 1, NULL, v[1].ref, rows, cols),
 						  sum_rel(&(term){v[0].cand, c_ref}, 1, NULL, v[1].cand, rows, cols), best.name,
-						  best.cause, best.rel_l2});
+						  best.cause, best.rel_l2, 0});
 	}
 	tb_replay_unload(v, 2);
 	return 0;
@@ -210,7 +210,7 @@ int tb_replay_bias(const tb_replay_in *in, tb_replay *out, tb_err *err)
 				   "output multiplied by %.4g", rc / rr);
 	tb_replay_decide(in, out, tb_replay_floor(p->ref, p->cand, F32_FLOOR, 1),
 			 &(tb_replay_fit){"no bias", 0, sum_rel(&(term){v.ref, 1}, 1, NULL, v.cand, rows, cols), best.name,
-					  best.cause, best.rel_l2});
+					  best.cause, best.rel_l2, 0});
 	free(b);
 	tb_replay_unload(&v, 1);
 	return 0;
@@ -315,7 +315,7 @@ int tb_replay_wiring(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){wirings[ref_w].name, ref_rel,
 					  wiring_rel(wiring_sum(ref_w, have), cand_in, v[N_INPUTS].cand, rows, cols),
-					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2});
+					  best.name[0] ? best.name : NULL, best.cause, best.rel_l2, 0});
 	tb_replay_unload(v, N_INPUTS + 1);
 	return 0;
 }

@@ -294,6 +294,6 @@ int tb_replay_router(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	tb_replay_unload(v, 3);
 	tb_replay_decide(in, out, tb_replay_floor(w->ref, w->cand, 0x1p-20, 1),
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.name[0] ? best.name : NULL, best.cause,
-					  best.rel_l2});
+					  best.rel_l2, 0});
 	return 0;
 }

@@ -186,7 +186,7 @@ int tb_replay_topk_ids(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	 * fitted bias than its fit reaches */
 	tb_replay_decide(in, out, fmax(0.5 / (double)positions, IDS_FLOOR),
 			 &(tb_replay_fit){ref_name, ref_rel, cand_at_ref, best.name[0] ? best.name : NULL, best.cause,
-					  best.rel_l2});
+					  best.rel_l2, 0});
 	if (out->cause && exact > 1) {
 		/* the ids of few positions fit more than one change: none is confirmed */
 		out->cause = NULL;

@@ -67,7 +67,7 @@ case $(json_get causes.0.why) in
 *"the reference computes RoPE rotate-half theta 1e+04, window 8 "*) ok "rope-scaling-all: the reference's window 8 found" ;;
 *) not_ok "rope-scaling-all: the reference's window 8 found" "$(json_get causes.0.why)" ;;
 esac
-pair sliding-window npy --layer-types
+pair sliding-window bf16 --layer-types
 run_cmd "$TBISECT" check --json --no-history "$T/p/ref" "$T/p/cand"
 check_that "sliding-window with layer types: at the first global layer, confirmed" \
 	test "$(json_get first_divergence.cell) $(json_get causes.0.confirmed.variant)" = \
