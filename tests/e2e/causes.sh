@@ -62,6 +62,9 @@ scale-multiplier||scale-multiplier|1
 mlp-activation||mlp-activation|1
 mlp-gating||mlp-gating|1
 mlp-bias||mlp-bias|1
+oai-clamp||mlp-activation|1
+moe-group|--moe|moe-routing|1
+moe-bias-weights|--moe --seq 64|moe-routing|1
 residual-wiring||residual-wiring|1
 weight-mapping||weight-mapping|1
 nan-overflow||nan-overflow|1
