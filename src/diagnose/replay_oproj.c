@@ -323,24 +323,16 @@ static double fit_reference(op_fit *f, const op_cfg *c)
 static double reach(op_fit *f, const op_cfg *ref, const op_cfg *cand)
 {
 	int D = f->D;
-	double h = 0, *y = malloc((size_t)D * sizeof *y);
+	double h = 0;
 
-	if (!y)
-		return 0;
 	fit_reference(f, ref);
 	attention(f, 1, cand, f->A[1]);
-	/* solve's factor U (G = U^T U, in G's upper triangle): |U^-T a|^2 per row */
-	for (int r = 0; r < f->R; r++) {
-		const double *a = f->A[1] + (size_t)r * D;
-		for (int j = 0; j < D; j++) {
-			double s = a[j];
-			for (int i = 0; i < j; i++)
-				s -= f->G[(size_t)i * D + j] * y[i];
-			y[j] = s / f->G[(size_t)j * D + j];
-			h += y[j] * y[j];
-		}
-	}
-	free(y);
+	/* solve's factor U (G = U^T U, in G's upper triangle): each row a
+	 * becomes a^T U^-1, whose squared norm is a^T G^-1 a */
+	cblas_dtrsm(CblasRowMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, f->R, D, 1.0, f->G, D, f->A[1],
+		    D);
+	for (size_t i = 0; i < (size_t)f->R * D; i++)
+		h += f->A[1][i] * f->A[1][i];
 	f->spent += (double)f->R * D * D / 2;
 	return sqrt((f->R + h) * (f->R - D)) / f->R;
 }
@@ -946,7 +938,7 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	op_pair best = PAIR((op_cfg){0}, (op_cfg){0}, TB_CAUSE_NONE);
 	op_cfg refs[8], ref = {0};
 	op_found found;
-	double fit[8], floor;
+	double fit[8], floor, searched;
 	int64_t d[TB_MAX_DIMS];
 	char ref_name[64];
 	bool finite;
@@ -1059,10 +1051,12 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	op_pair same = PAIR(best.ref, best.ref, TB_CAUSE_NONE);
 	evaluate(&f, &same);
 	describe(&best.ref, best_hd, ref_name, sizeof ref_name);
+	/* the search's cost, before reach refits the reference */
+	searched = f.spent;
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, best.rel[0], same.rel[1], best.cause ? best.name : NULL, best.cause,
 					  best.rel[1], best.cause && !f.joint ? reach(&f, &best.ref, &best.cand) : 0});
-	if (!out->cause && f.spent >= BUDGET)
+	if (!out->cause && searched >= BUDGET)
 		snprintf(out->note + strlen(out->note), sizeof out->note - strlen(out->note),
 			 " (the search of attn.o's configurations stopped at its budget%s)",
 			 in->heads ? "" : "; --heads narrows it");
