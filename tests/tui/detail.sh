@@ -57,6 +57,7 @@ keys d c
 expect_line d "c opens the causes pane" '^causes pane   \(Esc/q back'
 expect_screen d "the causes pane names the first divergence" "causes  (of the first divergence: L2.mlp)"
 expect_screen d "the causes pane shows why" "the first divergence is deep inside (layer 2)"
+expect_screen d "the causes pane ranks weight-mapping first" "1. weight-mapping  score 0.90"
 keys d q
 keys d G Enter
 expect_screen d "logits detail: the logit metrics" "logits: kl_mean"
