@@ -21,7 +21,7 @@ replayable="embedding-scale norm-formulation norm-epsilon rope-style rope-theta 
 attention-layout gqa-repeat softmax-scale attention-mask sliding-window scale-multiplier mlp-activation mlp-gating mlp-bias
 residual-wiring final-norm decode-position
 sinks-dropped softcap-missing oai-plus-one oai-clamp
-rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted
+rope-scaling-missing rope-scaling-all rope-llama3 yarn-mscale yarn-mscale-twice yarn-ramp nope-inverted kv-cache
 moe-softmax moe-renorm moe-scaling moe-shared moe-bias-weights moe-group moe-shared-gate moe-topk-k moe-renorm@mixtral
 moe-topk-k@mixtral moe-shared@qwen2"
 # bugs only model.py has
@@ -31,7 +31,7 @@ causes="$("$mk" --list | awk '$2 != "-" && $1 != $2 { print $1 "=" $2 }')
 $("$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import model
 print(" ".join("%s=%s" % kv for kv in model.CAUSE.items()))' "$src/tests/pymodel")"
 controls="none dtype-precision weight-mapping dump-offset dump-duplicate tokenizer embedding-weights nan-overflow
-kv-cache dump-aliasing moe-expert-order none@deepseek dtype-precision@deepseek none@mixtral dtype-precision@qwen2"
+dump-aliasing moe-expert-order none@deepseek dtype-precision@deepseek none@mixtral dtype-precision@qwen2"
 # BUG@FAMILY: the bug on that MoE family (mkdemo --moe-router); a moe-* bug alone: --moe
 
 # bf16v: a candidate computed in bf16 and cast to float32 before it was dumped

@@ -76,6 +76,41 @@ static void test_f8(void **state)
 	assert_true(tb_f8e5m2_to_f32(0x01) == 0x1p-16f);
 }
 
+/* Rounding into fp8, checked against the decoders over every positive
+ * code: each value rounds to itself, a point just inside either side of
+ * the midpoint to its nearer neighbour, the midpoint to the even code
+ * (the one with the low bit clear), and past the largest finite value to it. */
+static void check_round_f8(tb_dtype dt, float (*decode)(uint8_t))
+{
+	float top = 0;
+
+	for (int b = 0; b < 0x7F; b++) {
+		float v = decode((uint8_t)b), w = decode((uint8_t)(b + 1)), mid = (v + w) / 2;
+		if (!isfinite(w))
+			break;
+		top = w;
+		assert_true(tb_f32_round_f8(v, dt) == v);
+		assert_true(tb_f32_round_f8(-v, dt) == -v);
+		assert_true(tb_f32_round_f8(nextafterf(mid, 0), dt) == v);
+		assert_true(tb_f32_round_f8(nextafterf(mid, INFINITY), dt) == w);
+		assert_true(tb_f32_round_f8(mid, dt) == (b & 1 ? w : v));
+	}
+	assert_true(tb_f32_round_f8(top, dt) == top);
+	assert_true(tb_f32_round_f8(top * 1.5f, dt) == top);
+	assert_true(tb_f32_round_f8(-INFINITY, dt) == -top);
+	assert_true(isnan(tb_f32_round_f8(NAN, dt)));
+}
+
+static void test_round_f8(void **state)
+{
+	(void)state;
+	check_round_f8(TB_DT_F8_E4M3FN, tb_f8e4m3fn_to_f32);
+	check_round_f8(TB_DT_F8_E5M2, tb_f8e5m2_to_f32);
+	assert_true(tb_f32_round_f8(0.3f, TB_DT_F8_E4M3FN) == 0.3125f);
+	assert_true(tb_f32_round_f8(0.3f, TB_DT_F8_E5M2) == 0.3125f);
+	assert_true(tb_f32_round_f8(470.0f, TB_DT_F8_E4M3FN) == 448.0f);
+}
+
 static void test_block_conversion(void **state)
 {
 	float out[4];
@@ -137,6 +172,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_f16_edges),  cmocka_unit_test(test_f16_roundtrip),
 		cmocka_unit_test(test_bf16),       cmocka_unit_test(test_f8),
+		cmocka_unit_test(test_round_f8),
 		cmocka_unit_test(test_block_conversion), cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests_name("dtype", tests, NULL, NULL);

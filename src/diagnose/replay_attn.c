@@ -771,6 +771,15 @@ static const char *const mask_names[N_MASKS] = {
 	[AHEAD] = "causal mask one position ahead (j <= i + 1)",
 };
 
+/* The KV caches a decode step may read K and V back from, at scale 1
+ * (vLLM's kv_cache_dtype fp8 and fp8_e5m2 without calibrated scales): a
+ * saturating cast of every key and value (the step's own included). */
+static const struct {
+	tb_dtype dt;
+	const char *name;
+} kv_caches[] = {{TB_DT_F8_E4M3FN, "fp8 e4m3"}, {TB_DT_F8_E5M2, "fp8 e5m2"}};
+#define N_KV_CACHES (int)(sizeof kv_caches / sizeof *kv_caches)
+
 typedef struct core_cfg {
 	double scale;
 	mask_kind mask;
@@ -778,6 +787,8 @@ typedef struct core_cfg {
 	bool tile;      /* q head h reads kv head h % kv_heads, else h / group */
 	double softcap; /* scores = cap * tanh(scores / cap); 0: none */
 	const double *sinks; /* a learned sink logit per q head, one more column in each softmax (gpt-oss); NULL: none */
+	int cache;          /* rows from cache_from on read K and V from kv_caches[cache - 1] (decode steps); 0: none */
+	int64_t cache_from;
 } core_cfg;
 
 /* One side's q (after RoPE), k (after RoPE), v and attention output, and
@@ -789,6 +800,7 @@ typedef struct core_side {
 	float *scores[2]; /* [nh][nrows][S] q.k for each kv mapping (repeat, tile); NULL until needed */
 	float *p;         /* [nrows][S] one head's attention weights */
 	float *pred;      /* [nrows][nh * hd] the last prediction */
+	double *row_dd;   /* [nrows] its squared error, row by row */
 	double *sinks;    /* [nh] the sink logits fitted on this side, or NULL */
 } core_side;
 
@@ -799,9 +811,10 @@ static void core_side_reset(core_side *s)
 	free(s->scores[1]);
 	free(s->p);
 	free(s->pred);
+	free(s->row_dd);
 	free(s->sinks);
 	s->scores[0] = s->scores[1] = s->p = s->pred = NULL;
-	s->sinks = NULL;
+	s->row_dd = s->sinks = NULL;
 }
 
 /* Ready the side, viewed as heads of hd channels, for replays on rows:
@@ -818,7 +831,8 @@ static int core_side_view(core_side *s, int64_t S, int hd, const int64_t *rows, 
 	s->nrows = nrows;
 	s->p = malloc((size_t)nrows * S * sizeof *s->p);
 	s->pred = malloc((size_t)nrows * s->in.v[0].nh * hd * sizeof *s->pred);
-	if (!s->p || !s->pred)
+	s->row_dd = malloc((size_t)nrows * sizeof *s->row_dd);
+	if (!s->p || !s->pred || !s->row_dd)
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	return 0;
 }
@@ -830,32 +844,86 @@ static int kv_head(const core_side *s, const core_cfg *c, int h)
 	return c->tile ? h % nkv : h / (nh / nkv);
 }
 
-/* The raw scores q.k of every head on the sampled rows, for a kv mapping;
- * -1 on allocation failure. */
+/* The raw scores q.k of every head of rows[0..R) against the keys k, for
+ * c's kv mapping: out [nh][R][S]; -1 on allocation failure. */
+static int head_scores(const core_side *s, const core_cfg *c, const tb_heads_view *k, const int64_t *rows, int R,
+		       float *out, tb_err *err)
+{
+	const tb_heads_view *q = &s->in.v[0];
+	int hd = q->hd;
+	int64_t S = q->S;
+	float *qr = malloc((size_t)R * hd * sizeof *qr);
+
+	if (!qr)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	for (int h = 0; h < q->nh; h++) {
+		for (int r = 0; r < R; r++)
+			memcpy(qr + (size_t)r * hd, tb_heads_row(q, rows[r], h), (size_t)hd * sizeof *qr);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, (int)S, hd, 1.0f, qr, hd,
+			    tb_heads_row(k, 0, kv_head(s, c, h)), tb_heads_stride(k), 0.0f, out + (size_t)h * R * S,
+			    (int)S);
+	}
+	free(qr);
+	return 0;
+}
+
+/* The raw scores of every head on the sampled rows, for a kv mapping,
+ * kept for the side's later replays; -1 on allocation failure. */
 static int core_scores(core_side *s, bool tile, tb_err *err)
 {
-	const tb_heads_view *q = &s->in.v[0], *k = &s->in.v[1];
-	int R = s->nrows, hd = q->hd;
-	int64_t S = q->S;
 	core_cfg c = {.tile = tile};
-	float *qr;
 
 	if (s->scores[tile])
 		return 0;
-	s->scores[tile] = malloc((size_t)q->nh * R * S * sizeof(float));
-	qr = malloc((size_t)R * hd * sizeof *qr);
-	if (!s->scores[tile] || !qr) {
-		free(qr);
+	s->scores[tile] = malloc((size_t)s->in.v[0].nh * s->nrows * s->in.v[0].S * sizeof(float));
+	if (!s->scores[tile])
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	return head_scores(s, &c, &s->in.v[1], s->rows, s->nrows, s->scores[tile], err);
+}
+
+/* What the rows that read c's cache see: K and V through it (copies, in
+ * kc and vc) and their scores, [nh][R - r0][S] in *sc, for the sampled
+ * rows from r0 on; *r0 = nrows when c reads no cache. */
+typedef struct cache_read {
+	int r0;
+	float *k, *v, *sc;
+	tb_heads_view kc, vc;
+} cache_read;
+
+static void cache_read_free(cache_read *cr)
+{
+	free(cr->k);
+	free(cr->v);
+	free(cr->sc);
+}
+
+static int cache_read_of(const core_side *s, const core_cfg *c, cache_read *cr, tb_err *err)
+{
+	const tb_heads_view *q = &s->in.v[0];
+	size_t n = (size_t)q->S * s->in.v[1].nh * q->hd;
+
+	*cr = (cache_read){s->nrows, NULL, NULL, NULL, s->in.v[1], s->in.v[2]};
+	if (!c->cache)
+		return 0;
+	for (cr->r0 = 0; cr->r0 < s->nrows && s->rows[cr->r0] < c->cache_from; cr->r0++)
+		;
+	cr->k = malloc(n * sizeof *cr->k);
+	cr->v = malloc(n * sizeof *cr->v);
+	cr->sc = malloc((size_t)q->nh * (s->nrows - cr->r0) * q->S * sizeof *cr->sc);
+	if (!cr->k || !cr->v || !cr->sc) {
+		cache_read_free(cr);
 		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
 	}
-	for (int h = 0; h < q->nh; h++) {
-		int g = kv_head(s, &c, h);
-		for (int r = 0; r < R; r++)
-			memcpy(qr + (size_t)r * hd, tb_heads_row(q, s->rows[r], h), (size_t)hd * sizeof *qr);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, (int)S, hd, 1.0f, qr, hd, tb_heads_row(k, 0, g),
-			    tb_heads_stride(k), 0.0f, s->scores[tile] + (size_t)h * R * S, (int)S);
+	for (size_t i = 0; i < n; i++) {
+		cr->k[i] = tb_f32_round_f8(s->in.v[1].v[i], kv_caches[c->cache - 1].dt);
+		cr->v[i] = tb_f32_round_f8(s->in.v[2].v[i], kv_caches[c->cache - 1].dt);
 	}
-	free(qr);
+	cr->kc.v = cr->k;
+	cr->vc.v = cr->v;
+	if (head_scores(s, c, &cr->kc, s->rows + cr->r0, s->nrows - cr->r0, cr->sc, err) < 0) {
+		cache_read_free(cr);
+		return -1;
+	}
 	return 0;
 }
 
@@ -877,47 +945,60 @@ static double score(const core_cfg *c, float raw)
 
 /* rel_l2 of c's attention output against the side's on the sampled rows;
  * perm (NULL: identity) says which predicted head each output head holds.
- * The prediction stays in s->pred. */
+ * The prediction stays in s->pred, its squared error by row in s->row_dd. */
 static int core_residual(core_side *s, const core_cfg *c, const int *perm, double *rel, tb_err *err)
 {
-	const tb_heads_view *q = &s->in.v[0], *v = &s->in.v[2], *o = &s->in.v[3];
+	const tb_heads_view *q = &s->in.v[0], *o = &s->in.v[3];
 	int R = s->nrows, nh = q->nh, hd = q->hd;
 	int64_t S = q->S;
 	double dd = 0, yy = 0;
+	cache_read cr;
 
-	if (core_scores(s, c->tile, err) < 0)
+	if (core_scores(s, c->tile, err) < 0 || cache_read_of(s, c, &cr, err) < 0)
 		return -1;
 	for (int h = 0; h < nh; h++) {
-		const float *sc = s->scores[c->tile] + (size_t)h * R * S;
 		for (int r = 0; r < R; r++) {
+			const float *sc = r < cr.r0 ? s->scores[c->tile] + ((size_t)h * R + r) * S
+						    : cr.sc + ((size_t)h * (R - cr.r0) + (r - cr.r0)) * S;
 			float *p = s->p + (size_t)r * S;
 			int64_t lo, hi;
 			double mx = -INFINITY, sum = 0;
 			key_range(c, s->rows[r], S, &lo, &hi);
 			memset(p, 0, (size_t)S * sizeof *p);
 			for (int64_t j = lo; j <= hi; j++)
-				mx = fmax(mx, score(c, sc[(size_t)r * S + j]));
+				mx = fmax(mx, score(c, sc[j]));
 			if (c->sinks) {
 				mx = fmax(mx, c->sinks[h]);
 				sum = exp(c->sinks[h] - mx);
 			}
 			for (int64_t j = lo; j <= hi; j++)
-				sum += (p[j] = (float)exp(score(c, sc[(size_t)r * S + j]) - mx));
+				sum += (p[j] = (float)exp(score(c, sc[j]) - mx));
 			for (int64_t j = lo; j <= hi; j++)
 				p[j] = (float)(p[j] / sum);
 		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, (int)S, 1.0f, s->p, (int)S,
-			    tb_heads_row(v, 0, kv_head(s, c, h)), tb_heads_stride(v), 0.0f, s->pred + (size_t)h * hd, nh * hd);
+		/* the rows before r0 read V as computed, the others through the cache */
+		for (int part = 0; part < 2; part++) {
+			int lo = part ? cr.r0 : 0, n = part ? R - cr.r0 : cr.r0;
+			const tb_heads_view *v = part ? &cr.vc : &s->in.v[2];
+			if (n > 0)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, (int)S, 1.0f,
+					    s->p + (size_t)lo * S, (int)S, tb_heads_row(v, 0, kv_head(s, c, h)),
+					    tb_heads_stride(v), 0.0f, s->pred + ((size_t)lo * nh + h) * hd, nh * hd);
+		}
 	}
-	for (int r = 0; r < R; r++)
+	cache_read_free(&cr);
+	for (int r = 0; r < R; r++) {
+		s->row_dd[r] = 0;
 		for (int h = 0; h < nh; h++) {
 			const float *y = tb_heads_row(o, s->rows[r], h), *x = s->pred + ((size_t)r * nh + (perm ? perm[h] : h)) * hd;
 			for (int d = 0; d < hd; d++) {
 				double e = (double)x[d] - y[d];
-				dd += e * e;
+				s->row_dd[r] += e * e;
 				yy += (double)y[d] * y[d];
 			}
 		}
+		dd += s->row_dd[r];
+	}
 	*rel = tb_rel_l2(dd, yy);
 	return 0;
 }
@@ -1074,11 +1155,65 @@ static void describe_core(const core_cfg *c, char *buf, size_t size)
 	if (c->softcap > 0 && n >= 0 && (size_t)n < size)
 		n += snprintf(buf + n, size - (size_t)n, ", soft-cap %g", c->softcap);
 	if (c->sinks && n >= 0 && (size_t)n < size)
-		snprintf(buf + n, size - (size_t)n, ", sinks");
+		n += snprintf(buf + n, size - (size_t)n, ", sinks");
+	if (c->cache && n >= 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, ", an %s KV cache from position %lld", kv_caches[c->cache - 1].name,
+			 (long long)c->cache_from);
 }
 
-/* The side's variants of c0 that change one thing; returns how many. */
-static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
+/* The KV caches the side's later rows may read (kv-cache): for each, every
+ * sampled row replayed through it, and the first row that reads it where
+ * that leaves the least error, the rows before it read as computed (a
+ * prefill, then decode steps).  Into v[*n..]. */
+static int cache_variants(core_side *s, const core_cfg *c0, core_variant *v, int *n, tb_err *err)
+{
+	int R = s->nrows;
+	double rel, *dd0 = malloc((size_t)R * sizeof *dd0);
+
+	if (!dd0)
+		return tb_err_setc(err, TB_ERR_NOMEM, NULL, "out of memory");
+	if (core_residual(s, c0, NULL, &rel, err) < 0)
+		goto fail;
+	memcpy(dd0, s->row_dd, (size_t)R * sizeof *dd0);
+	for (int i = 0; i < N_KV_CACHES; i++) {
+		core_cfg c = *c0;
+		double cost = 0, least;
+		int from = 0;
+		c.cache = i + 1;
+		c.cache_from = 0;
+		if (core_residual(s, &c, NULL, &rel, err) < 0)
+			goto fail;
+		for (int r = 0; r < R; r++)
+			cost += s->row_dd[r];
+		least = cost;
+		/* cost: the error with the rows before r as computed, the others through the cache */
+		for (int r = 0; r < R; r++) {
+			cost += dd0[r] - s->row_dd[r];
+			if (cost < least) {
+				least = cost;
+				from = r + 1;
+			}
+		}
+		if (from == R)
+			continue;
+		c.cache_from = s->rows[from];
+		v[*n] = (core_variant){c, TB_CAUSE_KV_CACHE, "", 0, false};
+		if (from == 0 || s->rows[from - 1] + 1 == s->rows[from])
+			snprintf(v[(*n)++].name, sizeof v->name, "K and V through an %s cache from position %lld on",
+				 kv_caches[i].name, (long long)s->rows[from]);
+		else
+			snprintf(v[(*n)++].name, sizeof v->name, "K, V through an %s cache from position %lld..%lld on",
+				 kv_caches[i].name, (long long)s->rows[from - 1] + 1, (long long)s->rows[from]);
+	}
+	free(dd0);
+	return 0;
+fail:
+	free(dd0);
+	return -1;
+}
+
+/* The side's variants of c0 that change one thing; returns how many, or -1. */
+static int core_variants(core_side *s, const core_cfg *c0, core_variant *v, tb_err *err)
 {
 	int n = 0, hd = s->in.v[0].hd, nh = s->in.v[0].nh, nkv = s->in.v[1].nh;
 	const double scales[] = {1 / sqrt(hd), 1.0 / hd, 1};
@@ -1146,10 +1281,17 @@ static int core_variants(core_side *s, const core_cfg *c0, core_variant *v)
 		v[n].cfg.sinks = s->sinks;
 		snprintf(v[n++].name, sizeof v->name, "learned attention sinks (fitted per head)");
 	}
+	if (c0->cache) {
+		v[n] = (core_variant){*c0, TB_CAUSE_KV_CACHE, "", 0, false};
+		v[n].cfg.cache = 0;
+		snprintf(v[n++].name, sizeof v->name, "K and V as computed (the reference: an %s cache)",
+			 kv_caches[c0->cache - 1].name);
+	} else if (cache_variants(s, c0, v, &n, err) < 0)
+		return -1;
 	return n;
 }
 
-#define MAX_CORE_VARIANTS 16
+#define MAX_CORE_VARIANTS 20
 
 /* The attention at softmax scale e^x, the rest of c kept. */
 typedef struct scale_fit {
@@ -1210,7 +1352,8 @@ static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permut
 		}
 		free(perm);
 	}
-	n = core_variants(s, c0, v);
+	if ((n = core_variants(s, c0, v, err)) < 0)
+		return -1;
 	for (int i = 0; i < n; i++) {
 		if (core_residual(s, &v[i].cfg, NULL, &v[i].rel, err) < 0)
 			return -1;
@@ -1231,7 +1374,7 @@ static int core_best(core_side *s, const core_cfg *c0, double at_c0, bool permut
  * of it, taken while it helps, at most three times. */
 static int core_reference(core_side *s, core_cfg *c, double floor, double *rel, tb_err *err)
 {
-	*c = (core_cfg){1 / sqrt(s->in.v[0].hd), CAUSAL, 0, false, 0, NULL};
+	*c = (core_cfg){.scale = 1 / sqrt(s->in.v[0].hd), .mask = CAUSAL};
 	if (core_residual(s, c, NULL, rel, err) < 0)
 		return -1;
 	for (int round = 0; round < 3 && *rel > floor; round++) {
@@ -1284,7 +1427,7 @@ int tb_replay_attn_core(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			goto fail;
 		if (!fits)
 			continue;
-		c0 = (core_cfg){1 / sqrt(pl.hds[k]), CAUSAL, 0, false, 0, NULL};
+		c0 = (core_cfg){.scale = 1 / sqrt(pl.hds[k]), .mask = CAUSAL};
 		if (core_residual(&ref, &c0, NULL, &rel, err) < 0)
 			goto fail;
 		if (rel < ref_rel) {

@@ -185,6 +185,20 @@ uint16_t tb_f32_to_f16(float f)
 	return (uint16_t)(s | h);
 }
 
+float tb_f32_round_f8(float x, tb_dtype dt)
+{
+	bool e5m2 = dt == TB_DT_F8_E5M2;
+	int mant = e5m2 ? 2 : 3, emin = e5m2 ? -14 : -6, e;
+	float top = e5m2 ? 57344.0f : 448.0f, a = fabsf(x), step, r;
+
+	if (isnan(x) || a == 0)
+		return x;
+	frexpf(a, &e); /* a in [2^(e-1), 2^e); below 2^emin, the subnormals' step */
+	step = ldexpf(1.0f, (e - 1 < emin ? emin : e - 1) - mant);
+	r = nearbyintf(a / step) * step;
+	return copysignf(r < top ? r : top, x);
+}
+
 /* One table per 1-byte float type, indexed by tb_dtype. */
 static float f8_table[TB_DT_COUNT][256];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;

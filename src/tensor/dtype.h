@@ -59,5 +59,9 @@ float tb_f8e5m2_to_f32(uint8_t b);
 /* float32 to bf16 / f16 with round-to-nearest-even (for writers and tests). */
 uint16_t tb_f32_to_bf16(float f);
 uint16_t tb_f32_to_f16(float f);
+/* x rounded to the fp8 type dt (f8_e4m3fn or f8_e5m2): to nearest, ties to
+ * even, saturating at the type's largest finite value, as a saturating cast
+ * into an fp8 KV cache stores it (the replay of a decode step reads it). */
+float tb_f32_round_f8(float x, tb_dtype dt);
 
 #endif

@@ -1,7 +1,9 @@
 #!/bin/sh
 # kv-cache and dump-aliasing on mkdemo and on the numpy model, with and
 # without sub-taps, at several lengths: the first divergence where the
-# generator says, the right cause first, nothing confirmed by replay.  The
+# generator says, the right cause first, confirmed by replay where
+# attn.core and its inputs are dumped in f32 (the cache's fp8 read back
+# from the prefill's end), nothing confirmed elsewhere.  The
 # kv-cache pair also as steps (a prefill, then one step per position):
 # stitched, the rule sees where the decode starts; one decode step alone
 # is named too; a clean pair of steps matches.
@@ -11,18 +13,23 @@ tap_setup
 T=$TAP_TMP
 LAYOUTGEN=$top_builddir/tests/layoutgen
 
-# diagnosed DESC DIR WANT_CELL CAUSE [CHECK OPTIONS]: first divergence, first cause, nothing confirmed.
+# diagnosed DESC DIR WANT_CELL CAUSE [CHECK OPTIONS]: first divergence, first cause, and the
+# replay's confirmed variant $CONFIRMED (nothing confirmed when empty).
 diagnosed() {
 	_d=$1 _dir=$2 _cell=$3 _cause=$4
 	shift 4
 	run_cmd "$TBISECT" check --json --no-history "$@" "$_dir/ref" "$_dir/cand"
 	json_is "$_d: first divergence" first_divergence.cell "$_cell"
 	json_is "$_d: $_cause first" causes.0.id "$_cause"
-	check_that "$_d: nothing confirmed" sh -c "! grep -q '\"confirmed\":[[:space:]]*{' '$TAP_OUT'"
+	if [ -n "${CONFIRMED:-}" ]; then
+		json_is "$_d: confirmed" causes.0.confirmed.variant "$CONFIRMED"
+	else
+		check_that "$_d: nothing confirmed" sh -c "! grep -q '\"confirmed\":[[:space:]]*{' '$TAP_OUT'"
+	fi
 }
 
-# bug | mkdemo options
-while IFS='|' read -r bug opts; do
+# bug | mkdemo options | the variant replay confirms
+while IFS='|' read -r bug opts CONFIRMED; do
 	case $bug in '' | '#'*) continue ;; esac
 	dir=$T/$bug$(echo "$opts" | tr -d ' -')
 	# shellcheck disable=SC2086
@@ -30,14 +37,16 @@ while IFS='|' read -r bug opts; do
 	# shellcheck disable=SC2086
 	diagnosed "mkdemo $bug $opts" "$dir" "$("$MKDEMO" $opts --expect "$bug")" "$bug"
 done <<'TABLE'
-kv-cache|--seq 16
-kv-cache|--seq 64 --sub --seed 2
-kv-cache|--seq 256 --replay
-kv-cache|--seq 64 --prefill 40 --format safetensors --dtype bf16
+kv-cache|--seq 16|
+kv-cache|--seq 64 --sub --seed 2|
+kv-cache|--seq 32 --replay|K and V through an fp8 e4m3 cache from position 16 on
+kv-cache|--seq 64 --replay --dtype bf16|
+kv-cache|--seq 64 --prefill 40 --format safetensors --dtype bf16|
 dump-aliasing|--seq 16 --replay
 dump-aliasing|--seq 64 --sub
 dump-aliasing|--seq 256 --seed 3
 TABLE
+CONFIRMED=
 
 # A prefill of 8, then 8 decode steps of one position.
 "$MKDEMO" --sub --bug kv-cache "$T/s/ref" "$T/s/cand" >/dev/null
@@ -57,8 +66,8 @@ expect_exit 0 "a clean pair of steps, stitched, matches" \
 json_is "a clean pair of steps: no cause" 'causes.#' 0
 
 if PY=$(find_python numpy); then
-	# bug | model.py options
-	while IFS='|' read -r bug opts; do
+	# bug | model.py options | the variant replay confirms (rows 158 and 164 are sampled, none between)
+	while IFS='|' read -r bug opts CONFIRMED; do
 		dir=$T/py$bug$(echo "$opts" | tr -d ' -')
 		# shellcheck disable=SC2086
 		"$PY" "$top_srcdir/tests/pymodel/model.py" --bug "$bug" $opts "$dir/ref" "$dir/cand" ||
@@ -72,12 +81,14 @@ if PY=$(find_python numpy); then
 		esac
 		diagnosed "numpy $bug $opts" "$dir" "$want" "$bug"
 	done <<-'TABLE'
-	kv-cache|--seq 16
-	kv-cache|--seq 64 --subtaps --heads 6 --kv-heads 3 --head-dim 16 --hidden 96
-	kv-cache|--seq 256 --replay --prefill 160
-	dump-aliasing|--seq 16 --subtaps
-	dump-aliasing|--seq 64 --replay
+	kv-cache|--seq 16|
+	kv-cache|--seq 64 --subtaps --heads 6 --kv-heads 3 --head-dim 16 --hidden 96|
+	kv-cache|--seq 256 --replay --prefill 160|K, V through an fp8 e4m3 cache from position 158..164 on
+	kv-cache|--seq 48 --replay --prefill 40 --kv-dtype e5m2|K and V through an fp8 e5m2 cache from position 40 on
+	dump-aliasing|--seq 16 --subtaps|
+	dump-aliasing|--seq 64 --replay|
 	TABLE
+	CONFIRMED=
 	# A block kept by reference, then the next layer's attention added into it in place.
 	"$MKDEMO" "$T/blk/ref" "$T/blk/cand" >/dev/null
 	"$PY" -c 'import sys, numpy as np

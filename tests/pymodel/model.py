@@ -6,7 +6,8 @@ with one injected porting bug.
 
     python3 model.py --bug rope-style --format npy|safetensors|bf16 --seed N \
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
-        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--prefill P] [--subtaps] [--replay] \
+        [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--prefill P] [--kv-dtype e4m3|e5m2] \
+        [--subtaps] [--replay] \
         [--rope-scaling linear|llama3|yarn:F] [--rope-orig 16] [--layer-types] [--nope N] \
         [--layout L] [--cand-layout L] REF CAND
 
@@ -30,7 +31,8 @@ Choices that make a bug visible:
   * kv-cache: positions from --prefill on (default seq // 2) are decode
     steps: they attend to K (after RoPE) and V rounded to fp8 e4m3 (3
     mantissa bits, exponent bias 7, subnormals below 2^-6, saturating at
-    448, round half to even), as a vLLM fp8 cache at scale 1 stores them.
+    448, round half to even), as a vLLM fp8 cache at scale 1 stores them;
+    --kv-dtype e5m2: fp8 e5m2 (2 mantissa bits, subnormals below 2^-14).
   * dump-aliasing: the mlp (and down_proj) taps hold the block, the
     residual sum added into them in place after the hook kept a reference.
   * --sinks (gpt-oss): a sink logit per layer and head, N(0.5, 1), joins
@@ -262,13 +264,19 @@ def rope_interleaved(x, cos, sin):
     return out
 
 
-def fp8_e4m3(a):
-    """a rounded to float8 e4m3fn: spacing 2^(e-3) in the binade [2^e, 2^(e+1)),
-    2^-9 below 2^-6 (subnormals), round half to even, |a| saturated at 448."""
+# float8 formats of a KV cache: mantissa bits, the least normal exponent, the largest finite value
+FP8 = {"e4m3": (3, -6, 448.0), "e5m2": (2, -14, 57344.0)}
+
+
+def fp8(a, kind="e4m3"):
+    """a rounded to float8 e4m3fn (or e5m2): spacing 2^(e-3) (2^(e-2)) in the
+    binade [2^e, 2^(e+1)), the subnormals' below 2^-6 (2^-14), round half to
+    even, |a| saturated at the largest finite value."""
+    mant, emin, top = FP8[kind]
     m = np.abs(a)
-    e = np.maximum(np.floor(np.log2(np.where(m > 0, m, 1.0))), -6.0)
-    step = 2.0 ** (e - 3)
-    return np.sign(a) * np.minimum(np.round(m / step) * step, 448.0)
+    e = np.maximum(np.floor(np.log2(np.where(m > 0, m, 1.0))), emin)
+    step = 2.0 ** (e - mant)
+    return np.sign(a) * np.minimum(np.round(m / step) * step, top)
 
 
 def attend(q, k, v, cfg, bug, sinks=None, sliding=False):
@@ -354,7 +362,7 @@ def attention(x, W, l, cfg, bug, sub=None):
     out = attend(q, k, v, cfg, bug, sinks, sliding)
     if bug == "kv-cache":
         P = cfg.prefill if cfg.prefill else S // 2
-        out[P:] = attend(q, fp8_e4m3(k), fp8_e4m3(v), cfg, bug, sinks, sliding)[P:]
+        out[P:] = attend(q, fp8(k, cfg.kv_dtype), fp8(v, cfg.kv_dtype), cfg, bug, sinks, sliding)[P:]
     Wo = W[p + "o"]
     if bug == "weight-mapping" and l == cfg.layers // 2:
         if Wo.shape[0] == Wo.shape[1]:
@@ -611,6 +619,8 @@ def parse(argv=None):
                     help="the MLP's activation: silu or gpt-oss's SwiGLU (oai)")
     ap.add_argument("--prefill", type=int, default=0,
                     help="kv-cache: the positions of the prefill (default seq // 2)")
+    ap.add_argument("--kv-dtype", default="e4m3", choices=sorted(FP8),
+                    help="kv-cache: the cache's float8 format")
     ap.add_argument("--rope-scaling", type=rope_scaling_arg, default=None, metavar="TYPE:F",
                     help="linear, llama3 or yarn scaling of every layer (the global ones with --layer-types)")
     ap.add_argument("--rope-orig", type=int, default=16,
