@@ -366,6 +366,19 @@ static void evaluate(op_fit *f, op_pair *p)
 	p->rel[1] = unfitted(half_residual(f, 1, f->C), 2 * f->R, f->D);
 }
 
+/* rel_l2 of the candidate's attn.o against the reference's on the fit's rows. */
+static double rows_apart(const op_fit *f)
+{
+	double dd = 0, yy = 0;
+
+	for (size_t i = 0; i < (size_t)f->R * f->H; i++) {
+		double e = (double)f->o[1][i] - f->o[0][i];
+		dd += e * e;
+		yy += (double)f->o[0][i] * f->o[0][i];
+	}
+	return tb_rel_l2(dd, yy);
+}
+
 static double total(const op_pair *p)
 {
 	return hypot(p->rel[0], p->rel[1]);
@@ -1047,6 +1060,20 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			fitted_pairs(&f, &best.ref, true, best.kind, enough, &best);
 	}
 	out->tried = true;
+	/* o_proj is fitted on the first R positions: a candidate whose output departs from the reference's only
+	 * after them (a KV cache the decode steps read, a RoPE table's end) shows the replay nothing */
+	if (rows_apart(&f) <= floor) {
+		long long from = (long long)in->target->m.first_bad_position;
+		tb_cell_name(&in->target->cell, ref_name, sizeof ref_name);
+		snprintf(out->note, sizeof out->note,
+			 "replay of %s: o_proj is fitted on the first %d positions, where the candidate's output is the "
+			 "reference's; it departs %s%lld: dump attn.core (a forward pre-hook on o_proj) to replay the "
+			 "later positions",
+			 ref_name, f.R, from >= f.R ? "from position " : "after position ",
+			 from >= f.R ? from : (long long)f.R - 1);
+		fit_free(&f);
+		goto done;
+	}
 	/* the reference's configuration on the candidate */
 	op_pair same = PAIR(best.ref, best.ref, TB_CAUSE_NONE);
 	evaluate(&f, &same);

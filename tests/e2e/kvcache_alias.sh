@@ -48,6 +48,14 @@ dump-aliasing|--seq 256 --seed 3
 TABLE
 CONFIRMED=
 
+# q and k before RoPE and attn.o, the prefill past the positions o_proj is fitted on: the replay says so
+"$MKDEMO" --sub --seq 256 --bug kv-cache "$T/late/ref" "$T/late/cand" >/dev/null
+diagnosed "the decode past o_proj's fit" "$T/late" L0.attn.o kv-cache
+run_cmd "$TBISECT" check --no-history "$T/late/ref" "$T/late/cand"
+check_that "the decode past o_proj's fit: the replay names the positions it saw" \
+	grep -q "the first 96 positions, where the candidate's output is the reference's; it departs from position 128" \
+	"$TAP_OUT"
+
 # A prefill of 8, then 8 decode steps of one position.
 "$MKDEMO" --sub --bug kv-cache "$T/s/ref" "$T/s/cand" >/dev/null
 "$MKDEMO" --sub "$T/s/ref" "$T/s/ok" >/dev/null
