@@ -575,6 +575,45 @@ static bool own_line_variant(const side4 *s, const rope_cfg *c0, const rope_cfg 
 	return true;
 }
 
+/* The candidate's own table (rope_measure), which no line or one factor
+ * explains, against the reference's: the pairs that turn otherwise by
+ * more than LINE_FIT at the last position read, and by how much.  A band
+ * of slower pairs, the two fastest kept, is against YaRN another ramp
+ * (yarn-scaling), else other scaling factors or bounds (llama3's
+ * low_freq_factor and high_freq_factor, original_max_position_embeddings:
+ * rope-scaling).  False when no pair turns otherwise, or the second
+ * fastest does: a theta changes every pair but the first, and one changed
+ * on a scaled table moves which pairs scale too, so that a theta and a
+ * scaling changed look alike. */
+static bool own_table_variant(const rope_cfg *c0, rope_variant *t)
+{
+	const rope_cfg *own = &t->cfg;
+	int lo = -1, hi = -1;
+	double rmin = INFINITY, rmax = 0;
+
+	for (int i = 0; i < own->rot / 2; i++) {
+		double ir = rope_inv(c0, i), ic = own->inv[i];
+		if (fabs(ic - ir) * own->span <= LINE_FIT)
+			continue;
+		if (lo < 0)
+			lo = i;
+		hi = i;
+		if (fabs(ir) * own->span >= LINE_MIN_ANGLE && ic / ir > 0) {
+			rmin = fmin(rmin, ic / ir);
+			rmax = fmax(rmax, ic / ir);
+		}
+	}
+	if (lo < 2)
+		return false;
+	t->cause = c0->gain ? TB_CAUSE_YARN_SCALING : TB_CAUSE_ROPE_SCALING;
+	if (rmax > 0)
+		snprintf(t->name, sizeof t->name, "its own frequencies: pairs %d-%d turn x%.3g-%.3g", lo, hi, rmin,
+			 rmax);
+	else
+		snprintf(t->name, sizeof t->name, "its own frequencies: pairs %d-%d turn otherwise", lo, hi);
+	return true;
+}
+
 /* The fitted scaling variants, when no cheaper one reproduced the
  * candidate: the candidate's own table as a line (own_line_variant), an
  * attention factor the reference has none of, and its positions scaled by
@@ -615,6 +654,12 @@ static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *ro
 		t.cfg.pos_scale = pow(10, x);
 		snprintf(t.name, sizeof t.name, "positions times %.4g: another linear scaling factor", pow(10, x));
 		*best = t;
+	}
+	if (best->rel > floor && !own.none && own.rot == c0->rot) {
+		t = (rope_variant){own, TB_CAUSE_ROPE_SCALING, "", 0};
+		t.rel = rope_residual(s, &own, rows, nrows, NULL);
+		if (t.rel < best->rel && own_table_variant(c0, &t))
+			*best = t;
 	}
 }
 

@@ -3,8 +3,9 @@
 # nope-layers) on both decoders, mkdemo and the numpy one: where the query
 # after RoPE is dumped (mkdemo --sub and --replay, model.py --replay) the
 # first divergence is the bug's and its cause ranks first; a layer-type
-# bug and YaRN's attention factor are found from the outputs alone; the
-# new model options without a bug give no divergence.
+# bug, YaRN's attention factor and a real config's llama3 scaling are
+# found from the outputs alone; the new model options without a bug give
+# no divergence.
 set -eu
 . "${top_srcdir:-.}/tests/e2e/lib.sh"
 tap_setup
@@ -125,6 +126,30 @@ yarn-mscale-twice|L0.attn.q_rope|yarn-scaling
 yarn-ramp|L0.attn.q_rope|yarn-scaling
 nope-inverted|L0.attn.q_rope|nope-layers
 TABLE
+	# a real config's llama3 (original_max_position_embeddings 8192, head_dim 128): the swapped factors
+	# change only the pairs of wavelengths 2048 to 8192, which no line nor one factor explains; a theta
+	# changed on the same reference moves which pairs scale too, and is not taken for a scaling
+	for case in "rope-llama3 rope-scaling yes" "rope-theta rope-theta no"; do
+		# shellcheck disable=SC2086
+		set -- $case
+		rm -rf "$T/py"
+		"$PY" "$top_srcdir/tests/pymodel/model.py" --replay --hidden 256 --heads 2 --head-dim 128 --kv-heads 1 \
+			--mlp 256 --seq 128 --rope-orig 8192 --rope-scaling llama3:8 --bug "$1" "$T/py/ref" "$T/py/cand"
+		judge "model.py $1 --replay, llama3 (original 8192)" "$T/py" L0.attn.q_rope "$2" "$3"
+	done
+	# ... and from the outputs alone: a llama3 scaling left out moves only the slow pairs, so the attention
+	# is off from about position 40 on, where a theta of 5e5 for 1e6 is off from position 5 on
+	big="--hidden 256 --heads 2 --head-dim 128 --kv-heads 1 --mlp 256 --seq 256 --rope-orig 8192"
+	rm -rf "$T/py" "$T/py2"
+	# shellcheck disable=SC2086
+	"$PY" "$top_srcdir/tests/pymodel/model.py" $big --rope-scaling llama3:8 "$T/py/ref" "$T/py2/cand"
+	# shellcheck disable=SC2086
+	"$PY" "$top_srcdir/tests/pymodel/model.py" $big "$T/py2/ref" "$T/py/cand"
+	judge "model.py llama3 scaling left out, outputs only" "$T/py" L0.attn rope-scaling
+	rm -rf "$T/py"
+	# shellcheck disable=SC2086
+	"$PY" "$top_srcdir/tests/pymodel/model.py" $big --theta 1e6 --bug rope-theta "$T/py/ref" "$T/py/cand"
+	judge "model.py theta 5e5 for 1e6, outputs only" "$T/py" L0.attn rope-theta
 	rm -rf "$T/py"
 	"$PY" "$top_srcdir/tests/pymodel/model.py" --subtaps --bug rope-scaling-missing "$T/py/ref" "$T/py/cand"
 	judge "model.py rope-scaling-missing, no query after RoPE" "$T/py" L1.attn.o rope-scaling
