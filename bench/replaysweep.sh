@@ -76,6 +76,7 @@ for bug in $replayable $controls $pyonly; do
 					"$mk" "$@" --dtype "${dt#*/}" --bug "$b" --cand-only "$d/cand" >/dev/null
 				fi
 				one mkdemo "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
+				rm -rf "$d/ref" "$d/cand" # the report stays: the pairs would take gigabytes
 			done
 		done
 	done
@@ -89,6 +90,7 @@ for bug in $replayable $controls $pyonly; do
 					--seq "$seq" "$d/ref" "$d/cand" >/dev/null 2>&1 || continue
 				[ "$fmt" = npy ] && dt=f32 || dt=bf16
 				one pymodel "$dt" "$seed" "$seq" "$bug" "$d" >>"$work/cases.tsv"
+				rm -rf "$d/ref" "$d/cand"
 			done
 		done
 	done
