@@ -1206,10 +1206,33 @@ static void describe_core(const core_cfg *c, char *buf, size_t size)
 			 (long long)c->cache_from);
 }
 
+/* Does position `row` of the side read K and V through cache number
+ * `cache` rather than as c0 computes them?  Its one row replayed both ways. */
+static int reads_cache(const core_side *s, const core_cfg *c0, int cache, int64_t row, bool *yes, tb_err *err)
+{
+	core_side one = {.in = s->in};
+	core_cfg c = *c0;
+	double rel, dd0;
+	bool fits;
+	int rc = core_side_view(&one, s->in.v[0].S, s->in.v[0].hd, &row, 1, &fits, err);
+
+	c.cache = cache;
+	c.cache_from = 0;
+	*yes = false;
+	if (rc == 0 && fits && (rc = core_residual(&one, c0, NULL, &rel, err)) == 0) {
+		dd0 = one.row_dd[0];
+		rc = core_residual(&one, &c, NULL, &rel, err);
+		*yes = rc == 0 && one.row_dd[0] < dd0;
+	}
+	core_side_reset(&one);
+	return rc;
+}
+
 /* The KV caches the side's later rows may read (kv-cache): for each, every
  * sampled row replayed through it, and the first row that reads it where
  * that leaves the least error, the rows before it read as computed (a
- * prefill, then decode steps).  Into v[*n..]. */
+ * prefill, then decode steps); between two sampled rows, the first that
+ * reads it by bisection.  Into v[*n..]. */
 static int cache_variants(core_side *s, const core_cfg *c0, core_variant *v, int *n, tb_err *err)
 {
 	int R = s->nrows;
@@ -1242,13 +1265,19 @@ static int cache_variants(core_side *s, const core_cfg *c0, core_variant *v, int
 		if (from == R)
 			continue;
 		c.cache_from = s->rows[from];
+		for (int64_t lo = from ? s->rows[from - 1] : c.cache_from - 1; c.cache_from - lo > 1;) {
+			int64_t mid = lo + (c.cache_from - lo) / 2;
+			bool yes;
+			if (reads_cache(s, c0, c.cache, mid, &yes, err) < 0)
+				goto fail;
+			if (yes)
+				c.cache_from = mid;
+			else
+				lo = mid;
+		}
 		v[*n] = (core_variant){c, TB_CAUSE_KV_CACHE, "", 0, false};
-		if (from == 0 || s->rows[from - 1] + 1 == s->rows[from])
-			snprintf(v[(*n)++].name, sizeof v->name, "K and V through an %s cache from position %lld on",
-				 kv_caches[i].name, (long long)s->rows[from]);
-		else
-			snprintf(v[(*n)++].name, sizeof v->name, "K, V through an %s cache from position %lld..%lld on",
-				 kv_caches[i].name, (long long)s->rows[from - 1] + 1, (long long)s->rows[from]);
+		snprintf(v[(*n)++].name, sizeof v->name, "K and V through an %s cache from position %lld on",
+			 kv_caches[i].name, (long long)c.cache_from);
 	}
 	free(dd0);
 	return 0;

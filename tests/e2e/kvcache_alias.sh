@@ -74,7 +74,8 @@ expect_exit 0 "a clean pair of steps, stitched, matches" \
 json_is "a clean pair of steps: no cause" 'causes.#' 0
 
 if PY=$(find_python numpy); then
-	# bug | model.py options | the variant replay confirms (rows 158 and 164 are sampled, none between)
+	# bug | model.py options | the variant replay confirms (rows 157 and 164 are sampled, none between:
+	# the first decode position is found between them)
 	while IFS='|' read -r bug opts CONFIRMED; do
 		dir=$T/py$bug$(echo "$opts" | tr -d ' -')
 		# shellcheck disable=SC2086
@@ -91,7 +92,7 @@ if PY=$(find_python numpy); then
 	done <<-'TABLE'
 	kv-cache|--seq 16|
 	kv-cache|--seq 64 --subtaps --heads 6 --kv-heads 3 --head-dim 16 --hidden 96|
-	kv-cache|--seq 256 --replay --prefill 160|K, V through an fp8 e4m3 cache from position 158..164 on
+	kv-cache|--seq 256 --replay --prefill 160|K and V through an fp8 e4m3 cache from position 160 on
 	kv-cache|--seq 48 --replay --prefill 40 --kv-dtype e5m2|K and V through an fp8 e5m2 cache from position 40 on
 	dump-aliasing|--seq 16 --subtaps|
 	dump-aliasing|--seq 64 --replay|
