@@ -94,6 +94,7 @@ if PY=$(find_python numpy); then
 	kv-cache|--seq 64 --subtaps --heads 6 --kv-heads 3 --head-dim 16 --hidden 96|
 	kv-cache|--seq 256 --replay --prefill 160|K and V through an fp8 e4m3 cache from position 160 on
 	kv-cache|--seq 48 --replay --prefill 40 --kv-dtype e5m2|K and V through an fp8 e5m2 cache from position 40 on
+	kv-cache|--seq 160 --kv-dtype e5m2 --format bf16|
 	dump-aliasing|--seq 16 --subtaps|
 	dump-aliasing|--seq 64 --replay|
 	TABLE
