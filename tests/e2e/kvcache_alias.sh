@@ -46,6 +46,10 @@ dump-aliasing|--seq 16 --replay
 dump-aliasing|--seq 64 --sub
 dump-aliasing|--seq 256 --seed 3
 TABLE
+# the reverse: the reference decodes through the cache, the candidate not
+"$MKDEMO" --seq 64 --replay --bug kv-cache "$T/swap/cand" "$T/swap/ref" >/dev/null
+CONFIRMED="K and V as computed (the reference: an fp8 e4m3 cache)" \
+	diagnosed "the reference reads the cache" "$T/swap" L0.attn.core kv-cache
 CONFIRMED=
 
 # q and k before RoPE and attn.o, the prefill past the positions o_proj is fitted on: the replay says so
