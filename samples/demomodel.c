@@ -545,29 +545,13 @@ static void position_qk(const fwd *f, int l, float *q, float *k)
 	}
 }
 
-/* x rounded to fp8 e4m3 (OCP "fn": bias 7, 3 mantissa bits, subnormals
- * from 2^-6 down to 2^-9, largest finite 448, no infinity), to nearest
- * even and saturating, as vLLM's fp8 KV cache stores K and V at scale 1
- * (csrc/quantization/fp8: a saturating cast to __nv_fp8_e4m3). */
-static float fp8_e4m3(float x)
-{
-	float a = fabsf(x), step;
-	int e;
-
-	if (isnan(x) || a == 0)
-		return x;
-	if (a >= 448.0f)
-		return copysignf(448.0f, x);
-	frexpf(a, &e); /* a in [2^(e-1), 2^e) */
-	step = ldexpf(1.0f, (e - 1 < -6 ? -6 : e - 1) - 3);
-	return copysignf(nearbyintf(a / step) * step, x);
-}
-
-/* The kv-cache bug: what the decode steps read back, K and V through fp8. */
+/* The kv-cache bug: what the decode steps read back, K and V through fp8
+ * e4m3 at scale 1, as vLLM's fp8 KV cache stores them (csrc/quantization/fp8:
+ * a saturating cast to __nv_fp8_e4m3, to nearest even). */
 static void cache_round(float *dst, const float *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dst[i] = fp8_e4m3(src[i]);
+		dst[i] = tb_f32_round_f8(src[i], TB_DT_F8_E4M3FN);
 }
 
 /* Scaled dot-product attention of every head: ctx [S, NH*HD].  With sinks
