@@ -366,12 +366,12 @@ static void evaluate(op_fit *f, op_pair *p)
 	p->rel[1] = unfitted(half_residual(f, 1, f->C), 2 * f->R, f->D);
 }
 
-/* rel_l2 of the candidate's attn.o against the reference's on the fit's rows. */
-static double rows_apart(const op_fit *f)
+/* rel_l2 of the candidate's attn.o against the reference's on its first R rows. */
+static double rows_apart(const op_fit *f, int R)
 {
 	double dd = 0, yy = 0;
 
-	for (size_t i = 0; i < (size_t)f->R * f->H; i++) {
+	for (size_t i = 0; i < (size_t)R * f->H; i++) {
 		double e = (double)f->o[1][i] - f->o[0][i];
 		dd += e * e;
 		yy += (double)f->o[0][i] * f->o[0][i];
@@ -771,6 +771,15 @@ static void fit_free(op_fit *f)
  * shows from position 1 on, and they need the fewest keys; an eighth
  * more than the least) and the buffers.  0; 1 when the shapes do not
  * hold such heads or too few positions; -1 out of memory. */
+/* The positions o_proj is fitted on, the first ones: as many as a fit of
+ * its D inputs needs and an eighth of them more, at most the S dumped. */
+static int fit_rows(int64_t S, int64_t D)
+{
+	int64_t need = S < ALONE_ROWS(D) ? JOINT_ROWS(D) : ALONE_ROWS(D);
+
+	return (int)(S < need + D / 8 ? S : need + D / 8);
+}
+
 static int fit_init(op_fit *f, const tb_pair *const *p, const tb_replay_sides *loaded, int hd)
 {
 	int64_t need;
@@ -795,7 +804,7 @@ static int fit_init(op_fit *f, const tb_pair *const *p, const tb_replay_sides *l
 	need = f->joint ? JOINT_ROWS(f->D) : ALONE_ROWS(f->D);
 	if (f->D > MAX_D || f->S < need)
 		return 1;
-	f->R = (int)(f->S < need + f->D / 8 ? f->S : need + f->D / 8);
+	f->R = fit_rows(f->S, f->D);
 	f->kr = malloc((size_t)f->R * f->nkv * hd * sizeof *f->kr);
 	f->qr = malloc((size_t)f->R * f->D * sizeof *f->qr);
 	f->p = malloc((size_t)f->R * f->R * sizeof *f->p);
@@ -999,6 +1008,22 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 	}
 	f.o[0] = loaded[3].ref;
 	f.o[1] = loaded[3].cand;
+	/* o_proj is fitted on the first R positions: a candidate whose output departs from the reference's only
+	 * after them (a KV cache the decode steps read, a RoPE table's end) shows the replay nothing, and the
+	 * search is not begun */
+	int R = fit_rows(f.S, (int64_t)D);
+	if (rows_apart(&f, R) <= floor) {
+		long long from = (long long)in->target->m.first_bad_position;
+		out->tried = true;
+		tb_cell_name(&in->target->cell, ref_name, sizeof ref_name);
+		snprintf(out->note, sizeof out->note,
+			 "replay of %s: o_proj is fitted on the first %d positions, where the candidate's output is the "
+			 "reference's; it departs %s%lld: dump attn.core (a forward pre-hook on o_proj) to replay the "
+			 "later positions",
+			 ref_name, R, from >= R ? "from position " : "after position ",
+			 from >= R ? from : (long long)R - 1);
+		goto done;
+	}
 	if (find_reference(&f, p, loaded, hds, nhd, floor, &found) < 0)
 		goto nomem;
 	ref = found.cfg;
@@ -1060,20 +1085,6 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 			fitted_pairs(&f, &best.ref, true, best.kind, enough, &best);
 	}
 	out->tried = true;
-	/* o_proj is fitted on the first R positions: a candidate whose output departs from the reference's only
-	 * after them (a KV cache the decode steps read, a RoPE table's end) shows the replay nothing */
-	if (rows_apart(&f) <= floor) {
-		long long from = (long long)in->target->m.first_bad_position;
-		tb_cell_name(&in->target->cell, ref_name, sizeof ref_name);
-		snprintf(out->note, sizeof out->note,
-			 "replay of %s: o_proj is fitted on the first %d positions, where the candidate's output is the "
-			 "reference's; it departs %s%lld: dump attn.core (a forward pre-hook on o_proj) to replay the "
-			 "later positions",
-			 ref_name, f.R, from >= f.R ? "from position " : "after position ",
-			 from >= f.R ? from : (long long)f.R - 1);
-		fit_free(&f);
-		goto done;
-	}
 	/* the reference's configuration on the candidate */
 	op_pair same = PAIR(best.ref, best.ref, TB_CAUSE_NONE);
 	evaluate(&f, &same);
