@@ -68,6 +68,7 @@ static bool visible(const demo_bug_info *b, const demo_expect_ctx *ctx)
 	case DEMO_SHOWS_DENSE: return !ctx->moe;
 	case DEMO_SHOWS_MOE: return ctx->moe;
 	case DEMO_SHOWS_PAST_PREFILL: return ctx->seq > demo_prefill(ctx->seq, ctx->prefill);
+	case DEMO_SHOWS_PAST_ORIG: return ctx->seq > DEMO_ROPE_ORIG;
 	case DEMO_SHOWS_ALWAYS: break;
 	}
 	return true;

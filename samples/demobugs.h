@@ -19,6 +19,11 @@
 #define DEMO_MID (-2)
 #define DEMO_GLOBAL (-3) /* layer 0, or 1 with --layer-types (whose even layers are sliding) */
 
+/* rope_scaling.original_max_position_embeddings of every scaling: small, so
+ * that the wavelength bands of llama3 and YaRN split the 8 channels of a
+ * head (and a dynamic scaling shows past it) */
+#define DEMO_ROPE_ORIG 16
+
 /* Visibility: when the bug changes anything at all. */
 typedef enum demo_shows {
 	DEMO_SHOWS_ALWAYS,
@@ -27,6 +32,7 @@ typedef enum demo_shows {
 	DEMO_SHOWS_DENSE,       /* only with the dense MLP (a bug of its gate, up or down projection) */
 	DEMO_SHOWS_MOE,         /* only with the MoE MLP (mkdemo --moe) */
 	DEMO_SHOWS_PAST_PREFILL, /* only when seq > --prefill */
+	DEMO_SHOWS_PAST_ORIG,   /* only when seq > original_max_position_embeddings (DEMO_ROPE_ORIG) */
 } demo_shows;
 
 /*      id                name                cause               layer  tap           with --sub  with --replay  shows                 what */
@@ -75,6 +81,7 @@ typedef enum demo_shows {
 	X(ROPE_SCALING_MISSING, "rope-scaling-missing", "rope-scaling",     1, "attn", "attn.q", "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' linear RoPE scaling (x8) not applied (implies --layer-types)") \
 	X(ROPE_SCALING_ALL, "rope-scaling-all", "rope-scaling",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "the global layers' RoPE theta and scaling used on the sliding layers too (implies --layer-types)") \
 	X(ROPE_LLAMA3,      "rope-llama3",      "rope-scaling",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "llama3 RoPE scaling with low_freq_factor and high_freq_factor swapped (implies --rope-scaling llama3:8)") \
+	X(ROPE_DYNAMIC,     "rope-dynamic",     "rope-scaling",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_PAST_ORIG,   "dynamic NTK RoPE scaling left out, as llama.cpp has none (implies --rope-scaling dynamic:4)") \
 	X(YARN_MSCALE,      "yarn-mscale",      "yarn-scaling",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor (0.1 ln(factor) + 1) dropped (implies --rope-scaling yarn:4)") \
 	X(YARN_MSCALE_TWICE, "yarn-mscale-twice", "yarn-scaling",     0, "attn",      "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN attention factor applied twice (implies --rope-scaling yarn:4)") \
 	X(YARN_RAMP,        "yarn-ramp",        "yarn-scaling",     0, "attn",        "attn.q",   "attn.q_rope", DEMO_SHOWS_ALWAYS,      "YaRN without its ramp: every frequency divided by the factor (implies --rope-scaling yarn:4)") \

@@ -115,7 +115,9 @@ static int moe_family(demo_config *cfg, demo_bugset bugs, char *msg, size_t size
 int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size)
 {
 	bool yarn = DEMO_HAS(bugs, YARN_MSCALE) || DEMO_HAS(bugs, YARN_MSCALE_TWICE) || DEMO_HAS(bugs, YARN_RAMP);
-	bool llama3 = DEMO_HAS(bugs, ROPE_LLAMA3);
+	bool llama3 = DEMO_HAS(bugs, ROPE_LLAMA3), dynamic = DEMO_HAS(bugs, ROPE_DYNAMIC);
+	demo_rope_scaling need = yarn ? DEMO_ROPE_YARN : llama3 ? DEMO_ROPE_LLAMA3 : DEMO_ROPE_DYNAMIC;
+	const char *bug = yarn ? "a yarn bug" : llama3 ? "rope-llama3" : "rope-dynamic";
 
 	if (DEMO_HAS(bugs, SINKS_DROPPED))
 		cfg->sinks = true;
@@ -134,21 +136,23 @@ int demo_config_imply(demo_config *cfg, demo_bugset bugs, char *msg, size_t size
 		cfg->layer_types = true;
 	if (DEMO_HAS(bugs, NOPE_INVERTED) && !cfg->nope)
 		cfg->nope = 4;
-	if (yarn && llama3) {
-		snprintf(msg, size, "rope-llama3 and the yarn bugs need different --rope-scaling");
+	if (yarn + llama3 + dynamic > 1) {
+		snprintf(msg, size, "rope-llama3, rope-dynamic and the yarn bugs need different --rope-scaling");
 		return -1;
 	}
-	if ((yarn || llama3) && cfg->layer_types) {
+	if (!(yarn || llama3 || dynamic))
+		return 0;
+	if (cfg->layer_types) {
 		/* the bugs' table expects them in layer 0, which --layer-types makes a sliding layer */
-		snprintf(msg, size, "rope-llama3 and the yarn bugs scale every layer: not with --layer-types");
+		snprintf(msg, size, "%s scales every layer: not with --layer-types", bug);
 		return -1;
 	}
-	if (cfg->rope_scaling == DEMO_ROPE_PLAIN && (yarn || llama3)) {
-		cfg->rope_scaling = yarn ? DEMO_ROPE_YARN : DEMO_ROPE_LLAMA3;
-		cfg->rope_factor = yarn ? 4 : 8;
+	if (cfg->rope_scaling == DEMO_ROPE_PLAIN) {
+		cfg->rope_scaling = need;
+		cfg->rope_factor = llama3 ? 8 : 4;
 	}
-	if ((yarn && cfg->rope_scaling != DEMO_ROPE_YARN) || (llama3 && cfg->rope_scaling != DEMO_ROPE_LLAMA3)) {
-		snprintf(msg, size, "%s needs --rope-scaling %s:F", yarn ? "a yarn bug" : "rope-llama3", yarn ? "yarn" : "llama3");
+	if (cfg->rope_scaling != need) {
+		snprintf(msg, size, "%s needs --rope-scaling %s:F", bug, yarn ? "yarn" : llama3 ? "llama3" : "dynamic");
 		return -1;
 	}
 	return 0;
@@ -442,6 +446,10 @@ static rope_params layer_rope(const fwd *f, int l)
 		rp.low_ff = 4;
 		rp.high_ff = 1;
 	}
+	/* Hugging Face's dynamic NTK at a prefill of seq positions:
+	 * theta (F seq / original - F + 1)^(rot / (rot - 2)); llama.cpp has none */
+	if (rp.kind == DEMO_ROPE_DYNAMIC && cfg->seq > DEMO_ROPE_ORIG && !DEMO_HAS(f->bugs, ROPE_DYNAMIC))
+		rp.theta *= pow(rp.factor * cfg->seq / DEMO_ROPE_ORIG - rp.factor + 1, (double)HD / (HD - 2));
 	if (rp.kind == DEMO_ROPE_YARN) {
 		double m = 0.1 * log(rp.factor) + 1;
 		rp.mscale = DEMO_HAS(f->bugs, YARN_MSCALE) ? 1 : DEMO_HAS(f->bugs, YARN_MSCALE_TWICE) ? m * m : m;
@@ -469,7 +477,8 @@ static void inv_freqs(const fwd *f, const rope_params *rp, int rot, double *inv)
 	for (int i = 0; i < rot / 2; i++) {
 		double base = pow(rp->theta, -2.0 * i / rot), F = rp->factor, wl = 2 * M_PI / base;
 		switch (rp->kind) {
-		case DEMO_ROPE_PLAIN: inv[i] = base; break;
+		case DEMO_ROPE_PLAIN:
+		case DEMO_ROPE_DYNAMIC: inv[i] = base; break;
 		case DEMO_ROPE_LINEAR: inv[i] = base / F; break;
 		case DEMO_ROPE_LLAMA3: {
 			double v = wl > DEMO_ROPE_ORIG / rp->low_ff ? base / F : base;

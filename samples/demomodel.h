@@ -40,6 +40,7 @@ typedef enum demo_rope_scaling {
 	DEMO_ROPE_LINEAR,
 	DEMO_ROPE_LLAMA3, /* low_freq_factor 1, high_freq_factor 4 */
 	DEMO_ROPE_YARN,   /* beta_fast 32, beta_slow 1, attention factor 0.1 ln(factor) + 1 */
+	DEMO_ROPE_DYNAMIC, /* NTK: theta raised once seq passes DEMO_ROPE_ORIG */
 } demo_rope_scaling;
 
 /* The MoE router and combine of a model family (demo_config.moe_family).
@@ -82,9 +83,6 @@ typedef struct demo_config {
 #define DEMO_OAI_LIMIT 7.0f
 #define DEMO_OAI_SCALE 4.0f
 
-/* rope_scaling.original_max_position_embeddings of every scaling: small, so
- * that the wavelength bands of llama3 and YaRN split the 8 channels of a head */
-#define DEMO_ROPE_ORIG 16
 #define DEMO_LOCAL_THETA 10000.0
 #define DEMO_GLOBAL_THETA 1000000.0
 #define DEMO_GLOBAL_FACTOR 8.0

@@ -197,8 +197,10 @@ static void usage(FILE *out)
 	      "                 scaled by 4 so that the clamps bite\n"
 	      "  --rope-scaling T:F  RoPE scaling of every layer (of the global layers with\n"
 	      "                 --layer-types): linear, llama3 (low_freq_factor 1, high_freq_factor\n"
-	      "                 4) or yarn (beta_fast 32, beta_slow 1, attention factor\n"
-	      "                 0.1 ln(F) + 1), factor F > 1, original_max_position_embeddings 16\n"
+	      "                 4), yarn (beta_fast 32, beta_slow 1, attention factor\n"
+	      "                 0.1 ln(F) + 1) or dynamic (NTK: theta times\n"
+	      "                 (F seq / 16 - F + 1)^(8/6) past 16 positions), factor F > 1,\n"
+	      "                 original_max_position_embeddings 16\n"
 	      "  --layer-types  Gemma-3-like layers: even layers sliding (theta 10000, no\n"
 	      "                 scaling, a window of --window), odd layers global (theta\n"
 	      "                 1000000, --rope-scaling or linear:8, no window)\n"
@@ -206,7 +208,8 @@ static void usage(FILE *out)
 	      "\n"
 	      "sinks-dropped implies --sinks, softcap-missing --softcap 10, oai-* --mlp-act\n"
 	      "oai, rope-scaling-missing and rope-scaling-all --layer-types, rope-llama3\n"
-	      "--rope-scaling llama3:8, the yarn bugs yarn:4, nope-inverted --nope 4,\n"
+	      "--rope-scaling llama3:8, rope-dynamic dynamic:4, the yarn bugs yarn:4,\n"
+	      "nope-inverted --nope 4,\n"
 	      "moe-shared-gate --moe-router qwen2 (with --moe);\n"
 	      "an option contradicting them is refused, nan-overflow with --mlp-act\n"
 	      "oai (its clamps keep float16 finite), and a moe-* bug of a part the\n"
@@ -254,7 +257,8 @@ static int rope_scaling_opt(const char *s, demo_config *cfg)
 	static const struct {
 		const char *name;
 		demo_rope_scaling kind;
-	} kinds[] = {{"linear", DEMO_ROPE_LINEAR}, {"llama3", DEMO_ROPE_LLAMA3}, {"yarn", DEMO_ROPE_YARN}};
+	} kinds[] = {{"linear", DEMO_ROPE_LINEAR}, {"llama3", DEMO_ROPE_LLAMA3}, {"yarn", DEMO_ROPE_YARN},
+		     {"dynamic", DEMO_ROPE_DYNAMIC}};
 	const char *colon = strchr(s, ':');
 	char *end;
 	double f;
@@ -270,7 +274,8 @@ static int rope_scaling_opt(const char *s, demo_config *cfg)
 		cfg->rope_factor = f;
 		return 0;
 	}
-	fprintf(stderr, "mkdemo: --rope-scaling: '%s' is not linear:F, llama3:F or yarn:F with F in (1, 1024]\n", s);
+	fprintf(stderr,
+		"mkdemo: --rope-scaling: '%s' is not linear:F, llama3:F, yarn:F or dynamic:F with F in (1, 1024]\n", s);
 	return -1;
 }
 

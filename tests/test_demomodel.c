@@ -195,7 +195,14 @@ static void test_rope_options(void **state)
 	demo_config_init(&cfg);
 	cfg.layer_types = true;
 	assert_int_equal(demo_config_imply(&cfg, BUG(YARN_MSCALE), msg, sizeof msg), -1);
-	assert_string_equal(msg, "rope-llama3 and the yarn bugs scale every layer: not with --layer-types");
+	assert_string_equal(msg, "a yarn bug scales every layer: not with --layer-types");
+	demo_config_init(&cfg);
+	assert_int_equal(demo_config_imply(&cfg, BUG(ROPE_DYNAMIC), msg, sizeof msg), 0);
+	assert_int_equal(cfg.rope_scaling, DEMO_ROPE_DYNAMIC);
+	assert_true(cfg.rope_factor == 4);
+	demo_config_init(&cfg);
+	assert_int_equal(demo_config_imply(&cfg, BUG(ROPE_DYNAMIC) | BUG(ROPE_LLAMA3), msg, sizeof msg), -1);
+	assert_string_equal(msg, "rope-llama3, rope-dynamic and the yarn bugs need different --rope-scaling");
 }
 
 /* Which family a bug implies, which it is refused on. */

@@ -24,6 +24,7 @@
 
 #include "testutil.h"
 #include "diagnose/replay.h"
+#include "diagnose/replay_base.h"
 #include "diagnose/rules.h"
 
 enum { S = 48, F = 32, E = 8, K = 2, H = 24, V = 40 };
@@ -362,10 +363,44 @@ static void test_cases(void **state)
 	}
 }
 
+/* A theta changed alone: rope-theta between round values, a dynamic NTK
+ * base (rope-scaling) otherwise, and near a round value where the fit
+ * cannot tell (tb_replay_theta_change). */
+static void test_theta_change(void **state)
+{
+	static const struct {
+		double theta, theta0;
+		int rot;
+		int64_t length;
+		bool resolved;
+		const char *cause, *name;
+	} changes[] = {
+		{5e5, 1e4, 8, 256, true, "rope-theta", "theta 5e+05 (the reference: 1e+04)"},
+		{5e5, 1e4, 8, 256, false, "rope-theta", "theta 5e+05 (the reference: 1e+04)"},
+		/* 1.25% off a base at factor 2 and original 32: a theta still */
+		{5e5, 1e4, 16, 512, false, "rope-theta", "theta 5e+05 (the reference: 1e+04)"},
+		{1e4, 3.06e5, 8, 64, true, "rope-scaling", "no dynamic NTK: theta 1e+04, the reference's 3.06e+05"},
+		{3.06e5, 1e4, 8, 64, true, "rope-scaling", "dynamic NTK: theta 3.06e+05 from 1e+04 at 64 positions"},
+		/* 1e4 (4 * 256 / 16 - 3)^(8/6) = 2.401e6, fitted as 2.4e6 */
+		{1e4, 2.4e6, 8, 256, false, "rope-scaling", "no dynamic NTK: theta 1e+04, the reference's 2.4e+06"},
+		{1e4, 2.4e6, 8, 256, true, "rope-theta", "theta 1e+04 (the reference: 2.4e+06)"},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
+		char name[64];
+		tb_cause_id id = tb_replay_theta_change(changes[i].theta, changes[i].theta0, changes[i].rot, changes[i].length,
+							changes[i].resolved, name, sizeof name);
+		assert_string_equal(tb_cause_ids[id - 1], changes[i].cause);
+		assert_string_equal(name, changes[i].name);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cases),
+		cmocka_unit_test(test_theta_change),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -663,10 +663,20 @@ static void fitted_scaling(const side4 *s, const rope_cfg *c0, const int64_t *ro
 	}
 }
 
+/* Whether side s tells c's theta from one 0.1% larger (for
+ * tb_replay_theta_change). */
+static bool theta_resolved(const side4 *s, const rope_cfg *c, const int64_t *rows, int nrows)
+{
+	rope_cfg t = *c;
+
+	t.theta *= 1.001;
+	return rope_residual(s, &t, rows, nrows, NULL) > 1.01 * rope_residual(s, c, rows, nrows, NULL);
+}
+
 /* The candidate's variants: the reference's configuration with one
  * thing changed.  Returns the best one. */
-static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int64_t *rows, int nrows,
-				   double floor, bool can_transpose)
+static rope_variant rope_candidate(const side4 *ref, const side4 *s, const rope_cfg *c0, const int64_t *rows,
+				   int nrows, double floor, bool can_transpose)
 {
 	rope_variant v[20], best;
 	int n = 0, hd = s->v[0].hd;
@@ -712,7 +722,10 @@ static rope_variant rope_candidate(const side4 *s, const rope_cfg *c0, const int
 		rope_variant t = {*c0, TB_CAUSE_ROPE_THETA, "", 0};
 		t.rel = fit_theta(s, &t.cfg, rows, nrows);
 		if (fabs(log10(t.cfg.theta / c0->theta)) > 0.01 && t.rel < best.rel) {
-			snprintf(t.name, sizeof t.name, "theta %.3g (the reference: %.3g)", t.cfg.theta, c0->theta);
+			bool up = t.cfg.theta > c0->theta;
+			t.cause = tb_replay_theta_change(t.cfg.theta, c0->theta, t.cfg.rot, s->v[2].S,
+							 theta_resolved(up ? s : ref, up ? &t.cfg : c0, rows, nrows),
+							 t.name, sizeof t.name);
 			best = t;
 		}
 	}
@@ -794,7 +807,7 @@ int tb_replay_rope(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		goto done;
 	}
 	out->tried = true;
-	rope_variant best = rope_candidate(&cand, &c0, pl.rows, pl.nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
+	rope_variant best = rope_candidate(&ref, &cand, &c0, pl.rows, pl.nrows, floor, !ref.v[0].hsd && !cand.v[0].hsd);
 	describe_rope(&c0, hd, ref_name, sizeof ref_name);
 	tb_replay_decide(in, out, floor,
 			 &(tb_replay_fit){ref_name, ref_rel, rope_residual(&cand, &c0, pl.rows, pl.nrows, NULL), best.name,

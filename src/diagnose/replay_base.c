@@ -325,3 +325,40 @@ void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, cons
 		 "replay of %s: %s reproduces the candidate (rel_l2 %.2g), the reference computes %s (rel_l2 %.2g)", cell,
 		 fit->variant, fit->rel_l2, fit->ref_variant, fit->ref_rel_l2);
 }
+
+/* theta to two significant digits: fit_theta and fit_param keep up to three */
+static bool round_theta(double theta)
+{
+	double unit = pow(10, floor(log10(theta)) - 1);
+
+	return fabs(theta - unit * nearbyint(theta / unit)) <= 1e-9 * theta;
+}
+
+static bool dynamic_base(double hi, double lo, int rot, int64_t length)
+{
+	double k = pow(hi / lo, (rot - 2.0) / rot);
+
+	for (double f = 2; f <= 64; f *= 2) {
+		double orig = (double)length * f / (k - 1 + f), pow2 = exp2(nearbyint(log2(orig)));
+		if (pow2 >= 16 && pow2 < (double)length && fabs(orig / pow2 - 1) < 0.01)
+			return true;
+	}
+	return false;
+}
+
+tb_cause_id tb_replay_theta_change(double theta, double theta0, int rot, int64_t length, bool resolved, char *name,
+				   size_t size)
+{
+	double hi = fmax(theta, theta0), lo = fmin(theta, theta0);
+
+	if (round_theta(hi) && (resolved || !dynamic_base(hi, lo, rot, length))) {
+		snprintf(name, size, "theta %.3g (the reference: %.3g)", theta, theta0);
+		return TB_CAUSE_ROPE_THETA;
+	}
+	if (theta > theta0)
+		snprintf(name, size, "dynamic NTK: theta %.3g from %.3g at %lld positions", theta, theta0,
+			 (long long)length);
+	else
+		snprintf(name, size, "no dynamic NTK: theta %.3g, the reference's %.3g", theta, theta0);
+	return TB_CAUSE_ROPE_SCALING;
+}

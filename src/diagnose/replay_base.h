@@ -121,6 +121,22 @@ typedef struct tb_replay_fit {
 				  * rows like its own, where a weight fitted to the reference carries it (0: as far) */
 } tb_replay_fit;
 
+/* A RoPE whose theta alone differs from the reference's theta0, both
+ * fitted at length positions over rot rotated channels: its cause, and
+ * its name in name[size] (63 characters show).  Configs give theta one or
+ * two significant digits (1e4, 5e5); a dynamic NTK base, theta (factor
+ * length / original - factor + 1)^(rot / (rot - 2)), seldom has so few:
+ * rope-theta between round values, else rope-scaling, a dynamic NTK
+ * scaling left out or added (Hugging Face raises theta so once the length
+ * passes original_max_position_embeddings; llama.cpp has no such
+ * scaling).  resolved: whether the side of the larger theta tells it from
+ * one 0.1% larger; where it cannot (a half-width dump), a base near a
+ * round value was fitted as round, and a round larger theta is taken for
+ * a dynamic base when a factor of 2, 4, ... 64 and an original that is a
+ * power of two below length give it within 1%. */
+tb_cause_id tb_replay_theta_change(double theta, double theta0, int rot, int64_t length, bool resolved, char *name,
+				   size_t size);
+
 /* Apply the confirmation rule to a fit of the tap (cell) and fill out:
  * the cause and variant when confirmed, and a note either way. */
 void tb_replay_decide(const tb_replay_in *in, tb_replay *out, double floor, const tb_replay_fit *fit);

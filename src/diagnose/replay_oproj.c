@@ -118,7 +118,8 @@ typedef struct op_fit {
 	double sink[2][MAX_HEADS];  /* the sinks fitted to the reference and to the candidate */
 	double *Gref, *Cref, *G, *C, *W, *res;
 	op_cfg cached;  /* joint: the configuration A[0], Gref and Cref hold; rot 0: none yet */
-	double ref_rel; /* else: the reference's residual under the weight W fitted to it */
+	double ref_rel; /* else: the reference's residual under the weight W fitted to it ... */
+	bool ref_resolved; /* ... and whether it tells its theta from one 0.1% larger */
 	double spent;   /* multiply-adds so far */
 } op_fit;
 
@@ -550,6 +551,10 @@ static double fit_window(op_fit *f, op_pair *p, op_cfg *cfg, bool fine)
 	return rel;
 }
 
+/* What a round value may cost over the fitted one: half-width dumps'
+ * noise moves the fitted value by more. */
+static const double fit_param_slack = 1.25;
+
 /* Fit *x over 10^lo..10^hi: a grid of step, then (fine) golden-section
  * steps around its best, and evaluate there; fine, round x to the 1-3
  * significant digits configs write where that fits as well.  Returns
@@ -566,8 +571,7 @@ static double fit_param(param_fit *t, double lo, double hi, double step, bool fi
 	for (int digits = 1; digits <= 3 && fine; digits++) {
 		double unit = pow(10, floor(best) - digits + 1);
 		param_residual(t, log10(unit * nearbyint(fitted / unit)), &r, NULL);
-		/* half-width dumps' noise moves the fitted value by more than a round one costs */
-		if (r <= rel * 1.25)
+		if (r <= rel * fit_param_slack)
 			return r;
 	}
 	param_residual(t, best, &r, NULL);
@@ -615,6 +619,25 @@ static void keep(op_pair *best, op_pair *t, int kind, double moved)
 	t->kind = kind;
 	if (total(t) < total(best) && fabs(log10(moved)) > 0.005)
 		*best = *t;
+}
+
+/* Whether the side of t's larger theta tells it from one 0.1% larger
+ * (tb_replay_theta_change): by the pair's residuals, or, the reference's
+ * fitted alone, by its own fit (f->ref_resolved). */
+static bool theta_resolved(op_fit *f, op_pair *t)
+{
+	op_pair x = *t;
+	bool up = t->cand.theta > t->ref.theta;
+
+	if (!up && !f->joint)
+		return f->ref_resolved;
+	if (up)
+		x.cand.theta *= 1.001;
+	else
+		x.ref.theta *= 1.001;
+	evaluate(f, &x);
+	evaluate(f, t);
+	return total(&x) > fit_param_slack * total(t);
 }
 
 /* The fitted pairs from the reference's configuration c (the family only
@@ -673,7 +696,8 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			t.cause = TB_CAUSE_ROPE_THETA;
 			pf.x = &t.cand.theta;
 			fit_param(&pf, 2, 8, big, fine);
-			snprintf(t.name, sizeof t.name, "theta %.3g (the reference: %.3g)", t.cand.theta, c->theta);
+			t.cause = tb_replay_theta_change(t.cand.theta, c->theta, c->rot, f->S, theta_resolved(f, &t),
+							 t.name, sizeof t.name);
 			keep(best, &t, kind, t.cand.theta / c->theta);
 			break;
 		case FIT_REF_FACTOR:
@@ -1032,7 +1056,11 @@ int tb_replay_attn_o(const tb_replay_in *in, tb_replay *out, tb_err *err)
 		/* the reference's weight, and the candidate's variants through it */
 		if (fit_init(&f, p, loaded, best_hd) < 0)
 			goto nomem;
+		op_cfg up = ref;
+		up.theta *= 1.001;
+		double moved = fit_reference(&f, &up);
 		f.ref_rel = fit_reference(&f, &ref);
+		f.ref_resolved = moved > fit_param_slack * f.ref_rel;
 		if (found.rel <= floor) {
 			/* done when the candidate is reproduced as closely as the reference is (tbisect-rules(5)) */
 			double enough = hypot(f.ref_rel, fmax(floor / 4, 2 * f.ref_rel));

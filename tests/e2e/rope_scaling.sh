@@ -50,6 +50,23 @@ yarn-ramp|rope-scaling|yarn-scaling
 nope-inverted|nope-layers|nope-layers
 TABLE
 
+# dynamic NTK: past original_max_position_embeddings (16) the reference
+# raises theta to a value no config holds; the replay names the scaling,
+# left out or added, where a theta fit alone would say rope-theta
+"$MKDEMO" --bug rope-dynamic "$T/dyn/ref" "$T/dyn/cand" >/dev/null
+expect_exit 0 "mkdemo rope-dynamic at 16 positions: no divergence" \
+	"$TBISECT" check --no-history "$T/dyn/ref" "$T/dyn/cand"
+"$MKDEMO" --seq 64 --replay --bug rope-dynamic "$T/dyn/ref" "$T/dyn/cand" >/dev/null
+judge "mkdemo rope-dynamic --replay" "$T/dyn" L0.attn.q_rope rope-scaling yes
+json_is "... named: no dynamic NTK, the reference's theta" causes.0.confirmed.variant \
+	"no dynamic NTK: theta 1e+04, the reference's 3.06e+05"
+"$MKDEMO" --seq 64 --replay --ref-only "$T/dyn/ref" >/dev/null
+"$MKDEMO" --seq 64 --replay --rope-scaling dynamic:4 --cand-only "$T/dyn/cand" >/dev/null
+judge "mkdemo dynamic NTK where the reference has none" "$T/dyn" L0.attn.q_rope rope-scaling yes
+json_is "... named: a dynamic NTK base at 64 positions" causes.0.confirmed.variant \
+	"dynamic NTK: theta 3.06e+05 from 1e+04 at 64 positions"
+rm -rf "$T/dyn"
+
 # from the outputs alone: only a global layer differs
 "$MKDEMO" --seq 64 --bug rope-scaling-missing "$T/out/ref" "$T/out/cand" >/dev/null
 judge "mkdemo rope-scaling-missing, outputs only" "$T/out" L1.attn rope-scaling
@@ -125,6 +142,7 @@ yarn-mscale|L0.attn.q_rope|yarn-scaling
 yarn-mscale-twice|L0.attn.q_rope|yarn-scaling
 yarn-ramp|L0.attn.q_rope|yarn-scaling
 nope-inverted|L0.attn.q_rope|nope-layers
+rope-dynamic|L0.attn.q_rope|rope-scaling
 TABLE
 	# a real config's llama3 (original_max_position_embeddings 8192, head_dim 128): the swapped factors
 	# change only the pairs of wavelengths 2048 to 8192, which no line nor one factor explains; a theta
@@ -150,6 +168,12 @@ TABLE
 	# shellcheck disable=SC2086
 	"$PY" "$top_srcdir/tests/pymodel/model.py" $big --theta 1e6 --bug rope-theta "$T/py/ref" "$T/py/cand"
 	judge "model.py theta 5e5 for 1e6, outputs only" "$T/py" L0.attn rope-theta
+	# the attn.o replay from q and k before RoPE: the reference's dynamic base, 2.49e6, fitted as 2.5e6 from
+	# bf16 dumps that cannot tell the two apart, is still a dynamic scaling (factor 4, original 16)
+	rm -rf "$T/py"
+	"$PY" "$top_srcdir/tests/pymodel/model.py" --subtaps --hidden 96 --heads 6 --head-dim 16 --kv-heads 3 \
+		--seq 512 --format bf16 --seed 2 --bug rope-dynamic "$T/py/ref" "$T/py/cand"
+	judge "model.py rope-dynamic, bf16, no query after RoPE" "$T/py" L0.attn.o rope-scaling yes
 	rm -rf "$T/py"
 	"$PY" "$top_srcdir/tests/pymodel/model.py" --subtaps --bug rope-scaling-missing "$T/py/ref" "$T/py/cand"
 	judge "model.py rope-scaling-missing, no query after RoPE" "$T/py" L1.attn.o rope-scaling

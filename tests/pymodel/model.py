@@ -8,7 +8,7 @@ with one injected porting bug.
         [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim 32] [--mlp 256] \
         [--vocab 512] [--layers 3] [--seq 32] [--theta 10000] [--prefill P] [--kv-dtype e4m3|e5m2] \
         [--subtaps] [--replay] \
-        [--rope-scaling linear|llama3|yarn:F] [--rope-orig 16] [--layer-types] [--nope N] \
+        [--rope-scaling linear|llama3|yarn|dynamic:F] [--rope-orig 16] [--layer-types] [--nope N] \
         [--layout L] [--cand-layout L] REF CAND
 
 npy trees use nested Hugging Face module paths (model/layers/0/self_attn.npy),
@@ -72,8 +72,8 @@ BUGS = [
     "kv-cache", "dump-aliasing",
 ]
 # RoPE scaling and NoPE bugs, each implying the model flag it needs (tests/e2e/rope_scaling.sh)
-ROPE_BUGS = ("rope-scaling-missing", "rope-scaling-all", "rope-llama3", "yarn-mscale", "yarn-mscale-twice",
-             "yarn-ramp", "nope-inverted")
+ROPE_BUGS = ("rope-scaling-missing", "rope-scaling-all", "rope-llama3", "rope-dynamic", "yarn-mscale",
+             "yarn-mscale-twice", "yarn-ramp", "nope-inverted")
 BUGS += list(ROPE_BUGS)
 # Mixture-of-experts bugs (--moe)
 BUGS += list(moe_block.BUGS)
@@ -83,6 +83,7 @@ BUGS += list(moe_block.BUGS)
 CAUSE = {"sinks-dropped": "attention-sink", "sinks-wrong": "attention-sink", "softcap-missing": "final-softcap",
          "softcap-wrong": "final-softcap", "oai-plus-one": "mlp-activation", "oai-clamp": "mlp-activation",
          "rope-scaling-missing": "rope-scaling", "rope-scaling-all": "rope-scaling", "rope-llama3": "rope-scaling",
+         "rope-dynamic": "rope-scaling",
          "yarn-mscale": "yarn-scaling", "yarn-mscale-twice": "yarn-scaling", "yarn-ramp": "yarn-scaling",
          "nope-inverted": "nope-layers", "moe-softmax": "moe-routing", "moe-renorm": "moe-routing",
          "moe-scaling": "moe-routing", "moe-bias-weights": "moe-routing", "moe-group": "moe-routing",
@@ -199,13 +200,17 @@ GLOBAL_THETA = 1000000.0
 GLOBAL_SCALING = ("linear", 8.0)
 
 
-def inv_frequencies(rd, theta, scaling, orig, bug):
+def inv_frequencies(rd, theta, scaling, orig, length, bug):
     """inv_freq of transformers' modeling_rope_utils for rope_type default,
-    linear, llama3 (low_freq_factor 1, high_freq_factor 4) and yarn
-    (beta_fast 32, beta_slow 1, truncated correction range); the YaRN
-    attention factor is returned apart."""
-    inv = 1.0 / theta ** (np.arange(0, rd, 2, dtype=np.float64) / rd)
+    linear, llama3 (low_freq_factor 1, high_freq_factor 4), yarn
+    (beta_fast 32, beta_slow 1, truncated correction range) and dynamic
+    (NTK: the base raised once length passes orig, as the prefill of
+    length positions computes it); the YaRN attention factor is returned
+    apart."""
     kind, factor = scaling or ("default", 1.0)
+    if kind == "dynamic" and length > orig and bug != "rope-dynamic":
+        theta = theta * (factor * length / orig - (factor - 1)) ** (rd / (rd - 2))
+    inv = 1.0 / theta ** (np.arange(0, rd, 2, dtype=np.float64) / rd)
     if kind == "linear":
         return inv / factor, 1.0
     if kind == "llama3":
@@ -338,7 +343,7 @@ def attention(x, W, l, cfg, bug, sub=None):
     theta, scaling, rotated = layer_rope(cfg, l, bug)
     theta = 500000.0 if bug == "rope-theta" else theta
     rd = hd // 2 if bug == "partial-rope" else hd
-    inv, mscale = inv_frequencies(rd, theta, scaling, cfg.rope_orig, bug)
+    inv, mscale = inv_frequencies(rd, theta, scaling, cfg.rope_orig, S, bug)
     f = np.outer(positions.astype(np.float64), inv) if rotated else np.zeros((S, rd // 2))
     cos, sin = np.cos(f) * mscale, np.sin(f) * mscale
     if bug == "rotate-half-sign":
@@ -622,7 +627,8 @@ def parse(argv=None):
     ap.add_argument("--kv-dtype", default="e4m3", choices=sorted(FP8),
                     help="kv-cache: the cache's float8 format")
     ap.add_argument("--rope-scaling", type=rope_scaling_arg, default=None, metavar="TYPE:F",
-                    help="linear, llama3 or yarn scaling of every layer (the global ones with --layer-types)")
+                    help="linear, llama3, yarn or dynamic (NTK) scaling of every layer "
+                    "(the global ones with --layer-types)")
     ap.add_argument("--rope-orig", type=int, default=16,
                     help="rope_scaling.original_max_position_embeddings")
     ap.add_argument("--layer-types", action="store_true",
@@ -664,14 +670,15 @@ def rope_scaling_arg(text):
         f = float(factor)
     except ValueError:
         f = 0.0
-    if kind not in ("linear", "llama3", "yarn") or not f > 1:
-        raise argparse.ArgumentTypeError("expected linear:F, llama3:F or yarn:F with F > 1")
+    if kind not in ("linear", "llama3", "yarn", "dynamic") or not f > 1:
+        raise argparse.ArgumentTypeError("expected linear:F, llama3:F, yarn:F or dynamic:F with F > 1")
     return (kind, f)
 
 
 def imply(cfg, ap):
     """The model flag a RoPE bug needs, as mkdemo sets it."""
-    need = {"rope-llama3": "llama3", "yarn-mscale": "yarn", "yarn-mscale-twice": "yarn", "yarn-ramp": "yarn"}
+    need = {"rope-llama3": "llama3", "rope-dynamic": "dynamic", "yarn-mscale": "yarn", "yarn-mscale-twice": "yarn",
+            "yarn-ramp": "yarn"}
     if cfg.bug in ("rope-scaling-missing", "rope-scaling-all"):
         cfg.layer_types = True
     if cfg.bug == "nope-inverted" and not cfg.nope:
@@ -680,7 +687,7 @@ def imply(cfg, ap):
         if cfg.layer_types:
             ap.error("%s scales every layer: not with --layer-types" % cfg.bug)
         if cfg.rope_scaling is None:
-            cfg.rope_scaling = (need[cfg.bug], 4.0 if need[cfg.bug] == "yarn" else 8.0)
+            cfg.rope_scaling = (need[cfg.bug], 8.0 if need[cfg.bug] == "llama3" else 4.0)
         if cfg.rope_scaling[0] != need[cfg.bug]:
             ap.error("%s needs --rope-scaling %s:F" % (cfg.bug, need[cfg.bug]))
 
