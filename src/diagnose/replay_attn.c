@@ -221,10 +221,10 @@ static int theta_residual(void *ctx, double x, double *rel, tb_err *err)
 	return 0;
 }
 
-/* Fit theta for the rest of c: a grid over 1e2..1e8 on the rows whose
- * angles are small (positions 1..8, where the error is smooth in theta),
- * then narrower searches on ever later rows, whose error has ever
- * narrower minima. */
+/* Fit theta for the rest of c: a grid over 1e2..1e10 (configs reach 1e8,
+ * a dynamic NTK base more) on the rows whose angles are small (positions
+ * 1..8, where the error is smooth in theta), then narrower searches on
+ * ever later rows, whose error has ever narrower minima. */
 static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nrows)
 {
 	int64_t early[8];
@@ -238,7 +238,7 @@ static double fit_theta(const side4 *s, rope_cfg *c, const int64_t *rows, int nr
 		nmid++;
 	/* rope_residual cannot fail: the fits' errors are never set */
 	theta_fit fe = {s, c, early, ne}, fm = {s, c, rows, nmid}, fa = {s, c, rows, nrows};
-	tb_fit_grid_min(theta_residual, &fe, 2, 0.125, 49, &best, NULL);
+	tb_fit_grid_min(theta_residual, &fe, 2, 0.125, 65, &best, NULL);
 	tb_fit_golden_min(theta_residual, &fe, best - 0.125, best + 0.125, 24, &best, &best_rel, NULL);
 	tb_fit_golden_min(theta_residual, &fm, best - 0.01, best + 0.01, 16, &best, &best_rel, NULL);
 	tb_fit_golden_min(theta_residual, &fa, best - 0.001, best + 0.001, 12, &best, &best_rel, NULL);
@@ -356,9 +356,9 @@ static double rope_line(const rope_cfg *c, int lo, int hi, double *theta, double
 #define LINE_FIT 0.02
 
 /* The reference's RoPE: every style, sign and rotary fraction at the
- * usual bases, then (fit_theta) theta fitted for the best three; when
- * none fits, its own table read off (rope_measure: a scaled RoPE, YaRN's
- * attention factor, or a NoPE layer). */
+ * usual bases, then (fit_theta) theta fitted for the best three and both
+ * plain styles; when none fits, its own table read off (rope_measure: a
+ * scaled RoPE, YaRN's attention factor, or a NoPE layer). */
 static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows, int nrows, double floor,
 			     bool fit_theta_too)
 {
@@ -389,9 +389,17 @@ static double rope_reference(const side4 *s, rope_cfg *best, const int64_t *rows
 	if (top_rel[0] <= floor)
 		return top_rel[0];
 	double rel = top_rel[0];
-	for (int k = 0; k < 3 && fit_theta_too; k++) {
-		rope_cfg c = top[k];
-		double r = fit_theta(s, &c, rows, nrows);
+	/* and both plain styles: far from every base (a dynamic NTK base of 1.46e8), the three closest may
+	 * be a partial rotary's, which no theta makes right */
+	rope_cfg fits[5] = {top[0], top[1], top[2], {.sign = 1, .rot = hd, .theta = 1e4},
+			    {.interleaved = true, .sign = 1, .rot = hd, .theta = 1e4}};
+	for (int k = 0; k < 5 && fit_theta_too; k++) {
+		rope_cfg c = fits[k];
+		bool again = false;
+		for (int j = 0; j < k; j++)
+			again = again ||
+				(fits[j].interleaved == c.interleaved && fits[j].sign == c.sign && fits[j].rot == c.rot);
+		double r = again ? INFINITY : fit_theta(s, &c, rows, nrows);
 		if (r < rel) {
 			rel = r;
 			*best = c;

@@ -695,7 +695,7 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 		case FIT_THETA:
 			t.cause = TB_CAUSE_ROPE_THETA;
 			pf.x = &t.cand.theta;
-			fit_param(&pf, 2, 8, big, fine);
+			fit_param(&pf, 2, 10, big, fine);
 			t.cause = tb_replay_theta_change(t.cand.theta, c->theta, c->rot, f->S, theta_resolved(f, &t),
 							 t.name, sizeof t.name);
 			keep(best, &t, kind, t.cand.theta / c->theta);
@@ -725,7 +725,7 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			} else {
 				t = *best;
 				pf.x = &t.cand.theta;
-				fit_param(&pf, 2, 8, big, fine);
+				fit_param(&pf, 2, 10, big, fine);
 				pf.x = &t.cand.factor;
 				fit_param(&pf, 0.3, 1.8, small, fine);
 			}
@@ -957,7 +957,7 @@ static int find_reference(op_fit *f, const tb_pair *const *p, const tb_replay_si
 		param_fit pf = {f, NULL, &lin, &lin.factor, false};
 		fit_param(&pf, 0.3, 1.8, 0.3, true);
 		pf.x = &lin.theta;
-		consider(ref, fit_param(&pf, 2, 8, 0.5, true), &lin, rotating.hd);
+		consider(ref, fit_param(&pf, 2, 10, 0.5, true), &lin, rotating.hd);
 	}
 	/* learned sinks per head (gpt-oss) */
 	if (ref->rel > floor && f->spent < BUDGET) {
