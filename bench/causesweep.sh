@@ -6,7 +6,8 @@
 # Every bug of two implementations of the model: mkdemo (16, 64, 256 and
 # 512 positions; f32, bf16 and an f32 reference against a bf16 candidate)
 # and tests/pymodel/model.py (32, 160 and 512 positions; the same dtypes;
-# four shapes of hidden/heads/head_dim/kv-heads), each with three tap sets:
+# five shapes of hidden/heads/head_dim/kv-heads, one with a real config's
+# head_dim 128 and original_max_position_embeddings), each with three tap sets:
 # the outputs only, the sub-taps (mkdemo --sub, model.py --subtaps) and the
 # replay taps (--replay).  Dtypes, seeds and shapes are taken in turn
 # rather than crossed, to keep it to a few minutes on two cores.  The place is right
@@ -74,7 +75,9 @@ tb, work, half, line = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 SHAPES = [dict(hidden=128, heads=4, head_dim=32, kv_heads=2, mlp=256),
           dict(hidden=96, heads=6, head_dim=16, kv_heads=3, mlp=256),
           dict(hidden=256, heads=8, head_dim=32, kv_heads=4, mlp=512),
-          dict(hidden=256, heads=8, head_dim=64, kv_heads=2, mlp=512, theta=1e6)]
+          dict(hidden=256, heads=8, head_dim=64, kv_heads=2, mlp=512, theta=1e6),
+          # RoPE as a real config has it: Llama head_dim 128, original_max_position_embeddings 8192
+          dict(hidden=256, heads=2, head_dim=128, kv_heads=1, mlp=512, rope_orig=8192)]
 DTYPES = {"f32": ("npy", "npy"), "bf16": ("bf16", "bf16"), "f32/bf16": ("npy", "bf16")}
 n = 0
 # the MoE bugs need --moe and a family: tests/pymodel/moecheck.py sweeps them
@@ -88,7 +91,7 @@ for bug in [b for b in model.BUGS if not b.startswith("moe-")]:
             shape = dict(SHAPES[n % len(SHAPES)], seq=seq, layers=3)
             if taps != "out":
                 shape["subtaps" if taps == "sub" else "replay"] = True
-            seed = n % 5
+            seed = (n + n // len(SHAPES)) % 5
             fmts = DTYPES[dt]
             d, ref, cand, layers = check.make_case(bug, fmts, seed, shape, os.path.join(work, "%d" % n))
             read = [check.read_safetensors if f != "npy" else (lambda p: check.read_npy_tree(p, layers))
