@@ -389,8 +389,8 @@ static void test_theta_change(void **state)
 
 	for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
 		char name[64];
-		tb_cause_id id = tb_replay_theta_change(changes[i].theta, changes[i].theta0, changes[i].rot, changes[i].length,
-							changes[i].resolved, name, sizeof name);
+		tb_cause_id id = tb_replay_theta_change(changes[i].theta, changes[i].theta0, changes[i].rot,
+							changes[i].length, changes[i].resolved, name, sizeof name);
 		assert_string_equal(tb_cause_ids[id - 1], changes[i].cause);
 		assert_string_equal(name, changes[i].name);
 	}
