@@ -693,7 +693,6 @@ static void fitted_pairs(op_fit *f, const op_cfg *c, bool fine, int only, double
 			keep(best, &t, kind, 10);
 			break;
 		case FIT_THETA:
-			t.cause = TB_CAUSE_ROPE_THETA;
 			pf.x = &t.cand.theta;
 			fit_param(&pf, 2, 10, big, fine);
 			t.cause = tb_replay_theta_change(t.cand.theta, c->theta, c->rot, f->S, theta_resolved(f, &t),
